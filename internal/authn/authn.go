@@ -1,0 +1,231 @@
+// Package authn authenticates every call by the class its method declares (spec section 5) and
+// puts the authenticated caller on the context, where handlers and stores take their tenant
+// scope from.
+package authn
+
+import (
+	"context"
+	"crypto/subtle"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	optionsv1 "github.com/collab/collab/proto/collab/options/v1"
+
+	"github.com/collab/collab/internal/apierr"
+)
+
+// Header names of the credentials (spec section 5). gRPC metadata keys are the same.
+const (
+	HeaderAPIKey         = "x-service-api-key"
+	HeaderAuthToken      = "x-service-auth-token"
+	HeaderWorkspaceID    = "x-service-workspace-id"
+	HeaderWorkspaceToken = "x-service-workspace-auth-token"
+	// HeaderInternalToken carries the shared secret of service-to-service calls.
+	HeaderInternalToken = "x-collab-internal-token"
+)
+
+// Settings are the workspace's console switches, as of authentication.
+type Settings struct {
+	AdvancedQueries  bool
+	Notifications    bool
+	AdvancedWebhooks bool
+}
+
+// Caller is who made the call.
+type Caller struct {
+	WorkspaceID string
+	// APIKey is the tenant of key-level calls; empty for workspace-level calls.
+	APIKey         string
+	Settings       Settings
+	AllowedDomains []string
+}
+
+type callerKey struct{}
+
+// WithCaller returns ctx carrying c.
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// CallerFrom returns the authenticated caller. ok is false on public and internal calls.
+func CallerFrom(ctx context.Context) (Caller, bool) {
+	c, ok := ctx.Value(callerKey{}).(Caller)
+	return c, ok
+}
+
+// RequireCaller returns the caller, or an internal error when the interceptor did not set one:
+// a handler that needs a tenant must never run without one.
+func RequireCaller(ctx context.Context) (Caller, error) {
+	c, ok := CallerFrom(ctx)
+	if !ok {
+		return Caller{}, apierr.Internal(errNoCaller)
+	}
+	return c, nil
+}
+
+type authError string
+
+func (e authError) Error() string { return string(e) }
+
+const errNoCaller = authError("no authenticated caller on the context")
+
+// Authenticator checks credentials. Errors carry the spec's codes and messages.
+type Authenticator interface {
+	// AuthenticateKey checks an API key and one of its auth tokens.
+	AuthenticateKey(ctx context.Context, apiKey, authToken string) (Caller, error)
+	// AuthenticateWorkspace checks a workspace id and its workspace auth token.
+	AuthenticateWorkspace(ctx context.Context, workspaceID, token string) (Caller, error)
+}
+
+// bodyCredentials is implemented by request messages that carry apiKey and authToken in data.
+type bodyCredentials interface {
+	GetApiKey() string
+	GetAuthToken() string
+}
+
+// Interceptor authenticates unary calls.
+type Interceptor struct {
+	auth          Authenticator
+	internalToken string
+	classes       sync.Map // full method name -> optionsv1.Auth
+}
+
+// NewInterceptor returns an Interceptor checking credentials with auth. internalToken, when not
+// empty, is required from callers of internal operations.
+func NewInterceptor(auth Authenticator, internalToken string) *Interceptor {
+	return &Interceptor{auth: auth, internalToken: internalToken}
+}
+
+// publicServices are infrastructure services outside the collab API that need no credentials.
+var publicServices = map[string]bool{
+	"grpc.health.v1.Health": true,
+}
+
+// ClassOf returns the auth class declared on a method, e.g. "/collab.workspace.v1.WorkspaceService/GetWorkspace".
+func ClassOf(fullMethod string) optionsv1.Auth {
+	name := strings.TrimPrefix(fullMethod, "/")
+	service, method, ok := strings.Cut(name, "/")
+	if !ok {
+		return optionsv1.Auth_AUTH_UNSPECIFIED
+	}
+	if publicServices[service] {
+		return optionsv1.Auth_AUTH_PUBLIC
+	}
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service + "." + method))
+	if err != nil {
+		return optionsv1.Auth_AUTH_UNSPECIFIED
+	}
+	md, ok := d.(protoreflect.MethodDescriptor)
+	if !ok || md.Options() == nil {
+		return optionsv1.Auth_AUTH_UNSPECIFIED
+	}
+	class, _ := proto.GetExtension(md.Options(), optionsv1.E_Auth).(optionsv1.Auth)
+	return class
+}
+
+func (i *Interceptor) classOf(fullMethod string) optionsv1.Auth {
+	if c, ok := i.classes.Load(fullMethod); ok {
+		return c.(optionsv1.Auth)
+	}
+	c := ClassOf(fullMethod)
+	i.classes.Store(fullMethod, c)
+	return c
+}
+
+// Unary is the grpc.UnaryServerInterceptor.
+func (i *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	ctx, err := i.Authenticate(ctx, info.FullMethod, req)
+	if err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// Authenticate checks the credentials that the method's class requires and returns ctx with
+// the caller on it.
+func (i *Interceptor) Authenticate(ctx context.Context, fullMethod string, req any) (context.Context, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	switch i.classOf(fullMethod) {
+	case optionsv1.Auth_AUTH_PUBLIC:
+		return ctx, nil
+	case optionsv1.Auth_AUTH_INTERNAL:
+		if i.internalToken != "" && subtle.ConstantTimeCompare([]byte(first(md, HeaderInternalToken)), []byte(i.internalToken)) != 1 {
+			return nil, apierr.PermissionDenied("This operation is for internal callers.")
+		}
+		return ctx, nil
+	case optionsv1.Auth_AUTH_KEY:
+		return i.key(ctx, md)
+	case optionsv1.Auth_AUTH_KEY_AND_BODY:
+		if body, ok := req.(bodyCredentials); ok {
+			if k := body.GetApiKey(); k != "" && k != first(md, HeaderAPIKey) {
+				return nil, apierr.InvalidArgument("apiKey in data does not match the %s header.", HeaderAPIKey)
+			}
+			if t := body.GetAuthToken(); t != "" && t != first(md, HeaderAuthToken) {
+				return nil, apierr.InvalidArgument("authToken in data does not match the %s header.", HeaderAuthToken)
+			}
+		}
+		return i.key(ctx, md)
+	case optionsv1.Auth_AUTH_BODY:
+		body, ok := req.(bodyCredentials)
+		if !ok {
+			return nil, apierr.Internal(authError("body-credential method without apiKey/authToken fields: " + fullMethod))
+		}
+		if body.GetApiKey() == "" {
+			return nil, apierr.InvalidArgument("apiKey is required.")
+		}
+		if body.GetAuthToken() == "" {
+			return nil, apierr.InvalidArgument("authToken is required.")
+		}
+		c, err := i.auth.AuthenticateKey(ctx, body.GetApiKey(), body.GetAuthToken())
+		if err != nil {
+			return nil, err
+		}
+		return WithCaller(ctx, c), nil
+	case optionsv1.Auth_AUTH_WORKSPACE:
+		id := first(md, HeaderWorkspaceID)
+		if id == "" {
+			return nil, apierr.InvalidArgument("Workspace ID not found in headers.")
+		}
+		token := first(md, HeaderWorkspaceToken)
+		if token == "" {
+			return nil, apierr.InvalidArgument("Auth Token not found in headers.")
+		}
+		c, err := i.auth.AuthenticateWorkspace(ctx, id, token)
+		if err != nil {
+			return nil, err
+		}
+		return WithCaller(ctx, c), nil
+	default:
+		// A method without a declared class is refused rather than guessed at.
+		return nil, apierr.Internal(authError("method has no auth class: " + fullMethod))
+	}
+}
+
+func (i *Interceptor) key(ctx context.Context, md metadata.MD) (context.Context, error) {
+	key := first(md, HeaderAPIKey)
+	if key == "" {
+		return nil, apierr.InvalidArgument("API key not found in headers.")
+	}
+	token := first(md, HeaderAuthToken)
+	if token == "" {
+		return nil, apierr.InvalidArgument("Auth Token not found in headers.")
+	}
+	c, err := i.auth.AuthenticateKey(ctx, key, token)
+	if err != nil {
+		return nil, err
+	}
+	return WithCaller(ctx, c), nil
+}
+
+func first(md metadata.MD, key string) string {
+	if v := md.Get(key); len(v) > 0 {
+		return strings.TrimSpace(v[0])
+	}
+	return ""
+}

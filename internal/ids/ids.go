@@ -1,0 +1,76 @@
+// Package ids makes random identifiers and secrets, and hashes secrets for storage.
+package ids
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+)
+
+const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// Random returns n characters drawn uniformly from [0-9A-Za-z] by crypto/rand.
+func Random(n int) string {
+	out := make([]byte, n)
+	buf := make([]byte, n+n/2)
+	i := 0
+	for i < n {
+		_, _ = rand.Read(buf) // crypto/rand.Read never fails on supported platforms.
+		for _, b := range buf {
+			// 62*4 = 248: rejecting 248..255 keeps the draw uniform.
+			if b >= 248 {
+				continue
+			}
+			out[i] = alphabet[b%62]
+			i++
+			if i == n {
+				break
+			}
+		}
+	}
+	return string(out)
+}
+
+// Lower returns n characters drawn uniformly from [0-9a-z], for ids that appear in URLs and
+// must survive case-insensitive handling.
+func Lower(n int) string {
+	const lower = "0123456789abcdefghijklmnopqrstuvwxyz"
+	out := make([]byte, n)
+	buf := make([]byte, 1)
+	for i := 0; i < n; {
+		_, _ = rand.Read(buf)
+		if buf[0] >= 252 { // 36*7 = 252
+			continue
+		}
+		out[i] = lower[buf[0]%36]
+		i++
+	}
+	return string(out)
+}
+
+// Hash is the stored form of a high-entropy secret (auth tokens, verification tokens). A fast
+// hash suffices: the secrets are random, not passwords.
+func Hash(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// Matches reports whether secret hashes to hash, in constant time.
+func Matches(secret, hash string) bool {
+	got := Hash(secret)
+	return subtle.ConstantTimeCompare([]byte(got), []byte(hash)) == 1
+}
+
+// Mask shows a secret's last four characters only, e.g. "********wXyZ".
+func Mask(lastFour string) string {
+	return "********" + lastFour
+}
+
+// LastFour returns the tail kept beside a hash so a masked form can be shown later.
+func LastFour(secret string) string {
+	if len(secret) <= 4 {
+		return ""
+	}
+	return secret[len(secret)-4:]
+}
