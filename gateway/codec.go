@@ -1,0 +1,125 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// MaxBodyBytes is the largest request body the gateway reads.
+const MaxBodyBytes = 4 << 20
+
+// envelopeCodec is the grpc-gateway Marshaler of the API's envelopes: it reads the request
+// message from the body's "data" object and writes responses as {"result": <message>}.
+type envelopeCodec struct {
+	out protojson.MarshalOptions
+	in  protojson.UnmarshalOptions
+}
+
+func newEnvelopeCodec() *envelopeCodec {
+	return &envelopeCodec{
+		// Unset plain fields appear (false, "", []); proto3 optional fields appear only when set.
+		out: protojson.MarshalOptions{EmitUnpopulated: true},
+		in:  protojson.UnmarshalOptions{DiscardUnknown: true},
+	}
+}
+
+func (c *envelopeCodec) ContentType(any) string { return "application/json" }
+
+// Marshal wraps a response message in {"result": ...}.
+func (c *envelopeCodec) Marshal(v any) ([]byte, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return json.Marshal(map[string]any{"result": v})
+	}
+	inner, err := c.out.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("marshal response: %w", err)
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(inner) + 12)
+	buf.WriteString(`{"result":`)
+	buf.Write(inner)
+	buf.WriteString("}")
+	return buf.Bytes(), nil
+}
+
+// Unmarshal reads a request body {"data": {...}} into the request message. An empty body
+// counts as {"data": {}}: several operations need no parameters.
+func (c *envelopeCodec) Unmarshal(body []byte, v any) error {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return errors.New("request target is not a protobuf message")
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var top any
+	if err := dec.Decode(&top); err != nil {
+		return errors.New("Request body is not valid JSON.")
+	}
+	if dec.More() {
+		return errors.New("Request body is not valid JSON: it holds more than one value.")
+	}
+	obj, ok := top.(map[string]any)
+	if !ok {
+		return errors.New(`Request body must be a JSON object: {"data": {...}}.`)
+	}
+	data, present := obj["data"]
+	if !present {
+		return errors.New(`Request body must have a "data" object: {"data": {...}}.`)
+	}
+	if _, ok := data.(map[string]any); !ok {
+		return errors.New("data must be an object.")
+	}
+	if msg := checkJSON("data", data, m.ProtoReflect().Descriptor()); msg != "" {
+		return errors.New(msg)
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return errors.New("Request body is not valid JSON.")
+	}
+	if err := c.in.Unmarshal(raw, m); err != nil {
+		// checkJSON passed, so this is a value protojson refuses for its own reasons (a bad
+		// base64 string, say).
+		return errors.New("data holds a value of the wrong form for this operation.")
+	}
+	return nil
+}
+
+func (c *envelopeCodec) NewDecoder(r io.Reader) runtime.Decoder {
+	return runtime.DecoderFunc(func(v any) error {
+		body, err := io.ReadAll(r)
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				return fmt.Errorf("Request body is larger than %d MiB.", MaxBodyBytes>>20)
+			}
+			return errors.New("Request body could not be read.")
+		}
+		if len(bytes.TrimSpace(body)) == 0 {
+			return io.EOF // the generated handlers treat EOF as "no body"
+		}
+		return c.Unmarshal(body, v)
+	})
+}
+
+func (c *envelopeCodec) NewEncoder(w io.Writer) runtime.Encoder {
+	return runtime.EncoderFunc(func(v any) error {
+		b, err := c.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	})
+}

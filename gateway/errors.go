@@ -1,0 +1,91 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+type errorBody struct {
+	Status  string          `json:"status"`
+	Message string          `json:"message"`
+	Details json.RawMessage `json:"details,omitempty"`
+}
+
+// writeError writes {"error": {...}} with the given HTTP status.
+func writeError(w http.ResponseWriter, httpStatus int, code codes.Code, message string, details json.RawMessage) {
+	body, _ := json.Marshal(map[string]errorBody{"error": {Status: codeName(code), Message: message, Details: details}})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(httpStatus)
+	_, _ = w.Write(body)
+}
+
+// codeName is the spec's status string for a gRPC code: NOT_FOUND, INVALID_ARGUMENT, ...
+func codeName(c codes.Code) string {
+	name, ok := codeNames[c]
+	if !ok {
+		return "UNKNOWN"
+	}
+	return name
+}
+
+var codeNames = map[codes.Code]string{
+	codes.OK: "OK", codes.Canceled: "CANCELLED", codes.Unknown: "UNKNOWN", codes.InvalidArgument: "INVALID_ARGUMENT",
+	codes.DeadlineExceeded: "DEADLINE_EXCEEDED", codes.NotFound: "NOT_FOUND", codes.AlreadyExists: "ALREADY_EXISTS",
+	codes.PermissionDenied: "PERMISSION_DENIED", codes.ResourceExhausted: "RESOURCE_EXHAUSTED",
+	codes.FailedPrecondition: "FAILED_PRECONDITION", codes.Aborted: "ABORTED", codes.OutOfRange: "OUT_OF_RANGE",
+	codes.Unimplemented: "UNIMPLEMENTED", codes.Internal: "INTERNAL", codes.Unavailable: "UNAVAILABLE",
+	codes.DataLoss: "DATA_LOSS", codes.Unauthenticated: "UNAUTHENTICATED",
+}
+
+// errorHandler is grpc-gateway's error handler: a gRPC status becomes the error envelope with
+// the HTTP status grpc-gateway maps for its code. A status detail becomes error.details.
+func errorHandler(log *slog.Logger) runtime.ErrorHandlerFunc {
+	detailJSON := protojson.MarshalOptions{EmitUnpopulated: true}
+	return func(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+		st := status.Convert(err)
+		code, msg := st.Code(), st.Message()
+		switch code {
+		case codes.Unavailable:
+			// The gRPC client's text says why a peer is unreachable; the caller learns only that.
+			log.ErrorContext(r.Context(), "service unavailable", "path", r.URL.Path, "error", err)
+			msg = "The service is unavailable. Try again later."
+		case codes.Unknown:
+			log.ErrorContext(r.Context(), "unknown error from service", "path", r.URL.Path, "error", err)
+			code, msg = codes.Internal, "Internal error."
+		}
+		var details json.RawMessage
+		for _, d := range st.Details() {
+			if m, ok := d.(proto.Message); ok {
+				if b, err := detailJSON.Marshal(m); err == nil {
+					details = b
+					break
+				}
+			}
+		}
+		writeError(w, runtime.HTTPStatusFromCode(code), code, msg, details)
+	}
+}
+
+// routingErrorHandler answers requests no route matches: an unknown path is NOT_FOUND (404),
+// a known path with another method 405.
+func routingErrorHandler(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, httpStatus int) {
+	switch httpStatus {
+	case http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, codes.Unimplemented, fmt.Sprintf("Method %s is not allowed: every operation of this API is a POST.", r.Method), nil)
+	case http.StatusBadRequest:
+		writeError(w, http.StatusBadRequest, codes.InvalidArgument, "Bad request.", nil)
+	default:
+		writeError(w, http.StatusNotFound, codes.NotFound, fmt.Sprintf("No operation at %s %s.", r.Method, r.URL.Path), nil)
+	}
+}

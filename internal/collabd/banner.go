@@ -1,0 +1,38 @@
+package collabd
+
+import (
+	"fmt"
+	"io"
+)
+
+// PrintBanner tells a newcomer where the API is and, for a local run, the development
+// workspace's credentials with a call that works as printed.
+func PrintBanner(w io.Writer, p *Process) {
+	fmt.Fprintln(w, "collab is running")
+	if p.HTTPAddr != "" {
+		fmt.Fprintf(w, "  HTTP API: http://%s\n", p.HTTPAddr)
+	}
+	if p.GRPCAddr != "" {
+		fmt.Fprintf(w, "  gRPC:     %s\n", p.GRPCAddr)
+	}
+	if p.Dev == nil {
+		return
+	}
+	d := p.Dev
+	fmt.Fprintf(w, `
+Development workspace (the same on every start):
+  workspace id:          %s
+  workspace auth token:  %s
+  API key:               %s
+  auth token:            %s
+`, d.WorkspaceID, d.WorkspaceToken, d.APIKey, d.AuthToken)
+	if p.HTTPAddr != "" {
+		fmt.Fprintf(w, `
+Try it:
+  curl -s http://%s/v2/workspace/get -H 'content-type: application/json' \
+    -H 'x-service-workspace-id: %s' -H 'x-service-workspace-auth-token: %s' -d '{"data":{}}'
+  curl -s http://%s/v2/workspace/domains/get -H 'content-type: application/json' \
+    -H 'x-service-api-key: %s' -H 'x-service-auth-token: %s' -d '{"data":{}}'
+`, p.HTTPAddr, d.WorkspaceID, d.WorkspaceToken, p.HTTPAddr, d.APIKey, d.AuthToken)
+	}
+}
