@@ -1,0 +1,218 @@
+package authn
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	optionsv1 "github.com/collab/collab/proto/collab/options/v1"
+	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
+
+	"github.com/collab/collab/internal/apierr"
+	"github.com/collab/collab/internal/clock"
+)
+
+// fakeAuth accepts key "k"/token "t" and workspace "w"/token "wt".
+type fakeAuth struct{ calls int }
+
+func (f *fakeAuth) AuthenticateKey(_ context.Context, key, token string) (Caller, error) {
+	f.calls++
+	if key != "k" {
+		return Caller{}, apierr.PermissionDenied("Invalid API key.")
+	}
+	if token != "t" {
+		return Caller{}, apierr.InvalidArgument("Auth token not found.")
+	}
+	return Caller{WorkspaceID: "w", APIKey: "k"}, nil
+}
+
+func (f *fakeAuth) AuthenticateWorkspace(_ context.Context, id, token string) (Caller, error) {
+	f.calls++
+	if id != "w" {
+		return Caller{}, apierr.NotFound("Workspace not found.")
+	}
+	if token != "wt" {
+		return Caller{}, apierr.Unauthenticated("Invalid auth token for workspace.")
+	}
+	return Caller{WorkspaceID: "w"}, nil
+}
+
+type bodyReq struct{ key, token string }
+
+func (b bodyReq) GetApiKey() string    { return b.key }
+func (b bodyReq) GetAuthToken() string { return b.token }
+
+func incoming(kv ...string) context.Context {
+	return metadata.NewIncomingContext(context.Background(), metadata.Pairs(kv...))
+}
+
+func TestInterceptorClasses(t *testing.T) {
+	i := NewInterceptor(&fakeAuth{}, "internal-secret")
+	i.classes.Store("/t/Key", optionsv1.Auth_AUTH_KEY)
+	i.classes.Store("/t/Body", optionsv1.Auth_AUTH_BODY)
+	i.classes.Store("/t/KeyBody", optionsv1.Auth_AUTH_KEY_AND_BODY)
+	i.classes.Store("/t/WS", optionsv1.Auth_AUTH_WORKSPACE)
+	i.classes.Store("/t/Public", optionsv1.Auth_AUTH_PUBLIC)
+	i.classes.Store("/t/Internal", optionsv1.Auth_AUTH_INTERNAL)
+
+	cases := []struct {
+		name   string
+		method string
+		ctx    context.Context
+		req    any
+		code   codes.Code
+		msg    string
+		caller string // expected APIKey/WorkspaceID pair "key|ws" on success
+	}{
+		{"key ok", "/t/Key", incoming(HeaderAPIKey, "k", HeaderAuthToken, "t"), nil, codes.OK, "", "k|w"},
+		{"key missing", "/t/Key", incoming(), nil, codes.InvalidArgument, "API key not found in headers.", ""},
+		{"token missing", "/t/Key", incoming(HeaderAPIKey, "k"), nil, codes.InvalidArgument, "Auth Token not found in headers.", ""},
+		{"key unknown", "/t/Key", incoming(HeaderAPIKey, "x", HeaderAuthToken, "t"), nil, codes.PermissionDenied, "Invalid API key.", ""},
+		{"body ok", "/t/Body", incoming(), bodyReq{"k", "t"}, codes.OK, "", "k|w"},
+		{"body headers ignored", "/t/Body", incoming(HeaderAPIKey, "k", HeaderAuthToken, "t"), bodyReq{}, codes.InvalidArgument, "apiKey is required.", ""},
+		{"body no token", "/t/Body", incoming(), bodyReq{"k", ""}, codes.InvalidArgument, "authToken is required.", ""},
+		{"key and body match", "/t/KeyBody", incoming(HeaderAPIKey, "k", HeaderAuthToken, "t"), bodyReq{"k", "t"}, codes.OK, "", "k|w"},
+		{"key and body, body empty", "/t/KeyBody", incoming(HeaderAPIKey, "k", HeaderAuthToken, "t"), bodyReq{}, codes.OK, "", "k|w"},
+		{"key and body differ", "/t/KeyBody", incoming(HeaderAPIKey, "k", HeaderAuthToken, "t"), bodyReq{"other", "t"}, codes.InvalidArgument, "apiKey in data does not match the x-service-api-key header.", ""},
+		{"key and body token differ", "/t/KeyBody", incoming(HeaderAPIKey, "k", HeaderAuthToken, "t"), bodyReq{"k", "x"}, codes.InvalidArgument, "authToken in data does not match the x-service-auth-token header.", ""},
+		{"workspace ok", "/t/WS", incoming(HeaderWorkspaceID, "w", HeaderWorkspaceToken, "wt"), nil, codes.OK, "", "|w"},
+		{"workspace id missing", "/t/WS", incoming(HeaderWorkspaceToken, "wt"), nil, codes.InvalidArgument, "Workspace ID not found in headers.", ""},
+		{"workspace token missing", "/t/WS", incoming(HeaderWorkspaceID, "w"), nil, codes.InvalidArgument, "Auth Token not found in headers.", ""},
+		{"workspace key headers do not count", "/t/WS", incoming(HeaderAPIKey, "k", HeaderAuthToken, "t"), nil, codes.InvalidArgument, "Workspace ID not found in headers.", ""},
+		{"public", "/t/Public", incoming(), nil, codes.OK, "", "none"},
+		{"internal without token", "/t/Internal", incoming(), nil, codes.PermissionDenied, "This operation is for internal callers.", ""},
+		{"internal wrong token", "/t/Internal", incoming(HeaderInternalToken, "nope"), nil, codes.PermissionDenied, "", ""},
+		{"internal ok", "/t/Internal", incoming(HeaderInternalToken, "internal-secret"), nil, codes.OK, "", "none"},
+		{"unannotated method fails closed", "/collab.nothing.v1.X/Y", incoming(), nil, codes.Internal, "Internal error.", ""},
+		{"body class on a message without credentials", "/t/Body", incoming(), struct{}{}, codes.Internal, "Internal error.", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got *Caller
+			_, err := i.Unary(c.ctx, c.req, &grpc.UnaryServerInfo{FullMethod: c.method}, func(ctx context.Context, _ any) (any, error) {
+				if cl, ok := CallerFrom(ctx); ok {
+					got = &cl
+				}
+				return "ok", nil
+			})
+			st := status.Convert(err)
+			if st.Code() != c.code || (c.msg != "" && st.Message() != c.msg) {
+				t.Fatalf("got %v %q, want %v %q", st.Code(), st.Message(), c.code, c.msg)
+			}
+			if c.code != codes.OK {
+				return
+			}
+			switch {
+			case c.caller == "none" && got != nil:
+				t.Fatalf("caller set on an unauthenticated call: %+v", got)
+			case c.caller != "none" && (got == nil || got.APIKey+"|"+got.WorkspaceID != c.caller):
+				t.Fatalf("caller %+v, want %s", got, c.caller)
+			}
+		})
+	}
+}
+
+// Every method of every collab service declares how its caller authenticates.
+func TestEveryMethodHasAnAuthClass(t *testing.T) {
+	n := 0
+	protoregistry.GlobalFiles.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
+		if !strings.HasPrefix(string(fd.Package()), "collab.") {
+			return true
+		}
+		for s := 0; s < fd.Services().Len(); s++ {
+			svc := fd.Services().Get(s)
+			for m := 0; m < svc.Methods().Len(); m++ {
+				md := svc.Methods().Get(m)
+				full := "/" + string(svc.FullName()) + "/" + string(md.Name())
+				if ClassOf(full) == optionsv1.Auth_AUTH_UNSPECIFIED {
+					t.Errorf("%s has no auth class", full)
+				}
+				n++
+			}
+		}
+		return true
+	})
+	if n == 0 {
+		t.Fatal("no collab methods registered")
+	}
+	_ = workspacev1.File_collab_workspace_v1_workspace_proto
+}
+
+func TestRequireCaller(t *testing.T) {
+	if _, err := RequireCaller(context.Background()); status.Code(apierrStatus(err)) != codes.Internal {
+		t.Fatalf("RequireCaller without caller: %v", err)
+	}
+	c, err := RequireCaller(WithCaller(context.Background(), Caller{APIKey: "k"}))
+	if err != nil || c.APIKey != "k" {
+		t.Fatalf("RequireCaller: %v %v", c, err)
+	}
+}
+
+func apierrStatus(err error) error { return status.Convert(err).Err() }
+
+// fakeWorkspace counts Authenticate calls.
+type fakeWorkspace struct {
+	workspacev1.WorkspaceServiceClient
+	calls int
+	md    metadata.MD
+}
+
+func (f *fakeWorkspace) Authenticate(ctx context.Context, req *workspacev1.AuthenticateRequest, _ ...grpc.CallOption) (*workspacev1.AuthenticateResponse, error) {
+	f.calls++
+	f.md, _ = metadata.FromOutgoingContext(ctx)
+	if req.GetApiKey().GetAuthToken() != "t" {
+		return nil, status.Error(codes.InvalidArgument, "Auth token not found.")
+	}
+	return &workspacev1.AuthenticateResponse{WorkspaceId: "w", ApiKey: req.GetApiKey().GetApiKey(), Settings: &workspacev1.Settings{AdvancedQueries: true}}, nil
+}
+
+func TestClientCachesSuccessesOnly(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	ws := &fakeWorkspace{}
+	c := NewClient(ws, "tok", 5*time.Second, clk)
+	ctx := context.Background()
+	for range 3 {
+		caller, err := c.AuthenticateKey(ctx, "k", "t")
+		if err != nil || caller.WorkspaceID != "w" || !caller.Settings.AdvancedQueries {
+			t.Fatalf("%+v %v", caller, err)
+		}
+	}
+	if ws.calls != 1 {
+		t.Fatalf("%d calls, want 1 (cached)", ws.calls)
+	}
+	if got := ws.md.Get(HeaderInternalToken); len(got) != 1 || got[0] != "tok" {
+		t.Fatalf("internal token not sent: %v", ws.md)
+	}
+	for range 2 {
+		if _, err := c.AuthenticateKey(ctx, "k", "bad"); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("bad token: %v", err)
+		}
+	}
+	if ws.calls != 3 {
+		t.Fatalf("%d calls, want failures not cached", ws.calls)
+	}
+	clk.Advance(5 * time.Second)
+	_, _ = c.AuthenticateKey(ctx, "k", "t")
+	if ws.calls != 4 {
+		t.Fatalf("%d calls: cache entry outlived its ttl", ws.calls)
+	}
+	// A different token for the same key is a different entry.
+	_, _ = c.AuthenticateKey(ctx, "k", "t2")
+	if ws.calls != 5 {
+		t.Fatalf("%d calls", ws.calls)
+	}
+	off := NewClient(ws, "", 0, clk)
+	_, _ = off.AuthenticateKey(ctx, "k", "t")
+	_, _ = off.AuthenticateKey(ctx, "k", "t")
+	if ws.calls != 7 {
+		t.Fatalf("ttl 0 cached: %d calls", ws.calls)
+	}
+}

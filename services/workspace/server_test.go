@@ -1,0 +1,175 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
+
+	"github.com/collab/collab/internal/apierr"
+	"github.com/collab/collab/internal/authn"
+	"github.com/collab/collab/internal/clock"
+	"github.com/collab/collab/internal/email"
+)
+
+// brokenStore fails every read after break is set, like a store whose server went away.
+type brokenStore struct {
+	Store
+	broken bool
+}
+
+var errStoreDown = errors.New("connection refused by 10.0.0.7:27017")
+
+func (b *brokenStore) WorkspaceByOwnerEmail(ctx context.Context, e string) (*Workspace, error) {
+	if b.broken {
+		return nil, errStoreDown
+	}
+	return b.Store.WorkspaceByOwnerEmail(ctx, e)
+}
+
+func (b *brokenStore) APIKey(ctx context.Context, k string) (*APIKey, error) {
+	if b.broken {
+		return nil, errStoreDown
+	}
+	return b.Store.APIKey(ctx, k)
+}
+
+func newTestServer(t *testing.T, store Store, opts ...Option) (*Server, *email.Memory) {
+	t.Helper()
+	mail := &email.Memory{}
+	base := []Option{WithClock(clock.NewFake(time.Unix(1e9, 0))), WithEmailSender(mail), WithLogger(slog.New(slog.DiscardHandler)), WithRateLimits(RateLimits{})}
+	s, err := New(store, make([]byte, 32), append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, mail
+}
+
+func asStatus(err error) *status.Status {
+	return status.Convert(apierr.ToStatus(context.Background(), slog.New(slog.DiscardHandler), err))
+}
+
+func TestStoreFailuresAnswerInternal(t *testing.T) {
+	store := &brokenStore{Store: NewMemoryStore()}
+	s, _ := newTestServer(t, store)
+	ctx := context.Background()
+	if _, err := s.CreateWorkspace(ctx, &workspacev1.CreateWorkspaceRequest{OwnerEmail: "a@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	store.broken = true
+
+	_, err := s.GetEmailVerificationStatus(ctx, &workspacev1.GetEmailVerificationStatusRequest{OwnerEmail: "a@example.com"})
+	if st := asStatus(err); st.Code() != codes.Internal || st.Message() != "Email status check failed." {
+		t.Fatalf("email status with a broken store: %v", st)
+	}
+	_, err = s.AuthenticateKey(ctx, "k", "t")
+	st := asStatus(err)
+	if st.Code() != codes.Internal || strings.Contains(st.Message(), "10.0.0.7") {
+		t.Fatalf("authentication with a broken store: %v", st)
+	}
+}
+
+func TestCreateWorkspaceSendsTheLink(t *testing.T) {
+	s, mail := newTestServer(t, NewMemoryStore(), WithPublicURL("https://api.example.com/"), WithEmailGracePeriod(72*time.Hour))
+	resp, err := s.CreateWorkspace(context.Background(), &workspacev1.CreateWorkspaceRequest{OwnerEmail: "a@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := mail.Sent()
+	if len(sent) != 1 || sent[0].To != "a@example.com" {
+		t.Fatalf("sent %+v", sent)
+	}
+	want := "https://api.example.com/v2/workspace/email/verify?token=" + resp.GetData().GetId() + "."
+	if !strings.Contains(sent[0].Body, want) || !strings.Contains(sent[0].Body, "3 days") {
+		t.Fatalf("body %q lacks %q or the grace period", sent[0].Body, want)
+	}
+}
+
+// A failing mail server does not undo the workspace: the grace period leaves time to fix it.
+type failingSender struct{}
+
+func (failingSender) Send(context.Context, email.Message) error { return errors.New("smtp down") }
+
+func TestMailFailureKeepsTheWorkspace(t *testing.T) {
+	s, _ := newTestServer(t, NewMemoryStore(), WithEmailSender(failingSender{}))
+	resp, err := s.CreateWorkspace(context.Background(), &workspacev1.CreateWorkspaceRequest{OwnerEmail: "a@example.com"})
+	if err != nil || resp.GetData().GetId() == "" {
+		t.Fatalf("create with a failing mailer: %v %v", resp, err)
+	}
+}
+
+func TestAuthenticateRPC(t *testing.T) {
+	s, _ := newTestServer(t, NewMemoryStore())
+	ctx := context.Background()
+	if err := s.EnsureDevWorkspace(ctx, DevCredentials{WorkspaceID: "w", WorkspaceToken: "wt-token", APIKey: "k", AuthToken: "t-token", OwnerEmail: "dev@localhost"}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		req  *workspacev1.AuthenticateRequest
+		code codes.Code
+		msg  string
+	}{
+		{&workspacev1.AuthenticateRequest{}, codes.InvalidArgument, "credentials are required."},
+		{keyReq("", "x"), codes.InvalidArgument, "API key not found in headers."},
+		{keyReq("k", ""), codes.InvalidArgument, "Auth Token not found in headers."},
+		{keyReq("k", "t-token"), codes.OK, ""},
+		{wsReq("", "x"), codes.InvalidArgument, "Workspace ID not found in headers."},
+		{wsReq("w", ""), codes.InvalidArgument, "Auth Token not found in headers."},
+		{wsReq("w", "wt-token"), codes.OK, ""},
+	}
+	for _, c := range cases {
+		resp, err := s.Authenticate(ctx, c.req)
+		st := asStatus(err)
+		if st.Code() != c.code || (c.msg != "" && st.Message() != c.msg) {
+			t.Errorf("%v: %v", c.req, st)
+		}
+		if c.code == codes.OK && (resp.GetWorkspaceId() != "w" || !resp.GetSettings().GetAdvancedQueries()) {
+			t.Errorf("%v: %v", c.req, resp)
+		}
+	}
+}
+
+func keyReq(k, t string) *workspacev1.AuthenticateRequest {
+	return &workspacev1.AuthenticateRequest{Credentials: &workspacev1.AuthenticateRequest_ApiKey{ApiKey: &workspacev1.ApiKeyCredentials{ApiKey: k, AuthToken: t}}}
+}
+
+func wsReq(id, t string) *workspacev1.AuthenticateRequest {
+	return &workspacev1.AuthenticateRequest{Credentials: &workspacev1.AuthenticateRequest_Workspace{Workspace: &workspacev1.WorkspaceCredentials{WorkspaceId: id, AuthToken: t}}}
+}
+
+// Restarting with the same dev credentials keeps them working, even after tokens were reset.
+func TestEnsureDevWorkspaceIsIdempotent(t *testing.T) {
+	store := NewMemoryStore()
+	s, _ := newTestServer(t, store)
+	ctx := context.Background()
+	dev := DevCredentials{WorkspaceID: "w", WorkspaceToken: "wt-token", APIKey: "k", AuthToken: "t-token", OwnerEmail: "dev@localhost"}
+	if err := s.EnsureDevWorkspace(ctx, dev); err != nil {
+		t.Fatal(err)
+	}
+	caller := authn.WithCaller(ctx, authn.Caller{WorkspaceID: "w"})
+	if _, err := s.ResetAuthToken(caller, &workspacev1.ResetAuthTokenRequest{ApiKey: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AuthenticateKey(ctx, "k", "t-token"); err == nil {
+		t.Fatal("old token works after reset")
+	}
+	if err := s.EnsureDevWorkspace(ctx, dev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AuthenticateKey(ctx, "k", "t-token"); err != nil {
+		t.Fatalf("dev token after restart: %v", err)
+	}
+	if _, err := s.AuthenticateWorkspace(ctx, "w", "wt-token"); err != nil {
+		t.Fatalf("dev workspace token after restart: %v", err)
+	}
+	if n, _ := store.CountAPIKeys(ctx, "w"); n != 1 {
+		t.Fatalf("%d keys after two starts", n)
+	}
+}
