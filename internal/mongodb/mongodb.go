@@ -88,3 +88,8 @@ func (c *Conn) MasterSecret(ctx context.Context) ([]byte, error) {
 	}
 	return doc.Value, nil
 }
+
+// Key joins the parts of a compound id (API key, organization, document...) into one _id
+// string. Parts are validated ids, which hold no control characters, so the unit separator
+// cannot be forged.
+func Key(parts ...string) string { return strings.Join(parts, "\x1f") }

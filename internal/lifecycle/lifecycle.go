@@ -1,0 +1,71 @@
+// Package lifecycle is the receiving end of durable events: one LifecycleService server per
+// process routes each delivered event to the handler of the named local service.
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
+)
+
+// Handler applies one event to a service's data. It must be idempotent: the same event can
+// arrive again, with part of its effect already applied. An error with code InvalidArgument,
+// FailedPrecondition, AlreadyExists or NotFound fails the event for good; any other error is
+// retried.
+type Handler interface {
+	HandleEvent(ctx context.Context, e *lifecyclev1.Event) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, e *lifecyclev1.Event) error
+
+func (f HandlerFunc) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error { return f(ctx, e) }
+
+// Dispatcher implements LifecycleService for the services of one process.
+type Dispatcher struct {
+	lifecyclev1.UnimplementedLifecycleServiceServer
+
+	mu       sync.RWMutex
+	handlers map[string]Handler
+}
+
+// NewDispatcher returns a Dispatcher with no handlers.
+func NewDispatcher() *Dispatcher { return &Dispatcher{handlers: map[string]Handler{}} }
+
+// Register routes events for service to h.
+func (d *Dispatcher) Register(service string, h Handler) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.handlers[service] = h
+}
+
+func (d *Dispatcher) HandleEvent(ctx context.Context, req *lifecyclev1.HandleEventRequest) (*lifecyclev1.HandleEventResponse, error) {
+	d.mu.RLock()
+	h, ok := d.handlers[req.GetService()]
+	d.mu.RUnlock()
+	if !ok {
+		// Unavailable, not NotFound: a misrouted delivery is retried, never dropped.
+		return nil, status.Errorf(codes.Unavailable, "service %q does not run in this process", req.GetService())
+	}
+	if req.GetEvent() == nil || req.GetEvent().GetId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "event with an id is required")
+	}
+	if err := h.HandleEvent(ctx, req.GetEvent()); err != nil {
+		return nil, fmt.Errorf("%s handling %s %s: %w", req.GetService(), req.GetEvent().GetType(), req.GetEvent().GetId(), err)
+	}
+	return &lifecyclev1.HandleEventResponse{}, nil
+}
+
+// Permanent reports whether a delivery error means the event can never be applied.
+func Permanent(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.AlreadyExists, codes.NotFound:
+		return true
+	}
+	return false
+}

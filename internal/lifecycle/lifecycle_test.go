@@ -1,0 +1,53 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
+)
+
+func TestDispatcherRoutesByService(t *testing.T) {
+	d := NewDispatcher()
+	var got []string
+	d.Register("users", HandlerFunc(func(_ context.Context, e *lifecyclev1.Event) error {
+		got = append(got, "users:"+e.GetId())
+		return nil
+	}))
+	d.Register("access", HandlerFunc(func(context.Context, *lifecyclev1.Event) error {
+		return status.Error(codes.AlreadyExists, "conflict")
+	}))
+	ctx := context.Background()
+	if _, err := d.HandleEvent(ctx, &lifecyclev1.HandleEventRequest{Service: "users", Event: &lifecyclev1.Event{Id: "e1"}}); err != nil || len(got) != 1 || got[0] != "users:e1" {
+		t.Fatalf("%v %v", got, err)
+	}
+	_, err := d.HandleEvent(ctx, &lifecyclev1.HandleEventRequest{Service: "access", Event: &lifecyclev1.Event{Id: "e1"}})
+	if !Permanent(err) {
+		t.Fatalf("handler's permanent error lost: %v", err)
+	}
+	_, err = d.HandleEvent(ctx, &lifecyclev1.HandleEventRequest{Service: "crdt", Event: &lifecyclev1.Event{Id: "e1"}})
+	if Permanent(err) || status.Code(err) != codes.Unavailable {
+		t.Fatalf("unknown service must be retried: %v", err)
+	}
+	if _, err := d.HandleEvent(ctx, &lifecyclev1.HandleEventRequest{Service: "users"}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("event without id: %v", err)
+	}
+}
+
+func TestPermanent(t *testing.T) {
+	for code, want := range map[codes.Code]bool{
+		codes.InvalidArgument: true, codes.FailedPrecondition: true, codes.AlreadyExists: true, codes.NotFound: true,
+		codes.Unavailable: false, codes.Internal: false, codes.DeadlineExceeded: false,
+	} {
+		if Permanent(status.Error(code, "x")) != want {
+			t.Errorf("%v: want permanent=%v", code, want)
+		}
+	}
+	if Permanent(errors.New("plain")) {
+		t.Error("a plain error is permanent")
+	}
+}

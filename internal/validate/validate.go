@@ -1,0 +1,124 @@
+// Package validate checks the request fields every service shares (ids, id lists, access types
+// and roles) and words its refusals the same way everywhere.
+package validate
+
+import (
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/collab/collab/internal/apierr"
+)
+
+// MaxIDLength bounds every id a caller chooses.
+const MaxIDLength = 256
+
+// ID checks a required id: present, at most MaxIDLength characters, valid UTF-8, no control
+// characters, no leading or trailing space. The MongoDB stores rely on the absence of control
+// characters to build compound keys.
+func ID(field, v string) error {
+	if v == "" {
+		return apierr.InvalidArgument("%s is required.", field)
+	}
+	return idForm(field, v)
+}
+
+// OptionalID checks an id that may be empty.
+func OptionalID(field, v string) error {
+	if v == "" {
+		return nil
+	}
+	return idForm(field, v)
+}
+
+func idForm(field, v string) error {
+	switch {
+	case !utf8.ValidString(v):
+		return apierr.InvalidArgument("%s must be valid UTF-8.", field)
+	case utf8.RuneCountInString(v) > MaxIDLength:
+		return apierr.InvalidArgument("%s must be at most %d characters.", field, MaxIDLength)
+	case strings.TrimSpace(v) != v:
+		return apierr.InvalidArgument("%s must not start or end with white space.", field)
+	case strings.IndexFunc(v, unicode.IsControl) >= 0:
+		return apierr.InvalidArgument("%s must not contain control characters.", field)
+	}
+	return nil
+}
+
+// IDs checks a list of ids and returns it without duplicates, in first-seen order. required
+// refuses an empty list; max > 0 bounds its length (counted before duplicates are dropped).
+func IDs(field string, vs []string, required bool, max int) ([]string, error) {
+	if required && len(vs) == 0 {
+		return nil, apierr.InvalidArgument("%s must contain at least one id.", field)
+	}
+	if max > 0 && len(vs) > max {
+		return nil, apierr.InvalidArgument("%s must contain at most %d ids.", field, max)
+	}
+	out := make([]string, 0, len(vs))
+	for i, v := range vs {
+		if v == "" {
+			return nil, apierr.InvalidArgument("%s[%d] must not be empty.", field, i)
+		}
+		if err := idForm(field+"["+itoa(i)+"]", v); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; i > 0; i /= 10 {
+		b = append([]byte{byte('0' + i%10)}, b...)
+	}
+	return string(b)
+}
+
+// Access types and roles (spec section 2).
+const (
+	AccessPublic              = "public"
+	AccessOrganizationPrivate = "organizationPrivate"
+	AccessRestricted          = "restricted"
+	RoleEditor                = "editor"
+	RoleViewer                = "viewer"
+)
+
+// AccessType checks a required access type.
+func AccessType(field, v string) error {
+	switch v {
+	case AccessPublic, AccessOrganizationPrivate, AccessRestricted:
+		return nil
+	case "":
+		return apierr.InvalidArgument("%s is required.", field)
+	}
+	return apierr.InvalidArgument("%s must be one of organizationPrivate, restricted, public.", field)
+}
+
+// AccessRole checks a role; empty is allowed when optional.
+func AccessRole(field, v string, optional bool) error {
+	switch v {
+	case RoleEditor, RoleViewer:
+		return nil
+	case "":
+		if optional {
+			return nil
+		}
+		return apierr.InvalidArgument("%s is required.", field)
+	}
+	return apierr.InvalidArgument("%s must be one of viewer, editor.", field)
+}
+
+// MaxLength checks a free-text field's length in characters.
+func MaxLength(field, v string, max int) error {
+	if utf8.RuneCountInString(v) > max {
+		return apierr.InvalidArgument("%s must be at most %d characters.", field, max)
+	}
+	return nil
+}

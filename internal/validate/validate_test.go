@@ -1,0 +1,79 @@
+package validate
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/status"
+)
+
+func msg(err error) string { return status.Convert(err).Message() }
+
+func TestID(t *testing.T) {
+	if err := ID("documentId", "doc-1 é/ü:#"); err != nil {
+		t.Fatalf("ordinary id refused: %v", err)
+	}
+	cases := map[string]string{
+		"":                         "documentId is required.",
+		strings.Repeat("a", 257):   "documentId must be at most 256 characters.",
+		" padded":                  "documentId must not start or end with white space.",
+		"tab\tinside":              "documentId must not contain control characters.",
+		"nul\x00":                  "documentId must not contain control characters.",
+		"unit\x1fsep":              "documentId must not contain control characters.",
+		string([]byte{0xff, 0xfe}): "documentId must be valid UTF-8.",
+	}
+	for v, want := range cases {
+		if got := msg(ID("documentId", v)); got != want {
+			t.Errorf("ID(%q) = %q, want %q", v, got, want)
+		}
+	}
+	if OptionalID("folderId", "") != nil || OptionalID("folderId", "a\nb") == nil {
+		t.Error("OptionalID")
+	}
+}
+
+func TestIDs(t *testing.T) {
+	got, err := IDs("documentIds", []string{"a", "b", "a"}, true, 30)
+	if err != nil || !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("%v %v", got, err)
+	}
+	many := make([]string, 31)
+	for i := range many {
+		many[i] = "d" + itoa(i)
+	}
+	for _, c := range []struct {
+		vs       []string
+		required bool
+		want     string
+	}{
+		{nil, true, "documentIds must contain at least one id."},
+		{many, false, "documentIds must contain at most 30 ids."},
+		{[]string{"a", ""}, false, "documentIds[1] must not be empty."},
+		{[]string{"a", "b\nc"}, false, "documentIds[1] must not contain control characters."},
+	} {
+		if _, err := IDs("documentIds", c.vs, c.required, 30); msg(err) != c.want {
+			t.Errorf("IDs(%v) = %q, want %q", c.vs, msg(err), c.want)
+		}
+	}
+	if got, err := IDs("x", nil, false, 0); err != nil || len(got) != 0 {
+		t.Fatalf("optional empty list: %v %v", got, err)
+	}
+}
+
+func TestAccessTypeAndRole(t *testing.T) {
+	for _, v := range []string{"public", "organizationPrivate", "restricted"} {
+		if AccessType("accessType", v) != nil {
+			t.Errorf("%s refused", v)
+		}
+	}
+	if msg(AccessType("accessType", "private")) != "accessType must be one of organizationPrivate, restricted, public." || msg(AccessType("accessType", "")) != "accessType is required." {
+		t.Error("AccessType refusals")
+	}
+	if AccessRole("accessRole", "", true) != nil || msg(AccessRole("accessRole", "", false)) != "accessRole is required." || msg(AccessRole("accessRole", "admin", true)) != "accessRole must be one of viewer, editor." {
+		t.Error("AccessRole")
+	}
+	if MaxLength("name", "ééé", 3) != nil || MaxLength("name", "éééé", 3) == nil {
+		t.Error("MaxLength counts characters")
+	}
+}
