@@ -231,3 +231,20 @@ func TestRunStopsWithContext(t *testing.T) {
 	cancel()
 	<-done
 }
+
+func TestPublishAsyncLeavesDeliveryToTheLoop(t *testing.T) {
+	ctx := context.Background()
+	d := &fakeDeliverer{fail: map[string]error{}}
+	o := newOutbox(NewMemoryStore(), d, clock.NewFake(t0))
+	r, err := o.PublishAsync(ctx, &lifecyclev1.Event{Type: "document.migrated"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State() != "pending" || len(d.deliveries()) != 0 {
+		t.Fatalf("async publish delivered at once: %s %v", r.State(), d.deliveries())
+	}
+	o.RunDue(ctx)
+	if r, _ = o.Get(ctx, r.ID); r.State() != "completed" || len(d.deliveries()) != 3 {
+		t.Fatalf("after the loop: %s %v", r.State(), d.deliveries())
+	}
+}

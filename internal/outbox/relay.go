@@ -51,8 +51,10 @@ type Outbox struct {
 	clock       clock.Clock
 	log         *slog.Logger
 
-	wake  chan struct{}
-	locks sync.Map // event id -> *sync.Mutex: one delivery of an event at a time here
+	wake chan struct{}
+	// locks keeps one delivery of an event at a time in this process. Two replicas may still
+	// deliver the same event at once; handlers are idempotent, so that costs work, not data.
+	locks sync.Map // event id -> *sync.Mutex
 }
 
 // Option configures an Outbox.
@@ -82,6 +84,32 @@ const (
 // Publish stores the event, then tries to deliver it at once so callers read their own writes;
 // whatever is not delivered within a few seconds the background loop finishes.
 func (o *Outbox) Publish(ctx context.Context, e *lifecyclev1.Event) (*Record, error) {
+	r, err := o.add(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliverNow)
+	defer cancel()
+	o.deliver(dctx, r.ID)
+	if got, err := o.store.Get(ctx, r.ID); err == nil {
+		r = got
+	}
+	o.notify()
+	return r, nil
+}
+
+// PublishAsync stores the event and leaves its delivery to the background loop (woken at
+// once), for jobs whose caller asks for their status later (migrations).
+func (o *Outbox) PublishAsync(ctx context.Context, e *lifecyclev1.Event) (*Record, error) {
+	r, err := o.add(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	o.notify()
+	return r, nil
+}
+
+func (o *Outbox) add(ctx context.Context, e *lifecyclev1.Event) (*Record, error) {
 	if e.GetId() == "" {
 		e.Id = ids.Random(24)
 	}
@@ -100,13 +128,6 @@ func (o *Outbox) Publish(ctx context.Context, e *lifecyclev1.Event) (*Record, er
 	if err := o.store.Add(ctx, r); err != nil {
 		return nil, fmt.Errorf("outbox: publish %s: %w", e.GetType(), err)
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliverNow)
-	defer cancel()
-	o.deliver(dctx, r.ID)
-	if got, err := o.store.Get(ctx, r.ID); err == nil {
-		r = got
-	}
-	o.notify()
 	return r, nil
 }
 
