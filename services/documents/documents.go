@@ -1,0 +1,440 @@
+package documents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
+	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
+
+	"github.com/collab/collab/internal/apierr"
+	"github.com/collab/collab/internal/authn"
+	"github.com/collab/collab/internal/validate"
+)
+
+func checkAddDocuments(req *documentsv1.AddDocumentsRequest) error {
+	if err := validate.ID("organizationId", req.GetOrganizationId()); err != nil {
+		return err
+	}
+	docs := req.GetDocuments()
+	if err := checkCount("documents", "document", len(docs), maxItems); err != nil {
+		return err
+	}
+	seen := map[string]int{}
+	for i, d := range docs {
+		if err := validate.ID(field("documents", i, "documentId"), d.GetDocumentId()); err != nil {
+			return err
+		}
+		if err := checkUnique("documents", "documentId", i, d.GetDocumentId(), seen); err != nil {
+			return err
+		}
+		if err := validate.MaxLength(field("documents", i, "documentName"), trim(d.GetDocumentName()), maxDocumentNameLength); err != nil {
+			return err
+		}
+		if err := validate.OptionalID(field("documents", i, "folderId"), d.GetFolderId()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) AddDocuments(ctx context.Context, req *documentsv1.AddDocumentsRequest) (*documentsv1.ItemResultsResponse, error) {
+	c, err := authn.RequireCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkAddDocuments(req); err != nil {
+		return nil, err
+	}
+	org := req.GetOrganizationId()
+	if err := s.ensureOrg(ctx, c.APIKey, org, req.GetCreateOrganization()); err != nil {
+		return nil, err
+	}
+	var docIDs, folderIDs []string
+	for _, d := range req.GetDocuments() {
+		docIDs = append(docIDs, d.GetDocumentId())
+		if d.GetFolderId() != "" {
+			folderIDs = append(folderIDs, d.GetFolderId())
+		}
+	}
+	existing, err := s.existingDocuments(ctx, c.APIKey, org, docIDs)
+	if err != nil {
+		return nil, err
+	}
+	folders, err := s.existingFolders(ctx, c.APIKey, org, folderIDs)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	data := map[string]*documentsv1.ItemResult{}
+	for _, in := range req.GetDocuments() {
+		id, folder := in.GetDocumentId(), in.GetFolderId()
+		if existing[id] {
+			data[id] = itemResult(id, false, msgDocumentExists)
+			continue
+		}
+		if folder != "" && !folders[folder] {
+			if !req.GetCreateFolder() {
+				data[id] = itemResult(id, false, msgFolderMissing)
+				continue
+			}
+			if err := s.createRootFolder(ctx, c.APIKey, org, folder); err != nil {
+				return nil, err
+			}
+			folders[folder] = true
+		}
+		err := s.store.CreateDocument(ctx, &Document{APIKey: c.APIKey, OrganizationID: org, ID: id, Name: trim(in.GetDocumentName()), FolderID: folder, CreatedAt: now})
+		switch {
+		case errors.Is(err, ErrExists):
+			data[id] = itemResult(id, false, msgDocumentExists)
+		case err != nil:
+			return nil, fmt.Errorf("add document: %w", err)
+		default:
+			data[id] = itemResult(id, true, msgDocumentAdded)
+		}
+	}
+	return &documentsv1.ItemResultsResponse{Status: statusSuccess, Message: "Document(s) added successfully.", Data: data}, nil
+}
+
+// existingDocuments returns which of ids exist, in one query.
+func (s *Server) existingDocuments(ctx context.Context, apiKey, org string, ids []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	docs, err := s.store.ListDocuments(ctx, apiKey, org, DocumentFilter{IDs: ids}, nil, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read documents: %w", err)
+	}
+	for _, d := range docs {
+		out[d.ID] = true
+	}
+	return out, nil
+}
+
+// existingFolders returns which of ids exist, in one query.
+func (s *Server) existingFolders(ctx context.Context, apiKey, org string, ids []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	folders, err := s.store.ListFolders(ctx, apiKey, org, FolderFilter{IDs: ids}, nil, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read folders: %w", err)
+	}
+	for _, f := range folders {
+		out[f.ID] = true
+	}
+	return out, nil
+}
+
+func checkUpdateDocuments(req *documentsv1.UpdateDocumentsRequest) error {
+	if err := validate.ID("organizationId", req.GetOrganizationId()); err != nil {
+		return err
+	}
+	docs := req.GetDocuments()
+	if err := checkCount("documents", "document", len(docs), maxItems); err != nil {
+		return err
+	}
+	seen := map[string]int{}
+	for i, d := range docs {
+		if err := validate.ID(field("documents", i, "documentId"), d.GetDocumentId()); err != nil {
+			return err
+		}
+		if err := checkUnique("documents", "documentId", i, d.GetDocumentId(), seen); err != nil {
+			return err
+		}
+		if d.DocumentName == nil && d.FolderId == nil && d.Disabled == nil {
+			return apierr.InvalidArgument("documents[%d] must change documentName, folderId or disabled.", i)
+		}
+		if err := validate.MaxLength(field("documents", i, "documentName"), trim(d.GetDocumentName()), maxDocumentNameLength); err != nil {
+			return err
+		}
+		if err := validate.OptionalID(field("documents", i, "folderId"), d.GetFolderId()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) UpdateDocuments(ctx context.Context, req *documentsv1.UpdateDocumentsRequest) (*documentsv1.ItemResultsResponse, error) {
+	c, err := authn.RequireCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkUpdateDocuments(req); err != nil {
+		return nil, err
+	}
+	org := req.GetOrganizationId()
+	if err := s.requireOrg(ctx, c.APIKey, org); err != nil {
+		return nil, err
+	}
+	var docIDs, folderIDs []string
+	for _, d := range req.GetDocuments() {
+		docIDs = append(docIDs, d.GetDocumentId())
+		if d.GetFolderId() != "" {
+			folderIDs = append(folderIDs, d.GetFolderId())
+		}
+	}
+	existing, err := s.existingDocuments(ctx, c.APIKey, org, docIDs)
+	if err != nil {
+		return nil, err
+	}
+	folders, err := s.existingFolders(ctx, c.APIKey, org, folderIDs)
+	if err != nil {
+		return nil, err
+	}
+	data := map[string]*documentsv1.ItemResult{}
+	for _, in := range req.GetDocuments() {
+		id := in.GetDocumentId()
+		// A missing document is answered before any folder is made for it.
+		if !existing[id] {
+			data[id] = itemResult(id, false, msgDocumentMissing)
+			continue
+		}
+		if folder := in.GetFolderId(); folder != "" && !folders[folder] {
+			if !req.GetCreateFolder() {
+				data[id] = itemResult(id, false, msgFolderMissing)
+				continue
+			}
+			if err := s.createRootFolder(ctx, c.APIKey, org, folder); err != nil {
+				return nil, err
+			}
+			folders[folder] = true
+		}
+		_, err := s.store.UpdateDocument(ctx, c.APIKey, org, id, DocumentPatch{Name: trimPtr(in.DocumentName), FolderID: in.FolderId, Disabled: in.Disabled})
+		switch {
+		case errors.Is(err, ErrNotFound):
+			data[id] = itemResult(id, false, msgDocumentMissing)
+		case err != nil:
+			return nil, fmt.Errorf("update document: %w", err)
+		default:
+			data[id] = itemResult(id, true, msgDocumentUpdated)
+		}
+	}
+	return &documentsv1.ItemResultsResponse{Status: statusSuccess, Message: "Document(s) updated successfully.", Data: data}, nil
+}
+
+// DeleteDocuments publishes one documents.deleted event for the existing documents; every
+// service (this one first, through HandleEvent) removes its data of them.
+func (s *Server) DeleteDocuments(ctx context.Context, req *documentsv1.DeleteDocumentsRequest) (*documentsv1.ItemResultsResponse, error) {
+	c, err := authn.RequireCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	org := req.GetOrganizationId()
+	if err := validate.ID("organizationId", org); err != nil {
+		return nil, err
+	}
+	ids, err := validate.IDs("documentIds", req.GetDocumentIds(), true, maxIDs)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.requireOrg(ctx, c.APIKey, org); err != nil {
+		return nil, err
+	}
+	existing, err := s.existingDocuments(ctx, c.APIKey, org, ids)
+	if err != nil {
+		return nil, err
+	}
+	data := map[string]*documentsv1.ItemResult{}
+	var gone []string
+	for _, id := range ids {
+		if existing[id] {
+			gone = append(gone, id)
+			data[id] = itemResult(id, true, msgDocumentDeleted)
+		} else {
+			data[id] = itemResult(id, false, msgDocumentMissing)
+		}
+	}
+	if len(gone) > 0 {
+		e := s.event(c.APIKey, org, eventDocumentsDeleted)
+		e.Payload = &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: &lifecyclev1.DocumentsDeleted{DocumentIds: gone}}
+		if _, err := s.events.Publish(ctx, e); err != nil {
+			return nil, fmt.Errorf("delete documents: %w", err)
+		}
+	}
+	return &documentsv1.ItemResultsResponse{Status: statusSuccess, Message: "Document(s) deleted successfully.", Data: data}, nil
+}
+
+// documentProtos answers documents with their effective access types, reading their folder
+// chains in one query per level of nesting.
+func (s *Server) documentProtos(ctx context.Context, apiKey, org string, docs []*Document) ([]*documentsv1.Document, error) {
+	tree := s.newTree(apiKey, org)
+	var folders []string
+	for _, d := range docs {
+		if d.AccessType == "" && d.FolderID != "" {
+			folders = append(folders, d.FolderID)
+		}
+	}
+	if err := tree.load(ctx, folders); err != nil {
+		return nil, err
+	}
+	out := make([]*documentsv1.Document, 0, len(docs))
+	for _, d := range docs {
+		out = append(out, &documentsv1.Document{DocumentName: d.Name, Disabled: d.Disabled, AccessType: tree.documentAccess(d), Id: d.ID})
+	}
+	return out, nil
+}
+
+// GetDocumentsV1 answers every document of the organization, or those named, in creation
+// order, without paging (clients of SDK v3 and earlier expect one answer).
+func (s *Server) GetDocumentsV1(ctx context.Context, req *documentsv1.GetDocumentsV1Request) (*documentsv1.GetDocumentsV1Response, error) {
+	c, err := authn.RequireCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	org := req.GetOrganizationId()
+	if err := validate.ID("organizationId", org); err != nil {
+		return nil, err
+	}
+	ids, err := validate.IDs("documentIds", req.GetDocumentIds(), false, maxV1DocumentIDs)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.requireOrg(ctx, c.APIKey, org); err != nil {
+		return nil, err
+	}
+	docs, err := s.store.ListDocuments(ctx, c.APIKey, org, DocumentFilter{IDs: ids}, nil, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list documents: %w", err)
+	}
+	data, err := s.documentProtos(ctx, c.APIKey, org, docs)
+	if err != nil {
+		return nil, err
+	}
+	return &documentsv1.GetDocumentsV1Response{Status: statusSuccess, Message: "Documents retrieved successfully.", Data: data}, nil
+}
+
+// GetDocuments is Get Documents v2: paged in creation order (ties by id), behind the
+// advanced-queries console switch.
+func (s *Server) GetDocuments(ctx context.Context, req *documentsv1.GetDocumentsRequest) (*documentsv1.GetDocumentsResponse, error) {
+	c, err := authn.RequireCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !c.Settings.AdvancedQueries {
+		return nil, apierr.FailedPrecondition(msgAdvancedQueries)
+	}
+	org, folder := req.GetOrganizationId(), req.GetFolderId()
+	if err := validate.ID("organizationId", org); err != nil {
+		return nil, err
+	}
+	ids, err := validate.IDs("documentIds", req.GetDocumentIds(), false, maxIDs)
+	if err != nil {
+		return nil, err
+	}
+	if err := validate.OptionalID("folderId", folder); err != nil {
+		return nil, err
+	}
+	size, err := checkPageSize(req.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	scope := pageScope("documents", c.APIKey, []string{org, folder}, ids)
+	after, err := openPage(s.documentPages, req.GetPageToken(), scope)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.requireOrg(ctx, c.APIKey, org); err != nil {
+		return nil, err
+	}
+	if folder != "" {
+		found, err := s.existingFolders(ctx, c.APIKey, org, []string{folder})
+		if err != nil {
+			return nil, err
+		}
+		if !found[folder] {
+			return nil, apierr.NotFound(msgFolderMissing)
+		}
+	}
+	// One extra row tells whether another page exists.
+	docs, err := s.store.ListDocuments(ctx, c.APIKey, org, DocumentFilter{IDs: ids, FolderID: folder}, after, size+1)
+	if err != nil {
+		return nil, fmt.Errorf("list documents: %w", err)
+	}
+	resp := &documentsv1.GetDocumentsResponse{Status: statusSuccess, Message: "Documents retrieved successfully."}
+	if len(docs) > size {
+		docs = docs[:size]
+		if resp.PageToken, err = nextPage(s.documentPages, scope, docs[size-1].position()); err != nil {
+			return nil, err
+		}
+	}
+	if resp.Data, err = s.documentProtos(ctx, c.APIKey, org, docs); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// checkAccessUpdate checks Update Access for Documents / Folders.
+func checkAccessUpdate(org, idsField string, ids []string, accessType string) ([]string, error) {
+	if err := validate.ID("organizationId", org); err != nil {
+		return nil, err
+	}
+	ids, err := validate.IDs(idsField, ids, true, maxIDs)
+	if err != nil {
+		return nil, err
+	}
+	if err := validate.AccessType("accessType", accessType); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+func (s *Server) UpdateDocumentAccess(ctx context.Context, req *documentsv1.UpdateDocumentAccessRequest) (*documentsv1.AccessResultsResponse, error) {
+	c, err := authn.RequireCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	org, at := req.GetOrganizationId(), req.GetAccessType()
+	ids, err := checkAccessUpdate(org, "documentIds", req.GetDocumentIds(), at)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.requireOrg(ctx, c.APIKey, org); err != nil {
+		return nil, err
+	}
+	data := map[string]*documentsv1.AccessResult{}
+	for _, id := range ids {
+		// The document's own type wins over its folder's, so the effective type is the one set.
+		_, err := s.store.UpdateDocument(ctx, c.APIKey, org, id, DocumentPatch{AccessType: &at})
+		switch {
+		case errors.Is(err, ErrNotFound):
+			data[id] = &documentsv1.AccessResult{Success: false, AccessType: at, Message: msgDocumentMissing}
+		case err != nil:
+			return nil, fmt.Errorf("update document access: %w", err)
+		default:
+			data[id] = &documentsv1.AccessResult{Success: true, AccessType: at, Message: "Document access type updated."}
+		}
+	}
+	return &documentsv1.AccessResultsResponse{Status: statusSuccess, Message: "Updated access for documents successfully.", Data: data}, nil
+}
+
+func (s *Server) UpdateFolderAccess(ctx context.Context, req *documentsv1.UpdateFolderAccessRequest) (*documentsv1.AccessResultsResponse, error) {
+	c, err := authn.RequireCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	org, at := req.GetOrganizationId(), req.GetAccessType()
+	ids, err := checkAccessUpdate(org, "folderIds", req.GetFolderIds(), at)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.requireOrg(ctx, c.APIKey, org); err != nil {
+		return nil, err
+	}
+	data := map[string]*documentsv1.AccessResult{}
+	for _, id := range ids {
+		_, err := s.store.UpdateFolder(ctx, c.APIKey, org, id, FolderPatch{AccessType: &at})
+		switch {
+		case errors.Is(err, ErrNotFound):
+			data[id] = &documentsv1.AccessResult{Success: false, AccessType: at, Message: msgFolderMissing}
+		case err != nil:
+			return nil, fmt.Errorf("update folder access: %w", err)
+		default:
+			data[id] = &documentsv1.AccessResult{Success: true, AccessType: at, Message: "Folder access type updated."}
+		}
+	}
+	return &documentsv1.AccessResultsResponse{Status: statusSuccess, Message: "Updated access for folders successfully.", Data: data}, nil
+}
