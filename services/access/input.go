@@ -1,0 +1,310 @@
+package access
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/mail"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	accessv1 "github.com/collab/collab/proto/collab/access/v1"
+	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
+
+	"github.com/collab/collab/internal/apierr"
+	"github.com/collab/collab/internal/validate"
+)
+
+// Limits. Every request is checked whole before anything is written, so a refused request
+// leaves no trace.
+const (
+	maxUserIDs        = 100 // userIds of Get Permissions and Set Roles
+	maxResourceIDs    = 30  // folderIds, documentIds of Get Permissions (spec section 8)
+	maxResources      = 100 // permissions.resources
+	maxContextValues  = 1000
+	maxContextValue   = 1000 // characters of one context value
+	maxNameLength     = 200
+	maxEmailLength    = 254
+	maxFieldNameChars = validate.MaxIDLength
+	// latestExpiry is the end of year 9999: later times do not fit the stores' dates.
+	latestExpiry = 253402300799
+)
+
+// checkCount requires 1 to limit items in the list called field.
+func checkCount(field, item string, n, limit int) error {
+	if n == 0 {
+		return apierr.InvalidArgument("%s must contain at least one %s.", field, item)
+	}
+	if n > limit {
+		return apierr.InvalidArgument("%s must contain at most %d %ss.", field, limit, item)
+	}
+	return nil
+}
+
+// checkResourceType checks a required resource type.
+func checkResourceType(field, v string) error {
+	switch v {
+	case ResourceOrganization, ResourceFolder, ResourceDocument:
+		return nil
+	case "":
+		return apierr.InvalidArgument("%s is required.", field)
+	}
+	return apierr.InvalidArgument("%s must be one of organization, folder, document.", field)
+}
+
+// checkTarget checks what names a grant: type, id and organization, and that an organization
+// grant names its own organization.
+func checkTarget(prefix, typ, id, org string) error {
+	if err := checkResourceType(prefix+"type", typ); err != nil {
+		return err
+	}
+	if err := validate.ID(prefix+"id", id); err != nil {
+		return err
+	}
+	if err := validate.ID(prefix+"organizationId", org); err != nil {
+		return err
+	}
+	if typ == ResourceOrganization && id != org {
+		return apierr.InvalidArgument("%sid must equal %sorganizationId for type organization.", prefix, prefix)
+	}
+	return nil
+}
+
+// expiry checks an optional expiresAt (Unix seconds) and returns it as a time, zero when not
+// given.
+func expiry(field string, v *float64, now time.Time) (time.Time, error) {
+	if v == nil {
+		return time.Time{}, nil
+	}
+	if math.IsNaN(*v) || math.IsInf(*v, 0) || *v > latestExpiry {
+		return time.Time{}, apierr.InvalidArgument("%s must be a time in Unix seconds.", field)
+	}
+	if *v <= 0 {
+		return time.Time{}, apierr.InvalidArgument("%s must be in the future.", field)
+	}
+	t := storeTime(time.UnixMilli(int64(math.Round(*v * 1000))))
+	if !t.After(now) {
+		return time.Time{}, apierr.InvalidArgument("%s must be in the future.", field)
+	}
+	return t, nil
+}
+
+// unixSeconds is how the API shows a time: Unix seconds, milliseconds as the fraction.
+func unixSeconds(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
+
+// validEmail accepts a bare address (no display name) whose domain has a dot, or is localhost
+// for local runs: the same rule as the workspace and users services.
+func validEmail(v string) bool {
+	addr, err := mail.ParseAddress(v)
+	if err != nil || addr.Address != v || len(v) > maxEmailLength {
+		return false
+	}
+	domain := v[strings.LastIndex(v, "@")+1:]
+	return strings.Contains(domain, ".") || strings.EqualFold(domain, "localhost")
+}
+
+// optionalEmail checks an optional email and returns it trimmed.
+func optionalEmail(field, v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if v != "" && !validEmail(v) {
+		return "", apierr.InvalidArgument("%s must be a valid email address.", field)
+	}
+	return v, nil
+}
+
+// grantPlan is a checked Add Permissions: the grants to write and, when the request has a
+// context, the user's new context fields in one organization.
+type grantPlan struct {
+	userID     string
+	grants     []Grant
+	hasContext bool
+	contextOrg string
+	fields     []string
+}
+
+// planGrants checks permissions for userID as Add Permissions does (field names under
+// "permissions."), including that every organization, folder and document exists, and writes
+// nothing.
+func (s *Server) planGrants(ctx context.Context, apiKey, userID string, p *accessv1.Permissions, now time.Time) (*grantPlan, error) {
+	resources := p.GetResources()
+	if err := checkCount("permissions.resources", "resource", len(resources), maxResources); err != nil {
+		return nil, err
+	}
+	plan := &grantPlan{userID: userID}
+	// The same resource twice: the later one wins, as two requests in a row would.
+	index := map[GrantRef]int{}
+	for i, r := range resources {
+		prefix := fmt.Sprintf("permissions.resources[%d].", i)
+		if err := checkTarget(prefix, r.GetType(), r.GetId(), r.GetOrganizationId()); err != nil {
+			return nil, err
+		}
+		role := r.GetAccessRole()
+		if err := validate.AccessRole(prefix+"accessRole", role, true); err != nil {
+			return nil, err
+		}
+		if role == "" {
+			role = validate.RoleEditor
+		}
+		expires, err := expiry(prefix+"expiresAt", r.ExpiresAt, now)
+		if err != nil {
+			return nil, err
+		}
+		g := Grant{OrganizationID: r.GetOrganizationId(), ResourceType: r.GetType(), ResourceID: r.GetId(), UserID: userID, AccessRole: role, ExpiresAt: expires}
+		if j, dup := index[g.Ref()]; dup {
+			plan.grants[j] = g
+			continue
+		}
+		index[g.Ref()] = len(plan.grants)
+		plan.grants = append(plan.grants, g)
+	}
+	if p.Context != nil {
+		org := plan.grants[0].OrganizationID
+		for _, g := range plan.grants {
+			if g.OrganizationID != org {
+				return nil, apierr.InvalidArgument("permissions.context needs resources of one organization.")
+			}
+		}
+		fields, err := contextFields("permissions.context.access", p.GetContext().GetAccess())
+		if err != nil {
+			return nil, err
+		}
+		plan.hasContext, plan.contextOrg, plan.fields = true, org, fields
+	}
+	if err := s.checkExist(ctx, apiKey, plan.grants); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+// apply writes a checked plan.
+func (s *Server) apply(ctx context.Context, apiKey string, plan *grantPlan) error {
+	if err := s.store.PutGrants(ctx, apiKey, plan.grants); err != nil {
+		return fmt.Errorf("write grants: %w", err)
+	}
+	if plan.hasContext {
+		if err := s.store.SetContextFields(ctx, apiKey, plan.contextOrg, plan.userID, plan.fields); err != nil {
+			return fmt.Errorf("write access context: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkExist asks the documents service, once per organization, whether the organizations,
+// folders and documents the grants name exist, and answers NOT_FOUND naming the first that
+// does not.
+func (s *Server) checkExist(ctx context.Context, apiKey string, grants []Grant) error {
+	var orgs []string
+	want := map[string]*documentsv1.ResolveResourcesRequest{}
+	for _, g := range grants {
+		req, ok := want[g.OrganizationID]
+		if !ok {
+			req = &documentsv1.ResolveResourcesRequest{ApiKey: apiKey, OrganizationId: g.OrganizationID}
+			want[g.OrganizationID] = req
+			orgs = append(orgs, g.OrganizationID)
+		}
+		switch g.ResourceType {
+		case ResourceFolder:
+			if !slices.Contains(req.FolderIds, g.ResourceID) {
+				req.FolderIds = append(req.FolderIds, g.ResourceID)
+			}
+		case ResourceDocument:
+			if !slices.Contains(req.DocumentIds, g.ResourceID) {
+				req.DocumentIds = append(req.DocumentIds, g.ResourceID)
+			}
+		}
+	}
+	for _, org := range orgs {
+		res, err := s.docs.ResolveResources(ctx, want[org])
+		if err != nil {
+			return peerError("resolve resources", err)
+		}
+		if !res.GetOrganizationExists() {
+			return apierr.NotFound("Organization %s does not exist.", org)
+		}
+		for _, g := range grants {
+			if g.OrganizationID != org {
+				continue
+			}
+			switch {
+			case g.ResourceType == ResourceFolder && !res.GetFolders()[g.ResourceID].GetExists():
+				return apierr.NotFound("Folder %s does not exist in organization %s.", g.ResourceID, org)
+			case g.ResourceType == ResourceDocument && !res.GetDocuments()[g.ResourceID].GetExists():
+				return apierr.NotFound("Document %s does not exist in organization %s.", g.ResourceID, org)
+			}
+		}
+	}
+	return nil
+}
+
+// contextFields turns an access context object into sorted, distinct "field:value" strings.
+// Values are strings, numbers, or arrays of them; numbers print as JSON writes them, without
+// trailing zeros (1, 2.5).
+func contextFields(field string, access *structpb.Struct) ([]string, error) {
+	names := make([]string, 0, len(access.GetFields()))
+	for name := range access.GetFields() {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the first refusal is the same on every call
+	var out []string
+	add := func(name, value string) error {
+		if utf8.RuneCountInString(value) > maxContextValue {
+			return apierr.InvalidArgument("%s.%s values must be at most %d characters.", field, name, maxContextValue)
+		}
+		out = append(out, name+":"+value)
+		if len(out) > maxContextValues {
+			return apierr.InvalidArgument("%s must hold at most %d values.", field, maxContextValues)
+		}
+		return nil
+	}
+	for _, name := range names {
+		if name == "" || utf8.RuneCountInString(name) > maxFieldNameChars || !utf8.ValidString(name) || strings.IndexFunc(name, unicode.IsControl) >= 0 {
+			return nil, apierr.InvalidArgument("%s field names must be 1 to %d characters without control characters.", field, maxFieldNameChars)
+		}
+		v := access.GetFields()[name]
+		if list, ok := v.GetKind().(*structpb.Value_ListValue); ok {
+			for i, item := range list.ListValue.GetValues() {
+				s, ok := scalar(item)
+				if !ok {
+					return nil, apierr.InvalidArgument("%s.%s[%d] must be a string or a number.", field, name, i)
+				}
+				if err := add(name, s); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		s, ok := scalar(v)
+		if !ok {
+			return nil, apierr.InvalidArgument("%s.%s must be a string, a number, or an array of them.", field, name)
+		}
+		if err := add(name, s); err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// scalar prints a string or finite number value.
+func scalar(v *structpb.Value) (string, bool) {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_StringValue:
+		return k.StringValue, true
+	case *structpb.Value_NumberValue:
+		n := k.NumberValue
+		if math.IsNaN(n) || math.IsInf(n, 0) {
+			return "", false
+		}
+		if n == 0 {
+			n = 0 // no "-0"
+		}
+		return strconv.FormatFloat(n, 'f', -1, 64), true
+	}
+	return "", false
+}

@@ -1,0 +1,974 @@
+package access
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	accessv1 "github.com/collab/collab/proto/collab/access/v1"
+	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
+
+	"github.com/collab/collab/internal/apierr"
+	"github.com/collab/collab/internal/authn"
+	"github.com/collab/collab/internal/clock"
+)
+
+// ---- Fakes ----
+
+// fakeDocs answers ResolveResources from an in-memory table of organizations, folders and
+// documents per API key, computing effective access types and folder chains as the documents
+// service does (docs/permissions.md, "Effective access type"), and counts the calls.
+type fakeDocs struct {
+	documentsv1.DocumentsServiceClient
+
+	mu      sync.Mutex
+	orgs    map[string]bool       // apiKey|org
+	folders map[string]fakeFolder // apiKey|org|folder
+	docs    map[string]fakeDoc    // apiKey|org|document
+	calls   []*documentsv1.ResolveResourcesRequest
+	err     error // when set, every call fails with it
+	// omitMissing leaves missing ids out of the answer instead of answering exists: false.
+	omitMissing bool
+}
+
+type fakeFolder struct{ parent, accessType string }
+type fakeDoc struct{ folder, accessType string }
+
+func newFakeDocs() *fakeDocs {
+	return &fakeDocs{orgs: map[string]bool{}, folders: map[string]fakeFolder{}, docs: map[string]fakeDoc{}}
+}
+
+func fk(parts ...string) string { return strings.Join(parts, "|") }
+
+func (f *fakeDocs) addOrg(apiKey, org string) *fakeDocs {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.orgs[fk(apiKey, org)] = true
+	return f
+}
+
+func (f *fakeDocs) addFolder(apiKey, org, id, parent, accessType string) *fakeDocs {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.folders[fk(apiKey, org, id)] = fakeFolder{parent, accessType}
+	return f
+}
+
+func (f *fakeDocs) addDoc(apiKey, org, id, folder, accessType string) *fakeDocs {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.docs[fk(apiKey, org, id)] = fakeDoc{folder, accessType}
+	return f
+}
+
+// folderChain returns the folder and its ancestors, nearest first, and its effective type.
+func (f *fakeDocs) folderChain(apiKey, org, id string) ([]string, string) {
+	var chain []string
+	effective := ""
+	for id != "" {
+		chain = append(chain, id)
+		fo := f.folders[fk(apiKey, org, id)]
+		if effective == "" {
+			effective = fo.accessType
+		}
+		id = fo.parent
+	}
+	if effective == "" {
+		effective = "public"
+	}
+	return chain, effective
+}
+
+func (f *fakeDocs) ResolveResources(_ context.Context, in *documentsv1.ResolveResourcesRequest, _ ...grpc.CallOption) (*documentsv1.ResolveResourcesResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, proto.Clone(in).(*documentsv1.ResolveResourcesRequest))
+	if f.err != nil {
+		return nil, f.err
+	}
+	k, org := in.GetApiKey(), in.GetOrganizationId()
+	out := &documentsv1.ResolveResourcesResponse{
+		OrganizationExists: f.orgs[fk(k, org)],
+		Folders:            map[string]*documentsv1.ResolvedResource{},
+		Documents:          map[string]*documentsv1.ResolvedResource{},
+	}
+	if !out.OrganizationExists {
+		return out, nil
+	}
+	for _, id := range in.GetFolderIds() {
+		fo, ok := f.folders[fk(k, org, id)]
+		switch {
+		case !ok && f.omitMissing:
+		case !ok:
+			out.Folders[id] = &documentsv1.ResolvedResource{}
+		default:
+			ancestors, inherited := f.folderChain(k, org, fo.parent)
+			at := fo.accessType
+			if at == "" {
+				at = inherited
+			}
+			out.Folders[id] = &documentsv1.ResolvedResource{Exists: true, AccessType: at, FolderChain: ancestors}
+		}
+	}
+	for _, id := range in.GetDocumentIds() {
+		d, ok := f.docs[fk(k, org, id)]
+		switch {
+		case !ok && f.omitMissing:
+		case !ok:
+			out.Documents[id] = &documentsv1.ResolvedResource{}
+		default:
+			chain, inherited := f.folderChain(k, org, d.folder)
+			at := d.accessType
+			if at == "" {
+				at = inherited
+			}
+			out.Documents[id] = &documentsv1.ResolvedResource{Exists: true, AccessType: at, FolderChain: chain}
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeDocs) callCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.calls)
+}
+
+// countingStore counts the reads Get Permissions makes.
+type countingStore struct {
+	Store
+	grants, contexts atomic.Int32
+}
+
+func (s *countingStore) Grants(ctx context.Context, apiKey, orgID string, userIDs []string, now time.Time) ([]Grant, error) {
+	s.grants.Add(1)
+	return s.Store.Grants(ctx, apiKey, orgID, userIDs, now)
+}
+
+func (s *countingStore) ContextFields(ctx context.Context, apiKey, orgID string, userIDs []string) (map[string][]string, error) {
+	s.contexts.Add(1)
+	return s.Store.ContextFields(ctx, apiKey, orgID, userIDs)
+}
+
+// ---- Harness ----
+
+var (
+	// start is one hour into a rotation period of the default 24 hours.
+	start  = time.Date(2026, 3, 10, 1, 0, 0, 0, time.UTC)
+	k1     = authn.WithCaller(context.Background(), authn.Caller{APIKey: "k1", WorkspaceID: "w"})
+	k2     = authn.WithCaller(context.Background(), authn.Caller{APIKey: "k2", WorkspaceID: "w2"})
+	secret = []byte("0123456789abcdef0123456789abcdef")
+	quiet  = slog.New(slog.DiscardHandler)
+)
+
+type harness struct {
+	t     *testing.T
+	srv   *Server
+	store *countingStore
+	docs  *fakeDocs
+	clock *clock.Fake
+}
+
+func newHarness(t *testing.T, opts ...Option) *harness {
+	t.Helper()
+	h := &harness{t: t, store: &countingStore{Store: NewMemoryStore()}, docs: newFakeDocs(), clock: clock.NewFake(start)}
+	srv, err := New(h.store, secret, h.docs, append([]Option{WithClock(h.clock), WithLogger(quiet)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv = srv
+	return h
+}
+
+// st is the status a caller would see for err.
+func st(err error) *status.Status {
+	return status.Convert(apierr.ToStatus(context.Background(), quiet, err))
+}
+
+func wantStatus(t *testing.T, err error, code codes.Code, msg string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want %v %q", code, msg)
+	}
+	s := st(err)
+	if s.Code() != code || (msg != "" && s.Message() != msg) {
+		t.Fatalf("got %v %q, want %v %q", s.Code(), s.Message(), code, msg)
+	}
+}
+
+type res = map[string]any
+
+// resource builds an Add Permissions resource: type, id, organizationId, then optional
+// accessRole and expiresAt.
+func resource(typ, id, org string, more ...any) *accessv1.Resource {
+	r := &accessv1.Resource{Type: typ, Id: id, OrganizationId: org}
+	for _, m := range more {
+		switch v := m.(type) {
+		case string:
+			r.AccessRole = v
+		case float64:
+			r.ExpiresAt = proto.Float64(v)
+		case time.Time:
+			r.ExpiresAt = proto.Float64(float64(v.Unix()))
+		}
+	}
+	return r
+}
+
+func (h *harness) add(ctx context.Context, user string, rs ...*accessv1.Resource) {
+	h.t.Helper()
+	resp, err := h.srv.AddPermissions(ctx, &accessv1.AddPermissionsRequest{User: &accessv1.UserRef{UserId: user}, Permissions: &accessv1.Permissions{Resources: rs}})
+	if err != nil {
+		h.t.Fatalf("add permissions: %v", st(err))
+	}
+	if resp.GetStatus() != "success" || resp.GetMessage() != "Permissions added successfully." || resp.Data != nil {
+		h.t.Fatalf("add permissions answered %v", resp)
+	}
+}
+
+func (h *harness) get(ctx context.Context, org string, users, folders, docs []string) map[string]*accessv1.UserPermissions {
+	h.t.Helper()
+	resp, err := h.srv.GetPermissions(ctx, &accessv1.GetPermissionsRequest{OrganizationId: org, UserIds: users, FolderIds: folders, DocumentIds: docs})
+	if err != nil {
+		h.t.Fatalf("get permissions: %v", st(err))
+	}
+	if resp.GetStatus() != "success" || resp.GetMessage() != "User permissions retrieved successfully." {
+		h.t.Fatalf("get permissions answered %q %q", resp.GetStatus(), resp.GetMessage())
+	}
+	return resp.GetData()
+}
+
+func (h *harness) doc(ctx context.Context, org, user, doc string) *accessv1.PermissionEntry {
+	h.t.Helper()
+	return h.get(ctx, org, []string{user}, nil, []string{doc})[user].GetDocuments()[doc]
+}
+
+func (h *harness) folder(ctx context.Context, org, user, folder string) *accessv1.PermissionEntry {
+	h.t.Helper()
+	return h.get(ctx, org, []string{user}, []string{folder}, nil)[user].GetFolders()[folder]
+}
+
+// entry is the expected form of a permission entry; empty strings and a zero expiry mean the
+// field must be absent.
+type entry struct {
+	role, accessType string
+	expiresAt        float64
+	err, code        string
+}
+
+func checkEntry(t *testing.T, what string, got *accessv1.PermissionEntry, want entry) {
+	t.Helper()
+	if got == nil {
+		t.Fatalf("%s: no entry", what)
+	}
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		if *p == "" {
+			return "<empty but set>"
+		}
+		return *p
+	}
+	exp := 0.0
+	if got.ExpiresAt != nil {
+		exp = *got.ExpiresAt
+		if exp == 0 {
+			exp = -1 // set to zero: never right
+		}
+	}
+	g := entry{str(got.AccessRole), str(got.AccessType), exp, str(got.Error), str(got.ErrorCode)}
+	if g != want {
+		t.Fatalf("%s: entry %+v, want %+v", what, g, want)
+	}
+}
+
+func denied(accessType, kind string) entry {
+	return entry{accessType: accessType, err: "User does not have access to " + kind, code: "permission_denied"}
+}
+
+// ---- Resolution: one test per row of docs/permissions.md ----
+
+// world: organization o with
+//
+//	f1 (restricted) > f2 (inherits) > f3 (organizationPrivate)
+//	fp (public), fo (organizationPrivate), fr (restricted), fnone (no type: public)
+//
+// and documents in them and at the root.
+func world(h *harness, apiKey string) {
+	h.docs.addOrg(apiKey, "o").
+		addFolder(apiKey, "o", "f1", "", "restricted").
+		addFolder(apiKey, "o", "f2", "f1", "").
+		addFolder(apiKey, "o", "f3", "f2", "organizationPrivate").
+		addFolder(apiKey, "o", "fp", "", "public").
+		addFolder(apiKey, "o", "fo", "", "organizationPrivate").
+		addFolder(apiKey, "o", "fr", "", "restricted").
+		addFolder(apiKey, "o", "fnone", "", "").
+		addDoc(apiKey, "o", "root", "", "").
+		addDoc(apiKey, "o", "public", "", "public").
+		addDoc(apiKey, "o", "private", "", "organizationPrivate").
+		addDoc(apiKey, "o", "restricted", "", "restricted").
+		addDoc(apiKey, "o", "in-f2", "f2", "").
+		addDoc(apiKey, "o", "in-f3", "f3", "").
+		addDoc(apiKey, "o", "open-in-f1", "f1", "public").
+		addDoc(apiKey, "o", "in-fo", "fo", "")
+}
+
+func TestRow1DoesNotExist(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	for _, c := range []struct {
+		folders, docs []string
+	}{{nil, []string{"ghost"}}, {[]string{"ghost"}, nil}} {
+		_, err := h.srv.GetPermissions(k1, &accessv1.GetPermissionsRequest{OrganizationId: "o", UserIds: []string{"u"}, FolderIds: c.folders, DocumentIds: c.docs})
+		wantStatus(t, err, codes.NotFound, "Folder or document does not exist")
+	}
+}
+
+func TestRow2GrantOnTheResource(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	exp := start.Add(2 * time.Hour)
+	h.add(k1, "member", resource("organization", "o", "o", "editor"),
+		resource("document", "restricted", "o", "viewer"),
+		resource("document", "public", "o", "viewer"), // narrows an editor member
+		resource("folder", "fr", "o", "editor", exp))
+	checkEntry(t, "restricted document", h.doc(k1, "o", "member", "restricted"), entry{role: "viewer", accessType: "restricted"})
+	checkEntry(t, "narrowed document", h.doc(k1, "o", "member", "public"), entry{role: "viewer", accessType: "public"})
+	checkEntry(t, "temporary folder", h.folder(k1, "o", "member", "fr"), entry{role: "editor", accessType: "restricted", expiresAt: float64(exp.Unix())})
+	// A document grant wins over a folder grant of its chain.
+	h.add(k1, "guest", resource("folder", "f2", "o", "editor"), resource("document", "in-f2", "o", "viewer"))
+	checkEntry(t, "document over folder", h.doc(k1, "o", "guest", "in-f2"), entry{role: "viewer", accessType: "restricted"})
+}
+
+func TestRow3NearestFolderGrant(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	h.add(k1, "u", resource("folder", "f1", "o", "editor"))
+	// in-f3 is in f3 > f2 > f1: the grant on f1 reaches it.
+	checkEntry(t, "grant two levels up", h.doc(k1, "o", "u", "in-f3"), entry{role: "editor", accessType: "organizationPrivate"})
+	checkEntry(t, "folder below", h.folder(k1, "o", "u", "f3"), entry{role: "editor", accessType: "organizationPrivate"})
+	// A nearer folder's grant wins: the document's own folder first, then upwards.
+	h.add(k1, "u", resource("folder", "f2", "o", "viewer"))
+	checkEntry(t, "nearest folder", h.doc(k1, "o", "u", "in-f3"), entry{role: "viewer", accessType: "organizationPrivate"})
+	checkEntry(t, "nearest ancestor", h.folder(k1, "o", "u", "f3"), entry{role: "viewer", accessType: "organizationPrivate"})
+	h.add(k1, "u", resource("folder", "f3", "o", "editor"))
+	checkEntry(t, "own folder", h.doc(k1, "o", "u", "in-f3"), entry{role: "editor", accessType: "organizationPrivate"})
+	// A folder grant also reaches a document whose own access type differs.
+	checkEntry(t, "public document in f1", h.doc(k1, "o", "u", "open-in-f1"), entry{role: "editor", accessType: "public"})
+	// A folder's grant is the folder's own answer (row 2), not its parent's.
+	checkEntry(t, "folder's own grant", h.folder(k1, "o", "u", "f2"), entry{role: "viewer", accessType: "restricted"})
+}
+
+func TestRow4PublicMember(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	h.add(k1, "editor", resource("organization", "o", "o", "editor"))
+	h.add(k1, "viewer", resource("organization", "o", "o", "viewer"))
+	checkEntry(t, "editor, public document", h.doc(k1, "o", "editor", "public"), entry{role: "editor", accessType: "public"})
+	checkEntry(t, "editor, root document without type", h.doc(k1, "o", "editor", "root"), entry{role: "editor", accessType: "public"})
+	checkEntry(t, "viewer, public document", h.doc(k1, "o", "viewer", "public"), entry{role: "viewer", accessType: "public"})
+	checkEntry(t, "editor, public folder", h.folder(k1, "o", "editor", "fp"), entry{role: "editor", accessType: "public"})
+	checkEntry(t, "editor, folder without type", h.folder(k1, "o", "editor", "fnone"), entry{role: "editor", accessType: "public"})
+	// A document's own type wins over its folder's.
+	checkEntry(t, "public document in a restricted folder", h.doc(k1, "o", "editor", "open-in-f1"), entry{role: "editor", accessType: "public"})
+	if got := h.get(k1, "o", []string{"editor"}, nil, nil)["editor"].GetOrganization(); len(got) != 1 || got["o"].GetAccessRole() != "editor" {
+		t.Fatalf("member's organization %v", got)
+	}
+}
+
+func TestRow5PublicNotMember(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	checkEntry(t, "public document", h.doc(k1, "o", "stranger", "public"), entry{role: "viewer", accessType: "public"})
+	checkEntry(t, "root document", h.doc(k1, "o", "stranger", "root"), entry{role: "viewer", accessType: "public"})
+	checkEntry(t, "public folder", h.folder(k1, "o", "stranger", "fp"), entry{role: "viewer", accessType: "public"})
+	if got := h.get(k1, "o", []string{"stranger"}, nil, nil)["stranger"]; got.GetOrganization() == nil || len(got.GetOrganization()) != 0 || got.Context != nil {
+		t.Fatalf("non-member answer %v", got)
+	}
+}
+
+func TestRow6OrganizationPrivateMember(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	exp := start.Add(3 * time.Hour)
+	h.add(k1, "member", resource("organization", "o", "o", "viewer"))
+	h.add(k1, "temp", resource("organization", "o", "o", "editor", exp))
+	checkEntry(t, "document", h.doc(k1, "o", "member", "private"), entry{role: "viewer", accessType: "organizationPrivate"})
+	checkEntry(t, "document inheriting its folder's type", h.doc(k1, "o", "member", "in-fo"), entry{role: "viewer", accessType: "organizationPrivate"})
+	checkEntry(t, "folder", h.folder(k1, "o", "member", "fo"), entry{role: "viewer", accessType: "organizationPrivate"})
+	checkEntry(t, "temporary member", h.doc(k1, "o", "temp", "private"), entry{role: "editor", accessType: "organizationPrivate", expiresAt: float64(exp.Unix())})
+}
+
+func TestRow7OrganizationPrivateNotMember(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	checkEntry(t, "document", h.doc(k1, "o", "stranger", "private"), denied("organizationPrivate", "document"))
+	checkEntry(t, "document inheriting", h.doc(k1, "o", "stranger", "in-fo"), denied("organizationPrivate", "document"))
+	checkEntry(t, "folder", h.folder(k1, "o", "stranger", "fo"), denied("organizationPrivate", "folder"))
+	// A grant on another document or folder is no membership.
+	h.add(k1, "stranger", resource("document", "public", "o"), resource("folder", "fp", "o"))
+	checkEntry(t, "with unrelated grants", h.doc(k1, "o", "stranger", "private"), denied("organizationPrivate", "document"))
+}
+
+func TestRow8Restricted(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	h.add(k1, "member", resource("organization", "o", "o", "editor"))
+	for _, user := range []string{"member", "stranger"} {
+		checkEntry(t, user+" document", h.doc(k1, "o", user, "restricted"), denied("restricted", "document"))
+		checkEntry(t, user+" document inheriting", h.doc(k1, "o", user, "in-f2"), denied("restricted", "document"))
+		checkEntry(t, user+" folder", h.folder(k1, "o", user, "fr"), denied("restricted", "folder"))
+		checkEntry(t, user+" folder inheriting", h.folder(k1, "o", user, "f2"), denied("restricted", "folder"))
+	}
+}
+
+func TestUnknownAccessTypeIsDenied(t *testing.T) {
+	h := newHarness(t)
+	h.docs.addOrg("k1", "o").addDoc("k1", "o", "d", "", "someday")
+	h.add(k1, "member", resource("organization", "o", "o", "editor"))
+	checkEntry(t, "unknown type", h.doc(k1, "o", "member", "d"), denied("someday", "document"))
+}
+
+// ---- Get Permissions: the whole answer ----
+
+func TestNotFoundCarriesDetails(t *testing.T) {
+	for _, omit := range []bool{false, true} {
+		t.Run(fmt.Sprintf("omitted=%v", omit), func(t *testing.T) {
+			h := newHarness(t)
+			world(h, "k1")
+			h.docs.omitMissing = omit
+			h.add(k1, "member", resource("organization", "o", "o", "editor"))
+			_, err := h.srv.GetPermissions(k1, &accessv1.GetPermissionsRequest{
+				OrganizationId: "o", UserIds: []string{"member", "stranger"},
+				FolderIds: []string{"fr", "nofolder"}, DocumentIds: []string{"public", "ghost"},
+			})
+			wantStatus(t, err, codes.NotFound, "Folder or document does not exist")
+			details := st(err).Details()
+			if len(details) != 1 {
+				t.Fatalf("details %v", details)
+			}
+			d, ok := details[0].(*structpb.Struct)
+			if !ok {
+				t.Fatalf("detail of type %T", details[0])
+			}
+			m := d.AsMap()
+			user := func(u string) res { return m[u].(res) }
+			want := map[string]res{
+				"member": {
+					"documents":    res{"ghost": res{"error": "Document does not exist", "errorCode": "does_not_exist"}, "public": res{"accessRole": "editor", "accessType": "public"}},
+					"folders":      res{"nofolder": res{"error": "Folder does not exist", "errorCode": "does_not_exist"}, "fr": res{"accessType": "restricted", "error": "User does not have access to folder", "errorCode": "permission_denied"}},
+					"organization": res{"o": res{"accessRole": "editor"}},
+				},
+				"stranger": {
+					"documents":    res{"ghost": res{"error": "Document does not exist", "errorCode": "does_not_exist"}, "public": res{"accessRole": "viewer", "accessType": "public"}},
+					"folders":      res{"nofolder": res{"error": "Folder does not exist", "errorCode": "does_not_exist"}, "fr": res{"accessType": "restricted", "error": "User does not have access to folder", "errorCode": "permission_denied"}},
+					"organization": res{},
+				},
+			}
+			if len(m) != 2 {
+				t.Fatalf("details users %v", m)
+			}
+			for u, w := range want {
+				if got := fmt.Sprint(user(u)); got != fmt.Sprint(w) {
+					t.Fatalf("details of %s:\n got %s\nwant %s", u, got, fmt.Sprint(w))
+				}
+			}
+		})
+	}
+}
+
+func TestOrganizationMustExist(t *testing.T) {
+	h := newHarness(t)
+	_, err := h.srv.GetPermissions(k1, &accessv1.GetPermissionsRequest{OrganizationId: "nope", UserIds: []string{"u"}})
+	wantStatus(t, err, codes.NotFound, "Organization does not exist.")
+	if d := st(err).Details(); len(d) != 0 {
+		t.Fatalf("details %v", d)
+	}
+}
+
+func TestGetPermissionsShape(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	data := h.get(k1, "o", []string{"a", "b", "a"}, nil, nil)
+	if len(data) != 2 {
+		t.Fatalf("users %v", data)
+	}
+	for u, p := range data {
+		if p.GetFolders() == nil || p.GetDocuments() == nil || p.GetOrganization() == nil || p.Context != nil {
+			t.Fatalf("%s: %v", u, p)
+		}
+	}
+}
+
+func TestTemporaryAccess(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	exp := start.Add(time.Hour)
+	h.add(k1, "u", resource("document", "restricted", "o", "editor", exp), resource("folder", "f1", "o", "viewer"),
+		resource("document", "in-f2", "o", "editor", exp), resource("organization", "o", "o", "editor", exp))
+	checkEntry(t, "temporary", h.doc(k1, "o", "u", "restricted"), entry{role: "editor", accessType: "restricted", expiresAt: float64(exp.Unix())})
+	checkEntry(t, "temporary over folder", h.doc(k1, "o", "u", "in-f2"), entry{role: "editor", accessType: "restricted", expiresAt: float64(exp.Unix())})
+	checkEntry(t, "public, temporary member", h.doc(k1, "o", "u", "public"), entry{role: "editor", accessType: "public", expiresAt: float64(exp.Unix())})
+	if got := h.get(k1, "o", []string{"u"}, nil, nil)["u"].GetOrganization(); len(got) != 1 {
+		t.Fatalf("temporary member's organization %v", got)
+	}
+
+	h.clock.Advance(time.Hour) // exactly at expiry: lapsed
+	checkEntry(t, "lapsed", h.doc(k1, "o", "u", "restricted"), denied("restricted", "document"))
+	checkEntry(t, "lapsed: folder grant again", h.doc(k1, "o", "u", "in-f2"), entry{role: "viewer", accessType: "restricted"})
+	checkEntry(t, "lapsed membership", h.doc(k1, "o", "u", "public"), entry{role: "viewer", accessType: "public"})
+	if got := h.get(k1, "o", []string{"u"}, nil, nil)["u"].GetOrganization(); len(got) != 0 {
+		t.Fatalf("lapsed member's organization %v", got)
+	}
+
+	// A fractional expiry keeps its milliseconds.
+	h.add(k1, "v", resource("document", "restricted", "o", "viewer", float64(start.Unix())+7200.25))
+	checkEntry(t, "fraction", h.doc(k1, "o", "v", "restricted"), entry{role: "viewer", accessType: "restricted", expiresAt: float64(start.Unix()) + 7200.25})
+}
+
+func TestContextFields(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	h.docs.addOrg("k1", "o2")
+	addWithContext := func(user, org string, access map[string]any) {
+		t.Helper()
+		s, err := structpb.NewStruct(access)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = h.srv.AddPermissions(k1, &accessv1.AddPermissionsRequest{User: &accessv1.UserRef{UserId: user}, Permissions: &accessv1.Permissions{
+			Resources: []*accessv1.Resource{resource("organization", org, org)},
+			Context:   &accessv1.ContextAccess{Access: s},
+		}})
+		if err != nil {
+			t.Fatal(st(err))
+		}
+	}
+	fields := func(user, org string) []string {
+		t.Helper()
+		p := h.get(k1, org, []string{user}, nil, nil)[user]
+		if p.Context == nil {
+			return nil
+		}
+		return p.GetContext().GetAccessFields()
+	}
+	addWithContext("u", "o", map[string]any{"projectId": []any{"p2", "p1", 7, "p1"}, "region": "eu", "score": 2.5, "zero": 0, "neg": -3, "big": 1e21})
+	want := []string{"big:1000000000000000000000", "neg:-3", "projectId:7", "projectId:p1", "projectId:p2", "region:eu", "score:2.5", "zero:0"}
+	if got := fields("u", "o"); !slices.Equal(got, want) {
+		t.Fatalf("fields %q, want %q", got, want)
+	}
+	// Add Permissions without a context leaves it; with one it replaces it.
+	h.add(k1, "u", resource("document", "public", "o"))
+	if got := fields("u", "o"); !slices.Equal(got, want) {
+		t.Fatalf("fields after a grant without context %q", got)
+	}
+	addWithContext("u", "o", map[string]any{"region": "us"})
+	if got := fields("u", "o"); !slices.Equal(got, []string{"region:us"}) {
+		t.Fatalf("replaced fields %q", got)
+	}
+	// The context belongs to the resources' organization.
+	if got := fields("u", "o2"); got != nil {
+		t.Fatalf("context in another organization %q", got)
+	}
+	addWithContext("u", "o2", map[string]any{"team": "x"})
+	if got := fields("u", "o"); !slices.Equal(got, []string{"region:us"}) {
+		t.Fatalf("o's fields after o2's %q", got)
+	}
+	// An empty access object clears the fields.
+	addWithContext("u", "o", map[string]any{})
+	if got := fields("u", "o"); got != nil {
+		t.Fatalf("cleared fields %q", got)
+	}
+}
+
+func TestTenantIsolation(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	world(h, "k2") // the same ids under another API key
+	h.add(k1, "u", resource("organization", "o", "o", "editor"), resource("document", "restricted", "o", "editor"), resource("folder", "fr", "o", "editor"))
+	s, _ := structpb.NewStruct(map[string]any{"region": "eu"})
+	if _, err := h.srv.AddPermissions(k1, &accessv1.AddPermissionsRequest{User: &accessv1.UserRef{UserId: "u"}, Permissions: &accessv1.Permissions{
+		Resources: []*accessv1.Resource{resource("organization", "o", "o")}, Context: &accessv1.ContextAccess{Access: s},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	p := h.get(k2, "o", []string{"u"}, []string{"fr"}, []string{"restricted", "private", "public"})["u"]
+	checkEntry(t, "k2 restricted", p.GetDocuments()["restricted"], denied("restricted", "document"))
+	checkEntry(t, "k2 private", p.GetDocuments()["private"], denied("organizationPrivate", "document"))
+	checkEntry(t, "k2 public", p.GetDocuments()["public"], entry{role: "viewer", accessType: "public"})
+	checkEntry(t, "k2 folder", p.GetFolders()["fr"], denied("restricted", "folder"))
+	if len(p.GetOrganization()) != 0 || p.Context != nil {
+		t.Fatalf("k2 sees k1's membership or context: %v", p)
+	}
+	// k2 removing the same grants leaves k1's.
+	if _, err := h.srv.RemovePermissions(k2, &accessv1.RemovePermissionsRequest{UserId: "u", Permissions: &accessv1.Permissions{Resources: []*accessv1.Resource{resource("document", "restricted", "o")}}}); err != nil {
+		t.Fatal(err)
+	}
+	checkEntry(t, "k1 after k2's removal", h.doc(k1, "o", "u", "restricted"), entry{role: "editor", accessType: "restricted"})
+	// And the documents service was asked with the caller's key.
+	for _, c := range h.docs.calls {
+		if c.GetApiKey() != "k1" && c.GetApiKey() != "k2" {
+			t.Fatalf("resolve with api key %q", c.GetApiKey())
+		}
+	}
+	if last := h.docs.calls[len(h.docs.calls)-2]; last.GetApiKey() != "k2" {
+		t.Fatalf("k2's Get Permissions resolved with %q", last.GetApiKey())
+	}
+}
+
+func TestGetPermissionsHotPath(t *testing.T) {
+	h := newHarness(t)
+	h.docs.addOrg("k1", "o").addFolder("k1", "o", "f0", "", "restricted").addFolder("k1", "o", "f1", "f0", "").addFolder("k1", "o", "f2", "f1", "organizationPrivate")
+	docs := make([]string, 30)
+	for i := range docs {
+		docs[i] = fmt.Sprintf("doc-%02d", i)
+		h.docs.addDoc("k1", "o", docs[i], fmt.Sprintf("f%d", i%3), "")
+	}
+	users := make([]string, 100)
+	for i := range users {
+		users[i] = fmt.Sprintf("user-%03d", i)
+		rs := []*accessv1.Resource{resource("organization", "o", "o", "viewer")}
+		if i%2 == 0 {
+			rs = append(rs, resource("document", docs[i%30], "o", "editor"), resource("folder", "f1", "o", "editor"))
+		}
+		h.add(k1, users[i], rs...)
+	}
+	before := h.docs.callCount()
+	h.store.grants.Store(0)
+	h.store.contexts.Store(0)
+	data := h.get(k1, "o", users, nil, docs)
+	if n := h.docs.callCount() - before; n != 1 {
+		t.Fatalf("%d ResolveResources calls, want 1", n)
+	}
+	if g, c := h.store.grants.Load(), h.store.contexts.Load(); g != 1 || c != 1 {
+		t.Fatalf("store reads: %d grant queries, %d context queries; want 1 each", g, c)
+	}
+	call := h.docs.calls[len(h.docs.calls)-1]
+	if call.GetApiKey() != "k1" || call.GetOrganizationId() != "o" || len(call.GetDocumentIds()) != 30 || len(call.GetFolderIds()) != 0 {
+		t.Fatalf("resolve request %v", call)
+	}
+	if len(data) != 100 {
+		t.Fatalf("%d users answered", len(data))
+	}
+	// Spot checks: user-000 has a document grant on doc-00 (in f0, restricted) and a folder
+	// grant on f1; user-001 is a viewer member only.
+	checkEntry(t, "doc grant", data["user-000"].GetDocuments()["doc-00"], entry{role: "editor", accessType: "restricted"})
+	checkEntry(t, "folder grant reaches f2", data["user-000"].GetDocuments()["doc-02"], entry{role: "editor", accessType: "organizationPrivate"})
+	checkEntry(t, "restricted without grant", data["user-001"].GetDocuments()["doc-00"], denied("restricted", "document"))
+	checkEntry(t, "member in private folder", data["user-001"].GetDocuments()["doc-02"], entry{role: "viewer", accessType: "organizationPrivate"})
+}
+
+func TestGetPermissionsBadInput(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	many := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("id%d", i)
+		}
+		return out
+	}
+	cases := []struct {
+		req *accessv1.GetPermissionsRequest
+		msg string
+	}{
+		{&accessv1.GetPermissionsRequest{UserIds: []string{"u"}}, "organizationId is required."},
+		{&accessv1.GetPermissionsRequest{OrganizationId: "o"}, "userIds must contain at least one id."},
+		{&accessv1.GetPermissionsRequest{OrganizationId: "o", UserIds: many(101)}, "userIds must contain at most 100 ids."},
+		{&accessv1.GetPermissionsRequest{OrganizationId: "o", UserIds: []string{"u", ""}}, "userIds[1] must not be empty."},
+		{&accessv1.GetPermissionsRequest{OrganizationId: "o", UserIds: []string{"u"}, FolderIds: many(31)}, "folderIds must contain at most 30 ids."},
+		{&accessv1.GetPermissionsRequest{OrganizationId: "o", UserIds: []string{"u"}, DocumentIds: many(31)}, "documentIds must contain at most 30 ids."},
+		{&accessv1.GetPermissionsRequest{OrganizationId: " o", UserIds: []string{"u"}}, "organizationId must not start or end with white space."},
+	}
+	for _, c := range cases {
+		_, err := h.srv.GetPermissions(k1, c.req)
+		wantStatus(t, err, codes.InvalidArgument, c.msg)
+	}
+	if n := h.docs.callCount(); n != 0 {
+		t.Fatalf("refused requests called the documents service %d times", n)
+	}
+	// 30 of each is fine.
+	h.get(k1, "o", many(100), nil, nil)
+	if _, err := h.srv.GetPermissions(context.Background(), &accessv1.GetPermissionsRequest{OrganizationId: "o", UserIds: []string{"u"}}); st(err).Code() != codes.Internal {
+		t.Fatalf("without a caller: %v", err)
+	}
+}
+
+func TestDocumentsServiceErrors(t *testing.T) {
+	h := newHarness(t)
+	req := &accessv1.GetPermissionsRequest{OrganizationId: "o", UserIds: []string{"u"}}
+	h.docs.err = errors.New("connection reset")
+	_, err := h.srv.GetPermissions(k1, req)
+	wantStatus(t, err, codes.Internal, "Internal error.")
+	h.docs.err = status.Error(codes.Unavailable, "documents are away")
+	_, err = h.srv.GetPermissions(k1, req)
+	wantStatus(t, err, codes.Unavailable, "documents are away")
+	h.docs.err = status.Error(codes.Unauthenticated, "bad internal token")
+	_, err = h.srv.GetPermissions(k1, req)
+	wantStatus(t, err, codes.Internal, "Internal error.")
+}
+
+// ---- Add / Remove Permissions, Set Roles ----
+
+func TestAddPermissionsDefaultsAndExistence(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	h.docs.addOrg("k1", "o2").addDoc("k1", "o2", "d", "", "restricted")
+	before := h.docs.callCount()
+	h.add(k1, "u", resource("document", "restricted", "o"), resource("folder", "fr", "o"), resource("document", "d", "o2"), resource("document", "private", "o"))
+	if n := h.docs.callCount() - before; n != 2 {
+		t.Fatalf("%d ResolveResources calls for two organizations", n)
+	}
+	checkEntry(t, "default role", h.doc(k1, "o", "u", "restricted"), entry{role: "editor", accessType: "restricted"})
+	checkEntry(t, "other organization", h.doc(k1, "o2", "u", "d"), entry{role: "editor", accessType: "restricted"})
+	// The same resource twice: the later one wins.
+	h.add(k1, "v", resource("document", "restricted", "o", "editor"), resource("document", "restricted", "o", "viewer"))
+	checkEntry(t, "later wins", h.doc(k1, "o", "v", "restricted"), entry{role: "viewer", accessType: "restricted"})
+}
+
+func TestAddPermissionsBadInput(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	past := float64(start.Add(-time.Second).Unix())
+	future := float64(start.Add(time.Hour).Unix())
+	good := resource("document", "restricted", "o", "viewer")
+	perms := func(rs ...*accessv1.Resource) *accessv1.Permissions { return &accessv1.Permissions{Resources: rs} }
+	withContext := func(p *accessv1.Permissions, access map[string]any) *accessv1.Permissions {
+		s, err := structpb.NewStruct(access)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Context = &accessv1.ContextAccess{Access: s}
+		return p
+	}
+	hundredOne := make([]*accessv1.Resource, 101)
+	for i := range hundredOne {
+		hundredOne[i] = good
+	}
+	cases := []struct {
+		user  string
+		perms *accessv1.Permissions
+		code  codes.Code
+		msg   string
+	}{
+		{"", perms(good), codes.InvalidArgument, "user.userId is required."},
+		{"u", nil, codes.InvalidArgument, "permissions.resources must contain at least one resource."},
+		{"u", perms(hundredOne...), codes.InvalidArgument, "permissions.resources must contain at most 100 resources."},
+		{"u", perms(good, resource("page", "d", "o")), codes.InvalidArgument, "permissions.resources[1].type must be one of organization, folder, document."},
+		{"u", perms(resource("", "d", "o")), codes.InvalidArgument, "permissions.resources[0].type is required."},
+		{"u", perms(resource("document", "", "o")), codes.InvalidArgument, "permissions.resources[0].id is required."},
+		{"u", perms(resource("document", "d", "")), codes.InvalidArgument, "permissions.resources[0].organizationId is required."},
+		{"u", perms(resource("organization", "o2", "o")), codes.InvalidArgument, "permissions.resources[0].id must equal permissions.resources[0].organizationId for type organization."},
+		{"u", perms(resource("document", "restricted", "o", "owner")), codes.InvalidArgument, "permissions.resources[0].accessRole must be one of viewer, editor."},
+		{"u", perms(resource("document", "restricted", "o", past)), codes.InvalidArgument, "permissions.resources[0].expiresAt must be in the future."},
+		{"u", perms(resource("document", "restricted", "o", float64(start.Unix()))), codes.InvalidArgument, "permissions.resources[0].expiresAt must be in the future."},
+		{"u", perms(resource("document", "restricted", "o", 1e300)), codes.InvalidArgument, "permissions.resources[0].expiresAt must be a time in Unix seconds."},
+		{"u", withContext(perms(good, resource("organization", "o2", "o2")), map[string]any{"a": "b"}), codes.InvalidArgument, "permissions.context needs resources of one organization."},
+		{"u", withContext(perms(good), map[string]any{"flag": true}), codes.InvalidArgument, "permissions.context.access.flag must be a string, a number, or an array of them."},
+		{"u", withContext(perms(good), map[string]any{"obj": map[string]any{"x": 1}}), codes.InvalidArgument, "permissions.context.access.obj must be a string, a number, or an array of them."},
+		{"u", withContext(perms(good), map[string]any{"none": nil}), codes.InvalidArgument, "permissions.context.access.none must be a string, a number, or an array of them."},
+		{"u", withContext(perms(good), map[string]any{"list": []any{"a", []any{"b"}}}), codes.InvalidArgument, "permissions.context.access.list[1] must be a string or a number."},
+		{"u", withContext(perms(good), map[string]any{"": "x"}), codes.InvalidArgument, "permissions.context.access field names must be 1 to 256 characters without control characters."},
+		// Existence, after every syntactic check passed; earlier resources exist.
+		{"u", perms(good, resource("document", "ghost", "o", future)), codes.NotFound, "Document ghost does not exist in organization o."},
+		{"u", perms(good, resource("folder", "nofolder", "o")), codes.NotFound, "Folder nofolder does not exist in organization o."},
+		{"u", perms(good, resource("organization", "nope", "nope")), codes.NotFound, "Organization nope does not exist."},
+		{"u", perms(good, resource("document", "restricted", "nope")), codes.NotFound, "Organization nope does not exist."},
+		{"u", withContext(perms(good, resource("document", "ghost", "o")), map[string]any{"a": "b"}), codes.NotFound, "Document ghost does not exist in organization o."},
+	}
+	for _, c := range cases {
+		_, err := h.srv.AddPermissions(k1, &accessv1.AddPermissionsRequest{User: &accessv1.UserRef{UserId: c.user}, Permissions: c.perms})
+		wantStatus(t, err, c.code, c.msg)
+	}
+	// Nothing of any refused request was written.
+	if got, _ := h.store.Grants(context.Background(), "k1", "o", []string{"u", ""}, start); len(got) != 0 {
+		t.Fatalf("refused requests wrote %+v", got)
+	}
+	if got, _ := h.store.ContextFields(context.Background(), "k1", "o", []string{"u"}); len(got) != 0 {
+		t.Fatalf("refused requests wrote contexts %v", got)
+	}
+	checkEntry(t, "after refusals", h.doc(k1, "o", "u", "restricted"), denied("restricted", "document"))
+}
+
+func TestRemovePermissions(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	h.add(k1, "u", resource("organization", "o", "o"), resource("document", "restricted", "o"), resource("folder", "fr", "o"))
+	remove := func(rs ...*accessv1.Resource) {
+		t.Helper()
+		resp, err := h.srv.RemovePermissions(k1, &accessv1.RemovePermissionsRequest{UserId: "u", Permissions: &accessv1.Permissions{Resources: rs}})
+		if err != nil {
+			t.Fatal(st(err))
+		}
+		if resp.GetStatus() != "success" || resp.GetMessage() != "Permissions removed successfully." || resp.Data != nil {
+			t.Fatalf("remove answered %v", resp)
+		}
+	}
+	for range 2 { // idempotent, and existence is not required
+		remove(resource("document", "restricted", "o"), resource("folder", "fr", "o"), resource("document", "deleted-long-ago", "gone"))
+	}
+	checkEntry(t, "document", h.doc(k1, "o", "u", "restricted"), denied("restricted", "document"))
+	checkEntry(t, "folder", h.folder(k1, "o", "u", "fr"), denied("restricted", "folder"))
+	if got := h.get(k1, "o", []string{"u"}, nil, nil)["u"].GetOrganization(); len(got) != 1 {
+		t.Fatalf("membership removed too: %v", got)
+	}
+	remove(resource("organization", "o", "o"))
+	if got := h.get(k1, "o", []string{"u"}, nil, nil)["u"].GetOrganization(); len(got) != 0 {
+		t.Fatalf("membership kept: %v", got)
+	}
+
+	h.add(k1, "u", resource("document", "restricted", "o"))
+	for _, c := range []struct {
+		req *accessv1.RemovePermissionsRequest
+		msg string
+	}{
+		{&accessv1.RemovePermissionsRequest{Permissions: &accessv1.Permissions{Resources: []*accessv1.Resource{resource("document", "restricted", "o")}}}, "userId is required."},
+		{&accessv1.RemovePermissionsRequest{UserId: "u"}, "permissions.resources must contain at least one resource."},
+		{&accessv1.RemovePermissionsRequest{UserId: "u", Permissions: &accessv1.Permissions{Resources: []*accessv1.Resource{resource("document", "restricted", "o"), resource("doc", "x", "o")}}}, "permissions.resources[1].type must be one of organization, folder, document."},
+		{&accessv1.RemovePermissionsRequest{UserId: "u", Permissions: &accessv1.Permissions{Resources: []*accessv1.Resource{resource("document", "restricted", "o"), resource("document", "x", "")}}}, "permissions.resources[1].organizationId is required."},
+		{&accessv1.RemovePermissionsRequest{UserId: "u", Permissions: &accessv1.Permissions{Resources: []*accessv1.Resource{resource("document", "restricted", "o"), resource("organization", "a", "b")}}}, "permissions.resources[1].id must equal permissions.resources[1].organizationId for type organization."},
+	} {
+		_, err := h.srv.RemovePermissions(k1, c.req)
+		wantStatus(t, err, codes.InvalidArgument, c.msg)
+	}
+	checkEntry(t, "refused removals removed nothing", h.doc(k1, "o", "u", "restricted"), entry{role: "editor", accessType: "restricted"})
+}
+
+func TestSetRoles(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	world(h, "k2")
+	set := func(req *accessv1.SetRolesRequest) {
+		t.Helper()
+		if _, err := h.srv.SetRoles(context.Background(), req); err != nil {
+			t.Fatal(st(err))
+		}
+	}
+	// Internal: no caller on the context, the tenant is in the request; no existence checks.
+	set(&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"a", "b"}, ResourceType: "organization", ResourceId: "o", AccessRole: "viewer"})
+	set(&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"a"}, ResourceType: "document", ResourceId: "restricted", AccessRole: "editor"})
+	if h.docs.callCount() != 0 {
+		t.Fatal("set roles asked the documents service")
+	}
+	checkEntry(t, "document role", h.doc(k1, "o", "a", "restricted"), entry{role: "editor", accessType: "restricted"})
+	checkEntry(t, "member role", h.doc(k1, "o", "b", "private"), entry{role: "viewer", accessType: "organizationPrivate"})
+
+	// only_if_absent keeps a role in effect, and gives one where there is none or it lapsed.
+	exp := start.Add(time.Hour)
+	h.add(k1, "c", resource("organization", "o", "o", "viewer", exp))
+	set(&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"a", "c", "d"}, ResourceType: "organization", ResourceId: "o", AccessRole: "editor", OnlyIfAbsent: true})
+	org := func(u string) string {
+		return h.get(k1, "o", []string{u}, nil, nil)[u].GetOrganization()["o"].GetAccessRole()
+	}
+	if org("a") != "viewer" || org("c") != "viewer" || org("d") != "editor" {
+		t.Fatalf("only if absent: a=%q c=%q d=%q", org("a"), org("c"), org("d"))
+	}
+	h.clock.Advance(2 * time.Hour)
+	set(&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"c"}, ResourceType: "organization", ResourceId: "o", AccessRole: "editor", OnlyIfAbsent: true})
+	if org("c") != "editor" {
+		t.Fatalf("lapsed role not replaced: %q", org("c"))
+	}
+	// Without the flag the role is replaced, and is permanent.
+	set(&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"a"}, ResourceType: "organization", ResourceId: "o", AccessRole: "editor"})
+	if org("a") != "editor" {
+		t.Fatalf("role not replaced: %q", org("a"))
+	}
+	// Scoped by the request's key.
+	if got := h.get(k2, "o", []string{"a"}, nil, nil)["a"].GetOrganization(); len(got) != 0 {
+		t.Fatalf("k2 sees k1's roles: %v", got)
+	}
+
+	for _, c := range []struct {
+		req *accessv1.SetRolesRequest
+		msg string
+	}{
+		{&accessv1.SetRolesRequest{OrganizationId: "o", UserIds: []string{"x"}, ResourceType: "organization", ResourceId: "o", AccessRole: "editor"}, "apiKey is required."},
+		{&accessv1.SetRolesRequest{ApiKey: "k1", UserIds: []string{"x"}, ResourceType: "document", ResourceId: "d", AccessRole: "editor"}, "organizationId is required."},
+		{&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", ResourceType: "document", ResourceId: "d", AccessRole: "editor"}, "userIds must contain at least one id."},
+		{&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"x"}, ResourceType: "group", ResourceId: "d", AccessRole: "editor"}, "type must be one of organization, folder, document."},
+		{&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"x"}, ResourceType: "document", AccessRole: "editor"}, "id is required."},
+		{&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"x"}, ResourceType: "document", ResourceId: "d"}, "accessRole is required."},
+		{&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"x"}, ResourceType: "document", ResourceId: "d", AccessRole: "admin"}, "accessRole must be one of viewer, editor."},
+		{&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"x"}, ResourceType: "organization", ResourceId: "p", AccessRole: "editor"}, "id must equal organizationId for type organization."},
+	} {
+		_, err := h.srv.SetRoles(context.Background(), c.req)
+		wantStatus(t, err, codes.InvalidArgument, c.msg)
+	}
+	if got, _ := h.store.Grants(context.Background(), "k1", "o", []string{"x"}, h.clock.Now()); len(got) != 0 {
+		t.Fatalf("refused set roles wrote %+v", got)
+	}
+}
+
+func TestNewRefusesBadConfiguration(t *testing.T) {
+	docs := newFakeDocs()
+	for _, c := range []struct {
+		name   string
+		store  Store
+		secret []byte
+		docs   documentsv1.DocumentsServiceClient
+		opts   []Option
+	}{
+		{"no store", nil, secret, docs, nil},
+		{"no secret", NewMemoryStore(), nil, docs, nil},
+		{"no documents client", NewMemoryStore(), secret, nil, nil},
+		{"rotation too short", NewMemoryStore(), secret, docs, []Option{WithKeyRotation(time.Second)}},
+		{"rotation not whole seconds", NewMemoryStore(), secret, docs, []Option{WithKeyRotation(time.Hour + time.Millisecond)}},
+		{"empty issuer", NewMemoryStore(), secret, docs, []Option{WithIssuer("")}},
+	} {
+		if _, err := New(c.store, c.secret, c.docs, c.opts...); err == nil {
+			t.Errorf("%s: accepted", c.name)
+		}
+	}
+	s, err := New(NewMemoryStore(), secret, docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkGetPermissions is the benchmarked case: 100 users × 30 documents in nested folders,
+// on the memory store.
+func BenchmarkGetPermissions(b *testing.B) {
+	t := &testing.T{}
+	h := newHarness(t)
+	h.docs.addOrg("k1", "o").addFolder("k1", "o", "f0", "", "restricted").addFolder("k1", "o", "f1", "f0", "").addFolder("k1", "o", "f2", "f1", "organizationPrivate")
+	docs := make([]string, 30)
+	for i := range docs {
+		docs[i] = fmt.Sprintf("doc-%02d", i)
+		h.docs.addDoc("k1", "o", docs[i], fmt.Sprintf("f%d", i%3), "")
+	}
+	users := make([]string, 100)
+	for i := range users {
+		users[i] = fmt.Sprintf("user-%03d", i)
+		grants := []Grant{orgGrant("o", users[i], "editor")}
+		if i%2 == 0 {
+			grants = append(grants, docGrant("o", docs[i%30], users[i], "viewer"), folderGrant("o", "f1", users[i], "editor"))
+		}
+		if err := h.store.PutGrants(context.Background(), "k1", grants); err != nil {
+			b.Fatal(err)
+		}
+	}
+	req := &accessv1.GetPermissionsRequest{OrganizationId: "o", UserIds: users, DocumentIds: docs}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := h.srv.GetPermissions(k1, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
