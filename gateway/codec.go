@@ -67,8 +67,14 @@ func (c *envelopeCodec) Unmarshal(body []byte, v any) error {
 	if err := dec.Decode(&top); err != nil {
 		return errors.New("Request body is not valid JSON.")
 	}
-	if dec.More() {
+	// Anything after the value must be white space only. (Decoder.More would miss a stray
+	// "}" or "]".)
+	var extra json.RawMessage
+	switch err := dec.Decode(&extra); {
+	case err == nil:
 		return errors.New("Request body is not valid JSON: it holds more than one value.")
+	case !errors.Is(err, io.EOF):
+		return errors.New("Request body is not valid JSON.")
 	}
 	obj, ok := top.(map[string]any)
 	if !ok {

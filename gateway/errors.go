@@ -77,12 +77,16 @@ func errorHandler(log *slog.Logger) runtime.ErrorHandlerFunc {
 }
 
 // routingErrorHandler answers requests no route matches: an unknown path is NOT_FOUND (404),
-// a known path with another method 405.
-func routingErrorHandler(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, httpStatus int) {
+// a known path with another method 405 with the methods it takes.
+func (g *Gateway) routingErrorHandler(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, httpStatus int) {
 	switch httpStatus {
 	case http.StatusMethodNotAllowed, http.StatusNotImplemented:
-		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, codes.Unimplemented, fmt.Sprintf("Method %s is not allowed: every operation of this API is a POST.", r.Method), nil)
+		allow, msg := http.MethodPost, fmt.Sprintf("Method %s is not allowed: every operation of this API is a POST.", r.Method)
+		if g.getRoutes[r.URL.Path] {
+			allow, msg = "GET, POST", fmt.Sprintf("Method %s is not allowed here: use GET or POST.", r.Method)
+		}
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed, codes.Unimplemented, msg, nil)
 	case http.StatusBadRequest:
 		writeError(w, http.StatusBadRequest, codes.InvalidArgument, "Bad request.", nil)
 	default:

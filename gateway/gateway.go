@@ -14,7 +14,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/encoding/protojson"
 
+	accessv1 "github.com/collab/collab/proto/collab/access/v1"
+	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
+	usersv1 "github.com/collab/collab/proto/collab/users/v1"
 	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
 
 	"github.com/collab/collab/internal/logging"
@@ -35,6 +39,18 @@ var Upstreams = []Upstream{
 		register: func(ctx context.Context, mux *runtime.ServeMux, conn grpc.ClientConnInterface) error {
 			return workspacev1.RegisterWorkspaceServiceHandlerClient(ctx, mux, workspacev1.NewWorkspaceServiceClient(conn))
 		}},
+	{Name: "documents", GRPCService: documentsv1.DocumentsService_ServiceDesc.ServiceName,
+		register: func(ctx context.Context, mux *runtime.ServeMux, conn grpc.ClientConnInterface) error {
+			return documentsv1.RegisterDocumentsServiceHandlerClient(ctx, mux, documentsv1.NewDocumentsServiceClient(conn))
+		}},
+	{Name: "users", GRPCService: usersv1.UsersService_ServiceDesc.ServiceName,
+		register: func(ctx context.Context, mux *runtime.ServeMux, conn grpc.ClientConnInterface) error {
+			return usersv1.RegisterUsersServiceHandlerClient(ctx, mux, usersv1.NewUsersServiceClient(conn))
+		}},
+	{Name: "access", GRPCService: accessv1.AccessService_ServiceDesc.ServiceName,
+		register: func(ctx context.Context, mux *runtime.ServeMux, conn grpc.ClientConnInterface) error {
+			return accessv1.RegisterAccessServiceHandlerClient(ctx, mux, accessv1.NewAccessServiceClient(conn))
+		}},
 }
 
 // Gateway is the HTTP handler of the whole API.
@@ -48,13 +64,14 @@ type Gateway struct {
 // New returns a Gateway routing each service's operations to its connection. conns must hold a
 // connection for every entry of Upstreams, keyed by Name.
 func New(ctx context.Context, conns map[string]grpc.ClientConnInterface, log *slog.Logger) (*Gateway, error) {
-	mux := runtime.NewServeMux(
+	g := &Gateway{log: log, conns: conns, getRoutes: map[string]bool{"/v2/workspace/email/verify": true}}
+	g.mux = runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, newEnvelopeCodec()),
 		runtime.WithIncomingHeaderMatcher(incomingHeader),
 		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithOutgoingTrailerMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithErrorHandler(errorHandler(log)),
-		runtime.WithRoutingErrorHandler(routingErrorHandler),
+		runtime.WithRoutingErrorHandler(g.routingErrorHandler),
 		runtime.WithDisablePathLengthFallback(),
 	)
 	for _, u := range Upstreams {
@@ -62,11 +79,11 @@ func New(ctx context.Context, conns map[string]grpc.ClientConnInterface, log *sl
 		if !ok {
 			return nil, fmt.Errorf("gateway: no connection for service %s", u.Name)
 		}
-		if err := u.register(ctx, mux, conn); err != nil {
+		if err := u.register(ctx, g.mux, conn); err != nil {
 			return nil, fmt.Errorf("gateway: register %s: %w", u.Name, err)
 		}
 	}
-	return &Gateway{mux: mux, log: log, conns: conns, getRoutes: map[string]bool{"/v2/workspace/email/verify": true}}, nil
+	return g, nil
 }
 
 // incomingHeader forwards the API's own headers (credentials, request id) to gRPC metadata
@@ -108,6 +125,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = logging.NewRequestID()
 	}
 	r.Header.Set(logging.RequestIDHeader, id)
+	// grpc-gateway forwards these whatever the header matcher says; the API's credentials are
+	// the x-service-* headers, and deadlines and forwarding hosts are not the caller's to set.
+	for _, h := range []string{"Authorization", "Grpc-Timeout", "X-Forwarded-Host"} {
+		r.Header.Del(h)
+	}
 	w.Header().Set("X-Request-Id", id)
 	ctx := logging.WithRequestID(r.Context(), id)
 	r = r.WithContext(ctx)
@@ -137,6 +159,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case "/openapi.json":
 		serveOpenAPI(rec, r)
+		return
+	case "/.well-known/jwks.json":
+		g.jwks(rec, r)
 		return
 	}
 	if r.Method != http.MethodPost && !(r.Method == http.MethodGet && g.getRoutes[r.URL.Path]) {
@@ -173,6 +198,30 @@ func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
 		g.log.WarnContext(ctx, "not ready", "services", result)
 	}
 	writeJSON(w, code, map[string]any{"status": map[bool]string{true: "ready", false: "not ready"}[ok], "services": result})
+}
+
+// jwks serves the access service's public keys as a bare JSON Web Key Set (RFC 7517), the
+// form JOSE libraries fetch, without the API's result envelope.
+func (g *Gateway) jwks(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, http.StatusMethodNotAllowed, codes.Unimplemented, fmt.Sprintf("Method %s is not allowed here: use GET.", r.Method), nil)
+		return
+	}
+	set, err := accessv1.NewAccessServiceClient(g.conns["access"]).GetJwks(r.Context(), &accessv1.GetJwksRequest{})
+	if err != nil {
+		errorHandler(g.log)(r.Context(), nil, nil, w, r, err)
+		return
+	}
+	b, err := protojson.Marshal(set)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, codes.Internal, "Internal error.", nil)
+		return
+	}
+	w.Header().Set("Content-Type", "application/jwk-set+json")
+	// Keys rotate daily and stay listed for days after; a few minutes of caching is safe.
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	_, _ = w.Write(b)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -198,6 +198,17 @@ func wellKnown(path string, v any, md protoreflect.MessageDescriptor) string {
 		return checkInteger(path, v, 0, math.MaxUint32)
 	case "google.protobuf.Int64Value", "google.protobuf.UInt64Value":
 		return checkInteger(path, v, -(1 << 53), 1<<53)
+	case "google.protobuf.BytesValue":
+		if _, ok := v.(string); !ok {
+			return path + " must be a base64 string."
+		}
+		return ""
+	case "google.protobuf.Any":
+		// {"@type": ..., ...}: its fields depend on the type named; protojson checks them.
+		if _, ok := v.(map[string]any); !ok {
+			return path + " must be an object."
+		}
+		return ""
 	case "google.protobuf.Timestamp", "google.protobuf.Duration", "google.protobuf.FieldMask":
 		if _, ok := v.(string); !ok {
 			return path + " must be a string."

@@ -53,7 +53,14 @@ func openAPI() ([]byte, error) {
 							"properties": map[string]any{"data": pm["schema"]}}
 					}
 				}
+				if op == nil {
+					continue
+				}
 				responses, _ := op["responses"].(map[string]any)
+				if responses == nil {
+					responses = map[string]any{}
+					op["responses"] = responses
+				}
 				if ok, _ := responses["200"].(map[string]any); ok != nil {
 					ok["schema"] = map[string]any{"type": "object", "properties": map[string]any{"result": ok["schema"]}}
 				}

@@ -162,6 +162,10 @@ func (i *Interceptor) Authenticate(ctx context.Context, fullMethod string, req a
 	case optionsv1.Auth_AUTH_KEY:
 		return i.key(ctx, md)
 	case optionsv1.Auth_AUTH_KEY_AND_BODY:
+		// The headers are required first; the data may then only repeat them.
+		if first(md, HeaderAPIKey) == "" || first(md, HeaderAuthToken) == "" {
+			return i.key(ctx, md)
+		}
 		if body, ok := req.(bodyCredentials); ok {
 			if k := body.GetApiKey(); k != "" && k != first(md, HeaderAPIKey) {
 				return nil, apierr.InvalidArgument("apiKey in data does not match the %s header.", HeaderAPIKey)

@@ -83,6 +83,7 @@ func TestInterceptorClasses(t *testing.T) {
 		{"key and body, body empty", "/t/KeyBody", incoming(HeaderAPIKey, "k", HeaderAuthToken, "t"), bodyReq{}, codes.OK, "", "k|w"},
 		{"key and body differ", "/t/KeyBody", incoming(HeaderAPIKey, "k", HeaderAuthToken, "t"), bodyReq{"other", "t"}, codes.InvalidArgument, "apiKey in data does not match the x-service-api-key header.", ""},
 		{"key and body token differ", "/t/KeyBody", incoming(HeaderAPIKey, "k", HeaderAuthToken, "t"), bodyReq{"k", "x"}, codes.InvalidArgument, "authToken in data does not match the x-service-auth-token header.", ""},
+		{"key and body, headers missing", "/t/KeyBody", incoming(), bodyReq{"other", "t"}, codes.InvalidArgument, "API key not found in headers.", ""},
 		{"workspace ok", "/t/WS", incoming(HeaderWorkspaceID, "w", HeaderWorkspaceToken, "wt"), nil, codes.OK, "", "|w"},
 		{"workspace id missing", "/t/WS", incoming(HeaderWorkspaceToken, "wt"), nil, codes.InvalidArgument, "Workspace ID not found in headers.", ""},
 		{"workspace token missing", "/t/WS", incoming(HeaderWorkspaceID, "w"), nil, codes.InvalidArgument, "Auth Token not found in headers.", ""},

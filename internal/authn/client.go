@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
@@ -107,5 +108,20 @@ func CallerFromProto(r *workspacev1.AuthenticateResponse) Caller {
 			AdvancedWebhooks: s.GetAdvancedWebhooks(),
 		},
 		AllowedDomains: r.GetAllowedDomains(),
+	}
+}
+
+// InternalClientInterceptor adds the internal token and the request id to every call a
+// service makes to another service, so internal operations accept it and the request can be
+// followed across services in the logs.
+func InternalClientInterceptor(internalToken string) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if internalToken != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, HeaderInternalToken, internalToken)
+		}
+		if id := logging.RequestID(ctx); id != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, logging.RequestIDHeader, id)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 }

@@ -57,7 +57,7 @@ type Process struct {
 }
 
 // Start brings up everything cfg asks for and returns once it is serving.
-func Start(ctx context.Context, cfg Config, deps Deps) (p *Process, err error) {
+func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 	if deps.Clock == nil {
 		deps.Clock = clock.Real()
 	}
@@ -65,7 +65,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (p *Process, err error) {
 		deps.LogOutput = os.Stderr
 	}
 	log := logging.New(deps.LogOutput, cfg.LogFormat, cfg.LogLevel)
-	p = &Process{log: log, errs: make(chan error, 4)}
+	p := &Process{log: log, errs: make(chan error, 4)}
 	defer func() {
 		if err != nil {
 			_ = p.Shutdown(context.Background())
@@ -80,83 +80,74 @@ func Start(ctx context.Context, cfg Config, deps Deps) (p *Process, err error) {
 	if err != nil {
 		return nil, err
 	}
-
 	local := map[string]bool{}
+	runsAny := false
 	for _, s := range ServiceNames {
 		local[s] = cfg.Runs(s)
-	}
-	runsAny := false
-	for _, v := range local {
-		runsAny = runsAny || v
+		runsAny = runsAny || local[s]
 	}
 
-	// Connections to peers (services of other processes).
-	conns := map[string]grpc.ClientConnInterface{}
-	for name, addr := range cfg.Peers {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcserver.MaxMessageBytes)))
+	// Two connections to every service: a plain one for the gateway, which forwards callers'
+	// credentials, and one that adds the internal token for service-to-service calls.
+	plain := map[string]grpc.ClientConnInterface{}
+	internal := map[string]grpc.ClientConnInterface{}
+	callOpts := grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcserver.MaxMessageBytes))
+	dial := func(target string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
+		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), callOpts}, extra...)
+		conn, err := grpc.NewClient(target, opts...)
 		if err != nil {
-			return nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
+			return nil, err
 		}
 		p.closers = append(p.closers, func(context.Context) error { return conn.Close() })
-		conns[name] = conn
+		return conn, nil
 	}
-
-	var wsServer *workspace.Server
-	if runsAny {
-		health := grpcserver.NewHealth()
-		var srv *grpc.Server
-		// The interceptor needs the authenticator, which for a local workspace service is the
-		// service itself; it is set once the services exist.
-		var auth authn.Authenticator
-		lazy := lazyAuthenticator{get: func() authn.Authenticator { return auth }}
-		srv = grpcserver.New(log, authn.NewInterceptor(lazy, cfg.InternalToken))
-		healthpb.RegisterHealthServer(srv, health)
-		reflection.Register(srv)
-
-		if local["workspace"] {
-			store, err := workspaceStore(ctx, mongo)
-			if err != nil {
-				return nil, err
-			}
-			sender := deps.Email
-			if sender == nil {
-				sender = emailSender(cfg, log)
-			}
-			publicURL := cfg.PublicURL
-			if publicURL == "" {
-				publicURL = "http://" + cfg.HTTPAddr
-			}
-			wsServer, err = workspace.New(store, secret,
-				workspace.WithClock(deps.Clock), workspace.WithLogger(log), workspace.WithEmailSender(sender),
-				workspace.WithRateLimits(cfg.RateLimits), workspace.WithEmailGracePeriod(cfg.EmailGrace),
-				workspace.WithPublicURL(publicURL))
-			if err != nil {
-				return nil, err
-			}
-			workspacev1.RegisterWorkspaceServiceServer(srv, wsServer)
-			health.Add(workspacev1.WorkspaceService_ServiceDesc.ServiceName, wsServer.Ping)
-			auth = wsServer
+	withToken := grpc.WithChainUnaryInterceptor(authn.InternalClientInterceptor(cfg.InternalToken))
+	for name, addr := range cfg.Peers {
+		if plain[name], err = dial(addr); err != nil {
+			return nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
 		}
-
-		inproc := bufconn.Listen(1 << 20)
-		go func() { _ = srv.Serve(inproc) }()
-		conn, err := grpc.NewClient("passthrough:///in-process",
-			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return inproc.DialContext(ctx) }),
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcserver.MaxMessageBytes)))
+		if internal[name], err = dial(addr, withToken); err != nil {
+			return nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
+		}
+	}
+	var inproc *bufconn.Listener
+	if runsAny {
+		inproc = bufconn.Listen(1 << 20)
+		viaBufconn := grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return inproc.DialContext(ctx) })
+		localPlain, err := dial("passthrough:///in-process", viaBufconn)
+		if err != nil {
+			return nil, fmt.Errorf("in-process connection: %w", err)
+		}
+		localInternal, err := dial("passthrough:///in-process", viaBufconn, withToken)
 		if err != nil {
 			return nil, fmt.Errorf("in-process connection: %w", err)
 		}
 		for name, isLocal := range local {
 			if isLocal {
-				conns[name] = conn
+				plain[name], internal[name] = localPlain, localInternal
 			}
 		}
-		if auth == nil {
-			auth = authn.NewClient(workspacev1.NewWorkspaceServiceClient(conns["workspace"]), cfg.InternalToken, cfg.AuthCacheTTL, deps.Clock)
-		}
+	}
 
+	var wsServer *workspace.Server
+	if runsAny {
+		// The interceptor needs the authenticator, which for a local workspace service is the
+		// service itself; it is set once the services exist, before serving starts.
+		var auth authn.Authenticator
+		srv := grpcserver.New(log, authn.NewInterceptor(lazyAuthenticator{get: func() authn.Authenticator { return auth }}, cfg.InternalToken))
+		health := grpcserver.NewHealth()
+		healthpb.RegisterHealthServer(srv, health)
+		reflection.Register(srv)
+		b := &builder{ctx: ctx, cfg: cfg, deps: deps, log: log, mongo: mongo, secret: secret, srv: srv, health: health, internal: internal, p: p}
+		if wsServer, err = b.services(); err != nil {
+			return nil, err
+		}
+		if wsServer != nil {
+			auth = wsServer
+		} else {
+			auth = authn.NewClient(workspacev1.NewWorkspaceServiceClient(plain["workspace"]), cfg.InternalToken, cfg.AuthCacheTTL, deps.Clock)
+		}
+		go func() { _ = srv.Serve(inproc) }()
 		if cfg.GRPCAddr != "" {
 			ln, err := net.Listen("tcp", cfg.GRPCAddr)
 			if err != nil {
@@ -177,9 +168,10 @@ func Start(ctx context.Context, cfg Config, deps Deps) (p *Process, err error) {
 			case <-ctx.Done():
 				srv.Stop()
 			}
-			_ = conn.Close()
 			return nil
 		})
+		// The relays stop before the gRPC server they deliver through.
+		b.startRelays()
 	}
 
 	if wsServer != nil && cfg.DevWorkspace {
@@ -191,7 +183,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (p *Process, err error) {
 	}
 
 	if cfg.Runs("gateway") {
-		gw, err := gateway.New(ctx, conns, log)
+		gw, err := gateway.New(ctx, plain, log)
 		if err != nil {
 			return nil, err
 		}
@@ -269,13 +261,6 @@ func masterSecret(ctx context.Context, cfg Config, mongo *mongodb.Conn) ([]byte,
 		_, _ = rand.Read(b)
 		return b, nil
 	}
-}
-
-func workspaceStore(ctx context.Context, mongo *mongodb.Conn) (workspace.Store, error) {
-	if mongo == nil {
-		return workspace.NewMemoryStore(), nil
-	}
-	return workspace.NewMongoStore(ctx, mongo.Database("workspace"))
 }
 
 func emailSender(cfg Config, log *slog.Logger) email.Sender {

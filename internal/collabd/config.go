@@ -13,7 +13,20 @@ import (
 )
 
 // ServiceNames are the services one process can run, besides the gateway.
-var ServiceNames = []string{"workspace"}
+var ServiceNames = []string{"workspace", "documents", "users", "access"}
+
+// DataServices hold tenant data and receive lifecycle events, in delivery order: documents
+// first, so a migration that conflicts there stops before any other service moves data.
+var DataServices = []string{"documents", "users", "access"}
+
+// dependencies are the services each one calls (besides workspace, which every service but
+// the gateway needs for authentication): direct calls, and event delivery to every data service.
+var dependencies = map[string][]string{
+	"gateway":   {"workspace", "documents", "users", "access"},
+	"documents": DataServices,
+	"users":     DataServices,
+	"access":    {"documents"},
+}
 
 // Config is everything a process is told at start. Every field has a flag and an environment
 // twin (COLLAB_...); the flag wins.
@@ -148,21 +161,19 @@ func (c Config) checkPeers() error {
 			return fmt.Errorf("service %s runs here and also has a peer address", s)
 		}
 	}
-	needsWorkspace := false
 	for _, s := range append([]string{"gateway"}, ServiceNames...) {
-		if c.Runs(s) && s != "workspace" {
-			needsWorkspace = true
+		if !c.Runs(s) {
+			continue
 		}
-	}
-	if c.Runs("gateway") {
-		for _, s := range ServiceNames {
-			if !c.Runs(s) && c.Peers[s] == "" {
-				return fmt.Errorf("the gateway needs the %s service: run it here or set --%s-addr", s, s)
+		needs := dependencies[s]
+		if s != "gateway" && s != "workspace" {
+			needs = append([]string{"workspace"}, needs...)
+		}
+		for _, n := range needs {
+			if !c.Runs(n) && c.Peers[n] == "" {
+				return fmt.Errorf("the %s service needs the %s service: run it here or set --%s-addr", s, n, n)
 			}
 		}
-	}
-	if needsWorkspace && !c.Runs("workspace") && c.Peers["workspace"] == "" {
-		return fmt.Errorf("authentication needs the workspace service: run it here or set --workspace-addr")
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ func TestDefaults(t *testing.T) {
 	if c.HTTPAddr != "127.0.0.1:8080" || c.GRPCAddr != "127.0.0.1:9090" || c.MongoURI != "" || !c.DevWorkspace {
 		t.Fatalf("defaults %+v", c)
 	}
-	if !slices.Equal(c.Services, []string{"gateway", "workspace"}) {
+	if !slices.Equal(c.Services, []string{"access", "documents", "gateway", "users", "workspace"}) {
 		t.Fatalf("services %v", c.Services)
 	}
 	if c.RateLimits != workspace.DefaultRateLimits || c.AuthCacheTTL != 5*time.Second {
@@ -72,7 +72,9 @@ func TestConfigErrors(t *testing.T) {
 		{nil, []string{"--rate-limit=speed=3"}, "unknown limit"},
 		{nil, []string{"--rate-limit=createWorkspace=-1"}, "--rate-limit"},
 		{nil, []string{"--mongo-uri=mongodb://x", "--data-dir=/tmp/x"}, "exclude each other"},
-		{nil, []string{"--services=gateway"}, "the gateway needs the workspace service"},
+		{nil, []string{"--services=gateway"}, "the gateway service needs the workspace service"},
+		{nil, []string{"--services=users", "--workspace-addr=w:1", "--documents-addr=d:1"}, "the users service needs the access service"},
+		{nil, []string{"--services=access", "--documents-addr=d:1"}, "the access service needs the workspace service"},
 		{nil, []string{"--workspace-addr=x:1"}, "also has a peer address"},
 		{nil, []string{"--log-level=loud"}, "--log-level"},
 		{nil, []string{"--log-format=xml"}, "--log-format"},

@@ -63,8 +63,12 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 			index("org_users", "apiKey", "organizationId", "userId"),
 		},
 	} {
-		if _, err := coll.Indexes().CreateMany(ctx, models); err != nil {
-			return nil, fmt.Errorf("users store: indexes of %s: %w", coll.Name(), err)
+		// One index per call: the embedded FerretDB fails a createIndexes that names several
+		// existing indexes, which every restart does.
+		for _, m := range models {
+			if _, err := coll.Indexes().CreateOne(ctx, m); err != nil {
+				return nil, fmt.Errorf("users store: indexes of %s: %w", coll.Name(), err)
+			}
 		}
 	}
 	return s, nil

@@ -1,0 +1,233 @@
+// Command permissions measures Get Permissions through the HTTP gateway and directly over gRPC
+// on the memory store: 1 user × 30 documents and 100 users × 30 documents, each for a fixed
+// time with a fixed number of concurrent callers. It prints a markdown table for
+// docs/benchmarks.md.
+//
+//	go run ./bench/permissions [-duration 10s] [-concurrency 8]
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	accessv1 "github.com/collab/collab/proto/collab/access/v1"
+
+	"github.com/collab/collab/internal/collabd"
+)
+
+func main() {
+	duration := flag.Duration("duration", 10*time.Second, "how long each case runs")
+	concurrency := flag.Int("concurrency", 8, "concurrent callers")
+	flag.Parse()
+	if err := run(*duration, *concurrency); err != nil {
+		log.Fatal(err)
+	}
+}
+
+type result struct {
+	requests int64
+	elapsed  time.Duration
+	p50, p99 time.Duration
+}
+
+func run(duration time.Duration, concurrency int) error {
+	ctx := context.Background()
+	cfg, err := collabd.ParseFlags([]string{"--http-addr=127.0.0.1:0", "--grpc-addr=127.0.0.1:0", "--rate-limit=off", "--log-level=error"}, func(string) string { return "" })
+	if err != nil {
+		return err
+	}
+	p, err := collabd.Start(ctx, cfg, collabd.Deps{LogOutput: io.Discard})
+	if err != nil {
+		return err
+	}
+	defer p.Shutdown(context.Background())
+	base := "http://" + p.HTTPAddr
+	hdr := map[string]string{"x-service-api-key": p.Dev.APIKey, "x-service-auth-token": p.Dev.AuthToken}
+
+	// Seed: one organization, 30 documents in 3 nested folders, 100 users with organization
+	// membership and a mix of document grants.
+	docIDs := make([]string, 30)
+	var docs []any
+	for i := range docIDs {
+		docIDs[i] = fmt.Sprintf("doc-%02d", i)
+		docs = append(docs, map[string]any{"documentId": docIDs[i], "documentName": docIDs[i], "folderId": fmt.Sprintf("f%d", i%3)})
+	}
+	steps := []struct {
+		path string
+		data map[string]any
+	}{
+		{"/v2/organizations/add", map[string]any{"organizations": []any{map[string]any{"organizationId": "bench", "organizationName": "Bench"}}}},
+		{"/v2/organizations/folders/add", map[string]any{"organizationId": "bench", "folders": []any{
+			map[string]any{"folderId": "f0", "folderName": "f0", "accessType": "restricted"},
+			map[string]any{"folderId": "f1", "folderName": "f1", "parentFolderId": "f0"},
+			map[string]any{"folderId": "f2", "folderName": "f2", "parentFolderId": "f1", "accessType": "organizationPrivate"},
+		}}},
+		{"/v2/organizations/documents/add", map[string]any{"organizationId": "bench", "documents": docs}},
+	}
+	userIDs := make([]string, 100)
+	for i := range userIDs {
+		userIDs[i] = fmt.Sprintf("user-%03d", i)
+	}
+	for start := 0; start < len(userIDs); start += 50 {
+		var users []any
+		for _, u := range userIDs[start : start+50] {
+			users = append(users, map[string]any{"userId": u, "name": u, "email": u + "@example.com"})
+		}
+		steps = append(steps, struct {
+			path string
+			data map[string]any
+		}{"/v2/users/add", map[string]any{"organizationId": "bench", "users": users}})
+	}
+	for i, u := range userIDs {
+		if i%2 == 0 {
+			steps = append(steps, struct {
+				path string
+				data map[string]any
+			}{"/v2/auth/permissions/add", map[string]any{"user": map[string]any{"userId": u}, "permissions": map[string]any{"resources": []any{
+				map[string]any{"type": "document", "id": docIDs[i%30], "organizationId": "bench", "accessRole": "viewer"},
+				map[string]any{"type": "folder", "id": "f1", "organizationId": "bench", "accessRole": "editor"},
+			}}}})
+		}
+	}
+	for _, s := range steps {
+		if err := post(base+s.path, hdr, s.data, nil); err != nil {
+			return fmt.Errorf("seed %s: %w", s.path, err)
+		}
+	}
+
+	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	client := accessv1.NewAccessServiceClient(conn)
+	md := metadata.Pairs("x-service-api-key", p.Dev.APIKey, "x-service-auth-token", p.Dev.AuthToken)
+
+	fmt.Printf("Get Permissions, memory store, %d concurrent callers, %s per case, GOMAXPROCS %d, %s\n\n", concurrency, duration, runtime.GOMAXPROCS(0), runtime.Version())
+	fmt.Println("| case | path | req/s | p50 | p99 |")
+	fmt.Println("|---|---|---|---|---|")
+	for _, users := range []int{1, 100} {
+		req := &accessv1.GetPermissionsRequest{OrganizationId: "bench", UserIds: userIDs[:users], DocumentIds: docIDs}
+		body := map[string]any{"organizationId": "bench", "userIds": userIDs[:users], "documentIds": docIDs}
+		// Check once that both paths answer and agree on the number of users.
+		var check struct {
+			Result struct {
+				Data map[string]any `json:"data"`
+			} `json:"result"`
+		}
+		if err := post(base+"/v2/auth/permissions/get", hdr, body, &check); err != nil || len(check.Result.Data) != users {
+			return fmt.Errorf("http check: %v (%d users)", err, len(check.Result.Data))
+		}
+		grpcCall := func() error {
+			_, err := client.GetPermissions(metadata.NewOutgoingContext(ctx, md), req)
+			return err
+		}
+		httpCall := func() error { return post(base+"/v2/auth/permissions/get", hdr, body, nil) }
+		g := load(duration, concurrency, grpcCall)
+		h := load(duration, concurrency, httpCall)
+		name := fmt.Sprintf("%d user(s) × 30 documents", users)
+		for _, row := range []struct {
+			path string
+			r    result
+		}{{"gRPC", g}, {"HTTP gateway", h}} {
+			fmt.Printf("| %s | %s | %.0f | %s | %s |\n", name, row.path, float64(row.r.requests)/row.r.elapsed.Seconds(), row.r.p50.Round(time.Microsecond), row.r.p99.Round(time.Microsecond))
+		}
+		ratio := (float64(h.requests) / h.elapsed.Seconds()) / (float64(g.requests) / g.elapsed.Seconds())
+		fmt.Printf("| %s | gateway / gRPC | %.0f%% | | |\n", name, ratio*100)
+	}
+	return nil
+}
+
+var httpClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+
+func post(url string, headers map[string]string, data any, out any) error {
+	b, err := json.Marshal(map[string]any{"data": data})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %d %s", url, resp.StatusCode, raw)
+	}
+	if out != nil {
+		return json.Unmarshal(raw, out)
+	}
+	return nil
+}
+
+// load calls call from concurrency goroutines for d and reports throughput and latency.
+func load(d time.Duration, concurrency int, call func() error) result {
+	var (
+		n       atomic.Int64
+		mu      sync.Mutex
+		samples []time.Duration
+		wg      sync.WaitGroup
+		failed  atomic.Value
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	for range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := make([]time.Duration, 0, 4096)
+			for time.Now().Before(deadline) {
+				t := time.Now()
+				if err := call(); err != nil {
+					failed.Store(err)
+					return
+				}
+				local = append(local, time.Since(t))
+				n.Add(1)
+			}
+			mu.Lock()
+			samples = append(samples, local...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if err, ok := failed.Load().(error); ok {
+		fmt.Fprintln(os.Stderr, "call failed:", err)
+		os.Exit(1)
+	}
+	slices.Sort(samples)
+	pct := func(p float64) time.Duration {
+		if len(samples) == 0 {
+			return 0
+		}
+		return samples[int(float64(len(samples)-1)*p)]
+	}
+	return result{requests: n.Load(), elapsed: time.Since(start), p50: pct(0.50), p99: pct(0.99)}
+}
