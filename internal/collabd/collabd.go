@@ -102,11 +102,14 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		return conn, nil
 	}
 	withToken := grpc.WithChainUnaryInterceptor(authn.InternalClientInterceptor(cfg.InternalToken))
+	// Calls to peers spread over every address the target resolves to (a headless
+	// Kubernetes service behind dns:///), not only the first.
+	roundRobin := grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`)
 	for name, addr := range cfg.Peers {
-		if plain[name], err = dial(addr); err != nil {
+		if plain[name], err = dial(addr, roundRobin); err != nil {
 			return nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
 		}
-		if internal[name], err = dial(addr, withToken); err != nil {
+		if internal[name], err = dial(addr, roundRobin, withToken); err != nil {
 			return nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
 		}
 	}
