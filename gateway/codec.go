@@ -19,15 +19,12 @@ const MaxBodyBytes = 4 << 20
 // envelopeCodec is the grpc-gateway Marshaler of the API's envelopes: it reads the request
 // message from the body's "data" object and writes responses as {"result": <message>}.
 type envelopeCodec struct {
-	out protojson.MarshalOptions
-	in  protojson.UnmarshalOptions
+	in protojson.UnmarshalOptions
 }
 
 func newEnvelopeCodec() *envelopeCodec {
 	return &envelopeCodec{
-		// Unset plain fields appear (false, "", []); proto3 optional fields appear only when set.
-		out: protojson.MarshalOptions{EmitUnpopulated: true},
-		in:  protojson.UnmarshalOptions{DiscardUnknown: true},
+		in: protojson.UnmarshalOptions{DiscardUnknown: true},
 	}
 }
 
@@ -39,16 +36,11 @@ func (c *envelopeCodec) Marshal(v any) ([]byte, error) {
 	if !ok {
 		return json.Marshal(map[string]any{"result": v})
 	}
-	inner, err := c.out.Marshal(m)
+	b, err := marshalJSON(m, `{"result":`, "}")
 	if err != nil {
 		return nil, fmt.Errorf("marshal response: %w", err)
 	}
-	var buf bytes.Buffer
-	buf.Grow(len(inner) + 12)
-	buf.WriteString(`{"result":`)
-	buf.Write(inner)
-	buf.WriteString("}")
-	return buf.Bytes(), nil
+	return b, nil
 }
 
 // Unmarshal reads a request body {"data": {...}} into the request message. An empty body
@@ -61,9 +53,19 @@ func (c *envelopeCodec) Unmarshal(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
+	if decodeFast(body, m) == nil {
+		return nil
+	}
+	proto.Reset(m)
+	return c.slowUnmarshal(body, m)
+}
+
+// slowUnmarshal decodes with protojson, and words what is wrong when it refuses.
+func (c *envelopeCodec) slowUnmarshal(body []byte, m proto.Message) error {
+	// Only the envelope is parsed here; protojson reads data straight into the message, and
+	// the slower field-by-field check runs only to explain a refusal.
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var top any
+	var top json.RawMessage
 	if err := dec.Decode(&top); err != nil {
 		return errors.New("Request body is not valid JSON.")
 	}
@@ -76,27 +78,29 @@ func (c *envelopeCodec) Unmarshal(body []byte, v any) error {
 	case !errors.Is(err, io.EOF):
 		return errors.New("Request body is not valid JSON.")
 	}
-	obj, ok := top.(map[string]any)
-	if !ok {
+	var obj map[string]json.RawMessage
+	if top[0] != '{' || json.Unmarshal(top, &obj) != nil {
 		return errors.New(`Request body must be a JSON object: {"data": {...}}.`)
 	}
 	data, present := obj["data"]
 	if !present {
 		return errors.New(`Request body must have a "data" object: {"data": {...}}.`)
 	}
-	if _, ok := data.(map[string]any); !ok {
+	if len(data) == 0 || data[0] != '{' {
 		return errors.New("data must be an object.")
 	}
-	if msg := checkJSON("data", data, m.ProtoReflect().Descriptor()); msg != "" {
-		return errors.New(msg)
-	}
-	raw, err := json.Marshal(data)
-	if err != nil {
-		return errors.New("Request body is not valid JSON.")
-	}
-	if err := c.in.Unmarshal(raw, m); err != nil {
-		// checkJSON passed, so this is a value protojson refuses for its own reasons (a bad
-		// base64 string, say).
+	if err := c.in.Unmarshal(data, m); err != nil {
+		proto.Reset(m)
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		var parsed any
+		if dec.Decode(&parsed) == nil {
+			if msg := checkJSON("data", parsed, m.ProtoReflect().Descriptor()); msg != "" {
+				return errors.New(msg)
+			}
+		}
+		// The types are right, so protojson refuses the value for its own reasons (a bad
+		// base64 string, a field sent under both of its names, say).
 		return errors.New("data holds a value of the wrong form for this operation.")
 	}
 	return nil

@@ -79,7 +79,7 @@ func New(ctx context.Context, conns map[string]grpc.ClientConnInterface, log *sl
 		if !ok {
 			return nil, fmt.Errorf("gateway: no connection for service %s", u.Name)
 		}
-		if err := u.register(ctx, g.mux, conn); err != nil {
+		if err := u.register(ctx, g.mux, newDeferredConn(conn)); err != nil {
 			return nil, fmt.Errorf("gateway: register %s: %w", u.Name, err)
 		}
 	}
@@ -145,6 +145,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		level := slog.LevelInfo
 		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
 			level = slog.LevelDebug
+		}
+		if !g.log.Enabled(ctx, level) {
+			return
 		}
 		g.log.Log(ctx, level, "http", "method", r.Method, "path", r.URL.Path, "status", rec.status,
 			"bytes", rec.bytes, "duration_ms", float64(time.Since(start).Microseconds())/1000)

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,16 +35,38 @@ import (
 func main() {
 	duration := flag.Duration("duration", 10*time.Second, "how long each case runs")
 	concurrency := flag.Int("concurrency", 8, "concurrent callers")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the HTTP gateway runs to this file")
 	flag.Parse()
 	if err := run(*duration, *concurrency); err != nil {
 		log.Fatal(err)
 	}
 }
 
+var cpuProfile string
+
+// rounds is how many alternating rounds each path runs.
+const rounds = 5
+
 type result struct {
 	requests int64
 	elapsed  time.Duration
+	samples  []time.Duration
 	p50, p99 time.Duration
+}
+
+// add pools two results.
+func (r result) add(o result) result {
+	out := result{requests: r.requests + o.requests, elapsed: r.elapsed + o.elapsed, samples: append(r.samples, o.samples...)}
+	slices.Sort(out.samples)
+	out.p50, out.p99 = percentile(out.samples, 0.50), percentile(out.samples, 0.99)
+	return out
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[int(float64(len(sorted)-1)*p)]
 }
 
 func run(duration time.Duration, concurrency int) error {
@@ -119,7 +142,7 @@ func run(duration time.Duration, concurrency int) error {
 	client := accessv1.NewAccessServiceClient(conn)
 	md := metadata.Pairs("x-service-api-key", p.Dev.APIKey, "x-service-auth-token", p.Dev.AuthToken)
 
-	fmt.Printf("Get Permissions, memory store, %d concurrent callers, %s per case, GOMAXPROCS %d, %s\n\n", concurrency, duration, runtime.GOMAXPROCS(0), runtime.Version())
+	fmt.Printf("Get Permissions, memory store, %d concurrent callers, %s per path per case in %d alternating rounds, GOMAXPROCS %d, %s\n\n", concurrency, duration, rounds, runtime.GOMAXPROCS(0), runtime.Version())
 	fmt.Println("| case | path | req/s | p50 | p99 |")
 	fmt.Println("|---|---|---|---|---|")
 	for _, users := range []int{1, 100} {
@@ -139,8 +162,26 @@ func run(duration time.Duration, concurrency int) error {
 			return err
 		}
 		httpCall := func() error { return post(base+"/v2/auth/permissions/get", hdr, body, nil) }
-		g := load(duration, concurrency, grpcCall)
-		h := load(duration, concurrency, httpCall)
+		if cpuProfile != "" {
+			f, err := os.Create(fmt.Sprintf("%s.%d", cpuProfile, users))
+			if err != nil {
+				return err
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			load(duration, concurrency, httpCall)
+			pprof.StopCPUProfile()
+		}
+		// Warm up, then alternate short rounds of the two paths, so a slower moment of the
+		// machine weighs on both alike.
+		load(time.Second, concurrency, grpcCall)
+		load(time.Second, concurrency, httpCall)
+		var g, h result
+		for range rounds {
+			g = g.add(load(duration/rounds, concurrency, grpcCall))
+			h = h.add(load(duration/rounds, concurrency, httpCall))
+		}
 		name := fmt.Sprintf("%d user(s) × 30 documents", users)
 		for _, row := range []struct {
 			path string
@@ -223,11 +264,5 @@ func load(d time.Duration, concurrency int, call func() error) result {
 		os.Exit(1)
 	}
 	slices.Sort(samples)
-	pct := func(p float64) time.Duration {
-		if len(samples) == 0 {
-			return 0
-		}
-		return samples[int(float64(len(samples)-1)*p)]
-	}
-	return result{requests: n.Load(), elapsed: time.Since(start), p50: pct(0.50), p99: pct(0.99)}
+	return result{requests: n.Load(), elapsed: time.Since(start), samples: samples, p50: percentile(samples, 0.50), p99: percentile(samples, 0.99)}
 }

@@ -55,6 +55,9 @@ func requestLog(log *slog.Logger) grpc.UnaryServerInterceptor {
 		if strings.HasPrefix(info.FullMethod, "/grpc.health.") {
 			level = slog.LevelDebug
 		}
+		if !log.Enabled(ctx, level) {
+			return resp, err
+		}
 		log.Log(ctx, level, "rpc", "method", info.FullMethod, "code", code.String(), "duration_ms", float64(time.Since(start).Microseconds())/1000)
 		return resp, err
 	}
