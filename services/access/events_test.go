@@ -95,7 +95,7 @@ func TestHandleEvent(t *testing.T) {
 		want  []string
 	}{
 		{"organization.deleted", ev(&lifecyclev1.OrganizationDeleted{}), nil, nil},
-		{"documents.deleted", ev(&lifecyclev1.DocumentsDeleted{DocumentIds: []string{"d1", "d2", "gone"}}), nil,
+		{"document.deleted", ev(&lifecyclev1.DocumentsDeleted{DocumentIds: []string{"d1", "d2", "gone"}}), nil,
 			without(full, "a document/d1 viewer", "b document/d1 viewer", "a document/d2 editor", "b document/d2 editor")},
 		{"folder.deleted", ev(&lifecyclev1.FolderDeleted{FolderId: "f1"}), nil,
 			without(full, "a folder/f1 viewer", "b folder/f1 viewer")},

@@ -216,7 +216,7 @@ func (s *Server) UpdateDocuments(ctx context.Context, req *documentsv1.UpdateDoc
 	return &documentsv1.ItemResultsResponse{Status: statusSuccess, Message: "Document(s) updated successfully.", Data: data}, nil
 }
 
-// DeleteDocuments publishes one documents.deleted event for the existing documents; every
+// DeleteDocuments publishes one document.deleted event for the existing documents; every
 // service (this one first, through HandleEvent) removes its data of them.
 func (s *Server) DeleteDocuments(ctx context.Context, req *documentsv1.DeleteDocumentsRequest) (*documentsv1.ItemResultsResponse, error) {
 	c, err := authn.RequireCaller(ctx)

@@ -39,7 +39,7 @@ const (
 // Event types this service publishes.
 const (
 	eventOrganizationDeleted = "organization.deleted"
-	eventDocumentsDeleted    = "documents.deleted"
+	eventDocumentsDeleted    = "document.deleted"
 	eventFolderDeleted       = "folder.deleted"
 	eventDocumentMigrated    = "document.migrated"
 	eventLocationDataDeleted = "location.data_deleted"

@@ -384,7 +384,7 @@ func TestDocuments(t *testing.T) {
 		"d1": "ok: Document deleted.", "d2": "ok: Document deleted.", "nope": "fail: Document does not exist.",
 	})
 	events := h.pub.published()
-	if len(events) != 1 || events[0].GetType() != "documents.deleted" || !slices.Equal(events[0].GetDocumentsDeleted().GetDocumentIds(), []string{"d1", "d2"}) {
+	if len(events) != 1 || events[0].GetType() != "document.deleted" || !slices.Equal(events[0].GetDocumentsDeleted().GetDocumentIds(), []string{"d1", "d2"}) {
 		t.Fatalf("events %v", events)
 	}
 	if got := h.v1(k1, "o"); !slices.Equal(got, []string{"d3:restricted", "d4:public"}) {
@@ -1226,9 +1226,9 @@ func TestEventsAreIdempotent(t *testing.T) {
 			}
 		}
 	}
-	deliver(ev("e1", "documents.deleted", &lifecyclev1.Event{Payload: &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"d1", "nope"}}}}))
+	deliver(ev("e1", "document.deleted", &lifecyclev1.Event{Payload: &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"d1", "nope"}}}}))
 	if h.document("k1", "o", "d1") != nil || h.document("k1", "o", "d2") == nil || h.document("k1", "keep", "d1") == nil {
-		t.Fatal("documents.deleted removed the wrong documents")
+		t.Fatal("document.deleted removed the wrong documents")
 	}
 	deliver(ev("e2", "folder.deleted", &lifecyclev1.Event{Payload: &lifecyclev1.Event_FolderDeleted{FolderDeleted: &lifecyclev1.FolderDeleted{FolderId: "empty"}}}))
 	if f, _ := h.store.ListFolders(ctx, "k1", "o", FolderFilter{}, nil, 0); !slices.Equal(folderIDs(f), []string{"full"}) {
@@ -1254,7 +1254,7 @@ func TestEventsAreIdempotent(t *testing.T) {
 	// Without tenant or organization an event can never apply: refused for good.
 	for _, e := range []*lifecyclev1.Event{
 		{Id: "x1", Type: "organization.deleted", ApiKey: "k1", Payload: &lifecyclev1.Event_OrganizationDeleted{OrganizationDeleted: &lifecyclev1.OrganizationDeleted{}}},
-		{Id: "x2", Type: "documents.deleted", OrganizationId: "o", Payload: &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"d"}}}},
+		{Id: "x2", Type: "document.deleted", OrganizationId: "o", Payload: &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"d"}}}},
 		{Id: "x3", Type: "folder.deleted", ApiKey: "k1", OrganizationId: "o", Payload: &lifecyclev1.Event_FolderDeleted{FolderDeleted: &lifecyclev1.FolderDeleted{}}},
 	} {
 		wantErr(t, e.GetId(), h.srv.HandleEvent(ctx, e), codes.InvalidArgument, "")

@@ -1069,7 +1069,7 @@ func TestHandleEvent(t *testing.T) {
 	}{
 		{"organization.deleted", &lifecyclev1.Event{Type: "organization.deleted", Payload: &lifecyclev1.Event_OrganizationDeleted{OrganizationDeleted: &lifecyclev1.OrganizationDeleted{}}},
 			"members= d1= d2= d3= g1= group=false"},
-		{"documents.deleted", &lifecyclev1.Event{Type: "documents.deleted", Payload: &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"d1", "nope"}}}},
+		{"document.deleted", &lifecyclev1.Event{Type: "document.deleted", Payload: &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"d1", "nope"}}}},
 			"members=u1,u2,u3 d1= d2=u2,u3 d3= g1=u1,u3 group=true"},
 		{"document.migrated onto a new document", &lifecyclev1.Event{Type: "document.migrated", Payload: &lifecyclev1.Event_DocumentMigrated{DocumentMigrated: &lifecyclev1.DocumentMigrated{FromDocumentId: "d1", ToDocumentId: "d3", MigrationId: "m"}}},
 			"members=u1,u2,u3 d1= d2=u2,u3 d3=u1,u2 g1=u1,u3 group=true"},
