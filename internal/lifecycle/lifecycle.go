@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
+
+	"github.com/collab/collab/internal/apierr"
 )
 
 // Handler applies one event to a service's data. It must be idempotent: the same event can
@@ -68,4 +70,18 @@ func Permanent(err error) bool {
 		return true
 	}
 	return false
+}
+
+// Invalid refuses an event that lacks what it needs. InvalidArgument fails it for good:
+// redelivering it cannot help.
+func Invalid(e *lifecyclev1.Event, what string) error {
+	return apierr.InvalidArgument("event %s (%s) has no %s", e.GetId(), e.GetType(), what)
+}
+
+// Scoped returns the tenant and organization of an event that must have both.
+func Scoped(e *lifecyclev1.Event) (apiKey, org string, err error) {
+	if e.GetApiKey() == "" || e.GetOrganizationId() == "" {
+		return "", "", Invalid(e, "api key or organization")
+	}
+	return e.GetApiKey(), e.GetOrganizationId(), nil
 }

@@ -51,3 +51,15 @@ func TestPermanent(t *testing.T) {
 		t.Error("a plain error is permanent")
 	}
 }
+
+func TestScoped(t *testing.T) {
+	k, o, err := Scoped(&lifecyclev1.Event{ApiKey: "k", OrganizationId: "o"})
+	if err != nil || k != "k" || o != "o" {
+		t.Fatalf("%q %q %v", k, o, err)
+	}
+	for _, e := range []*lifecyclev1.Event{{ApiKey: "k"}, {OrganizationId: "o"}} {
+		if _, _, err := Scoped(e); !Permanent(err) {
+			t.Fatalf("event without scope: %v must fail for good", err)
+		}
+	}
+}

@@ -6,7 +6,7 @@ import (
 
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 
-	"github.com/collab/collab/internal/apierr"
+	"github.com/collab/collab/internal/lifecycle"
 )
 
 // HandleEvent implements lifecycle.Handler: it applies a delivered event to the grants and
@@ -14,43 +14,40 @@ import (
 // change), so a redelivery after a partial run finishes the job. Events are told apart by their
 // payload, not their type string, so a renamed type cannot be silently skipped.
 func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
-	apiKey, org := e.GetApiKey(), e.GetOrganizationId()
-	// An event that lacks what it needs can never be applied: InvalidArgument fails it for
-	// good rather than retrying forever.
-	invalid := func(what string) error {
-		return apierr.InvalidArgument("event %s (%s) has no %s", e.GetId(), e.GetType(), what)
-	}
-	var apply func() error
+	var apply func(apiKey, org string) error
 	switch p := e.GetPayload().(type) {
 	case *lifecyclev1.Event_OrganizationDeleted:
-		apply = func() error { return s.store.DeleteOrganization(ctx, apiKey, org) }
+		apply = func(apiKey, org string) error { return s.store.DeleteOrganization(ctx, apiKey, org) }
 	case *lifecyclev1.Event_DocumentsDeleted:
-		apply = func() error {
+		apply = func(apiKey, org string) error {
 			return s.store.DeleteResourceGrants(ctx, apiKey, org, ResourceDocument, p.DocumentsDeleted.GetDocumentIds())
 		}
 	case *lifecyclev1.Event_FolderDeleted:
 		folder := p.FolderDeleted.GetFolderId()
 		if folder == "" {
-			return invalid("folder id")
+			return lifecycle.Invalid(e, "folder id")
 		}
-		apply = func() error { return s.store.DeleteResourceGrants(ctx, apiKey, org, ResourceFolder, []string{folder}) }
+		apply = func(apiKey, org string) error {
+			return s.store.DeleteResourceGrants(ctx, apiKey, org, ResourceFolder, []string{folder})
+		}
 	case *lifecyclev1.Event_DocumentMigrated:
 		from, to := p.DocumentMigrated.GetFromDocumentId(), p.DocumentMigrated.GetToDocumentId()
 		if from == "" || to == "" {
-			return invalid("document ids")
+			return lifecycle.Invalid(e, "document ids")
 		}
-		apply = func() error { return s.store.MoveDocumentGrants(ctx, apiKey, org, from, to, s.now()) }
+		apply = func(apiKey, org string) error { return s.store.MoveDocumentGrants(ctx, apiKey, org, from, to, s.now()) }
 	case *lifecyclev1.Event_UsersRemoved:
-		apply = func() error { return s.removeUsers(ctx, apiKey, org, p.UsersRemoved) }
+		apply = func(apiKey, org string) error { return s.removeUsers(ctx, apiKey, org, p.UsersRemoved) }
 	default:
 		// location.data_deleted (no location data here) and payloads this version does not
 		// know: nothing of ours to change.
 		return nil
 	}
-	if apiKey == "" || org == "" {
-		return invalid("api key or organization")
+	apiKey, org, err := lifecycle.Scoped(e)
+	if err != nil {
+		return err
 	}
-	if err := apply(); err != nil {
+	if err := apply(apiKey, org); err != nil {
 		return fmt.Errorf("access: apply %s %s: %w", e.GetType(), e.GetId(), err)
 	}
 	s.log.DebugContext(ctx, "access: event applied", "event_id", e.GetId(), "type", e.GetType(), "organization_id", org)

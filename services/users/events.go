@@ -6,7 +6,7 @@ import (
 
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 
-	"github.com/collab/collab/internal/apierr"
+	"github.com/collab/collab/internal/lifecycle"
 )
 
 // HandleEvent implements lifecycle.Handler: it applies a delivered event to this service's data.
@@ -14,43 +14,32 @@ import (
 // redelivery after a partial run finishes the job. Events are told apart by their payload, not
 // their type string, so a renamed type cannot be silently skipped.
 func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
-	apiKey, org := e.GetApiKey(), e.GetOrganizationId()
-	// An event without its tenant and organization can never be applied here: InvalidArgument
-	// fails it for good rather than retrying forever.
-	scoped := func() error {
-		if apiKey == "" || org == "" {
-			return apierr.InvalidArgument("event %s (%s) has no api key or organization", e.GetId(), e.GetType())
-		}
-		return nil
-	}
-	var err error
+	var apply func(apiKey, org string) error
 	switch p := e.GetPayload().(type) {
 	case *lifecyclev1.Event_OrganizationDeleted:
-		if err = scoped(); err == nil {
-			err = s.store.DeleteOrganization(ctx, apiKey, org)
-		}
+		apply = func(apiKey, org string) error { return s.store.DeleteOrganization(ctx, apiKey, org) }
 	case *lifecyclev1.Event_DocumentsDeleted:
-		if err = scoped(); err == nil {
-			err = s.store.DeleteDocuments(ctx, apiKey, org, p.DocumentsDeleted.GetDocumentIds())
+		apply = func(apiKey, org string) error {
+			return s.store.DeleteDocuments(ctx, apiKey, org, p.DocumentsDeleted.GetDocumentIds())
 		}
 	case *lifecyclev1.Event_DocumentMigrated:
 		from, to := p.DocumentMigrated.GetFromDocumentId(), p.DocumentMigrated.GetToDocumentId()
-		if err = scoped(); err == nil && (from == "" || to == "") {
-			err = apierr.InvalidArgument("event %s (%s) lacks the document ids", e.GetId(), e.GetType())
+		if from == "" || to == "" {
+			return lifecycle.Invalid(e, "document ids")
 		}
-		if err == nil {
-			err = s.store.MoveDocument(ctx, apiKey, org, from, to)
-		}
+		apply = func(apiKey, org string) error { return s.store.MoveDocument(ctx, apiKey, org, from, to) }
 	case *lifecyclev1.Event_UsersRemoved:
-		if err = scoped(); err == nil {
-			err = s.removeUsers(ctx, apiKey, org, p.UsersRemoved)
-		}
+		apply = func(apiKey, org string) error { return s.removeUsers(ctx, apiKey, org, p.UsersRemoved) }
 	default:
 		// folder.deleted (folder grants live in access), location.data_deleted (no feature data
 		// here) and types this version does not know: nothing of ours to change.
 		return nil
 	}
+	apiKey, org, err := lifecycle.Scoped(e)
 	if err != nil {
+		return err
+	}
+	if err := apply(apiKey, org); err != nil {
 		return fmt.Errorf("users: apply %s %s: %w", e.GetType(), e.GetId(), err)
 	}
 	s.log.DebugContext(ctx, "users: event applied", "event_id", e.GetId(), "type", e.GetType(), "organization_id", org)
