@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
@@ -216,7 +215,7 @@ func (g *Gateway) jwks(w http.ResponseWriter, r *http.Request) {
 		errorHandler(g.log)(r.Context(), nil, nil, w, r, err)
 		return
 	}
-	b, err := protojson.Marshal(set)
+	b, err := marshalJSON(set, "", "")
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, codes.Internal, "Internal error.", nil)
 		return
