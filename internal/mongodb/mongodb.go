@@ -93,3 +93,24 @@ func (c *Conn) MasterSecret(ctx context.Context) ([]byte, error) {
 // string. Parts are validated ids, which hold no control characters, so the unit separator
 // cannot be forged.
 func Key(parts ...string) string { return strings.Join(parts, "\x1f") }
+
+// Index is an ascending index on keys, in that order, named name.
+func Index(name string, keys ...string) mongo.IndexModel {
+	d := bson.D{}
+	for _, k := range keys {
+		d = append(d, bson.E{Key: k, Value: 1})
+	}
+	return mongo.IndexModel{Keys: d, Options: options.Index().SetName(name)}
+}
+
+// EnsureIndexes creates the indexes of a collection at start-up, one call each: the embedded
+// FerretDB fails a createIndexes that names several indexes which all exist already, which is
+// every start after the first.
+func EnsureIndexes(ctx context.Context, coll *mongo.Collection, models ...mongo.IndexModel) error {
+	for _, m := range models {
+		if _, err := coll.Indexes().CreateOne(ctx, m); err != nil {
+			return fmt.Errorf("index %v of %s: %w", m.Keys, coll.Name(), err)
+		}
+	}
+	return nil
+}

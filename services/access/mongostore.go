@@ -66,29 +66,19 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 		contexts: db.Collection("contexts"),
 		keys:     db.Collection("signing_keys"),
 	}
-	index := func(name string, keys ...string) mongo.IndexModel {
-		d := bson.D{}
-		for _, k := range keys {
-			d = append(d, bson.E{Key: k, Value: 1})
-		}
-		return mongo.IndexModel{Keys: d, Options: options.Index().SetName(name)}
-	}
-	for _, ix := range []struct {
-		coll  *mongo.Collection
-		name  string
-		model mongo.IndexModel
-	}{
-		// Get Permissions, Remove Users: the users' grants in one organization.
-		{s.grants, "org_users", index("org_users", "apiKey", "organizationId", "userId")},
-		// Resource deletion and document migration: every grant on a resource.
-		{s.grants, "org_resources", index("org_resources", "apiKey", "organizationId", "resourceType", "resourceId")},
-		{s.contexts, "org_users", index("org_users", "apiKey", "organizationId", "userId")},
-		{s.keys, "not_after", index("not_after", "notAfter")},
+	index := mongodb.Index
+	for coll, models := range map[*mongo.Collection][]mongo.IndexModel{
+		s.grants: {
+			// Get Permissions, Remove Users: the users' grants in one organization.
+			index("org_users", "apiKey", "organizationId", "userId"),
+			// Resource deletion and document migration: every grant on a resource.
+			index("org_resources", "apiKey", "organizationId", "resourceType", "resourceId"),
+		},
+		s.contexts: {index("org_users", "apiKey", "organizationId", "userId")},
+		s.keys:     {index("not_after", "notAfter")},
 	} {
-		// One index per call: the embedded FerretDB crashes when createIndexes names several
-		// indexes that all exist already, which is every start after the first.
-		if _, err := ix.coll.Indexes().CreateOne(ctx, ix.model); err != nil {
-			return nil, fmt.Errorf("access store: index %s of %s: %w", ix.name, ix.coll.Name(), err)
+		if err := mongodb.EnsureIndexes(ctx, coll, models...); err != nil {
+			return nil, fmt.Errorf("access store: %w", err)
 		}
 	}
 	return s, nil

@@ -46,13 +46,7 @@ type documentRecord struct {
 // NewMongoStore returns a store on db and creates its indexes.
 func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error) {
 	s := &MongoStore{db: db, orgs: db.Collection("organizations"), folders: db.Collection("folders"), documents: db.Collection("documents")}
-	index := func(name string, keys ...string) mongo.IndexModel {
-		d := bson.D{}
-		for _, k := range keys {
-			d = append(d, bson.E{Key: k, Value: 1})
-		}
-		return mongo.IndexModel{Keys: d, Options: options.Index().SetName(name)}
-	}
+	index := mongodb.Index
 	for coll, models := range map[*mongo.Collection][]mongo.IndexModel{
 		s.orgs: {index("tenant_order", "apiKey", "createdAt", "organizationId")},
 		s.folders: {
@@ -64,12 +58,8 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 			index("folder_order", "apiKey", "organizationId", "folderId", "createdAt", "documentId"),
 		},
 	} {
-		// One at a time: the embedded FerretDB fails a createIndexes of several indexes that
-		// exist already, which is every start after the first.
-		for _, m := range models {
-			if _, err := coll.Indexes().CreateOne(ctx, m); err != nil {
-				return nil, fmt.Errorf("documents store: indexes of %s: %w", coll.Name(), err)
-			}
+		if err := mongodb.EnsureIndexes(ctx, coll, models...); err != nil {
+			return nil, fmt.Errorf("documents store: %w", err)
 		}
 	}
 	return s, nil

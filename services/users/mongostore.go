@@ -44,13 +44,7 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 		groups:       db.Collection("groups"),
 		groupMembers: db.Collection("group_members"),
 	}
-	index := func(name string, keys ...string) mongo.IndexModel {
-		d := bson.D{}
-		for _, k := range keys {
-			d = append(d, bson.E{Key: k, Value: 1})
-		}
-		return mongo.IndexModel{Keys: d, Options: options.Index().SetName(name)}
-	}
+	index := mongodb.Index
 	for coll, models := range map[*mongo.Collection][]mongo.IndexModel{
 		s.members: {index("org_users", "apiKey", "organizationId", "userId")},
 		s.contacts: {
@@ -63,12 +57,8 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 			index("org_users", "apiKey", "organizationId", "userId"),
 		},
 	} {
-		// One index per call: the embedded FerretDB fails a createIndexes that names several
-		// existing indexes, which every restart does.
-		for _, m := range models {
-			if _, err := coll.Indexes().CreateOne(ctx, m); err != nil {
-				return nil, fmt.Errorf("users store: indexes of %s: %w", coll.Name(), err)
-			}
+		if err := mongodb.EnsureIndexes(ctx, coll, models...); err != nil {
+			return nil, fmt.Errorf("users store: %w", err)
 		}
 	}
 	return s, nil
