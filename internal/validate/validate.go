@@ -3,6 +3,8 @@
 package validate
 
 import (
+	"net/mail"
+	"net/url"
 	"slices"
 	"strings"
 	"unicode"
@@ -121,4 +123,27 @@ func MaxLength(field, v string, max int) error {
 		return apierr.InvalidArgument("%s must be at most %d characters.", field, max)
 	}
 	return nil
+}
+
+// Longest email address and URL accepted anywhere.
+const (
+	MaxEmailLength = 254
+	MaxURLLength   = 2048
+)
+
+// IsEmail reports whether v is a bare address (no display name, no surrounding text) whose
+// domain has a dot, or is localhost for local runs.
+func IsEmail(v string) bool {
+	addr, err := mail.ParseAddress(v)
+	if err != nil || addr.Address != v || len(v) > MaxEmailLength {
+		return false
+	}
+	domain := v[strings.LastIndex(v, "@")+1:]
+	return strings.Contains(domain, ".") || strings.EqualFold(domain, "localhost")
+}
+
+// IsHTTPURL reports whether v is an absolute http(s) URL with a host.
+func IsHTTPURL(v string) bool {
+	u, err := url.Parse(v)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && len(v) <= MaxURLLength
 }

@@ -77,3 +77,22 @@ func TestAccessTypeAndRole(t *testing.T) {
 		t.Error("MaxLength counts characters")
 	}
 }
+
+func TestIsEmailAndURL(t *testing.T) {
+	for v, want := range map[string]bool{
+		"a@example.com": true, "dev@localhost": true, "a@example": false, "Ann <a@example.com>": false,
+		" a@example.com": false, "not-an-email": false, strings.Repeat("a", 250) + "@x.co": false,
+	} {
+		if IsEmail(v) != want {
+			t.Errorf("IsEmail(%q) = %v", v, !want)
+		}
+	}
+	for v, want := range map[string]bool{
+		"https://example.com/a.png": true, "http://localhost:3000": true, "javascript:alert(1)": false,
+		"/relative": false, "https://": false, "https://x.co/" + strings.Repeat("a", 2048): false,
+	} {
+		if IsHTTPURL(v) != want {
+			t.Errorf("IsHTTPURL(%q) = %v", v, !want)
+		}
+	}
+}

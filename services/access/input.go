@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/mail"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,7 +29,6 @@ const (
 	maxContextValues  = 1000
 	maxContextValue   = 1000 // characters of one context value
 	maxNameLength     = 200
-	maxEmailLength    = 254
 	maxFieldNameChars = validate.MaxIDLength
 	// latestExpiry is the end of year 9999: later times do not fit the stores' dates.
 	latestExpiry = 253402300799
@@ -98,21 +96,10 @@ func expiry(field string, v *float64, now time.Time) (time.Time, error) {
 // unixSeconds is how the API shows a time: Unix seconds, milliseconds as the fraction.
 func unixSeconds(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
 
-// validEmail accepts a bare address (no display name) whose domain has a dot, or is localhost
-// for local runs: the same rule as the workspace and users services.
-func validEmail(v string) bool {
-	addr, err := mail.ParseAddress(v)
-	if err != nil || addr.Address != v || len(v) > maxEmailLength {
-		return false
-	}
-	domain := v[strings.LastIndex(v, "@")+1:]
-	return strings.Contains(domain, ".") || strings.EqualFold(domain, "localhost")
-}
-
 // optionalEmail checks an optional email and returns it trimmed.
 func optionalEmail(field, v string) (string, error) {
 	v = strings.TrimSpace(v)
-	if v != "" && !validEmail(v) {
+	if v != "" && !validate.IsEmail(v) {
 		return "", apierr.InvalidArgument("%s must be a valid email address.", field)
 	}
 	return v, nil

@@ -2,8 +2,6 @@ package users
 
 import (
 	"fmt"
-	"net/mail"
-	"net/url"
 	"strings"
 
 	usersv1 "github.com/collab/collab/proto/collab/users/v1"
@@ -20,8 +18,6 @@ const (
 	maxGroupFilter = 30  // organizationUserGroupIds of Get Users
 	maxGroups      = 100 // organizationUserGroups per Add User Groups
 	maxNameLength  = 200
-	maxEmailLength = 254
-	maxURLLength   = 2048
 )
 
 const msgEitherScope = "Provide either documentId or folderId, not both."
@@ -73,10 +69,10 @@ func checkProfile(i int, name, email, photoURL, role string) error {
 	if err := validate.MaxLength(prefix+"name", strings.TrimSpace(name), maxNameLength); err != nil {
 		return err
 	}
-	if email = strings.TrimSpace(email); email != "" && !validEmail(email) {
+	if email = strings.TrimSpace(email); email != "" && !validate.IsEmail(email) {
 		return apierr.InvalidArgument("%semail must be a valid email address.", prefix)
 	}
-	if photoURL = strings.TrimSpace(photoURL); photoURL != "" && !validHTTPURL(photoURL) {
+	if photoURL = strings.TrimSpace(photoURL); photoURL != "" && !validate.IsHTTPURL(photoURL) {
 		return apierr.InvalidArgument("%sphotoUrl must be a valid http(s) URL.", prefix)
 	}
 	return validate.AccessRole(prefix+"accessRole", role, true)
@@ -134,22 +130,6 @@ func checkAddGroups(req *usersv1.AddUserGroupsRequest) error {
 		}
 	}
 	return nil
-}
-
-// validEmail accepts a bare address (no display name) whose domain has a dot, or is localhost
-// for local runs: the same rule as the workspace owner's email.
-func validEmail(v string) bool {
-	addr, err := mail.ParseAddress(v)
-	if err != nil || addr.Address != v || len(v) > maxEmailLength {
-		return false
-	}
-	domain := v[strings.LastIndex(v, "@")+1:]
-	return strings.Contains(domain, ".") || strings.EqualFold(domain, "localhost")
-}
-
-func validHTTPURL(raw string) bool {
-	u, err := url.Parse(raw)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && len(raw) <= maxURLLength
 }
 
 func trim(v string) string { return strings.TrimSpace(v) }

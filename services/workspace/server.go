@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/mail"
 	"net/url"
 	"strings"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/collab/collab/internal/email"
 	"github.com/collab/collab/internal/ids"
 	"github.com/collab/collab/internal/ratelimit"
+	"github.com/collab/collab/internal/validate"
 )
 
 const statusSuccess = "success"
@@ -237,7 +237,7 @@ func (s *Server) CreateWorkspace(ctx context.Context, req *workspacev1.CreateWor
 			return nil, apierr.InvalidArgument("%s must be at most %d characters.", field, maxNameLength)
 		}
 	}
-	if req.GetAvatar() != "" && !validHTTPURL(req.GetAvatar()) {
+	if req.GetAvatar() != "" && !validate.IsHTTPURL(req.GetAvatar()) {
 		return nil, apierr.InvalidArgument("avatar must be a valid http(s) URL.")
 	}
 	name := strings.TrimSpace(req.GetWorkspaceName())
@@ -687,23 +687,10 @@ func validEmail(field, raw string) (string, error) {
 	if v == "" {
 		return "", apierr.InvalidArgument("%s is required.", field)
 	}
-	addr, err := mail.ParseAddress(v)
-	// A bare address only (no display name), with a domain that has a dot (or is localhost,
-	// for local runs).
-	valid := err == nil && addr.Address == v && len(v) <= 254
-	if valid {
-		domain := v[strings.LastIndex(v, "@")+1:]
-		valid = strings.Contains(domain, ".") || strings.EqualFold(domain, "localhost")
-	}
-	if !valid {
+	if !validate.IsEmail(v) {
 		return "", apierr.InvalidArgument("%s must be a valid email address.", field)
 	}
 	return strings.ToLower(v), nil
-}
-
-func validHTTPURL(raw string) bool {
-	u, err := url.Parse(raw)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && len(raw) <= 2048
 }
 
 // humanDuration writes whole days as days ("7 days"), anything else as Go does ("90m0s").
