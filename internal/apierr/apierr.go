@@ -117,3 +117,21 @@ func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
 	log.ErrorContext(ctx, "internal error", "error", err)
 	return status.Error(codes.Internal, internalMessage)
 }
+
+// FromPeer is what a caller sees of a failed call to another service: answers it should see
+// as they are (what does not exist, what it sent wrong, the service being away, busy or slow,
+// the call being given up) pass through; any other failure is ours, so it becomes INTERNAL with
+// op and the cause kept for the log.
+func FromPeer(op string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if st, ok := status.FromError(err); ok {
+		switch st.Code() {
+		case codes.NotFound, codes.InvalidArgument, codes.FailedPrecondition, codes.ResourceExhausted,
+			codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+			return err
+		}
+	}
+	return Internal(fmt.Errorf("%s: %w", op, err))
+}

@@ -66,3 +66,22 @@ func TestCauseStaysOutOfTheMessage(t *testing.T) {
 		t.Fatal("cause lost for logs")
 	}
 }
+
+func TestFromPeer(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		code codes.Code
+		msg  string
+	}{
+		{status.Error(codes.NotFound, "Organization does not exist."), codes.NotFound, "Organization does not exist."},
+		{status.Error(codes.Unavailable, "down"), codes.Unavailable, "down"},
+		{status.Error(codes.Unauthenticated, "internal token"), codes.Internal, "Internal error."},
+		{errors.New("plain"), codes.Internal, "Internal error."},
+		{context.Canceled, codes.Canceled, "The request was canceled."},
+	} {
+		st := status.Convert(ToStatus(context.Background(), slog.New(slog.DiscardHandler), FromPeer("call", c.err)))
+		if st.Code() != c.code || st.Message() != c.msg {
+			t.Errorf("%v -> %v %q, want %v %q", c.err, st.Code(), st.Message(), c.code, c.msg)
+		}
+	}
+}

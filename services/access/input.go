@@ -209,7 +209,7 @@ func (s *Server) checkExist(ctx context.Context, apiKey string, grants []Grant) 
 	for _, org := range orgs {
 		res, err := s.docs.ResolveResources(ctx, want[org])
 		if err != nil {
-			return peerError("resolve resources", err)
+			return apierr.FromPeer("resolve resources", err)
 		}
 		if !res.GetOrganizationExists() {
 			return apierr.NotFound("Organization %s does not exist.", org)

@@ -60,7 +60,7 @@ func (s *Server) GetPermissions(ctx context.Context, req *accessv1.GetPermission
 		ApiKey: c.APIKey, OrganizationId: org, FolderIds: folderIDs, DocumentIds: documentIDs,
 	})
 	if err != nil {
-		return nil, peerError("resolve resources", err)
+		return nil, apierr.FromPeer("resolve resources", err)
 	}
 	if !resolved.GetOrganizationExists() {
 		return nil, apierr.NotFound(msgNoOrganization)

@@ -9,13 +9,9 @@ import (
 	"log/slog"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
 
-	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/clock"
 	"github.com/collab/collab/internal/cursor"
 	"github.com/collab/collab/internal/lifecycle"
@@ -111,21 +107,3 @@ func New(store Store, secret []byte, docs documentsv1.DocumentsServiceClient, op
 func (s *Server) Ping(ctx context.Context) error { return s.store.Ping(ctx) }
 
 func (s *Server) now() time.Time { return s.clock.Now() }
-
-// peerError passes on the documents service's answers that the caller should see as they are
-// (what does not exist, the service being away or slow) and turns every other failure into
-// INTERNAL, whose cause is logged, not shown: a refused internal call is our fault, not the
-// caller's.
-func peerError(op string, err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	if st, ok := status.FromError(err); ok {
-		switch st.Code() {
-		case codes.NotFound, codes.InvalidArgument, codes.FailedPrecondition, codes.ResourceExhausted,
-			codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-			return err
-		}
-	}
-	return apierr.Internal(fmt.Errorf("%s: %w", op, err))
-}

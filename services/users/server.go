@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
@@ -443,23 +440,9 @@ func (s *Server) groupRequest(ctx context.Context, org, group string, rawIDs []s
 // when the request says so).
 func (s *Server) ensure(ctx context.Context, req *documentsv1.EnsureResourcesRequest) error {
 	if _, err := s.docs.EnsureResources(ctx, req); err != nil {
-		return peerError("ensure resources", err)
+		return apierr.FromPeer("ensure resources", err)
 	}
 	return nil
-}
-
-// peerError passes on the answers of another service that the caller should see as they are
-// (what does not exist, the service being away or slow) and turns every other failure into
-// INTERNAL, whose cause is logged, not shown.
-func peerError(op string, err error) error {
-	if st, ok := status.FromError(err); ok {
-		switch st.Code() {
-		case codes.NotFound, codes.InvalidArgument, codes.FailedPrecondition,
-			codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-			return err
-		}
-	}
-	return apierr.Internal(fmt.Errorf("%s: %w", op, err))
 }
 
 // scope is where a role applies: the organization, or one folder or document of it.
