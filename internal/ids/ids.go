@@ -32,23 +32,6 @@ func Random(n int) string {
 	return string(out)
 }
 
-// Lower returns n characters drawn uniformly from [0-9a-z], for ids that appear in URLs and
-// must survive case-insensitive handling.
-func Lower(n int) string {
-	const lower = "0123456789abcdefghijklmnopqrstuvwxyz"
-	out := make([]byte, n)
-	buf := make([]byte, 1)
-	for i := 0; i < n; {
-		_, _ = rand.Read(buf)
-		if buf[0] >= 252 { // 36*7 = 252
-			continue
-		}
-		out[i] = lower[buf[0]%36]
-		i++
-	}
-	return string(out)
-}
-
 // Hash is the stored form of a high-entropy secret (auth tokens, verification tokens). A fast
 // hash suffices: the secrets are random, not passwords.
 func Hash(secret string) string {

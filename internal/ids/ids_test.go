@@ -27,9 +27,6 @@ func TestRandom(t *testing.T) {
 			t.Fatalf("symbol %q drawn %d times: not uniform", r, counts[r])
 		}
 	}
-	if l := Lower(30); len(l) != 30 || strings.ToLower(l) != l {
-		t.Fatalf("Lower gave %q", l)
-	}
 }
 
 func TestHashMatchesMask(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"net/mail"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -62,7 +63,7 @@ func IDs(field string, vs []string, required bool, max int) ([]string, error) {
 		if v == "" {
 			return nil, apierr.InvalidArgument("%s[%d] must not be empty.", field, i)
 		}
-		if err := idForm(field+"["+itoa(i)+"]", v); err != nil {
+		if err := idForm(field+"["+strconv.Itoa(i)+"]", v); err != nil {
 			return nil, err
 		}
 		if !slices.Contains(out, v) {
@@ -70,17 +71,6 @@ func IDs(field string, vs []string, required bool, max int) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-func itoa(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	var b []byte
-	for ; i > 0; i /= 10 {
-		b = append([]byte{byte('0' + i%10)}, b...)
-	}
-	return string(b)
 }
 
 // Access types and roles (spec section 2).

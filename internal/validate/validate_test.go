@@ -2,6 +2,7 @@ package validate
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -40,7 +41,7 @@ func TestIDs(t *testing.T) {
 	}
 	many := make([]string, 31)
 	for i := range many {
-		many[i] = "d" + itoa(i)
+		many[i] = "d" + strconv.Itoa(i)
 	}
 	for _, c := range []struct {
 		vs       []string
