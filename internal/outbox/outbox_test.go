@@ -229,7 +229,11 @@ func TestRunStopsWithContext(t *testing.T) {
 	done := make(chan struct{})
 	go func() { o.Run(ctx); close(done) }()
 	cancel()
-	<-done
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
 }
 
 func TestPublishAsyncLeavesDeliveryToTheLoop(t *testing.T) {
