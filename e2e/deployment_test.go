@@ -8,16 +8,16 @@ import (
 // together, the gateway alone. Every call crosses process boundaries over gRPC, and events
 // travel between the data services and back.
 func TestSplitProcesses(t *testing.T) {
-	ws := start(t, config(t, "--services=workspace", "--internal-token=t0k"))
+	ws := start(t, config(t, "--services=workspace", "--internal-token="+testInternalToken))
 	if ws.proc.HTTPAddr != "" {
 		t.Fatalf("workspace-only process serves HTTP at %s", ws.proc.HTTPAddr)
 	}
-	data := start(t, config(t, "--services=documents,users,access", "--workspace-addr="+ws.proc.GRPCAddr, "--internal-token=t0k"))
+	data := start(t, config(t, "--services=documents,users,access", "--workspace-addr="+ws.proc.GRPCAddr, "--internal-token="+testInternalToken))
 	peers := []string{"--workspace-addr=" + ws.proc.GRPCAddr}
 	for _, s := range []string{"documents", "users", "access"} {
 		peers = append(peers, "--"+s+"-addr="+data.proc.GRPCAddr)
 	}
-	gw := start(t, config(t, append([]string{"--services=gateway", "--internal-token=t0k"}, peers...)...))
+	gw := start(t, config(t, append([]string{"--services=gateway", "--internal-token="+testInternalToken}, peers...)...))
 	id, token := gw.newWorkspace("split@example.com")
 	key, auth := gw.newKey(id, token)
 	k := keyHeaders(key, auth)

@@ -110,7 +110,7 @@ func TestHealthAndReadiness(t *testing.T) {
 
 // Internal callers reach the same operations over gRPC with the same credentials as metadata.
 func TestGRPCCallers(t *testing.T) {
-	s := newSystem(t, "--internal-token=s3cret")
+	s := newSystem(t, "--internal-token="+testInternalToken)
 	conn, err := grpc.NewClient(s.proc.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestGRPCCallers(t *testing.T) {
 	if _, err := ws.Authenticate(context.Background(), req); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("Authenticate without internal token: %v", err)
 	}
-	internal := metadata.AppendToOutgoingContext(context.Background(), "x-collab-internal-token", "s3cret")
+	internal := metadata.AppendToOutgoingContext(context.Background(), "x-collab-internal-token", testInternalToken)
 	who, err := ws.Authenticate(internal, req)
 	if err != nil || who.GetWorkspaceId() != s.proc.Dev.WorkspaceID || who.GetApiKey() != s.proc.Dev.APIKey {
 		t.Fatalf("Authenticate: %v %v", who, err)

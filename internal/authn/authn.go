@@ -96,8 +96,9 @@ type Interceptor struct {
 	classes       sync.Map // full method name -> optionsv1.Auth
 }
 
-// NewInterceptor returns an Interceptor checking credentials with auth. internalToken, when not
-// empty, is required from callers of internal operations.
+// NewInterceptor returns an Interceptor checking credentials with auth. Callers of internal
+// operations must present internalToken; when it is empty, every internal call is refused
+// (fail closed): there is no mode in which internal RPCs are open.
 func NewInterceptor(auth Authenticator, internalToken string) *Interceptor {
 	return &Interceptor{auth: auth, internalToken: internalToken}
 }
@@ -155,7 +156,7 @@ func (i *Interceptor) Authenticate(ctx context.Context, fullMethod string, req a
 	case optionsv1.Auth_AUTH_PUBLIC:
 		return ctx, nil
 	case optionsv1.Auth_AUTH_INTERNAL:
-		if i.internalToken != "" && subtle.ConstantTimeCompare([]byte(first(md, HeaderInternalToken)), []byte(i.internalToken)) != 1 {
+		if i.internalToken == "" || subtle.ConstantTimeCompare([]byte(first(md, HeaderInternalToken)), []byte(i.internalToken)) != 1 {
 			return nil, apierr.PermissionDenied("This operation is for internal callers.")
 		}
 		return ctx, nil

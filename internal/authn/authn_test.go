@@ -217,3 +217,41 @@ func TestClientCachesSuccessesOnly(t *testing.T) {
 		t.Fatalf("ttl 0 cached: %d calls", ws.calls)
 	}
 }
+
+// With no internal token configured, internal operations answer nobody: there is no open mode.
+func TestInternalOperationsFailClosedWithoutToken(t *testing.T) {
+	i := NewInterceptor(&fakeAuth{}, "")
+	i.classes.Store("/t/Internal", optionsv1.Auth_AUTH_INTERNAL)
+	for name, ctx := range map[string]context.Context{
+		"no metadata":    incoming(),
+		"empty token":    incoming(HeaderInternalToken, ""),
+		"with a key":     incoming(HeaderAPIKey, "k", HeaderAuthToken, "t"),
+		"any token":      incoming(HeaderInternalToken, "anything"),
+		"key and tokens": incoming(HeaderAPIKey, "k", HeaderAuthToken, "t", HeaderInternalToken, ""),
+	} {
+		_, err := i.Unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/t/Internal"}, func(context.Context, any) (any, error) { return "ok", nil })
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("%s: %v, want PermissionDenied", name, err)
+		}
+	}
+}
+
+func TestCheckInternalToken(t *testing.T) {
+	good := []string{NewInternalToken(), "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "Zx7-q9LmP2vR8sT4wY6uB1nC3dE5fG0h"}
+	for _, tok := range good {
+		if err := CheckInternalToken(tok); err != nil {
+			t.Errorf("%q refused: %v", tok, err)
+		}
+	}
+	bad := []string{"", "t0k", "s3cret", "change-me-internal-token", "CHANGE-ME-openssl-rand-hex-32",
+		"changeme-9f86d081884c7d659a2feaa0c55ad015", "my-example-9f86d081884c7d659a2feaa0c55ad015",
+		strings.Repeat("ab", 32), "0123456789012345678901234567890123456789"[:9] + strings.Repeat("0", 30)}
+	for _, tok := range bad {
+		if err := CheckInternalToken(tok); err == nil {
+			t.Errorf("%q accepted", tok)
+		}
+	}
+	if a, b := NewInternalToken(), NewInternalToken(); a == b || len(a) != 64 {
+		t.Fatalf("tokens %q %q", a, b)
+	}
+}

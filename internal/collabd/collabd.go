@@ -72,6 +72,11 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		}
 	}()
 
+	if cfg.InternalToken == "" {
+		// ParseFlags allows this only where no other process calls our internal operations:
+		// a secret of our own keeps them closed to everyone else.
+		cfg.InternalToken = authn.NewInternalToken()
+	}
 	mongo, err := p.openStorage(ctx, cfg, log)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/services/workspace"
 )
 
@@ -94,7 +95,7 @@ func ParseFlags(args []string, getenv func(string) string) (Config, error) {
 	}
 	rate := fs.String("rate-limit", env("COLLAB_RATE_LIMIT", ""), "off, or per-minute limits like createWorkspace=10,getWorkspace=60,emailStatus=20 (COLLAB_RATE_LIMIT)")
 	fs.DurationVar(&c.AuthCacheTTL, "auth-cache-ttl", durationEnv("COLLAB_AUTH_CACHE_TTL", 5*time.Second), "how long services other than workspace trust a checked credential (COLLAB_AUTH_CACHE_TTL)")
-	fs.StringVar(&c.InternalToken, "internal-token", env("COLLAB_INTERNAL_TOKEN", ""), "shared secret required on internal gRPC operations (COLLAB_INTERNAL_TOKEN)")
+	fs.StringVar(&c.InternalToken, "internal-token", env("COLLAB_INTERNAL_TOKEN", ""), "shared secret of service-to-service calls, required on internal gRPC operations; at least 32 random characters (openssl rand -hex 32); required when services run in several processes, random per process otherwise (COLLAB_INTERNAL_TOKEN)")
 	fs.StringVar(&c.SecretKey, "secret-key", env("COLLAB_SECRET_KEY", ""), "master secret for page tokens; empty: kept in MongoDB, or random per run on the memory store (COLLAB_SECRET_KEY)")
 	fs.StringVar(&c.PublicURL, "public-url", env("COLLAB_PUBLIC_URL", ""), "base URL of the HTTP API as callers reach it, for links in emails (COLLAB_PUBLIC_URL)")
 	fs.DurationVar(&c.EmailGrace, "email-grace-period", durationEnv("COLLAB_EMAIL_GRACE_PERIOD", workspace.DefaultEmailGracePeriod), "how long API keys work before the owner email is verified (COLLAB_EMAIL_GRACE_PERIOD)")
@@ -151,7 +152,42 @@ func ParseFlags(args []string, getenv func(string) string) (Config, error) {
 	if c.MongoURI != "" && c.DataDir != "" {
 		return c, fmt.Errorf("--mongo-uri and --data-dir exclude each other")
 	}
-	return c, c.checkPeers()
+	if err := c.checkPeers(); err != nil {
+		return c, err
+	}
+	return c, c.checkInternalToken()
+}
+
+// AllInOne reports whether the process runs every service, so that no other process ever
+// needs to call its internal operations.
+func (c Config) AllInOne() bool {
+	for _, s := range ServiceNames {
+		if !c.Runs(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkInternalToken fails closed: a process that runs services beside other processes cannot
+// start without a strong shared token, and a token given is never a placeholder. The all-in-one
+// process (and a gateway, which serves no internal operation) may go without: it then uses a
+// random secret of its own (Start).
+func (c Config) checkInternalToken() error {
+	runsService := false
+	for _, s := range ServiceNames {
+		runsService = runsService || c.Runs(s)
+	}
+	if c.InternalToken == "" && (!runsService || c.AllInOne()) {
+		return nil
+	}
+	if err := authn.CheckInternalToken(c.InternalToken); err != nil {
+		if c.InternalToken == "" {
+			return fmt.Errorf("services split across processes call each other's internal operations: %w", err)
+		}
+		return fmt.Errorf("--internal-token: %w", err)
+	}
+	return nil
 }
 
 func (c Config) checkPeers() error {

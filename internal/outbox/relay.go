@@ -9,12 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 
-	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/clock"
 	"github.com/collab/collab/internal/ids"
 	"github.com/collab/collab/internal/lifecycle"
@@ -25,19 +23,16 @@ type Deliverer interface {
 	Deliver(ctx context.Context, subscriber string, e *lifecyclev1.Event) error
 }
 
-// GRPCDeliverer delivers through each subscriber's LifecycleService connection.
+// GRPCDeliverer delivers through each subscriber's LifecycleService connection; the
+// connections carry the internal token.
 type GRPCDeliverer struct {
-	Clients       map[string]lifecyclev1.LifecycleServiceClient
-	InternalToken string
+	Clients map[string]lifecyclev1.LifecycleServiceClient
 }
 
 func (g GRPCDeliverer) Deliver(ctx context.Context, subscriber string, e *lifecyclev1.Event) error {
 	c, ok := g.Clients[subscriber]
 	if !ok {
 		return fmt.Errorf("no connection to subscriber %s", subscriber)
-	}
-	if g.InternalToken != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, authn.HeaderInternalToken, g.InternalToken)
 	}
 	_, err := c.HandleEvent(ctx, &lifecyclev1.HandleEventRequest{Service: subscriber, Event: e})
 	return err
