@@ -8,6 +8,7 @@ require (
 	github.com/go-jose/go-jose/v4 v4.1.8
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.32.0
 	go.mongodb.org/mongo-driver/v2 v2.9.3
+	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/net v0.61.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.13-0.20261016172727-e9ee2a76ab8e

@@ -17,7 +17,7 @@ func TestSplitProcesses(t *testing.T) {
 	for _, s := range []string{"documents", "users", "access"} {
 		peers = append(peers, "--"+s+"-addr="+data.proc.GRPCAddr)
 	}
-	gw := start(t, config(t, append([]string{"--services=gateway", "--internal-token="+testInternalToken}, peers...)...))
+	gw := start(t, config(t, append([]string{"--services=gateway", "--internal-token=" + testInternalToken}, peers...)...))
 	id, token := gw.newWorkspace("split@example.com")
 	key, auth := gw.newKey(id, token)
 	k := keyHeaders(key, auth)

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collab/collab/collabd"
 	"github.com/collab/collab/internal/clock"
-	"github.com/collab/collab/internal/collabd"
 	"github.com/collab/collab/internal/email"
+	"github.com/collab/collab/services"
 )
 
 // system is one running collab process and what a test needs to drive it.
@@ -29,7 +30,7 @@ type system struct {
 func config(t *testing.T, args ...string) collabd.Config {
 	t.Helper()
 	base := []string{"--http-addr=127.0.0.1:0", "--grpc-addr=127.0.0.1:0", "--rate-limit=off", "--auth-cache-ttl=0s", "--log-level=error"}
-	cfg, err := collabd.ParseFlags(append(base, args...), func(string) string { return "" })
+	cfg, err := collabd.ParseFlags(services.All(), append(base, args...), func(string) string { return "" })
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}

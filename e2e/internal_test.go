@@ -16,8 +16,9 @@ import (
 
 	optionsv1 "github.com/collab/collab/proto/collab/options/v1"
 
+	"github.com/collab/collab/collabd"
 	"github.com/collab/collab/internal/authn"
-	"github.com/collab/collab/internal/collabd"
+	"github.com/collab/collab/services"
 )
 
 // testInternalToken is the shared secret of the split-process tests: long and random-looking,
@@ -126,7 +127,7 @@ func TestSplitModeRefusesWeakInternalTokens(t *testing.T) {
 		{"--services=documents,users,access", "--workspace-addr=127.0.0.1:1", "--internal-token=CHANGE-ME-openssl-rand-hex-32"},
 		{"--internal-token=s3cret"}, // all-in-one: a token given must still be a real one
 	} {
-		if _, err := collabd.ParseFlags(args, func(string) string { return "" }); err == nil {
+		if _, err := collabd.ParseFlags(services.All(), args, func(string) string { return "" }); err == nil {
 			t.Errorf("%v accepted", args)
 		}
 	}
@@ -135,7 +136,7 @@ func TestSplitModeRefusesWeakInternalTokens(t *testing.T) {
 		{"--services=gateway"}, // serves no internal operation
 		{"--services=workspace", "--internal-token=" + testInternalToken},
 	} {
-		if _, err := collabd.ParseFlags(append(args, "--workspace-addr="), func(string) string { return "" }); err != nil && !strings.Contains(err.Error(), "needs the") {
+		if _, err := collabd.ParseFlags(services.All(), append(args, "--workspace-addr="), func(string) string { return "" }); err != nil && !strings.Contains(err.Error(), "needs the") {
 			t.Errorf("%v refused: %v", args, err)
 		}
 	}

@@ -16,54 +16,35 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
-	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
-	usersv1 "github.com/collab/collab/proto/collab/users/v1"
-	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
 
 	"github.com/collab/collab/internal/logging"
 )
 
-// Upstream is one service the gateway routes to.
+// Upstream is one service the gateway routes to; the process builds the list from the service
+// modules (service.Module), so the gateway knows no service by heart.
 type Upstream struct {
 	// Name is the service's short name ("workspace").
 	Name string
 	// GRPCService is its full gRPC name, used for readiness.
 	GRPCService string
-	register    func(ctx context.Context, mux *runtime.ServeMux, conn grpc.ClientConnInterface) error
-}
-
-// Upstreams lists every service behind the gateway, in the order their routes register.
-var Upstreams = []Upstream{
-	{Name: "workspace", GRPCService: workspacev1.WorkspaceService_ServiceDesc.ServiceName,
-		register: func(ctx context.Context, mux *runtime.ServeMux, conn grpc.ClientConnInterface) error {
-			return workspacev1.RegisterWorkspaceServiceHandlerClient(ctx, mux, workspacev1.NewWorkspaceServiceClient(conn))
-		}},
-	{Name: "documents", GRPCService: documentsv1.DocumentsService_ServiceDesc.ServiceName,
-		register: func(ctx context.Context, mux *runtime.ServeMux, conn grpc.ClientConnInterface) error {
-			return documentsv1.RegisterDocumentsServiceHandlerClient(ctx, mux, documentsv1.NewDocumentsServiceClient(conn))
-		}},
-	{Name: "users", GRPCService: usersv1.UsersService_ServiceDesc.ServiceName,
-		register: func(ctx context.Context, mux *runtime.ServeMux, conn grpc.ClientConnInterface) error {
-			return usersv1.RegisterUsersServiceHandlerClient(ctx, mux, usersv1.NewUsersServiceClient(conn))
-		}},
-	{Name: "access", GRPCService: accessv1.AccessService_ServiceDesc.ServiceName,
-		register: func(ctx context.Context, mux *runtime.ServeMux, conn grpc.ClientConnInterface) error {
-			return accessv1.RegisterAccessServiceHandlerClient(ctx, mux, accessv1.NewAccessServiceClient(conn))
-		}},
+	// Register adds its HTTP routes (grpc-gateway's generated Register...HandlerClient).
+	Register func(ctx context.Context, mux *runtime.ServeMux, conn grpc.ClientConnInterface) error
+	// Conn reaches the service, in process or at a peer.
+	Conn grpc.ClientConnInterface
 }
 
 // Gateway is the HTTP handler of the whole API.
 type Gateway struct {
 	mux       *runtime.ServeMux
 	log       *slog.Logger
-	conns     map[string]grpc.ClientConnInterface
+	upstreams []Upstream
 	getRoutes map[string]bool
 }
 
-// New returns a Gateway routing each service's operations to its connection. conns must hold a
-// connection for every entry of Upstreams, keyed by Name.
-func New(ctx context.Context, conns map[string]grpc.ClientConnInterface, log *slog.Logger) (*Gateway, error) {
-	g := &Gateway{log: log, conns: conns, getRoutes: map[string]bool{"/v2/workspace/email/verify": true}}
+// New returns a Gateway routing each upstream's operations to its connection, in the order
+// given.
+func New(ctx context.Context, upstreams []Upstream, log *slog.Logger) (*Gateway, error) {
+	g := &Gateway{log: log, upstreams: upstreams, getRoutes: map[string]bool{"/v2/workspace/email/verify": true}}
 	g.mux = runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, newEnvelopeCodec()),
 		runtime.WithIncomingHeaderMatcher(incomingHeader),
@@ -73,12 +54,11 @@ func New(ctx context.Context, conns map[string]grpc.ClientConnInterface, log *sl
 		runtime.WithRoutingErrorHandler(g.routingErrorHandler),
 		runtime.WithDisablePathLengthFallback(),
 	)
-	for _, u := range Upstreams {
-		conn, ok := conns[u.Name]
-		if !ok {
-			return nil, fmt.Errorf("gateway: no connection for service %s", u.Name)
+	for _, u := range upstreams {
+		if u.Conn == nil || u.Register == nil {
+			return nil, fmt.Errorf("gateway: no connection or routes for service %s", u.Name)
 		}
-		if err := u.register(ctx, g.mux, newDeferredConn(conn)); err != nil {
+		if err := u.Register(ctx, g.mux, newDeferredConn(u.Conn)); err != nil {
 			return nil, fmt.Errorf("gateway: register %s: %w", u.Name, err)
 		}
 	}
@@ -181,8 +161,8 @@ func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	result := map[string]string{}
 	ok := true
-	for _, u := range Upstreams {
-		resp, err := healthpb.NewHealthClient(g.conns[u.Name]).Check(ctx, &healthpb.HealthCheckRequest{Service: u.GRPCService})
+	for _, u := range g.upstreams {
+		resp, err := healthpb.NewHealthClient(u.Conn).Check(ctx, &healthpb.HealthCheckRequest{Service: u.GRPCService})
 		switch {
 		case err != nil:
 			result[u.Name] = "unreachable"
@@ -210,7 +190,12 @@ func (g *Gateway) jwks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, codes.Unimplemented, fmt.Sprintf("Method %s is not allowed here: use GET.", r.Method), nil)
 		return
 	}
-	set, err := accessv1.NewAccessServiceClient(g.conns["access"]).GetJwks(r.Context(), &accessv1.GetJwksRequest{})
+	conn := g.conn("access")
+	if conn == nil {
+		writeError(w, http.StatusNotFound, codes.NotFound, "No key set here: the access service is not behind this gateway.", nil)
+		return
+	}
+	set, err := accessv1.NewAccessServiceClient(conn).GetJwks(r.Context(), &accessv1.GetJwksRequest{})
 	if err != nil {
 		errorHandler(g.log)(r.Context(), nil, nil, w, r, err)
 		return
@@ -224,6 +209,16 @@ func (g *Gateway) jwks(w http.ResponseWriter, r *http.Request) {
 	// Keys rotate daily and stay listed for days after; a few minutes of caching is safe.
 	w.Header().Set("Cache-Control", "public, max-age=300")
 	_, _ = w.Write(b)
+}
+
+// conn returns the connection of the named upstream, or nil.
+func (g *Gateway) conn(name string) grpc.ClientConnInterface {
+	for _, u := range g.upstreams {
+		if u.Name == name {
+			return u.Conn
+		}
+	}
+	return nil
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

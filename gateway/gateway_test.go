@@ -30,6 +30,7 @@ import (
 	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/grpcserver"
 	"github.com/collab/collab/internal/logging"
+	"github.com/collab/collab/services"
 )
 
 // stubWorkspace records what reaches it and answers with canned responses, or with err.
@@ -157,14 +158,19 @@ func dialBufconn(t *testing.T, lis *bufconn.Listener) *grpc.ClientConn {
 	return conn
 }
 
+// upstreams are every service of the binary, all reached through conn.
+func upstreams(conn grpc.ClientConnInterface) []gateway.Upstream {
+	var out []gateway.Upstream
+	for _, m := range services.All() {
+		out = append(out, gateway.Upstream{Name: m.Name, GRPCService: m.GRPCService, Register: m.Gateway, Conn: conn})
+	}
+	return out
+}
+
 // newGateway builds the gateway with conn behind every upstream.
 func newGateway(t *testing.T, conn grpc.ClientConnInterface) *gateway.Gateway {
 	t.Helper()
-	conns := map[string]grpc.ClientConnInterface{}
-	for _, u := range gateway.Upstreams {
-		conns[u.Name] = conn
-	}
-	gw, err := gateway.New(t.Context(), conns, logging.Discard())
+	gw, err := gateway.New(t.Context(), upstreams(conn), logging.Discard())
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}
@@ -179,7 +185,7 @@ func newTestEnv(t *testing.T) *testEnv {
 	workspacev1.RegisterWorkspaceServiceServer(srv, e.ws)
 	accessv1.RegisterAccessServiceServer(srv, e.access)
 	health := grpcserver.NewHealth()
-	for _, u := range gateway.Upstreams {
+	for _, u := range services.All() {
 		health.Add(u.GRPCService, func(context.Context) error {
 			if e.healthFail.Load() {
 				return errors.New("store down")
@@ -282,20 +288,12 @@ func errorOf(t *testing.T, rec *httptest.ResponseRecorder, httpStatus int, statu
 }
 
 func TestNewNeedsEveryConnection(t *testing.T) {
-	if len(gateway.Upstreams) == 0 || gateway.Upstreams[0].Name != "workspace" {
-		t.Fatalf("Upstreams = %v, want workspace first", gateway.Upstreams)
-	}
-	_, err := gateway.New(t.Context(), map[string]grpc.ClientConnInterface{}, logging.Discard())
-	if err == nil || !strings.Contains(err.Error(), "no connection for service workspace") {
-		t.Fatalf("New without connections: err = %v", err)
-	}
-	if len(gateway.Upstreams) > 1 {
-		lis := bufconn.Listen(1 << 10)
-		conn := dialBufconn(t, lis)
-		_, err = gateway.New(t.Context(), map[string]grpc.ClientConnInterface{"workspace": conn}, logging.Discard())
-		if err == nil || !strings.Contains(err.Error(), "no connection for service "+gateway.Upstreams[1].Name) {
-			t.Fatalf("New with only workspace: err = %v", err)
-		}
+	conn := dialBufconn(t, bufconn.Listen(1<<10))
+	ups := upstreams(conn)
+	ups[1].Conn = nil
+	_, err := gateway.New(t.Context(), ups, logging.Discard())
+	if err == nil || !strings.Contains(err.Error(), "no connection or routes for service "+ups[1].Name) {
+		t.Fatalf("New without a connection: err = %v", err)
 	}
 }
 
@@ -893,7 +891,7 @@ func readyz(t *testing.T, h http.Handler, wantCode int) readyBody {
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 		t.Fatalf("body %s: %v", rec.Body, err)
 	}
-	if len(body.Services) != len(gateway.Upstreams) {
+	if len(body.Services) != len(services.All()) {
 		t.Fatalf("services %v, want one entry per upstream", body.Services)
 	}
 	return body
@@ -906,7 +904,7 @@ func TestReadyz(t *testing.T) {
 	if body.Status != "ready" {
 		t.Fatalf("status %q", body.Status)
 	}
-	for _, u := range gateway.Upstreams {
+	for _, u := range services.All() {
 		if body.Services[u.Name] != "ready" {
 			t.Fatalf("services %v: %s not ready", body.Services, u.Name)
 		}
@@ -917,7 +915,7 @@ func TestReadyz(t *testing.T) {
 	if body.Status != "not ready" {
 		t.Fatalf("status %q, want not ready", body.Status)
 	}
-	for _, u := range gateway.Upstreams {
+	for _, u := range services.All() {
 		if body.Services[u.Name] != "not ready" {
 			t.Fatalf("services %v: %s, want not ready", body.Services, u.Name)
 		}
@@ -938,7 +936,7 @@ func TestReadyzUnreachable(t *testing.T) {
 	if body.Status != "not ready" {
 		t.Fatalf("status %q, want not ready", body.Status)
 	}
-	for _, u := range gateway.Upstreams {
+	for _, u := range services.All() {
 		if body.Services[u.Name] != "unreachable" {
 			t.Fatalf("services %v: %s, want unreachable", body.Services, u.Name)
 		}

@@ -29,7 +29,8 @@ import (
 
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 
-	"github.com/collab/collab/internal/collabd"
+	"github.com/collab/collab/collabd"
+	"github.com/collab/collab/services"
 )
 
 func main() {
@@ -71,7 +72,7 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 
 func run(duration time.Duration, concurrency int) error {
 	ctx := context.Background()
-	cfg, err := collabd.ParseFlags([]string{"--http-addr=127.0.0.1:0", "--grpc-addr=127.0.0.1:0", "--rate-limit=off", "--log-level=error"}, func(string) string { return "" })
+	cfg, err := collabd.ParseFlags(services.All(), []string{"--http-addr=127.0.0.1:0", "--grpc-addr=127.0.0.1:0", "--rate-limit=off", "--log-level=error"}, func(string) string { return "" })
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/collab/collab/internal/collabd"
+	"github.com/collab/collab/collabd"
+	"github.com/collab/collab/services"
 )
 
 func main() {
@@ -27,7 +28,7 @@ func main() {
 }
 
 func run(args []string, out io.Writer) error {
-	cfg, err := collabd.ParseFlags(args, os.Getenv)
+	cfg, err := collabd.ParseFlags(services.All(), args, os.Getenv)
 	if err != nil {
 		return err
 	}

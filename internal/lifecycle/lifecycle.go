@@ -15,6 +15,17 @@ import (
 	"github.com/collab/collab/internal/apierr"
 )
 
+// Types of the lifecycle events (<feature>.<action>). Producers write them; consumers name the
+// ones they handle in their service.Module, which routes each type to its consumers.
+const (
+	OrganizationDeleted = "organization.deleted"
+	DocumentDeleted     = "document.deleted"
+	FolderDeleted       = "folder.deleted"
+	DocumentMigrated    = "document.migrated"
+	LocationDataDeleted = "location.data_deleted"
+	UsersRemoved        = "users.removed"
+)
+
 // Handler applies one event to a service's data. It must be idempotent: the same event can
 // arrive again, with part of its effect already applied. An error with code InvalidArgument,
 // FailedPrecondition, AlreadyExists or NotFound fails the event for good; any other error is

@@ -142,7 +142,7 @@ func (f *fakeDeliverer) deliveries() []string {
 }
 
 func newOutbox(store Store, d Deliverer, clk clock.Clock) *Outbox {
-	return New(store, d, []string{"documents", "users", "access"}, WithClock(clk), WithLogger(slog.New(slog.DiscardHandler)))
+	return New(store, d, To("documents", "users", "access"), WithClock(clk), WithLogger(slog.New(slog.DiscardHandler)))
 }
 
 func TestPublishDeliversInOrderAtOnce(t *testing.T) {
@@ -250,5 +250,27 @@ func TestPublishAsyncLeavesDeliveryToTheLoop(t *testing.T) {
 	o.RunDue(ctx)
 	if r, _ = o.Get(ctx, r.ID); r.State() != "completed" || len(d.deliveries()) != 3 {
 		t.Fatalf("after the loop: %s %v", r.State(), d.deliveries())
+	}
+}
+
+// Each event goes only to the consumers its type is routed to; a type nobody consumes is done.
+func TestEventsGoWhereTheirTypeIsRouted(t *testing.T) {
+	d := &fakeDeliverer{fail: map[string]error{}}
+	route := func(typ string) []string {
+		return map[string][]string{"folder.deleted": {"documents", "access"}, "users.removed": {"users", "access"}}[typ]
+	}
+	o := New(NewMemoryStore(), d, route, WithClock(clock.NewFake(t0)), WithLogger(slog.New(slog.DiscardHandler)))
+	ctx := context.Background()
+	for _, e := range []*lifecyclev1.Event{{Id: "f", Type: "folder.deleted"}, {Id: "u", Type: "users.removed"}, {Id: "x", Type: "nobody.cares"}} {
+		r, err := o.Publish(ctx, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.State() != "completed" || !slices.Equal(r.Subscribers, route(e.GetType())) && len(r.Subscribers)+len(route(e.GetType())) > 0 {
+			t.Fatalf("%s: %+v", e.GetType(), r)
+		}
+	}
+	if got := d.deliveries(); !slices.Equal(got, []string{"documents:f", "access:f", "users:u", "access:u"}) {
+		t.Fatalf("deliveries %v", got)
 	}
 }

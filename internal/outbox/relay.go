@@ -38,13 +38,21 @@ func (g GRPCDeliverer) Deliver(ctx context.Context, subscriber string, e *lifecy
 	return err
 }
 
+// Router names the services that consume an event type, in delivery order.
+type Router func(eventType string) []string
+
+// To routes every event type to the same subscribers (tests, and single-consumer producers).
+func To(subscribers ...string) Router {
+	return func(string) []string { return subscribers }
+}
+
 // Outbox publishes one producer's events and relays them.
 type Outbox struct {
-	store       Store
-	deliverer   Deliverer
-	subscribers []string
-	clock       clock.Clock
-	log         *slog.Logger
+	store     Store
+	deliverer Deliverer
+	route     Router
+	clock     clock.Clock
+	log       *slog.Logger
 
 	wake chan struct{}
 	// locks keeps one delivery of an event at a time in this process. Two replicas may still
@@ -58,9 +66,11 @@ type Option func(*Outbox)
 func WithClock(c clock.Clock) Option   { return func(o *Outbox) { o.clock = c } }
 func WithLogger(l *slog.Logger) Option { return func(o *Outbox) { o.log = l } }
 
-// New returns an Outbox delivering to subscribers in the given order.
-func New(store Store, deliverer Deliverer, subscribers []string, opts ...Option) *Outbox {
-	o := &Outbox{store: store, deliverer: deliverer, subscribers: subscribers, clock: clock.Real(), log: slog.Default(), wake: make(chan struct{}, 1)}
+// New returns an Outbox delivering each event to the subscribers route names for its type, in
+// that order. The subscribers are fixed when the event is stored, so a redelivery after a
+// restart goes where the first attempt was going.
+func New(store Store, deliverer Deliverer, route Router, opts ...Option) *Outbox {
+	o := &Outbox{store: store, deliverer: deliverer, route: route, clock: clock.Real(), log: slog.Default(), wake: make(chan struct{}, 1)}
 	for _, opt := range opts {
 		opt(o)
 	}
@@ -118,7 +128,7 @@ func (o *Outbox) add(ctx context.Context, e *lifecyclev1.Event) (*Record, error)
 	}
 	r := &Record{
 		ID: e.GetId(), Event: raw, APIKey: e.GetApiKey(), OrganizationID: e.GetOrganizationId(), Type: e.GetType(),
-		Subscribers: append([]string(nil), o.subscribers...), Delivered: []string{}, NextAttempt: now, CreatedAt: now,
+		Subscribers: append([]string{}, o.route(e.GetType())...), Delivered: []string{}, NextAttempt: now, CreatedAt: now,
 	}
 	if err := o.store.Add(ctx, r); err != nil {
 		return nil, fmt.Errorf("outbox: publish %s: %w", e.GetType(), err)

@@ -36,13 +36,13 @@ const (
 	maxFolderDepth = 64
 )
 
-// Event types this service publishes.
+// Event types this service publishes (Module().Publishes).
 const (
-	eventOrganizationDeleted = "organization.deleted"
-	eventDocumentsDeleted    = "document.deleted"
-	eventFolderDeleted       = "folder.deleted"
-	eventDocumentMigrated    = "document.migrated"
-	eventLocationDataDeleted = "location.data_deleted"
+	eventOrganizationDeleted = lifecycle.OrganizationDeleted
+	eventDocumentsDeleted    = lifecycle.DocumentDeleted
+	eventFolderDeleted       = lifecycle.FolderDeleted
+	eventDocumentMigrated    = lifecycle.DocumentMigrated
+	eventLocationDataDeleted = lifecycle.LocationDataDeleted
 )
 
 // Messages the caller sees.

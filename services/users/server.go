@@ -48,7 +48,7 @@ const (
 )
 
 // eventUsersRemoved is the type of the event Delete Users publishes.
-const eventUsersRemoved = "users.removed"
+const eventUsersRemoved = lifecycle.UsersRemoved
 
 // Publisher stores an event durably and delivers it to every subscribing service, this one
 // included (*outbox.Outbox).

@@ -23,6 +23,7 @@ import (
 	"github.com/collab/collab/internal/email"
 	"github.com/collab/collab/internal/ids"
 	"github.com/collab/collab/internal/ratelimit"
+	"github.com/collab/collab/internal/service"
 	"github.com/collab/collab/internal/validate"
 )
 
@@ -631,19 +632,9 @@ func (s *Server) VerifyOwnerEmail(ctx context.Context, req *workspacev1.VerifyOw
 
 // ---- Local development ----
 
-// DevCredentials are the fixed credentials of the workspace a local run creates, so a
-// newcomer's scripts keep working across restarts.
-type DevCredentials struct {
-	WorkspaceID    string
-	WorkspaceToken string
-	APIKey         string
-	AuthToken      string
-	OwnerEmail     string
-}
-
 // EnsureDevWorkspace creates the development workspace, or, when it exists, sets its tokens
 // back to the configured ones. The owner email counts as verified.
-func (s *Server) EnsureDevWorkspace(ctx context.Context, d DevCredentials) error {
+func (s *Server) EnsureDevWorkspace(ctx context.Context, d service.DevCredentials) error {
 	now := s.now()
 	tokens := []AuthToken{{Hash: ids.Hash(d.AuthToken), Last4: ids.LastFour(d.AuthToken), Name: defaultTokenName, CreatedAt: now}}
 	ws := &Workspace{

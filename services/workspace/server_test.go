@@ -17,6 +17,7 @@ import (
 	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/clock"
 	"github.com/collab/collab/internal/email"
+	"github.com/collab/collab/internal/service"
 )
 
 // brokenStore fails every read after break is set, like a store whose server went away.
@@ -108,7 +109,7 @@ func TestMailFailureKeepsTheWorkspace(t *testing.T) {
 func TestAuthenticateRPC(t *testing.T) {
 	s, _ := newTestServer(t, NewMemoryStore())
 	ctx := context.Background()
-	if err := s.EnsureDevWorkspace(ctx, DevCredentials{WorkspaceID: "w", WorkspaceToken: "wt-token", APIKey: "k", AuthToken: "t-token", OwnerEmail: "dev@localhost"}); err != nil {
+	if err := s.EnsureDevWorkspace(ctx, service.DevCredentials{WorkspaceID: "w", WorkspaceToken: "wt-token", APIKey: "k", AuthToken: "t-token", OwnerEmail: "dev@localhost"}); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
@@ -149,7 +150,7 @@ func TestEnsureDevWorkspaceIsIdempotent(t *testing.T) {
 	store := NewMemoryStore()
 	s, _ := newTestServer(t, store)
 	ctx := context.Background()
-	dev := DevCredentials{WorkspaceID: "w", WorkspaceToken: "wt-token", APIKey: "k", AuthToken: "t-token", OwnerEmail: "dev@localhost"}
+	dev := service.DevCredentials{WorkspaceID: "w", WorkspaceToken: "wt-token", APIKey: "k", AuthToken: "t-token", OwnerEmail: "dev@localhost"}
 	if err := s.EnsureDevWorkspace(ctx, dev); err != nil {
 		t.Fatal(err)
 	}

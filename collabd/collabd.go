@@ -1,0 +1,422 @@
+package collabd
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/test/bufconn"
+
+	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
+	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
+
+	"github.com/collab/collab/gateway"
+	"github.com/collab/collab/internal/authn"
+	"github.com/collab/collab/internal/clock"
+	"github.com/collab/collab/internal/email"
+	"github.com/collab/collab/internal/embedmongo"
+	"github.com/collab/collab/internal/grpcserver"
+	"github.com/collab/collab/internal/lifecycle"
+	"github.com/collab/collab/internal/logging"
+	"github.com/collab/collab/internal/mongodb"
+	"github.com/collab/collab/internal/outbox"
+	"github.com/collab/collab/internal/service"
+)
+
+// Deps replaces parts of the process for tests; zero values mean the real ones.
+type Deps struct {
+	Clock     clock.Clock
+	Email     email.Sender
+	LogOutput io.Writer
+}
+
+// Process is a running collab process.
+type Process struct {
+	// HTTPAddr and GRPCAddr are the bound addresses ("" when not listening).
+	HTTPAddr string
+	GRPCAddr string
+	// Dev holds the development workspace's credentials when it was created.
+	Dev *service.DevCredentials
+
+	log *slog.Logger
+	// closers run last to first, like defers: the HTTP server stops before the gRPC server,
+	// which stops before storage closes.
+	closers []func(context.Context) error
+	errs    chan error
+	once    sync.Once
+}
+
+// Start brings up everything cfg asks for and returns once it is serving.
+func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
+	if deps.Clock == nil {
+		deps.Clock = clock.Real()
+	}
+	if deps.LogOutput == nil {
+		deps.LogOutput = os.Stderr
+	}
+	if cfg.InternalToken == "" {
+		// ParseFlags allows this only where no other process calls our internal operations:
+		// a secret of our own keeps them closed to everyone else.
+		cfg.InternalToken = authn.NewInternalToken()
+	}
+	log := logging.New(deps.LogOutput, cfg.LogFormat, cfg.LogLevel)
+	p := &Process{log: log, errs: make(chan error, 4)}
+	defer func() {
+		if err != nil {
+			_ = p.Shutdown(context.Background())
+		}
+	}()
+
+	mongo, storage, err := p.openStorage(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := masterSecret(ctx, cfg, mongo)
+	if err != nil {
+		return nil, err
+	}
+	var local []service.Module
+	for _, m := range cfg.Modules {
+		if cfg.Runs(m.Name) {
+			local = append(local, m)
+		}
+	}
+	plain, internal, inproc, err := p.connect(cfg, len(local) > 0)
+	if err != nil {
+		return nil, err
+	}
+
+	if len(local) > 0 {
+		// The interceptor needs the authenticator, which for a local authenticating service is
+		// the service itself; it is set once the services exist, before serving starts.
+		var auth authn.Authenticator
+		srv := grpcserver.New(log, authn.NewInterceptor(lazyAuthenticator{get: func() authn.Authenticator { return auth }}, cfg.InternalToken))
+		health := grpcserver.NewHealth()
+		healthpb.RegisterHealthServer(srv, health)
+		reflection.Register(srv)
+		b := &builder{cfg: cfg, deps: deps, log: log, mongo: mongo, storage: storage, secret: secret, internal: internal, p: p}
+		dispatcher := lifecycle.NewDispatcher()
+		events := false
+		for _, m := range local {
+			inst, err := b.build(ctx, m)
+			if err != nil {
+				return nil, fmt.Errorf("service %s: %w", m.Name, err)
+			}
+			inst.Register(srv)
+			health.Add(m.GRPCService, inst.Ping)
+			if len(m.Consumes) > 0 {
+				if inst.Events == nil {
+					return nil, fmt.Errorf("service %s consumes events but handles none", m.Name)
+				}
+				dispatcher.Register(m.Name, inst.Events)
+				events = true
+			}
+			if inst.Authenticator != nil {
+				auth = inst.Authenticator
+			}
+			if inst.Dev != nil {
+				p.Dev = inst.Dev
+			}
+		}
+		if events {
+			lifecyclev1.RegisterLifecycleServiceServer(srv, dispatcher)
+		}
+		if auth == nil {
+			authService := ""
+			for _, m := range cfg.Modules {
+				if m.Authenticates {
+					authService = m.Name
+				}
+			}
+			auth = authn.NewClient(workspacev1.NewWorkspaceServiceClient(plain[authService]), cfg.InternalToken, cfg.AuthCacheTTL, deps.Clock)
+		}
+		go func() { _ = srv.Serve(inproc) }()
+		if cfg.GRPCAddr != "" {
+			ln, err := net.Listen("tcp", cfg.GRPCAddr)
+			if err != nil {
+				return nil, fmt.Errorf("grpc listen %s: %w", cfg.GRPCAddr, err)
+			}
+			p.GRPCAddr = ln.Addr().String()
+			go func() {
+				if err := srv.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+					p.errs <- fmt.Errorf("grpc server: %w", err)
+				}
+			}()
+		}
+		p.closers = append(p.closers, func(ctx context.Context) error {
+			stopped := make(chan struct{})
+			go func() { srv.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-ctx.Done():
+				srv.Stop()
+			}
+			return nil
+		})
+		// The relays stop before the gRPC server they deliver through.
+		b.startRelays()
+	}
+
+	if cfg.Runs(Gateway) {
+		var upstreams []gateway.Upstream
+		for _, m := range cfg.Modules {
+			if m.Gateway != nil {
+				upstreams = append(upstreams, gateway.Upstream{Name: m.Name, GRPCService: m.GRPCService, Register: m.Gateway, Conn: plain[m.Name]})
+			}
+		}
+		gw, err := gateway.New(ctx, upstreams, log)
+		if err != nil {
+			return nil, err
+		}
+		ln, err := net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
+		}
+		p.HTTPAddr = ln.Addr().String()
+		hs := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		go func() {
+			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				p.errs <- fmt.Errorf("http server: %w", err)
+			}
+		}()
+		p.closers = append(p.closers, hs.Shutdown)
+	}
+	log.Info("collab started", "services", cfg.Services, "http", p.HTTPAddr, "grpc", p.GRPCAddr, "store", storeName(cfg))
+	return p, nil
+}
+
+// connect opens two connections to every service: a plain one for the gateway, which forwards
+// callers' credentials, and one that adds the internal token for service-to-service calls.
+// Services of this process are reached in process (the returned listener), others at their
+// peer address.
+func (p *Process) connect(cfg Config, runsAny bool) (plain, internal map[string]grpc.ClientConnInterface, inproc *bufconn.Listener, err error) {
+	plain, internal = map[string]grpc.ClientConnInterface{}, map[string]grpc.ClientConnInterface{}
+	callOpts := grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcserver.MaxMessageBytes))
+	dial := func(target string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
+		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), callOpts}, extra...)
+		conn, err := grpc.NewClient(target, opts...)
+		if err != nil {
+			return nil, err
+		}
+		p.closers = append(p.closers, func(context.Context) error { return conn.Close() })
+		return conn, nil
+	}
+	withToken := grpc.WithChainUnaryInterceptor(authn.InternalClientInterceptor(cfg.InternalToken))
+	// Calls to peers spread over every address the target resolves to (a headless
+	// Kubernetes service behind dns:///), not only the first.
+	roundRobin := grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`)
+	for name, addr := range cfg.Peers {
+		if plain[name], err = dial(addr, roundRobin); err != nil {
+			return nil, nil, nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
+		}
+		if internal[name], err = dial(addr, roundRobin, withToken); err != nil {
+			return nil, nil, nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
+		}
+	}
+	if !runsAny {
+		return plain, internal, nil, nil
+	}
+	inproc = bufconn.Listen(1 << 20)
+	viaBufconn := grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return inproc.DialContext(ctx) })
+	localPlain, err := dial("passthrough:///in-process", viaBufconn)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("in-process connection: %w", err)
+	}
+	localInternal, err := dial("passthrough:///in-process", viaBufconn, withToken)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("in-process connection: %w", err)
+	}
+	for _, name := range cfg.Names() {
+		if cfg.Runs(name) {
+			plain[name], internal[name] = localPlain, localInternal
+		}
+	}
+	return plain, internal, inproc, nil
+}
+
+// lazyAuthenticator lets the interceptor be built before the service that authenticates.
+type lazyAuthenticator struct{ get func() authn.Authenticator }
+
+func (l lazyAuthenticator) AuthenticateKey(ctx context.Context, key, token string) (authn.Caller, error) {
+	return l.get().AuthenticateKey(ctx, key, token)
+}
+
+func (l lazyAuthenticator) AuthenticateWorkspace(ctx context.Context, id, token string) (authn.Caller, error) {
+	return l.get().AuthenticateWorkspace(ctx, id, token)
+}
+
+func storeName(cfg Config) string {
+	switch {
+	case cfg.MongoURI != "":
+		return "mongodb"
+	case cfg.DataDir != "":
+		return "embedded mongodb in " + cfg.DataDir
+	default:
+		return "memory"
+	}
+}
+
+func (p *Process) openStorage(ctx context.Context, cfg Config, log *slog.Logger) (*mongodb.Conn, service.Storage, error) {
+	uri, storage := cfg.MongoURI, service.StorageMongoDB
+	if cfg.DataDir != "" {
+		srv, err := embedmongo.Start(cfg.DataDir, embedmongo.QuietLogger(log))
+		if err != nil {
+			return nil, 0, err
+		}
+		p.closers = append(p.closers, func(context.Context) error { srv.Stop(); return nil })
+		uri, storage = srv.URI(), service.StorageEmbedded
+	}
+	if uri == "" {
+		return nil, service.StorageMemory, nil
+	}
+	conn, err := mongodb.Connect(ctx, uri)
+	if err != nil {
+		return nil, 0, err
+	}
+	p.closers = append(p.closers, conn.Close)
+	return conn, storage, nil
+}
+
+func masterSecret(ctx context.Context, cfg Config, mongo *mongodb.Conn) ([]byte, error) {
+	switch {
+	case cfg.SecretKey != "":
+		sum := sha256.Sum256([]byte(cfg.SecretKey))
+		return sum[:], nil
+	case mongo != nil:
+		return mongo.MasterSecret(ctx)
+	default:
+		// Memory data dies with the process; its page tokens may too.
+		b := make([]byte, 32)
+		_, _ = rand.Read(b)
+		return b, nil
+	}
+}
+
+func emailSender(cfg Config, log *slog.Logger) email.Sender {
+	if cfg.SMTPAddr == "" {
+		return email.Log{Logger: log}
+	}
+	return email.SMTP{Addr: cfg.SMTPAddr, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword, From: cfg.SMTPFrom}
+}
+
+// Err delivers a server's failure after start.
+func (p *Process) Err() <-chan error { return p.errs }
+
+// Shutdown stops serving, waiting for calls in flight until ctx ends, and releases storage.
+func (p *Process) Shutdown(ctx context.Context) error {
+	var errs []error
+	p.once.Do(func() {
+		for i := len(p.closers) - 1; i >= 0; i-- {
+			if err := p.closers[i](ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// builder builds the services of a process on its storage and connections.
+type builder struct {
+	cfg      Config
+	deps     Deps
+	log      *slog.Logger
+	mongo    *mongodb.Conn
+	storage  service.Storage
+	secret   []byte
+	internal map[string]grpc.ClientConnInterface
+	p        *Process
+
+	outboxes []*outbox.Outbox
+}
+
+func (b *builder) build(ctx context.Context, m service.Module) (*service.Instance, error) {
+	if m.Setup == nil {
+		return nil, errors.New("module has no Setup")
+	}
+	sender := b.deps.Email
+	if sender == nil {
+		sender = emailSender(b.cfg, b.log)
+	}
+	publicURL := b.cfg.PublicURL
+	if publicURL == "" {
+		publicURL = "http://" + b.cfg.HTTPAddr
+	}
+	env := service.Env{
+		Log: b.log, Clock: b.deps.Clock, Secret: b.secret, Mongo: b.mongo, Storage: b.storage,
+		Email: sender, PublicURL: publicURL,
+		Conn: func(name string) grpc.ClientConnInterface { return b.internal[name] },
+	}
+	if len(m.Publishes) > 0 {
+		ob, err := b.outbox(ctx, m.Name)
+		if err != nil {
+			return nil, err
+		}
+		env.Outbox = ob
+	}
+	inst, err := b.cfg.builds[m.Name](ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	if inst.Register == nil || inst.Ping == nil {
+		return nil, errors.New("built without Register or Ping")
+	}
+	return inst, nil
+}
+
+// outbox builds the event outbox of a producing service, in that service's own database; it
+// delivers each event type to the services consuming it.
+func (b *builder) outbox(ctx context.Context, service string) (*outbox.Outbox, error) {
+	var store outbox.Store = outbox.NewMemoryStore()
+	if b.mongo != nil {
+		s, err := outbox.NewMongoStore(ctx, b.mongo.Database(service))
+		if err != nil {
+			return nil, err
+		}
+		store = s
+	}
+	clients := map[string]lifecyclev1.LifecycleServiceClient{}
+	for _, m := range b.cfg.Modules {
+		if len(m.Consumes) > 0 {
+			clients[m.Name] = lifecyclev1.NewLifecycleServiceClient(b.internal[m.Name])
+		}
+	}
+	ob := outbox.New(store, outbox.GRPCDeliverer{Clients: clients}, b.cfg.Consumers,
+		outbox.WithClock(b.deps.Clock), outbox.WithLogger(b.log.With("outbox", service)))
+	b.outboxes = append(b.outboxes, ob)
+	return ob, nil
+}
+
+// startRelays runs every outbox's delivery loop until shutdown.
+func (b *builder) startRelays() {
+	if len(b.outboxes) == 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, ob := range b.outboxes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ob.Run(ctx)
+		}()
+	}
+	b.p.closers = append(b.p.closers, func(context.Context) error {
+		cancel()
+		wg.Wait()
+		return nil
+	})
+}

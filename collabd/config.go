@@ -1,0 +1,269 @@
+package collabd
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/collab/collab/internal/authn"
+	"github.com/collab/collab/internal/service"
+)
+
+// Gateway is the name of the HTTP gateway in --services; it is not a service module.
+const Gateway = "gateway"
+
+// Config is everything a process is told at start. Every flag has an environment twin
+// (service.EnvName); the flag wins.
+type Config struct {
+	// Modules are every service the binary knows, in event-delivery order (services.All).
+	Modules []service.Module
+	// builds holds each module's build function, with its flags parsed.
+	builds map[string]service.BuildFunc
+
+	HTTPAddr string
+	GRPCAddr string
+	MongoURI string
+	DataDir  string
+	// Services to run here: module names and "gateway"; "all" means every one.
+	Services []string
+	// Peers are gRPC addresses of services not run here, by service name.
+	Peers map[string]string
+
+	AuthCacheTTL  time.Duration
+	InternalToken string
+	SecretKey     string
+	PublicURL     string
+
+	SMTPAddr, SMTPUsername, SMTPPassword, SMTPFrom string
+
+	LogFormat string
+	LogLevel  slog.Level
+}
+
+// Runs reports whether the process runs the named service or the gateway.
+func (c Config) Runs(name string) bool { return slices.Contains(c.Services, name) }
+
+// Module returns the module of that name.
+func (c Config) Module(name string) (service.Module, bool) {
+	i := slices.IndexFunc(c.Modules, func(m service.Module) bool { return m.Name == name })
+	if i < 0 {
+		return service.Module{}, false
+	}
+	return c.Modules[i], true
+}
+
+// Names are the modules' names, in list order.
+func (c Config) Names() []string {
+	out := make([]string, len(c.Modules))
+	for i, m := range c.Modules {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// ParseFlags reads the configuration of a process that can run the given modules from args
+// (without the program name) and the environment.
+func ParseFlags(modules []service.Module, args []string, getenv func(string) string) (Config, error) {
+	c := Config{Modules: modules, builds: map[string]service.BuildFunc{}}
+	fs, f, apply := c.declareFlags(getenv)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if err := f.Err(); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if err := apply(); err != nil {
+		return c, err
+	}
+	if c.MongoURI != "" && c.DataDir != "" {
+		return c, fmt.Errorf("--mongo-uri and --data-dir exclude each other")
+	}
+	if err := c.checkPeers(); err != nil {
+		return c, err
+	}
+	return c, c.checkInternalToken()
+}
+
+// declareFlags declares the platform's flags and every module's on a new flag set, and returns
+// the function that copies the parsed values into c.
+func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *service.Flags, func() error) {
+	fs := flag.NewFlagSet("collabd", flag.ContinueOnError)
+	f := service.NewFlags(fs, getenv)
+	names := c.Names()
+
+	httpAddr := f.String("http-addr", "127.0.0.1:8080", "HTTP API listen address")
+	grpcAddr := f.String("grpc-addr", "127.0.0.1:9090", "gRPC listen address for internal callers, reflection on; empty: in-process only")
+	mongoURI := f.String("mongo-uri", "", "MongoDB URI; empty: memory store")
+	dataDir := f.String("data-dir", "", "keep data in this directory on an embedded MongoDB-wire server")
+	services := f.String("services", "all", "comma-separated services to run: all, gateway, "+strings.Join(names, ", "))
+	peers := map[string]*string{}
+	for _, s := range names {
+		peers[s] = f.String(s+"-addr", "", "gRPC address of the "+s+" service when it runs elsewhere")
+	}
+	ttl := f.Duration("auth-cache-ttl", 5*time.Second, "how long services other than the authenticating one trust a checked credential")
+	internalToken := f.String("internal-token", "", "shared secret of service-to-service calls, required on internal gRPC operations; at least 32 random characters (openssl rand -hex 32); required when services run in several processes, random per process otherwise")
+	secretKey := f.String("secret-key", "", "master secret for page tokens; empty: kept in MongoDB, or random per run on the memory store")
+	publicURL := f.String("public-url", "", "base URL of the HTTP API as callers reach it, for links in emails")
+	smtpAddr := f.String("smtp-addr", "", "SMTP server host:port; empty: emails are logged")
+	smtpUser := f.String("smtp-username", "", "SMTP username")
+	smtpPassword := f.String("smtp-password", "", "SMTP password")
+	smtpFrom := f.String("smtp-from", "collab@localhost", "sender address of emails")
+	logFormat := f.String("log-format", "text", "text or json")
+	level := f.String("log-level", "info", "debug, info, warn or error")
+	for _, m := range c.Modules {
+		if m.Setup != nil {
+			c.builds[m.Name] = m.Setup(f)
+		}
+	}
+	return fs, f, func() error {
+		c.HTTPAddr, c.GRPCAddr, c.MongoURI, c.DataDir = *httpAddr, *grpcAddr, *mongoURI, *dataDir
+		c.AuthCacheTTL, c.InternalToken, c.SecretKey, c.PublicURL = *ttl, *internalToken, *secretKey, *publicURL
+		c.SMTPAddr, c.SMTPUsername, c.SMTPPassword, c.SMTPFrom = *smtpAddr, *smtpUser, *smtpPassword, *smtpFrom
+		c.LogFormat = *logFormat
+		var err error
+		if c.Services, err = c.parseServices(*services); err != nil {
+			return err
+		}
+		c.Peers = map[string]string{}
+		for s, addr := range peers {
+			if *addr != "" {
+				c.Peers[s] = *addr
+			}
+		}
+		if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
+			return fmt.Errorf("--log-level: %w", err)
+		}
+		if c.LogFormat != "text" && c.LogFormat != "json" {
+			return fmt.Errorf("--log-format: want text or json, got %q", c.LogFormat)
+		}
+		return nil
+	}
+}
+
+// Needs returns the services the named service (or the gateway) calls: directly, to
+// authenticate its callers, and to deliver the events it publishes.
+func (c Config) Needs(name string) []string {
+	var out []string
+	add := func(s string) {
+		if s != name && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	if name == Gateway {
+		for _, m := range c.Modules {
+			if m.Gateway != nil {
+				add(m.Name)
+			}
+		}
+		return out
+	}
+	m, ok := c.Module(name)
+	if !ok {
+		return nil
+	}
+	for _, a := range c.Modules {
+		if a.Authenticates {
+			add(a.Name)
+		}
+	}
+	for _, s := range m.Calls {
+		add(s)
+	}
+	for _, t := range m.Publishes {
+		for _, s := range c.Consumers(t) {
+			add(s)
+		}
+	}
+	return out
+}
+
+// Consumers are the services that consume an event type, in delivery order.
+func (c Config) Consumers(eventType string) []string {
+	var out []string
+	for _, m := range c.Modules {
+		if slices.Contains(m.Consumes, eventType) {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+func (c Config) checkPeers() error {
+	for _, s := range c.Names() {
+		_, peer := c.Peers[s]
+		if c.Runs(s) && peer {
+			return fmt.Errorf("service %s runs here and also has a peer address", s)
+		}
+	}
+	for _, s := range append([]string{Gateway}, c.Names()...) {
+		if !c.Runs(s) {
+			continue
+		}
+		for _, n := range c.Needs(s) {
+			if !c.Runs(n) && c.Peers[n] == "" {
+				return fmt.Errorf("the %s service needs the %s service: run it here or set --%s-addr", s, n, n)
+			}
+		}
+	}
+	return nil
+}
+
+// AllInOne reports whether the process runs every service, so that no other process ever
+// needs to call its internal operations.
+func (c Config) AllInOne() bool {
+	for _, s := range c.Names() {
+		if !c.Runs(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkInternalToken fails closed: a process that runs services beside other processes cannot
+// start without a strong shared token, and a token given is never a placeholder. The all-in-one
+// process (and a gateway, which serves no internal operation) may go without: it then uses a
+// random secret of its own (Start).
+func (c Config) checkInternalToken() error {
+	runsService := false
+	for _, s := range c.Names() {
+		runsService = runsService || c.Runs(s)
+	}
+	if c.InternalToken == "" && (!runsService || c.AllInOne()) {
+		return nil
+	}
+	if err := authn.CheckInternalToken(c.InternalToken); err != nil {
+		if c.InternalToken == "" {
+			return fmt.Errorf("services split across processes call each other's internal operations: %w", err)
+		}
+		return fmt.Errorf("--internal-token: %w", err)
+	}
+	return nil
+}
+
+func (c Config) parseServices(v string) ([]string, error) {
+	known := append([]string{Gateway}, c.Names()...)
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(strings.ToLower(s))
+		switch {
+		case s == "":
+		case s == "all":
+			out = append(out, known...)
+		case slices.Contains(known, s):
+			out = append(out, s)
+		default:
+			return nil, fmt.Errorf("--services: unknown service %q (known: all, %s)", s, strings.Join(known, ", "))
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--services: nothing to run")
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}

@@ -1,0 +1,69 @@
+package service
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Flags declares command-line flags that each have an environment twin, COLLAB_ and the flag's
+// name in upper case with dashes as underscores (--rate-limit: COLLAB_RATE_LIMIT). The flag
+// wins over the environment, the environment over the default. Every flag of the process, the
+// platform's and each service's, is declared through one Flags, so the rule holds everywhere.
+type Flags struct {
+	fs     *flag.FlagSet
+	getenv func(string) string
+	errs   []error
+}
+
+// NewFlags returns Flags declaring on fs and reading the environment through getenv.
+func NewFlags(fs *flag.FlagSet, getenv func(string) string) *Flags {
+	return &Flags{fs: fs, getenv: getenv}
+}
+
+// EnvName is the environment twin of a flag.
+func EnvName(flagName string) string {
+	return "COLLAB_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func (f *Flags) initial(name, def string) string {
+	if v := f.getenv(EnvName(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+func usage(name, text string) string { return text + " (" + EnvName(name) + ")" }
+
+// String declares a string flag.
+func (f *Flags) String(name, def, text string) *string {
+	return f.fs.String(name, f.initial(name, def), usage(name, text))
+}
+
+// Duration declares a duration flag ("5s", "168h").
+func (f *Flags) Duration(name string, def time.Duration, text string) *time.Duration {
+	v := def
+	if s := f.getenv(EnvName(name)); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			f.errs = append(f.errs, fmt.Errorf("%s=%q is not a duration (e.g. 5s, 168h)", EnvName(name), s))
+		}
+		v = d
+	}
+	return f.fs.Duration(name, v, usage(name, text))
+}
+
+// Func declares a flag whose text parse turns into a value: with the default (or the
+// environment's value) at once, and again with the flag's value when one is given. A parse
+// error of the environment's value surfaces from Err, of the flag's from the flag set.
+func (f *Flags) Func(name, def, text string, parse func(string) error) {
+	if err := parse(f.initial(name, def)); err != nil {
+		f.errs = append(f.errs, fmt.Errorf("%s: %w", EnvName(name), err))
+	}
+	f.fs.Func(name, usage(name, text), parse)
+}
+
+// Err reports the environment values that could not be read.
+func (f *Flags) Err() error { return errors.Join(f.errs...) }

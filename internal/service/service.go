@@ -1,0 +1,107 @@
+// Package service is what a collab service declares about itself to the process that runs it
+// (docs/architecture.md, "Adding a service"): its name, its gRPC and HTTP registration, the
+// services it calls, the events it publishes and consumes, its flags, and how it is built from
+// storage. Each service's package exports one Module; the composition root lists them, and
+// names, flags, readiness, event routing and peer checks all derive from that list. This
+// package imports no service, so the arrows point down: services → service → platform packages.
+package service
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+
+	"github.com/collab/collab/internal/authn"
+	"github.com/collab/collab/internal/clock"
+	"github.com/collab/collab/internal/email"
+	"github.com/collab/collab/internal/lifecycle"
+	"github.com/collab/collab/internal/mongodb"
+	"github.com/collab/collab/internal/outbox"
+)
+
+// Module describes one service.
+type Module struct {
+	// Name is the short name: the value of --services, the peer flag --<name>-addr, the
+	// MongoDB database <prefix>_<name>, the event subscriber name.
+	Name string
+	// GRPCService is the full name of its main gRPC service, whose health readiness reports.
+	GRPCService string
+	// Gateway registers its HTTP routes (grpc-gateway's generated Register...HandlerClient);
+	// nil for a service with no HTTP operation.
+	Gateway func(ctx context.Context, mux *runtime.ServeMux, conn grpc.ClientConnInterface) error
+	// Authenticates marks the one service that checks credentials for every other one
+	// (WorkspaceService.Authenticate); its Instance provides the Authenticator.
+	Authenticates bool
+	// Calls are the services it calls directly, besides the authenticating one, which every
+	// service needs.
+	Calls []string
+	// Publishes are the event types it writes to its outbox; the process gives it an outbox
+	// (Env.Outbox) that delivers each type to the services consuming it.
+	Publishes []string
+	// Consumes are the event types its Instance.Events handles, in the order of the module list
+	// (a producer is usually the first consumer of its own events).
+	Consumes []string
+	// Setup declares the service's own flags and returns how to build it once they are
+	// parsed. Nil for a service without flags of its own that needs only Build.
+	Setup func(f *Flags) BuildFunc
+}
+
+// BuildFunc builds a service on the process's storage and connections.
+type BuildFunc func(ctx context.Context, env Env) (*Instance, error)
+
+// Storage says where data lives, for defaults that depend on it (the development workspace is
+// made unless data lives in an operator's MongoDB).
+type Storage int
+
+const (
+	StorageMemory Storage = iota
+	StorageEmbedded
+	StorageMongoDB
+)
+
+// Env is what the process gives a service to build it.
+type Env struct {
+	Log   *slog.Logger
+	Clock clock.Clock
+	// Secret is the deployment's master secret (page tokens, sealed keys).
+	Secret []byte
+	// Mongo is the MongoDB connection; nil means memory stores. A service keeps its data in
+	// Mongo.Database(Name).
+	Mongo   *mongodb.Conn
+	Storage Storage
+	// Email sends mail (SMTP, or the log in a local run).
+	Email email.Sender
+	// PublicURL is the HTTP API as callers reach it, for links in emails.
+	PublicURL string
+	// Conn returns a connection to a service, in this process or a peer, that carries the
+	// internal credentials: the one to use for service-to-service calls.
+	Conn func(service string) grpc.ClientConnInterface
+	// Outbox is the service's durable event outbox, when it publishes events.
+	Outbox *outbox.Outbox
+}
+
+// Instance is a built service.
+type Instance struct {
+	// Register puts the service's gRPC servers on s.
+	Register func(s grpc.ServiceRegistrar)
+	// Ping reports whether the service can serve: its store answers.
+	Ping func(ctx context.Context) error
+	// Events handles the event types of Module.Consumes.
+	Events lifecycle.Handler
+	// Authenticator checks credentials; set by the Authenticates module only.
+	Authenticator authn.Authenticator
+	// Dev holds the development workspace's credentials when the service made one.
+	Dev *DevCredentials
+}
+
+// DevCredentials are the fixed credentials of the development workspace a local run creates,
+// so a newcomer's scripts keep working across restarts.
+type DevCredentials struct {
+	WorkspaceID    string
+	WorkspaceToken string
+	APIKey         string
+	AuthToken      string
+	OwnerEmail     string
+}

@@ -1,0 +1,23 @@
+// Package services is the composition root's list of every service collab runs. Adding a
+// service is its own folders (proto/collab/<name>, services/<name>) and one line here; the
+// process, the gateway, the flags and the deployment files follow from this list.
+package services
+
+import (
+	"github.com/collab/collab/internal/service"
+	"github.com/collab/collab/services/access"
+	"github.com/collab/collab/services/documents"
+	"github.com/collab/collab/services/users"
+	"github.com/collab/collab/services/workspace"
+)
+
+// All lists the services in the order their events are delivered: documents first, so a
+// migration that conflicts there stops before any other service moves data.
+func All() []service.Module {
+	return []service.Module{
+		workspace.Module(),
+		documents.Module(),
+		users.Module(),
+		access.Module(),
+	}
+}

@@ -1,0 +1,120 @@
+package services
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/collab/collab/"
+
+// Imports point down (docs/architecture.md): platform packages under internal/ know no service,
+// no gateway and no process assembly; a service knows no other service's package (it calls
+// them over gRPC); the gateway knows no service; the process runtime (collabd) knows no service
+// either: only this list does. Test files may import upwards (a test drives the real thing).
+func TestImportsPointDown(t *testing.T) {
+	forbidden := func(pkg, imp string) string {
+		switch {
+		case strings.HasPrefix(pkg, "internal/"):
+			for _, up := range []string{"collabd", "gateway", "services", "cmd", "bench", "e2e"} {
+				if imp == up || strings.HasPrefix(imp, up+"/") {
+					return "platform packages under internal/ import no " + up
+				}
+			}
+		case strings.HasPrefix(pkg, "services/"):
+			own := strings.SplitN(pkg, "/", 3)[1]
+			if strings.HasPrefix(imp, "services/") && strings.SplitN(imp, "/", 3)[1] != own || imp == "services" {
+				return "a service calls other services over gRPC, never through their package"
+			}
+			if imp == "gateway" || strings.HasPrefix(imp, "gateway/") || imp == "collabd" {
+				return "a service does not know the gateway or the process runtime"
+			}
+		case pkg == "gateway" || strings.HasPrefix(pkg, "gateway/"), pkg == "collabd":
+			if imp == "services" || strings.HasPrefix(imp, "services/") || (pkg != "collabd" && imp == "collabd") {
+				return "only the composition root (cmd, tests) knows the list of services"
+			}
+		}
+		return ""
+	}
+	checked := 0
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "proto", "tools", "testdata", "node_modules", ".bin":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel("..", filepath.Dir(path))
+		pkg := filepath.ToSlash(rel)
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, spec := range f.Imports {
+			imp, _ := strconv.Unquote(spec.Path.Value)
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			imp = strings.TrimPrefix(imp, module)
+			checked++
+			if why := forbidden(pkg, imp); why != "" {
+				t.Errorf("%s imports %s: %s", path, imp, why)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 50 {
+		t.Fatalf("only %d imports checked: the walk missed the sources", checked)
+	}
+}
+
+// Every module is complete and its name unique; what it consumes someone publishes.
+func TestModulesAreWellFormed(t *testing.T) {
+	seen := map[string]bool{}
+	published := map[string]bool{}
+	authenticators := 0
+	for _, m := range All() {
+		if m.Name == "" || m.Name == "gateway" || m.Name == "all" || seen[m.Name] {
+			t.Errorf("module name %q is empty, reserved or repeated", m.Name)
+		}
+		seen[m.Name] = true
+		if m.GRPCService == "" || m.Setup == nil {
+			t.Errorf("%s: no gRPC service name or no Setup", m.Name)
+		}
+		if m.Authenticates {
+			authenticators++
+		}
+		for _, e := range m.Publishes {
+			published[e] = true
+		}
+	}
+	if authenticators != 1 {
+		t.Errorf("%d modules authenticate, want exactly one", authenticators)
+	}
+	for _, m := range All() {
+		for _, c := range m.Calls {
+			if !seen[c] {
+				t.Errorf("%s calls unknown service %s", m.Name, c)
+			}
+		}
+		for _, e := range m.Consumes {
+			if !published[e] {
+				t.Errorf("%s consumes %s, which no module publishes", m.Name, e)
+			}
+		}
+	}
+}

@@ -1,0 +1,125 @@
+package workspace
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+
+	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
+
+	"github.com/collab/collab/internal/service"
+)
+
+// Module describes the workspace service to the process that runs it: it checks every
+// credential for the other services and owns the development workspace of a local run.
+func Module() service.Module {
+	return service.Module{
+		Name:          "workspace",
+		GRPCService:   workspacev1.WorkspaceService_ServiceDesc.ServiceName,
+		Authenticates: true,
+		Gateway: func(ctx context.Context, mux *runtime.ServeMux, conn grpc.ClientConnInterface) error {
+			return workspacev1.RegisterWorkspaceServiceHandlerClient(ctx, mux, workspacev1.NewWorkspaceServiceClient(conn))
+		},
+		Setup: setup,
+	}
+}
+
+// setup declares the workspace service's flags: rate limits, the email grace period and the
+// development workspace.
+func setup(f *service.Flags) service.BuildFunc {
+	limits := DefaultRateLimits
+	f.Func("rate-limit", "", "off, or per-minute limits like createWorkspace=10,getWorkspace=60,emailStatus=20", func(v string) (err error) {
+		limits, err = ParseRateLimits(v)
+		return err
+	})
+	grace := f.Duration("email-grace-period", DefaultEmailGracePeriod, "how long API keys work before the owner email is verified")
+	// The development workspace: "" means on unless data lives in an operator's MongoDB.
+	var devWanted *bool
+	f.Func("dev-workspace", "", "create the development workspace: true or false; default true unless --mongo-uri is set", func(v string) error {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "":
+			devWanted = nil
+		case "true", "1", "on", "yes":
+			devWanted = &[]bool{true}[0]
+		case "false", "0", "off", "no":
+			devWanted = &[]bool{false}[0]
+		default:
+			return fmt.Errorf("want true or false, got %q", v)
+		}
+		return nil
+	})
+	devID := f.String("dev-workspace-id", "dev-workspace", "development workspace id")
+	devToken := f.String("dev-workspace-token", "dev-workspace-token", "development workspace auth token")
+	devKey := f.String("dev-api-key", "dev-api-key", "development API key")
+	devAuth := f.String("dev-auth-token", "dev-auth-token", "development API key's auth token")
+	devEmail := f.String("dev-owner-email", "dev@localhost", "development workspace owner email")
+
+	return func(ctx context.Context, env service.Env) (*service.Instance, error) {
+		var store Store = NewMemoryStore()
+		if env.Mongo != nil {
+			s, err := NewMongoStore(ctx, env.Mongo.Database("workspace"))
+			if err != nil {
+				return nil, err
+			}
+			store = s
+		}
+		ws, err := New(store, env.Secret,
+			WithClock(env.Clock), WithLogger(env.Log), WithEmailSender(env.Email),
+			WithRateLimits(limits), WithEmailGracePeriod(*grace), WithPublicURL(env.PublicURL))
+		if err != nil {
+			return nil, err
+		}
+		inst := &service.Instance{
+			Register:      func(s grpc.ServiceRegistrar) { workspacev1.RegisterWorkspaceServiceServer(s, ws) },
+			Ping:          ws.Ping,
+			Authenticator: ws,
+		}
+		wanted := env.Storage != service.StorageMongoDB
+		if devWanted != nil {
+			wanted = *devWanted
+		}
+		if wanted {
+			dev := service.DevCredentials{WorkspaceID: *devID, WorkspaceToken: *devToken, APIKey: *devKey, AuthToken: *devAuth, OwnerEmail: *devEmail}
+			if err := ws.EnsureDevWorkspace(ctx, dev); err != nil {
+				return nil, err
+			}
+			inst.Dev = &dev
+		}
+		return inst, nil
+	}
+}
+
+// ParseRateLimits reads "off", "" (defaults) or a list such as "createWorkspace=10,emailStatus=5"
+// (calls per minute; names not listed keep their defaults; 0 means unlimited).
+func ParseRateLimits(v string) (RateLimits, error) {
+	limits := DefaultRateLimits
+	v = strings.TrimSpace(v)
+	switch strings.ToLower(v) {
+	case "", "on", "default":
+		return limits, nil
+	case "off":
+		return RateLimits{}, nil
+	}
+	for _, part := range strings.Split(v, ",") {
+		name, num, ok := strings.Cut(strings.TrimSpace(part), "=")
+		n, err := strconv.Atoi(strings.TrimSpace(num))
+		if !ok || err != nil || n < 0 {
+			return limits, fmt.Errorf("%q is not name=calls-per-minute", part)
+		}
+		switch strings.TrimSpace(name) {
+		case "createWorkspace":
+			limits.CreateWorkspace = n
+		case "getWorkspace":
+			limits.GetWorkspace = n
+		case "emailStatus":
+			limits.EmailStatus = n
+		default:
+			return limits, fmt.Errorf("unknown limit %q (createWorkspace, getWorkspace, emailStatus)", name)
+		}
+	}
+	return limits, nil
+}

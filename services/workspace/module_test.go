@@ -1,0 +1,66 @@
+package workspace
+
+import (
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/collab/collab/internal/clock"
+	"github.com/collab/collab/internal/email"
+	"github.com/collab/collab/internal/service"
+)
+
+func TestParseRateLimits(t *testing.T) {
+	l, err := ParseRateLimits("createWorkspace=3, emailStatus=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultRateLimits
+	want.CreateWorkspace, want.EmailStatus = 3, 0
+	if l != want {
+		t.Fatalf("%+v", l)
+	}
+	if l, err := ParseRateLimits("off"); err != nil || l != (RateLimits{}) {
+		t.Fatalf("off: %+v %v", l, err)
+	}
+	for _, bad := range []string{"createWorkspace=x", "speed=3", "createWorkspace=-1", "createWorkspace"} {
+		if _, err := ParseRateLimits(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// The development workspace is made unless data lives in an operator's MongoDB; the flag
+// decides when given.
+func TestDevWorkspaceDefault(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		storage service.Storage
+		want    bool
+	}{
+		{nil, service.StorageMemory, true},
+		{nil, service.StorageEmbedded, true},
+		{nil, service.StorageMongoDB, false},
+		{[]string{"--dev-workspace=true"}, service.StorageMongoDB, true},
+		{[]string{"--dev-workspace=off"}, service.StorageMemory, false},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		build := Module().Setup(service.NewFlags(fs, func(string) string { return "" }))
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		inst, err := build(context.Background(), service.Env{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: clock.Real(),
+			Secret: make([]byte, 32), Storage: c.storage, Email: &email.Memory{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := inst.Dev != nil; got != c.want {
+			t.Errorf("%v on %v: dev workspace %v, want %v", c.args, c.storage, got, c.want)
+		}
+		if c.want && inst.Dev.APIKey != "dev-api-key" {
+			t.Errorf("dev credentials %+v", inst.Dev)
+		}
+	}
+}
