@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/test/bufconn"
 
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
@@ -29,6 +28,7 @@ import (
 	"github.com/collab/collab/internal/email"
 	"github.com/collab/collab/internal/embedmongo"
 	"github.com/collab/collab/internal/grpcserver"
+	"github.com/collab/collab/internal/inproc"
 	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/logging"
 	"github.com/collab/collab/internal/mongodb"
@@ -88,34 +88,44 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var local []service.Module
+	var localModules []service.Module
 	for _, m := range cfg.Modules {
 		if cfg.Runs(m.Name) {
-			local = append(local, m)
+			localModules = append(localModules, m)
 		}
 	}
-	plain, internal, inproc, err := p.connect(cfg, len(local) > 0)
+	// One gRPC server carries the local services, over TCP for other processes and in process
+	// (internal/inproc) for the gateway and the local services themselves: the same interceptor
+	// chain runs on both. The chain needs the authenticator, which for a local authenticating
+	// service is the service itself; it is set once the services exist, before serving starts.
+	var (
+		auth  authn.Authenticator
+		srv   *grpc.Server
+		local *inproc.Server
+	)
+	if len(localModules) > 0 {
+		chain := grpcserver.Chain(log, authn.NewInterceptor(lazyAuthenticator{get: func() authn.Authenticator { return auth }}, cfg.InternalToken))
+		srv = grpcserver.New(chain)
+		local = inproc.New(srv, chain, grpcserver.MaxMessageBytes)
+	}
+	plain, internal, err := p.connect(cfg, local)
 	if err != nil {
 		return nil, err
 	}
 
-	if len(local) > 0 {
-		// The interceptor needs the authenticator, which for a local authenticating service is
-		// the service itself; it is set once the services exist, before serving starts.
-		var auth authn.Authenticator
-		srv := grpcserver.New(log, authn.NewInterceptor(lazyAuthenticator{get: func() authn.Authenticator { return auth }}, cfg.InternalToken))
+	if local != nil {
 		health := grpcserver.NewHealth()
-		healthpb.RegisterHealthServer(srv, health)
+		healthpb.RegisterHealthServer(local, health)
 		reflection.Register(srv)
 		b := &builder{cfg: cfg, deps: deps, log: log, mongo: mongo, storage: storage, secret: secret, internal: internal, p: p}
 		dispatcher := lifecycle.NewDispatcher()
 		events := false
-		for _, m := range local {
+		for _, m := range localModules {
 			inst, err := b.build(ctx, m)
 			if err != nil {
 				return nil, fmt.Errorf("service %s: %w", m.Name, err)
 			}
-			inst.Register(srv)
+			inst.Register(local)
 			health.Add(m.GRPCService, inst.Ping)
 			if len(m.Consumes) > 0 {
 				if inst.Events == nil {
@@ -132,7 +142,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 			}
 		}
 		if events {
-			lifecyclev1.RegisterLifecycleServiceServer(srv, dispatcher)
+			lifecyclev1.RegisterLifecycleServiceServer(local, dispatcher)
 		}
 		if auth == nil {
 			authService := ""
@@ -143,7 +153,6 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 			}
 			auth = authn.NewClient(workspacev1.NewWorkspaceServiceClient(plain[authService]), cfg.InternalToken, cfg.AuthCacheTTL, deps.Clock)
 		}
-		go func() { _ = srv.Serve(inproc) }()
 		if cfg.GRPCAddr != "" {
 			ln, err := net.Listen("tcp", cfg.GRPCAddr)
 			if err != nil {
@@ -201,13 +210,18 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 
 // connect opens two connections to every service: a plain one for the gateway, which forwards
 // callers' credentials, and one that adds the internal token for service-to-service calls.
-// Services of this process are reached in process (the returned listener), others at their
-// peer address.
-func (p *Process) connect(cfg Config, runsAny bool) (plain, internal map[string]grpc.ClientConnInterface, inproc *bufconn.Listener, err error) {
+// Services of this process are reached in process (local), others at their peer address.
+func (p *Process) connect(cfg Config, local *inproc.Server) (plain, internal map[string]grpc.ClientConnInterface, err error) {
 	plain, internal = map[string]grpc.ClientConnInterface{}, map[string]grpc.ClientConnInterface{}
-	callOpts := grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcserver.MaxMessageBytes))
+	withToken := authn.InternalClientInterceptor(cfg.InternalToken)
 	dial := func(target string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
-		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), callOpts}, extra...)
+		opts := append([]grpc.DialOption{
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcserver.MaxMessageBytes)),
+			// Calls to peers spread over every address the target resolves to (a headless
+			// Kubernetes service behind dns:///), not only the first.
+			grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
+		}, extra...)
 		conn, err := grpc.NewClient(target, opts...)
 		if err != nil {
 			return nil, err
@@ -215,37 +229,23 @@ func (p *Process) connect(cfg Config, runsAny bool) (plain, internal map[string]
 		p.closers = append(p.closers, func(context.Context) error { return conn.Close() })
 		return conn, nil
 	}
-	withToken := grpc.WithChainUnaryInterceptor(authn.InternalClientInterceptor(cfg.InternalToken))
-	// Calls to peers spread over every address the target resolves to (a headless
-	// Kubernetes service behind dns:///), not only the first.
-	roundRobin := grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`)
 	for name, addr := range cfg.Peers {
-		if plain[name], err = dial(addr, roundRobin); err != nil {
-			return nil, nil, nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
+		if plain[name], err = dial(addr); err != nil {
+			return nil, nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
 		}
-		if internal[name], err = dial(addr, roundRobin, withToken); err != nil {
-			return nil, nil, nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
-		}
-	}
-	if !runsAny {
-		return plain, internal, nil, nil
-	}
-	inproc = bufconn.Listen(1 << 20)
-	viaBufconn := grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return inproc.DialContext(ctx) })
-	localPlain, err := dial("passthrough:///in-process", viaBufconn)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("in-process connection: %w", err)
-	}
-	localInternal, err := dial("passthrough:///in-process", viaBufconn, withToken)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("in-process connection: %w", err)
-	}
-	for _, name := range cfg.Names() {
-		if cfg.Runs(name) {
-			plain[name], internal[name] = localPlain, localInternal
+		if internal[name], err = dial(addr, grpc.WithChainUnaryInterceptor(withToken)); err != nil {
+			return nil, nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
 		}
 	}
-	return plain, internal, inproc, nil
+	if local != nil {
+		localPlain, localInternal := local.Conn(), local.Conn(withToken)
+		for _, name := range cfg.Names() {
+			if cfg.Runs(name) {
+				plain[name], internal[name] = localPlain, localInternal
+			}
+		}
+	}
+	return plain, internal, nil
 }
 
 // lazyAuthenticator lets the interceptor be built before the service that authenticates.

@@ -36,7 +36,7 @@ import (
 func main() {
 	duration := flag.Duration("duration", 10*time.Second, "how long each case runs")
 	concurrency := flag.Int("concurrency", 8, "concurrent callers")
-	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the HTTP gateway runs to this file")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write CPU profiles of each case and path to <file>.<users>.<http|grpc>")
 	flag.Parse()
 	if err := run(*duration, *concurrency); err != nil {
 		log.Fatal(err)
@@ -170,15 +170,11 @@ func run(duration time.Duration, concurrency int) error {
 		}
 		httpCall := func() error { return postRaw(base+"/v2/auth/permissions/get", hdr, raw, nil) }
 		if cpuProfile != "" {
-			f, err := os.Create(fmt.Sprintf("%s.%d", cpuProfile, users))
-			if err != nil {
-				return err
+			for path, call := range map[string]func() error{"http": httpCall, "grpc": grpcCall} {
+				if err := profile(fmt.Sprintf("%s.%d.%s", cpuProfile, users, path), func() { load(duration, concurrency, call) }); err != nil {
+					return err
+				}
 			}
-			if err := pprof.StartCPUProfile(f); err != nil {
-				return err
-			}
-			load(duration, concurrency, httpCall)
-			pprof.StopCPUProfile()
 		}
 		// Warm up, then alternate short rounds of the two paths, so a slower moment of the
 		// machine weighs on both alike.
@@ -199,6 +195,21 @@ func run(duration time.Duration, concurrency int) error {
 		ratio := (float64(h.requests) / h.elapsed.Seconds()) / (float64(g.requests) / g.elapsed.Seconds())
 		fmt.Printf("| %s | gateway / gRPC | %.0f%% | | |\n", name, ratio*100)
 	}
+	return nil
+}
+
+// profile writes a CPU profile of run to file.
+func profile(file string, run func()) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return err
+	}
+	run()
+	pprof.StopCPUProfile()
 	return nil
 }
 

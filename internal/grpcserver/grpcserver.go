@@ -23,16 +23,28 @@ import (
 // MaxMessageBytes bounds gRPC messages both ways; the gateway's body limit sits below it.
 const MaxMessageBytes = 8 << 20
 
-// New returns a grpc.Server whose unary calls pass, in order: request id and access log,
-// panic recovery, error mapping (apierr.ToStatus) and authentication.
-func New(log *slog.Logger, auth *authn.Interceptor, opts ...grpc.ServerOption) *grpc.Server {
-	chain := grpc.ChainUnaryInterceptor(
-		requestLog(log),
-		recovery(log),
-		errorMapping(log),
-		auth.Unary,
-	)
-	base := []grpc.ServerOption{chain, grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
+// Chain is the one unary interceptor every call passes, over TCP or in process (internal/inproc):
+// request id and access log, panic recovery, error mapping (apierr.ToStatus) and
+// authentication, in that order.
+func Chain(log *slog.Logger, auth *authn.Interceptor) grpc.UnaryServerInterceptor {
+	chain := []grpc.UnaryServerInterceptor{requestLog(log), recovery(log), errorMapping(log), auth.Unary}
+	var from func(i int, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) grpc.UnaryHandler
+	from = func(i int, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) grpc.UnaryHandler {
+		if i == len(chain) {
+			return handler
+		}
+		return func(ctx context.Context, req any) (any, error) {
+			return chain[i](ctx, req, info, from(i+1, info, handler))
+		}
+	}
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		return from(0, info, handler)(ctx, req)
+	}
+}
+
+// New returns a grpc.Server whose unary calls pass chain (Chain), with the message size limits.
+func New(chain grpc.UnaryServerInterceptor, opts ...grpc.ServerOption) *grpc.Server {
+	base := []grpc.ServerOption{grpc.UnaryInterceptor(chain), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
 	return grpc.NewServer(append(base, opts...)...)
 }
 

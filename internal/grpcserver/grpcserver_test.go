@@ -40,7 +40,7 @@ func (stub) CreateWorkspace(ctx context.Context, req *workspacev1.CreateWorkspac
 func dial(t *testing.T, logs *strings.Builder) (workspacev1.WorkspaceServiceClient, *Health) {
 	t.Helper()
 	log := logging.New(logs, "text", slog.LevelDebug)
-	srv := New(log, authn.NewInterceptor(nil, ""))
+	srv := New(Chain(log, authn.NewInterceptor(nil, "")))
 	workspacev1.RegisterWorkspaceServiceServer(srv, stub{})
 	h := NewHealth()
 	healthpb.RegisterHealthServer(srv, h)

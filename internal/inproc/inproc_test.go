@@ -1,0 +1,176 @@
+package inproc
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// healthSpy is a service whose Check records what reached it and answers as told.
+type healthSpy struct {
+	healthpb.UnimplementedHealthServer
+	in, out metadata.MD
+	peer    *peer.Peer
+	answer  *healthpb.HealthCheckResponse
+	err     error
+	panics  bool
+}
+
+func (h *healthSpy) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	h.in, _ = metadata.FromIncomingContext(ctx)
+	h.out, _ = metadata.FromOutgoingContext(ctx)
+	h.peer, _ = peer.FromContext(ctx)
+	if h.panics {
+		panic("handler bug")
+	}
+	req.Service = "changed by the handler"
+	_ = grpc.SetHeader(ctx, metadata.Pairs("X-Answer", "42"))
+	return h.answer, h.err
+}
+
+// registrar records that services reach the real server too.
+type registrar struct{ names []string }
+
+func (r *registrar) RegisterService(desc *grpc.ServiceDesc, _ any) { r.names = append(r.names, desc.ServiceName) }
+
+func newServer(t *testing.T, spy *healthSpy, chain grpc.UnaryServerInterceptor, max int) (*Server, *registrar) {
+	t.Helper()
+	next := &registrar{}
+	s := New(next, chain, max)
+	healthpb.RegisterHealthServer(s, spy)
+	return s, next
+}
+
+func TestCallRunsTheChainWithServerSideContext(t *testing.T) {
+	spy := &healthSpy{answer: &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}}
+	var order []string
+	chain := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		order = append(order, "server:"+info.FullMethod)
+		if md, _ := metadata.FromIncomingContext(ctx); strings.Join(md.Get("x-service-api-key"), "") != "k" {
+			return nil, status.Error(codes.Unauthenticated, "no key")
+		}
+		return handler(ctx, req)
+	}
+	s, next := newServer(t, spy, chain, 0)
+	if len(next.names) != 1 || next.names[0] != "grpc.health.v1.Health" {
+		t.Fatalf("not registered on the real server: %v", next.names)
+	}
+	clientSide := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		order = append(order, "client")
+		return invoker(metadata.AppendToOutgoingContext(ctx, "x-added", "yes"), method, req, reply, cc, opts...)
+	}
+	client := healthpb.NewHealthClient(s.Conn(clientSide))
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-service-api-key", "k")
+	req := &healthpb.HealthCheckRequest{Service: "s"}
+	var header metadata.MD
+	resp, err := client.Check(ctx, req, grpc.Header(&header))
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("Check: %v %v", resp, err)
+	}
+	if strings.Join(order, ",") != "client,server:/grpc.health.v1.Health/Check" {
+		t.Fatalf("order %v", order)
+	}
+	if spy.in.Get("x-added")[0] != "yes" || len(spy.out) != 0 {
+		t.Fatalf("incoming %v, outgoing %v: the caller's metadata must arrive as incoming only", spy.in, spy.out)
+	}
+	if spy.peer == nil || spy.peer.Addr != Addr {
+		t.Fatalf("peer %v", spy.peer)
+	}
+	if req.GetService() != "s" {
+		t.Fatal("the handler changed the caller's request: it must get a copy")
+	}
+	if header.Get("x-answer")[0] != "42" {
+		t.Fatalf("header %v", header)
+	}
+	resp.Status = healthpb.HealthCheckResponse_NOT_SERVING
+	if spy.answer.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatal("the caller's reply shares memory with the handler's answer")
+	}
+
+	// Refused by the chain: the handler never runs.
+	spy.in = nil
+	_, err = client.Check(context.Background(), req)
+	if status.Code(err) != codes.Unauthenticated || spy.in != nil {
+		t.Fatalf("without a key: %v, handler ran: %v", err, spy.in != nil)
+	}
+}
+
+func TestErrorsAndLimits(t *testing.T) {
+	spy := &healthSpy{}
+	pass := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		return handler(ctx, req)
+	}
+	s, _ := newServer(t, spy, pass, 40)
+	client := healthpb.NewHealthClient(s.Conn())
+	ctx := context.Background()
+
+	spy.err = errors.New("plain error")
+	if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Unknown {
+		t.Fatalf("plain error: %v", err)
+	}
+	spy.err = status.Error(codes.NotFound, "gone")
+	if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.NotFound {
+		t.Fatalf("status error: %v", err)
+	}
+	spy.err = nil
+	spy.answer = &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}
+	if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatalf("small answer: %v", err)
+	}
+	// An answer over the limit fails as over a real connection, both ways of answering.
+	s.maxMessage = 1
+	if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("over the limit: %v", err)
+	}
+	if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.ForceCodecV2(encoding.GetCodecV2("proto"))); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("over the limit, forced codec: %v", err)
+	}
+	s.maxMessage = 0
+
+	// A forced codec decides how the reply is filled: here it keeps the bytes.
+	var reply healthpb.HealthCheckResponse
+	conn := s.Conn()
+	if err := conn.Invoke(ctx, "/grpc.health.v1.Health/Check", &healthpb.HealthCheckRequest{}, &reply, grpc.ForceCodecV2(rawCodec{})); err != nil {
+		t.Fatal(err)
+	}
+	if len(reply.ProtoReflect().GetUnknown()) == 0 || reply.GetStatus() != 0 {
+		t.Fatalf("the forced codec was not used: %v", &reply)
+	}
+
+	if err := conn.Invoke(ctx, "/grpc.health.v1.Health/Nope", &healthpb.HealthCheckRequest{}, &reply); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("unknown method: %v", err)
+	}
+	if _, err := conn.NewStream(ctx, &grpc.StreamDesc{}, "/grpc.health.v1.Health/Watch"); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("stream: %v", err)
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := client.Check(canceled, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Canceled {
+		t.Fatalf("canceled: %v", err)
+	}
+}
+
+
+// rawCodec keeps the answer's bytes as the reply's unknown fields, as the gateway's codec does.
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" }
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	b, err := proto.Marshal(v.(proto.Message))
+	return mem.BufferSlice{mem.SliceBuffer(b)}, err
+}
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	v.(proto.Message).ProtoReflect().SetUnknown(data.Materialize())
+	return nil
+}
