@@ -52,6 +52,8 @@ type Process struct {
 	Dev *service.DevCredentials
 
 	log *slog.Logger
+	// embedded is the embedded MongoDB-wire server of a --data-dir run.
+	embedded *embedmongo.Server
 	// closers run last to first, like defers: the HTTP server stops before the gRPC server,
 	// which stops before storage closes.
 	closers []func(context.Context) error
@@ -143,6 +145,12 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		}
 		if events {
 			lifecyclev1.RegisterLifecycleServiceServer(local, dispatcher)
+		}
+		if p.embedded != nil {
+			// The services created their databases: make the new files private too.
+			if err := p.embedded.Protect(); err != nil {
+				return nil, err
+			}
 		}
 		if auth == nil {
 			authService := ""
@@ -278,6 +286,7 @@ func (p *Process) openStorage(ctx context.Context, cfg Config, log *slog.Logger)
 			return nil, 0, err
 		}
 		p.closers = append(p.closers, func(context.Context) error { srv.Stop(); return nil })
+		p.embedded = srv
 		uri, storage = srv.URI(), service.StorageEmbedded
 	}
 	if uri == "" {

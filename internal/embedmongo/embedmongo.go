@@ -1,6 +1,11 @@
 // Package embedmongo runs an embedded MongoDB-wire server (FerretDB on SQLite) inside the
 // process: the persistent local run (COLLAB_DATA_DIR) and the MongoDB conformance tests use it,
 // so neither needs a MongoDB installation.
+//
+// The server has no authentication, so nothing but this process may reach it or its files: it
+// listens on a Unix socket in a fresh directory only its user can enter (0700), never on TCP,
+// and the data directory and its files are made private to the user (0700, 0600). The master
+// secret lives in that data (collab_system.secrets).
 package embedmongo
 
 import (
@@ -18,32 +23,47 @@ import (
 
 // Server is a running embedded server.
 type Server struct {
-	uri    string
-	cancel context.CancelFunc
-	done   chan struct{}
+	uri     string
+	dataDir string
+	sockDir string
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
-// Start runs FerretDB with its SQLite files in dir, listening on a random loopback port. log
+// Start runs FerretDB with its SQLite files in dir, listening on a Unix socket of its own. log
 // receives FerretDB's own logging; pass a quiet one, it logs every wire message at debug level.
 func Start(dir string, log *slog.Logger) (*Server, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("embedded mongo: data dir: %w", err)
 	}
-	if err := os.MkdirAll(abs, 0o750); err != nil {
+	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, fmt.Errorf("embedded mongo: data dir: %w", err)
 	}
+	// An existing directory may have been made with wider permissions (by hand, or by an older
+	// version): the data is ours alone.
+	if err := os.Chmod(abs, 0o700); err != nil {
+		return nil, fmt.Errorf("embedded mongo: data dir: %w", err)
+	}
+	// The socket's path must stay short (about 100 bytes at most), so it lives in a new
+	// directory under the temporary directory rather than in the data directory; MkdirTemp
+	// makes it 0700.
+	sockDir, err := os.MkdirTemp("", "collab-mongo-")
+	if err != nil {
+		return nil, fmt.Errorf("embedded mongo: socket dir: %w", err)
+	}
 	f, err := ferretdb.New(&ferretdb.Config{
-		Listener:  ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
+		Listener:  ferretdb.ListenerConfig{Unix: filepath.Join(sockDir, "mongodb.sock")},
 		Handler:   "sqlite",
 		SQLiteURL: (&url.URL{Scheme: "file", Path: abs + "/"}).String(),
 		Logger:    log,
 	})
 	if err != nil {
+		_ = os.RemoveAll(sockDir)
 		return nil, fmt.Errorf("embedded mongo: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cancel: cancel, done: make(chan struct{})}
+	s := &Server{dataDir: abs, sockDir: sockDir, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		_ = f.Run(ctx)
@@ -54,19 +74,42 @@ func Start(dir string, log *slog.Logger) (*Server, error) {
 	select {
 	case s.uri = <-uriCh:
 	case <-time.After(30 * time.Second):
-		cancel()
+		s.Stop()
 		return nil, errors.New("embedded mongo: listener did not start within 30s")
+	}
+	if err := s.Protect(); err != nil {
+		s.Stop()
+		return nil, err
 	}
 	return s, nil
 }
 
-// URI is the mongodb:// URI of the server.
+// URI is the mongodb:// URI of the server (its socket's path, percent-encoded, as the host).
 func (s *Server) URI() string { return s.uri }
 
-// Stop shuts the server down and waits for it.
+// Protect makes every file in the data directory readable by its user only. SQLite creates a
+// database file (one per MongoDB database) with the default mode, so the caller runs this again
+// once the services have created theirs; the 0700 directory keeps them closed meanwhile.
+func (s *Server) Protect() error {
+	entries, err := os.ReadDir(s.dataDir)
+	if err != nil {
+		return fmt.Errorf("embedded mongo: data dir: %w", err)
+	}
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			if err := os.Chmod(filepath.Join(s.dataDir, e.Name()), 0o600); err != nil {
+				return fmt.Errorf("embedded mongo: protect %s: %w", e.Name(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// Stop shuts the server down, waits for it and removes its socket.
 func (s *Server) Stop() {
 	s.cancel()
 	<-s.done
+	_ = os.RemoveAll(s.sockDir)
 }
 
 // QuietLogger is a logger for FerretDB that keeps only its errors.
