@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/collab/collab/internal/grpcserver"
 )
 
 type errorBody struct {
@@ -54,12 +57,21 @@ func errorHandler(log *slog.Logger) runtime.ErrorHandlerFunc {
 	return func(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 		st := status.Convert(err)
 		code, msg := st.Code(), st.Message()
-		switch code {
-		case codes.Unavailable:
+		switch {
+		case strings.HasPrefix(msg, "grpc: "):
+			// The gRPC library's own words (an answer over the message limit, a transport
+			// failure): logged, never shown.
+			log.ErrorContext(r.Context(), "transport error", "path", r.URL.Path, "error", err)
+			if code == codes.ResourceExhausted {
+				code, msg = codes.FailedPrecondition, fmt.Sprintf("The answer is larger than %d MiB; ask for fewer items at once.", grpcserver.MaxMessageBytes>>20)
+			} else {
+				code, msg = codes.Internal, "Internal error."
+			}
+		case code == codes.Unavailable:
 			// The gRPC client's text says why a peer is unreachable; the caller learns only that.
 			log.ErrorContext(r.Context(), "service unavailable", "path", r.URL.Path, "error", err)
 			msg = "The service is unavailable. Try again later."
-		case codes.Unknown:
+		case code == codes.Unknown:
 			log.ErrorContext(r.Context(), "unknown error from service", "path", r.URL.Path, "error", err)
 			code, msg = codes.Internal, "Internal error."
 		}

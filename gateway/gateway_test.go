@@ -590,6 +590,22 @@ func TestErrorCodes(t *testing.T) {
 		}
 	})
 
+	// The gRPC library's own words never reach callers: an answer over the message limit says
+	// what to do, anything else is an internal error.
+	t.Run("transport text", func(t *testing.T) {
+		e.ws.setErr(status.Error(codes.ResourceExhausted, "grpc: received message larger than max (9999999 vs. 8388608)"))
+		env := errorOf(t, e.post("/v2/workspace/get", ``), http.StatusBadRequest, "FAILED_PRECONDITION")
+		if env.Message != "The answer is larger than 8 MiB; ask for fewer items at once." {
+			t.Fatalf("error.message %q", env.Message)
+		}
+		e.ws.setErr(status.Error(codes.Internal, "grpc: error unmarshalling request: proto: exceeded maximum recursion depth"))
+		rec := e.post("/v2/workspace/get", ``)
+		env = errorOf(t, rec, http.StatusInternalServerError, "INTERNAL")
+		if env.Message != "Internal error." || strings.Contains(rec.Body.String(), "grpc") {
+			t.Fatalf("body %s", rec.Body)
+		}
+	})
+
 	t.Run("apierr domain error", func(t *testing.T) {
 		e.ws.setErr(apierr.RateLimited())
 		env := errorOf(t, e.post("/v2/workspace/get", ``), http.StatusTooManyRequests, "RESOURCE_EXHAUSTED")

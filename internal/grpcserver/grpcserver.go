@@ -14,14 +14,21 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/logging"
 )
 
-// MaxMessageBytes bounds gRPC messages both ways; the gateway's body limit sits below it.
+// MaxMessageBytes bounds gRPC messages both ways, over TCP and in process; the gateway's body
+// limit (4 MiB) sits below it.
 const MaxMessageBytes = 8 << 20
+
+// Fits reports whether an answer can be sent: handlers of reads the spec does not page (Get
+// Documents v1, Get Users) check it, to refuse with a message that says what to do instead of
+// failing in the transport.
+func Fits(m proto.Message) bool { return proto.Size(m) <= MaxMessageBytes }
 
 // Chain is the one unary interceptor every call passes, over TCP or in process (internal/inproc):
 // request id and access log, panic recovery, error mapping (apierr.ToStatus) and

@@ -185,8 +185,10 @@ func (s *Server) answer(out proto.Message, reply any, opts []grpc.CallOption) er
 	return nil
 }
 
+// tooLarge fails as a gRPC client does on an answer over its limit, code and words alike, so
+// whoever maps transport errors (the gateway) treats both the same.
 func tooLarge(n, limit int) error {
-	return status.Errorf(codes.ResourceExhausted, "answer of %d bytes is larger than the limit of %d bytes", n, limit)
+	return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, limit)
 }
 
 // transportStream collects the headers and trailers a handler sets, for the caller's

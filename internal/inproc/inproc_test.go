@@ -42,7 +42,9 @@ func (h *healthSpy) Check(ctx context.Context, req *healthpb.HealthCheckRequest)
 // registrar records that services reach the real server too.
 type registrar struct{ names []string }
 
-func (r *registrar) RegisterService(desc *grpc.ServiceDesc, _ any) { r.names = append(r.names, desc.ServiceName) }
+func (r *registrar) RegisterService(desc *grpc.ServiceDesc, _ any) {
+	r.names = append(r.names, desc.ServiceName)
+}
 
 func newServer(t *testing.T, spy *healthSpy, chain grpc.UnaryServerInterceptor, max int) (*Server, *registrar) {
 	t.Helper()
@@ -160,7 +162,6 @@ func TestErrorsAndLimits(t *testing.T) {
 		t.Fatalf("canceled: %v", err)
 	}
 }
-
 
 // rawCodec keeps the answer's bytes as the reply's unknown fields, as the gateway's codec does.
 type rawCodec struct{}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/authn"
+	"github.com/collab/collab/internal/grpcserver"
 	"github.com/collab/collab/internal/validate"
 )
 
@@ -296,15 +297,23 @@ func (s *Server) GetDocumentsV1(ctx context.Context, req *documentsv1.GetDocumen
 	if err := s.requireOrg(ctx, c.APIKey, org); err != nil {
 		return nil, err
 	}
-	docs, err := s.store.ListDocuments(ctx, c.APIKey, org, DocumentFilter{IDs: ids}, nil, 0)
+	// One more than the cap tells that there are more; the answer must also fit a message.
+	docs, err := s.store.ListDocuments(ctx, c.APIKey, org, DocumentFilter{IDs: ids}, nil, maxV1Documents+1)
 	if err != nil {
 		return nil, fmt.Errorf("list documents: %w", err)
+	}
+	if len(docs) > maxV1Documents {
+		return nil, apierr.FailedPrecondition(msgV1TooMany)
 	}
 	data, err := s.documentProtos(ctx, c.APIKey, org, docs)
 	if err != nil {
 		return nil, err
 	}
-	return &documentsv1.GetDocumentsV1Response{Status: statusSuccess, Message: "Documents retrieved successfully.", Data: data}, nil
+	resp := &documentsv1.GetDocumentsV1Response{Status: statusSuccess, Message: "Documents retrieved successfully.", Data: data}
+	if !grpcserver.Fits(resp) {
+		return nil, apierr.FailedPrecondition(msgV1TooMany)
+	}
+	return resp, nil
 }
 
 // GetDocuments is Get Documents v2: paged in creation order (ties by id), behind the

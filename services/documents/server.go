@@ -24,9 +24,11 @@ const statusSuccess = "success"
 // Limits. Every request is checked whole before anything is written, so a refused request
 // leaves no trace.
 const (
-	maxItems              = 100  // organizations, folders or documents per add / update
-	maxIDs                = 30   // ids per get, delete and access update (spec section 8)
-	maxV1DocumentIDs      = 1000 // documentIds of Get Documents v1
+	maxItems         = 100  // organizations, folders or documents per add / update
+	maxIDs           = 30   // ids per get, delete and access update (spec section 8)
+	maxV1DocumentIDs = 1000 // documentIds of Get Documents v1
+	// maxV1Documents bounds the answer of Get Documents v1, which the spec does not page.
+	maxV1Documents        = 50000
 	maxResolveIDs         = 1000 // folder and document ids of ResolveResources, each
 	defaultPageSize       = 1000 // spec section 8
 	maxPageSize           = 1000
@@ -66,6 +68,7 @@ const (
 	msgDocumentUpdated = "Document updated."
 	msgDocumentDeleted = "Document deleted."
 	msgPageToken       = "pageToken is invalid."
+	msgV1TooMany       = "This organization has more documents than Get Documents v1 answers at once (at most 50000, within 8 MiB). Use Get Documents v2 (/v2/organizations/documents/get), which pages."
 	msgMigrationAbsent = "Migration not found."
 	msgAdvancedQueries = "Advanced queries are not enabled for this workspace. Turn them on with Update Workspace Settings (advancedQueries)."
 )

@@ -455,6 +455,42 @@ func TestGetDocumentsV1(t *testing.T) {
 	}
 }
 
+// Get Documents v1 is not paged: past its cap it refuses and points to v2, rather than building an
+// answer the transport cannot carry.
+func TestGetDocumentsV1IsBounded(t *testing.T) {
+	h := newHarness(t)
+	h.org(k1, "o")
+	for i := range maxV1Documents + 1 {
+		id := fmt.Sprintf("doc-%06d", i)
+		if err := h.store.CreateDocument(context.Background(), &Document{APIKey: "k1", OrganizationID: "o", ID: id, Name: id, CreatedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := h.srv.GetDocumentsV1(k1, &documentsv1.GetDocumentsV1Request{OrganizationId: "o"})
+	wantErr(t, "over the count cap", err, codes.FailedPrecondition, msgV1TooMany)
+	if got := h.v1(k1, "o", "doc-000003"); len(got) != 1 {
+		t.Fatalf("by id: %v", got)
+	}
+	// v2 pages through them.
+	resp, err := h.srv.GetDocuments(k1, &documentsv1.GetDocumentsRequest{OrganizationId: "o", PageSize: 1000})
+	if err != nil || len(resp.GetData()) != 1000 || resp.GetPageToken() == "" {
+		t.Fatalf("v2: %d %v", len(resp.GetData()), err)
+	}
+
+	// Under the count cap but over the message size: refused the same way.
+	h2 := newHarness(t)
+	h2.org(k1, "o")
+	name := strings.Repeat("\u00e9", maxDocumentNameLength)
+	for i := range 9000 {
+		id := fmt.Sprintf("doc-%06d-%s", i, strings.Repeat("x", 200))
+		if err := h2.store.CreateDocument(context.Background(), &Document{APIKey: "k1", OrganizationID: "o", ID: id, Name: name, CreatedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = h2.srv.GetDocumentsV1(k1, &documentsv1.GetDocumentsV1Request{OrganizationId: "o"})
+	wantErr(t, "over the size cap", err, codes.FailedPrecondition, msgV1TooMany)
+}
+
 func TestGetDocumentsV2(t *testing.T) {
 	h := newHarness(t)
 	_, err := h.srv.GetDocuments(callerCtx("k1", false), &documentsv1.GetDocumentsRequest{OrganizationId: "o"})

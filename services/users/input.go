@@ -16,8 +16,10 @@ const (
 	maxUsers       = 100 // users per Add / Update Users
 	maxUserIDs     = 100 // userIds per request
 	maxGroupFilter = 30  // organizationUserGroupIds of Get Users
-	maxGroups      = 100 // organizationUserGroups per Add User Groups
-	maxNameLength  = 200
+	// maxGetUsers bounds the answer of Get Users, which the spec does not page.
+	maxGetUsers   = 50000
+	maxGroups     = 100 // organizationUserGroups per Add User Groups
+	maxNameLength = 200
 )
 
 const msgEitherScope = "Provide either documentId or folderId, not both."

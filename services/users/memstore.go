@@ -128,10 +128,14 @@ func (s *MemoryStore) AddMembers(_ context.Context, apiKey, orgID string, userID
 	return nil
 }
 
-func (s *MemoryStore) Members(_ context.Context, apiKey, orgID string, only []string) ([]string, error) {
+func (s *MemoryStore) Members(_ context.Context, apiKey, orgID string, only []string, limit int) ([]string, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.members[orgKey{apiKey, orgID}].filtered(only), nil
+	out := s.members[orgKey{apiKey, orgID}].filtered(only)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }
 
 func (s *MemoryStore) RemoveUsers(_ context.Context, apiKey, orgID string, userIDs []string) error {

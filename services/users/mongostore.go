@@ -98,10 +98,14 @@ func insertMissing(ctx context.Context, coll *mongo.Collection, docs []bson.M) e
 }
 
 // userIDs returns the distinct userId values of the documents matching filter, sorted.
-func userIDs(ctx context.Context, coll *mongo.Collection, filter bson.M) ([]string, error) {
-	cur, err := coll.Find(ctx, filter, options.Find().
-		SetProjection(bson.M{"userId": 1}).
-		SetSort(bson.D{{Key: "userId", Value: 1}}))
+func userIDs(ctx context.Context, coll *mongo.Collection, filter bson.M, limit int) ([]string, error) {
+	opts := options.Find().SetProjection(bson.M{"userId": 1}).SetSort(bson.D{{Key: "userId", Value: 1}})
+	if limit > 0 {
+		// Each (organization, user) is one record here, so the first limit rows are the first
+		// limit users.
+		opts.SetLimit(int64(limit))
+	}
+	cur, err := coll.Find(ctx, filter, opts)
 	if err != nil {
 		return nil, fmt.Errorf("users store: list %s: %w", coll.Name(), err)
 	}
@@ -192,11 +196,11 @@ func (s *MongoStore) AddMembers(ctx context.Context, apiKey, orgID string, ids [
 	return insertMissing(ctx, s.members, docs)
 }
 
-func (s *MongoStore) Members(ctx context.Context, apiKey, orgID string, only []string) ([]string, error) {
+func (s *MongoStore) Members(ctx context.Context, apiKey, orgID string, only []string, limit int) ([]string, error) {
 	if only != nil && len(only) == 0 {
 		return []string{}, nil
 	}
-	return userIDs(ctx, s.members, scoped(apiKey, orgID, only))
+	return userIDs(ctx, s.members, scoped(apiKey, orgID, only), limit)
 }
 
 func (s *MongoStore) RemoveUsers(ctx context.Context, apiKey, orgID string, ids []string) error {
@@ -227,7 +231,7 @@ func (s *MongoStore) DocumentContacts(ctx context.Context, apiKey, orgID, docume
 	}
 	f := scoped(apiKey, orgID, only)
 	f["documentId"] = documentID
-	return userIDs(ctx, s.contacts, f)
+	return userIDs(ctx, s.contacts, f, 0)
 }
 
 func (s *MongoStore) RemoveDocumentContacts(ctx context.Context, apiKey, orgID, documentID string, ids []string) error {
@@ -324,7 +328,7 @@ func (s *MongoStore) GroupMembers(ctx context.Context, apiKey, orgID string, gro
 	}
 	f := scoped(apiKey, orgID, only)
 	f["groupId"] = bson.M{"$in": groupIDs}
-	return userIDs(ctx, s.groupMembers, f)
+	return userIDs(ctx, s.groupMembers, f, 0)
 }
 
 func (s *MongoStore) DeleteOrganization(ctx context.Context, apiKey, orgID string) error {

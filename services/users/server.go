@@ -14,6 +14,7 @@ import (
 	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/clock"
+	"github.com/collab/collab/internal/grpcserver"
 	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/outbox"
 	"github.com/collab/collab/internal/validate"
@@ -38,6 +39,7 @@ const (
 	msgAddedToGroup     = "User added to group."
 	msgRemovedFromGroup = "User removed from group."
 	msgNotInGroup       = "User is not in the group."
+	msgTooManyUsers     = "This organization has more users than Get Users answers at once (at most 50000, within 8 MiB); narrow it with userIds, documentId or organizationUserGroupIds."
 )
 
 // Resource types of access.SetRoles.
@@ -200,9 +202,13 @@ func (s *Server) GetUsers(ctx context.Context, req *usersv1.GetUsersRequest) (*u
 			return nil, fmt.Errorf("get users: %w", err)
 		}
 	}
-	members, err := s.store.Members(ctx, c.APIKey, org, only)
+	// One more than the cap tells that there are more; the answer must also fit a message.
+	members, err := s.store.Members(ctx, c.APIKey, org, only, maxGetUsers+1)
 	if err != nil {
 		return nil, fmt.Errorf("get users: %w", err)
+	}
+	if len(members) > maxGetUsers {
+		return nil, apierr.FailedPrecondition(msgTooManyUsers)
 	}
 	identities, err := s.store.Users(ctx, c.APIKey, members)
 	if err != nil {
@@ -220,7 +226,11 @@ func (s *Server) GetUsers(ctx context.Context, req *usersv1.GetUsersRequest) (*u
 		}
 		data = append(data, info)
 	}
-	return &usersv1.GetUsersResponse{Status: statusSuccess, Message: msgUsersRetrieved, Data: data}, nil
+	resp := &usersv1.GetUsersResponse{Status: statusSuccess, Message: msgUsersRetrieved, Data: data}
+	if !grpcserver.Fits(resp) {
+		return nil, apierr.FailedPrecondition(msgTooManyUsers)
+	}
+	return resp, nil
 }
 
 func (s *Server) UpdateUsers(ctx context.Context, req *usersv1.UpdateUsersRequest) (*usersv1.UserResultsResponse, error) {
@@ -283,7 +293,7 @@ func (s *Server) DeleteUsers(ctx context.Context, req *usersv1.DeleteUsersReques
 	if err := s.ensure(ctx, &documentsv1.EnsureResourcesRequest{ApiKey: c.APIKey, OrganizationId: org, FolderId: folder, DocumentId: doc}); err != nil {
 		return nil, err
 	}
-	members, err := s.store.Members(ctx, c.APIKey, org, ids)
+	members, err := s.store.Members(ctx, c.APIKey, org, ids, 0)
 	if err != nil {
 		return nil, fmt.Errorf("delete users: %w", err)
 	}
@@ -482,7 +492,7 @@ func (s *Server) roleResult(ctx context.Context, userID, msg string, roleErr err
 
 // memberSet returns which of ids are on the organization's contact list.
 func (s *Server) memberSet(ctx context.Context, apiKey, org string, ids []string) (map[string]bool, error) {
-	members, err := s.store.Members(ctx, apiKey, org, ids)
+	members, err := s.store.Members(ctx, apiKey, org, ids, 0)
 	if err != nil {
 		return nil, err
 	}

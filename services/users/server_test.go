@@ -371,7 +371,7 @@ func TestAddUsers(t *testing.T) {
 		*got[1] != (User{UserID: "u2", Name: "Name u2", Email: "u2@example.com", PhotoURL: "https://img.example.com/u2.png"}) {
 		t.Fatalf("identities %+v %+v", got[0], got[1])
 	}
-	members, _ := h.store.Members(bg, "k1", "o", nil)
+	members, _ := h.store.Members(bg, "k1", "o", nil, 0)
 	contacts, _ := h.store.DocumentContacts(bg, "k1", "o", "d1", nil)
 	if !slices.Equal(members, []string{"u1", "u2"}) || !slices.Equal(contacts, []string{"u1", "u2"}) {
 		t.Fatalf("members %v contacts %v", members, contacts)
@@ -795,7 +795,7 @@ func TestUserGroups(t *testing.T) {
 	if got, _ := h.store.GroupMembers(bg, "k1", "o", []string{"g1"}, nil); !slices.Equal(got, []string{"u2"}) {
 		t.Fatalf("g1 after delete %v", got)
 	}
-	if got, _ := h.store.Members(bg, "k1", "o", nil); !slices.Equal(got, []string{"u1", "u2", "u3"}) {
+	if got, _ := h.store.Members(bg, "k1", "o", nil, 0); !slices.Equal(got, []string{"u1", "u2", "u3"}) {
 		t.Fatalf("leaving a group left the organization: %v", got)
 	}
 
@@ -1048,7 +1048,7 @@ func TestHandleEvent(t *testing.T) {
 	}
 	list := func(h *harness, apiKey, org string) string {
 		var parts []string
-		m, _ := h.store.Members(bg, apiKey, org, nil)
+		m, _ := h.store.Members(bg, apiKey, org, nil, 0)
 		parts = append(parts, "members="+strings.Join(m, ","))
 		for _, d := range []string{"d1", "d2", "d3"} {
 			c, _ := h.store.DocumentContacts(bg, apiKey, org, d, nil)
@@ -1147,3 +1147,30 @@ type failingStore struct{ Store }
 
 func (failingStore) DeleteOrganization(context.Context, string, string) error { return errStoreDown }
 func (failingStore) Ping(context.Context) error                               { return errStoreDown }
+
+// Get Users is not paged: past its cap it refuses and says how to narrow the request, rather
+// than building an answer the transport cannot carry.
+func TestGetUsersIsBounded(t *testing.T) {
+	h := newHarness(t)
+	h.docs.addOrg("k1", "o")
+	ids := make([]string, maxGetUsers+1)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("user-%06d", i)
+	}
+	if err := h.store.AddMembers(bg, "k1", "o", ids); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.srv.GetUsers(k1, &usersv1.GetUsersRequest{OrganizationId: "o"})
+	wantStatus(t, "over the cap", err, codes.FailedPrecondition, msgTooManyUsers)
+	// Narrowed, the same organization answers.
+	if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o", UserIds: []string{"user-000007"}}); !slices.Equal(got, []string{"user-000007"}) {
+		t.Fatalf("narrowed: %v", got)
+	}
+	// At the cap it answers.
+	if err := h.store.RemoveUsers(bg, "k1", "o", ids[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o"}); len(got) != maxGetUsers {
+		t.Fatalf("at the cap: %d users", len(got))
+	}
+}

@@ -48,8 +48,9 @@ type Store interface {
 
 	// AddMembers puts the users on the organization's contact list.
 	AddMembers(ctx context.Context, apiKey, orgID string, userIDs []string) error
-	// Members returns the members of the organization among only.
-	Members(ctx context.Context, apiKey, orgID string, only []string) ([]string, error)
+	// Members returns the members of the organization among only: the first limit of them by
+	// user id (limit <= 0: all).
+	Members(ctx context.Context, apiKey, orgID string, only []string, limit int) ([]string, error)
 	// RemoveUsers takes the users off the organization's contact list, every document contact
 	// list of the organization and every group of it.
 	RemoveUsers(ctx context.Context, apiKey, orgID string, userIDs []string) error

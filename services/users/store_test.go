@@ -124,18 +124,22 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		must(t, s.AddMembers(ctx, "k1", "o2", []string{"u9"}))
 		must(t, s.AddMembers(ctx, "k2", "o1", []string{"u8"}))
 
-		got, err := s.Members(ctx, "k1", "o1", nil)
+		got, err := s.Members(ctx, "k1", "o1", nil, 0)
 		ids(t, "all", got, err, "u1", "u2", "u3")
-		got, err = s.Members(ctx, "k1", "o1", []string{"u3", "nobody", "u1", "u9", "u8"})
+		got, err = s.Members(ctx, "k1", "o1", []string{"u3", "nobody", "u1", "u9", "u8"}, 0)
 		ids(t, "only", got, err, "u1", "u3")
-		got, err = s.Members(ctx, "k1", "o1", []string{})
+		got, err = s.Members(ctx, "k1", "o1", []string{}, 0)
 		ids(t, "empty only matches nobody", got, err)
-		got, err = s.Members(ctx, "k1", "nope", nil)
+		got, err = s.Members(ctx, "k1", "nope", nil, 0)
 		ids(t, "unknown organization", got, err)
-		got, err = s.Members(ctx, "k2", "o1", nil)
+		got, err = s.Members(ctx, "k2", "o1", nil, 0)
 		ids(t, "other tenant", got, err, "u8")
-		got, err = s.Members(ctx, "k1", "o2", nil)
+		got, err = s.Members(ctx, "k1", "o2", nil, 0)
 		ids(t, "other organization", got, err, "u9")
+		got, err = s.Members(ctx, "k1", "o1", nil, 2)
+		ids(t, "limit: the first by id", got, err, "u1", "u2")
+		got, err = s.Members(ctx, "k1", "o1", []string{"u3", "u2"}, 1)
+		ids(t, "limit within only", got, err, "u2")
 	})
 
 	t.Run("remove users from an organization", func(t *testing.T) {
@@ -154,7 +158,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		must(t, s.RemoveUsers(ctx, "k1", "o1", []string{"u1", "u2"})) // idempotent
 		must(t, s.RemoveUsers(ctx, "k1", "o1", nil))
 
-		got, err := s.Members(ctx, "k1", "o1", nil)
+		got, err := s.Members(ctx, "k1", "o1", nil, 0)
 		ids(t, "members", got, err, "u3")
 		got, err = s.DocumentContacts(ctx, "k1", "o1", "d1", nil)
 		ids(t, "d1", got, err)
@@ -167,7 +171,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		}
 		// Other organizations and tenants keep theirs.
 		for _, sc := range [][2]string{{"k1", "o2"}, {"k2", "o1"}} {
-			got, err = s.Members(ctx, sc[0], sc[1], nil)
+			got, err = s.Members(ctx, sc[0], sc[1], nil, 0)
 			ids(t, sc[0]+"/"+sc[1]+" members", got, err, "u1", "u2", "u3")
 			got, err = s.DocumentContacts(ctx, sc[0], sc[1], "d1", nil)
 			ids(t, sc[0]+"/"+sc[1]+" d1", got, err, "u1", "u2")
@@ -333,7 +337,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		}
 		must(t, s.DeleteOrganization(ctx, "k1", "o1"))
 		must(t, s.DeleteOrganization(ctx, "k1", "o1")) // idempotent
-		got, err := s.Members(ctx, "k1", "o1", nil)
+		got, err := s.Members(ctx, "k1", "o1", nil, 0)
 		ids(t, "members", got, err)
 		got, err = s.DocumentContacts(ctx, "k1", "o1", "d1", nil)
 		ids(t, "contacts", got, err)
@@ -346,7 +350,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			t.Fatalf("identity went with the organization: %v %v", u, err)
 		}
 		for _, sc := range [][2]string{{"k1", "o2"}, {"k2", "o1"}} {
-			got, err = s.Members(ctx, sc[0], sc[1], nil)
+			got, err = s.Members(ctx, sc[0], sc[1], nil, 0)
 			ids(t, sc[0]+"/"+sc[1]+" members", got, err, "u1")
 			got, err = s.DocumentContacts(ctx, sc[0], sc[1], "d1", nil)
 			ids(t, sc[0]+"/"+sc[1]+" contacts", got, err, "u1")
