@@ -13,6 +13,7 @@ import (
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 
 	"github.com/collab/collab/internal/apierr"
+	"github.com/collab/collab/internal/ids"
 )
 
 // Types of the lifecycle events (<feature>.<action>). Producers write them; consumers name the
@@ -25,6 +26,39 @@ const (
 	LocationDataDeleted = "location.data_deleted"
 	UsersRemoved        = "users.removed"
 )
+
+// Ref is the key under which other services keep records about one generation of a resource
+// (an organization, folder or document: collab.lifecycle.v1 explains generations): its id, and
+// its generation after a record separator. Ids are validated and never hold control
+// characters, so no two (id, generation) pairs share a key; the empty generation (records from
+// before generations) keys by the bare id.
+func Ref(id, generation string) string {
+	if generation == "" {
+		return id
+	}
+	return id + "\x1e" + generation
+}
+
+// DeletedDocuments returns the store keys (Ref) of the documents a document.deleted event names;
+// an event from before generations names the documents of that time.
+func DeletedDocuments(e *lifecyclev1.Event, p *lifecyclev1.DocumentsDeleted) ([]string, error) {
+	ids, gens := p.GetDocumentIds(), p.GetGenerations()
+	if len(gens) != 0 && len(gens) != len(ids) {
+		return nil, Invalid(e, "generation for every document")
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		gen := ""
+		if len(gens) > 0 {
+			gen = gens[i]
+		}
+		out[i] = Ref(id, gen)
+	}
+	return out, nil
+}
+
+// NewGeneration returns the generation of a resource being created.
+func NewGeneration() string { return ids.Random(16) }
 
 // Handler applies one event to a service's data. It must be idempotent: the same event can
 // arrive again, with part of its effect already applied. An error with code InvalidArgument,

@@ -13,31 +13,42 @@ import (
 // contexts. Every branch is idempotent (deleting what is gone, moving what has moved, is no
 // change), so a redelivery after a partial run finishes the job. Events are told apart by their
 // payload, not their type string, so a renamed type cannot be silently skipped.
+//
+// Grants are keyed by the generations of the organization and resource they are on
+// (lifecycle.Ref), and so are the changes: a late delivery removes what the deleted generation
+// had, never what one created since under the same ids has.
 func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
-	var apply func(apiKey, org string) error
+	var apply func(apiKey, orgRef string) error
 	switch p := e.GetPayload().(type) {
 	case *lifecyclev1.Event_OrganizationDeleted:
-		apply = func(apiKey, org string) error { return s.store.DeleteOrganization(ctx, apiKey, org) }
+		apply = func(apiKey, orgRef string) error { return s.store.DeleteOrganization(ctx, apiKey, orgRef) }
 	case *lifecyclev1.Event_DocumentsDeleted:
-		apply = func(apiKey, org string) error {
-			return s.store.DeleteResourceGrants(ctx, apiKey, org, ResourceDocument, p.DocumentsDeleted.GetDocumentIds())
+		docs, err := lifecycle.DeletedDocuments(e, p.DocumentsDeleted)
+		if err != nil {
+			return err
+		}
+		apply = func(apiKey, orgRef string) error {
+			return s.store.DeleteResourceGrants(ctx, apiKey, orgRef, ResourceDocument, docs)
 		}
 	case *lifecyclev1.Event_FolderDeleted:
-		folder := p.FolderDeleted.GetFolderId()
-		if folder == "" {
+		if p.FolderDeleted.GetFolderId() == "" {
 			return lifecycle.Invalid(e, "folder id")
 		}
-		apply = func(apiKey, org string) error {
-			return s.store.DeleteResourceGrants(ctx, apiKey, org, ResourceFolder, []string{folder})
+		folder := lifecycle.Ref(p.FolderDeleted.GetFolderId(), p.FolderDeleted.GetGeneration())
+		apply = func(apiKey, orgRef string) error {
+			return s.store.DeleteResourceGrants(ctx, apiKey, orgRef, ResourceFolder, []string{folder})
 		}
 	case *lifecyclev1.Event_DocumentMigrated:
-		from, to := p.DocumentMigrated.GetFromDocumentId(), p.DocumentMigrated.GetToDocumentId()
-		if from == "" || to == "" {
+		m := p.DocumentMigrated
+		if m.GetFromDocumentId() == "" || m.GetToDocumentId() == "" {
 			return lifecycle.Invalid(e, "document ids")
 		}
-		apply = func(apiKey, org string) error { return s.store.MoveDocumentGrants(ctx, apiKey, org, from, to, s.now()) }
+		from, to := lifecycle.Ref(m.GetFromDocumentId(), m.GetGeneration()), lifecycle.Ref(m.GetToDocumentId(), m.GetGeneration())
+		apply = func(apiKey, orgRef string) error {
+			return s.store.MoveDocumentGrants(ctx, apiKey, orgRef, from, to, s.now())
+		}
 	case *lifecyclev1.Event_UsersRemoved:
-		apply = func(apiKey, org string) error { return s.removeUsers(ctx, apiKey, org, p.UsersRemoved) }
+		apply = func(apiKey, orgRef string) error { return s.removeUsers(ctx, apiKey, orgRef, p.UsersRemoved) }
 	default:
 		// location.data_deleted (no location data here) and payloads this version does not
 		// know: nothing of ours to change.
@@ -47,7 +58,7 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 	if err != nil {
 		return err
 	}
-	if err := apply(apiKey, org); err != nil {
+	if err := apply(apiKey, lifecycle.Ref(org, e.GetOrganizationGeneration())); err != nil {
 		return fmt.Errorf("access: apply %s %s: %w", e.GetType(), e.GetId(), err)
 	}
 	s.log.DebugContext(ctx, "access: event applied", "event_id", e.GetId(), "type", e.GetType(), "organization_id", org)
@@ -56,19 +67,22 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 
 // removeUsers is the access side of Delete Users: for a document or a folder, the users' grants
 // on it; for the organization, every grant and the context fields of the users in it.
-func (s *Server) removeUsers(ctx context.Context, apiKey, org string, r *lifecyclev1.UsersRemoved) error {
+func (s *Server) removeUsers(ctx context.Context, apiKey, orgRef string, r *lifecyclev1.UsersRemoved) error {
 	users := r.GetUserIds()
 	var on []GrantRef
-	for _, target := range []struct{ typ, id string }{{ResourceDocument, r.GetDocumentId()}, {ResourceFolder, r.GetFolderId()}} {
+	for _, target := range []struct{ typ, id, gen string }{
+		{ResourceDocument, r.GetDocumentId(), r.GetDocumentGeneration()},
+		{ResourceFolder, r.GetFolderId(), r.GetFolderGeneration()},
+	} {
 		if target.id == "" {
 			continue
 		}
 		for _, u := range users {
-			on = append(on, GrantRef{OrganizationID: org, ResourceType: target.typ, ResourceID: target.id, UserID: u})
+			on = append(on, GrantRef{OrganizationID: orgRef, ResourceType: target.typ, ResourceID: lifecycle.Ref(target.id, target.gen), UserID: u})
 		}
 	}
 	if r.GetDocumentId() != "" || r.GetFolderId() != "" {
 		return s.store.DeleteGrants(ctx, apiKey, on)
 	}
-	return s.store.RemoveUsers(ctx, apiKey, org, users)
+	return s.store.RemoveUsers(ctx, apiKey, orgRef, users)
 }

@@ -7,6 +7,7 @@ import (
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 
 	"github.com/collab/collab/internal/authn"
+	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/validate"
 )
 
@@ -54,21 +55,42 @@ func (s *Server) RemovePermissions(ctx context.Context, req *accessv1.RemovePerm
 	}
 	refs := make([]GrantRef, 0, len(resources))
 	for i, r := range resources {
-		// Existence is not checked: removing access to something deleted meanwhile must work.
 		if err := checkTarget(fmt.Sprintf("permissions.resources[%d].", i), r.GetType(), r.GetId(), r.GetOrganizationId()); err != nil {
 			return nil, err
 		}
 		refs = append(refs, GrantRef{OrganizationID: r.GetOrganizationId(), ResourceType: r.GetType(), ResourceID: r.GetId(), UserID: userID})
 	}
-	if err := s.store.DeleteGrants(ctx, c.APIKey, refs); err != nil {
+	// Grants are kept under the resources' current generations. A resource that no longer
+	// exists is not refused: its grants went with it, or sit under its dead generation, which
+	// nobody reads.
+	orgs, err := s.resolveTargets(ctx, c.APIKey, refs)
+	if err != nil {
+		return nil, err
+	}
+	byOrg := map[string]*resolvedOrg{}
+	for _, o := range orgs {
+		byOrg[o.id] = o
+	}
+	bound := refs[:0]
+	for _, g := range refs {
+		o := byOrg[g.OrganizationID]
+		ref, ok := o.ref(g.ResourceType, g.ResourceID)
+		if !ok {
+			continue
+		}
+		g.OrganizationID, _ = o.ref(ResourceOrganization, "")
+		g.ResourceID = ref
+		bound = append(bound, g)
+	}
+	if err := s.store.DeleteGrants(ctx, c.APIKey, bound); err != nil {
 		return nil, fmt.Errorf("remove permissions: %w", err)
 	}
 	return &accessv1.PermissionsChangedResponse{Status: statusSuccess, Message: msgPermissionsRemoved}, nil
 }
 
 // SetRoles is the users service's way to give roles (Add Users, Update Users). The caller has
-// checked that the resource exists; the tenant comes in the request, as internal calls carry
-// no caller.
+// checked that the resource exists and passes its generation (and the organization's), which
+// key the grants; the tenant comes in the request, as internal calls carry no caller.
 func (s *Server) SetRoles(ctx context.Context, req *accessv1.SetRolesRequest) (*accessv1.SetRolesResponse, error) {
 	apiKey := req.GetApiKey()
 	if err := validate.ID("apiKey", apiKey); err != nil {
@@ -84,10 +106,15 @@ func (s *Server) SetRoles(ctx context.Context, req *accessv1.SetRolesRequest) (*
 	if err := validate.AccessRole("accessRole", req.GetAccessRole(), false); err != nil {
 		return nil, err
 	}
+	orgRef := lifecycle.Ref(req.GetOrganizationId(), req.GetOrganizationGeneration())
+	resourceRef := lifecycle.Ref(req.GetResourceId(), req.GetResourceGeneration())
+	if req.GetResourceType() == ResourceOrganization {
+		resourceRef = orgRef
+	}
 	grants := make([]Grant, 0, len(userIDs))
 	for _, u := range userIDs {
 		grants = append(grants, Grant{
-			OrganizationID: req.GetOrganizationId(), ResourceType: req.GetResourceType(), ResourceID: req.GetResourceId(),
+			OrganizationID: orgRef, ResourceType: req.GetResourceType(), ResourceID: resourceRef,
 			UserID: u, AccessRole: req.GetAccessRole(),
 		})
 	}

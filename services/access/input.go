@@ -17,6 +17,7 @@ import (
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
 
 	"github.com/collab/collab/internal/apierr"
+	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/validate"
 )
 
@@ -113,11 +114,13 @@ type grantPlan struct {
 	hasContext bool
 	contextOrg string
 	fields     []string
+	// resolved is what bind learnt of the organizations, for confirm.
+	resolved []*resolvedOrg
 }
 
 // planGrants checks permissions for userID as Add Permissions does (field names under
 // "permissions."), including that every organization, folder and document exists, and writes
-// nothing.
+// nothing. The grants it plans are keyed by the resources' current generations (bind).
 func (s *Server) planGrants(ctx context.Context, apiKey, userID string, p *accessv1.Permissions, now time.Time) (*grantPlan, error) {
 	resources := p.GetResources()
 	if err := checkCount("permissions.resources", "resource", len(resources), maxResources); err != nil {
@@ -163,13 +166,13 @@ func (s *Server) planGrants(ctx context.Context, apiKey, userID string, p *acces
 		}
 		plan.hasContext, plan.contextOrg, plan.fields = true, org, fields
 	}
-	if err := s.checkExist(ctx, apiKey, plan.grants); err != nil {
+	if err := s.bind(ctx, apiKey, plan); err != nil {
 		return nil, err
 	}
 	return plan, nil
 }
 
-// apply writes a checked plan.
+// apply writes a checked plan, then confirms that what it names still exists.
 func (s *Server) apply(ctx context.Context, apiKey string, plan *grantPlan) error {
 	if err := s.store.PutGrants(ctx, apiKey, plan.grants); err != nil {
 		return fmt.Errorf("write grants: %w", err)
@@ -179,50 +182,142 @@ func (s *Server) apply(ctx context.Context, apiKey string, plan *grantPlan) erro
 			return fmt.Errorf("write access context: %w", err)
 		}
 	}
-	return nil
+	return s.confirm(ctx, apiKey, plan)
 }
 
-// checkExist asks the documents service, once per organization, whether the organizations,
-// folders and documents the grants name exist, and answers NOT_FOUND naming the first that
-// does not.
-func (s *Server) checkExist(ctx context.Context, apiKey string, grants []Grant) error {
-	var orgs []string
-	want := map[string]*documentsv1.ResolveResourcesRequest{}
-	for _, g := range grants {
-		req, ok := want[g.OrganizationID]
+// resolvedOrg is what the documents service answered about one organization of a request: its
+// generation and those of the folders and documents asked for, which key the grants
+// (lifecycle.Ref).
+type resolvedOrg struct {
+	id, generation string
+	req            *documentsv1.ResolveResourcesRequest
+	res            *documentsv1.ResolveResourcesResponse
+}
+
+// ref returns the key of a resource of this organization: for the organization itself its own
+// key, for a folder or document its id and generation. ok is false when it does not exist.
+func (o *resolvedOrg) ref(resourceType, id string) (string, bool) {
+	var r *documentsv1.ResolvedResource
+	switch resourceType {
+	case ResourceOrganization:
+		return lifecycle.Ref(o.id, o.generation), o.res.GetOrganizationExists()
+	case ResourceFolder:
+		r = o.res.GetFolders()[id]
+	case ResourceDocument:
+		r = o.res.GetDocuments()[id]
+	}
+	return lifecycle.Ref(id, r.GetGeneration()), r.GetExists()
+}
+
+// resolveTargets asks the documents service, once per organization, about the organizations,
+// folders and documents the grants name.
+func (s *Server) resolveTargets(ctx context.Context, apiKey string, refs []GrantRef) ([]*resolvedOrg, error) {
+	var out []*resolvedOrg
+	byOrg := map[string]*resolvedOrg{}
+	for _, g := range refs {
+		o, ok := byOrg[g.OrganizationID]
 		if !ok {
-			req = &documentsv1.ResolveResourcesRequest{ApiKey: apiKey, OrganizationId: g.OrganizationID}
-			want[g.OrganizationID] = req
-			orgs = append(orgs, g.OrganizationID)
+			o = &resolvedOrg{id: g.OrganizationID, req: &documentsv1.ResolveResourcesRequest{ApiKey: apiKey, OrganizationId: g.OrganizationID}}
+			byOrg[g.OrganizationID] = o
+			out = append(out, o)
 		}
 		switch g.ResourceType {
 		case ResourceFolder:
-			if !slices.Contains(req.FolderIds, g.ResourceID) {
-				req.FolderIds = append(req.FolderIds, g.ResourceID)
+			if !slices.Contains(o.req.FolderIds, g.ResourceID) {
+				o.req.FolderIds = append(o.req.FolderIds, g.ResourceID)
 			}
 		case ResourceDocument:
-			if !slices.Contains(req.DocumentIds, g.ResourceID) {
-				req.DocumentIds = append(req.DocumentIds, g.ResourceID)
+			if !slices.Contains(o.req.DocumentIds, g.ResourceID) {
+				o.req.DocumentIds = append(o.req.DocumentIds, g.ResourceID)
 			}
 		}
 	}
-	for _, org := range orgs {
-		res, err := s.docs.ResolveResources(ctx, want[org])
+	for _, o := range out {
+		res, err := s.docs.ResolveResources(ctx, o.req)
+		if err != nil {
+			return nil, apierr.FromPeer("resolve resources", err)
+		}
+		o.res, o.generation = res, res.GetOrganizationGeneration()
+	}
+	return out, nil
+}
+
+// bind checks that every organization, folder and document the plan's grants name exists,
+// answering NOT_FOUND naming the first that does not, and rewrites the grants (and the context
+// organization) to the keys of their current generations.
+func (s *Server) bind(ctx context.Context, apiKey string, plan *grantPlan) error {
+	refs := make([]GrantRef, len(plan.grants))
+	for i, g := range plan.grants {
+		refs[i] = g.Ref()
+	}
+	orgs, err := s.resolveTargets(ctx, apiKey, refs)
+	if err != nil {
+		return err
+	}
+	byOrg := map[string]*resolvedOrg{}
+	for _, o := range orgs {
+		if !o.res.GetOrganizationExists() {
+			return apierr.NotFound("Organization %s does not exist.", o.id)
+		}
+		byOrg[o.id] = o
+	}
+	for i := range plan.grants {
+		g := &plan.grants[i]
+		o := byOrg[g.OrganizationID]
+		ref, ok := o.ref(g.ResourceType, g.ResourceID)
+		if !ok {
+			return missingResource(g.ResourceType, g.ResourceID, o.id)
+		}
+		orgRef, _ := o.ref(ResourceOrganization, "")
+		g.OrganizationID, g.ResourceID = orgRef, ref
+	}
+	if plan.hasContext {
+		plan.contextOrg, _ = byOrg[plan.contextOrg].ref(ResourceOrganization, "")
+	}
+	plan.resolved = orgs
+	return nil
+}
+
+func missingResource(resourceType, id, org string) error {
+	if resourceType == ResourceFolder {
+		return apierr.NotFound("Folder %s does not exist in organization %s.", id, org)
+	}
+	return apierr.NotFound("Document %s does not exist in organization %s.", id, org)
+}
+
+// confirm runs after a plan's grants are written. When an organization, folder or document they
+// name was deleted meanwhile (its generation is gone), its deletion may have swept the grants
+// before they landed: the grants of that generation go again, and the caller learns that it
+// does not exist, as if the deletion had come first. Nobody reads under a dead generation, so
+// this is tidying, and what it misses (a crash just before it) stays unseen.
+func (s *Server) confirm(ctx context.Context, apiKey string, plan *grantPlan) error {
+	tidy := context.WithoutCancel(ctx)
+	for _, before := range plan.resolved {
+		res, err := s.docs.ResolveResources(ctx, before.req)
 		if err != nil {
 			return apierr.FromPeer("resolve resources", err)
 		}
-		if !res.GetOrganizationExists() {
-			return apierr.NotFound("Organization %s does not exist.", org)
-		}
-		for _, g := range grants {
-			if g.OrganizationID != org {
-				continue
+		now := &resolvedOrg{id: before.id, generation: res.GetOrganizationGeneration(), req: before.req, res: res}
+		orgRef, _ := before.ref(ResourceOrganization, "")
+		if !res.GetOrganizationExists() || now.generation != before.generation {
+			if err := s.store.DeleteOrganization(tidy, apiKey, orgRef); err != nil {
+				return fmt.Errorf("remove grants of a deleted organization: %w", err)
 			}
-			switch {
-			case g.ResourceType == ResourceFolder && !res.GetFolders()[g.ResourceID].GetExists():
-				return apierr.NotFound("Folder %s does not exist in organization %s.", g.ResourceID, org)
-			case g.ResourceType == ResourceDocument && !res.GetDocuments()[g.ResourceID].GetExists():
-				return apierr.NotFound("Document %s does not exist in organization %s.", g.ResourceID, org)
+			return apierr.NotFound("Organization %s does not exist.", before.id)
+		}
+		for _, kind := range []struct {
+			typ string
+			ids []string
+		}{{ResourceFolder, before.req.GetFolderIds()}, {ResourceDocument, before.req.GetDocumentIds()}} {
+			for _, id := range kind.ids {
+				was, _ := before.ref(kind.typ, id)
+				if is, ok := now.ref(kind.typ, id); ok && is == was {
+					continue
+				}
+				if err := s.store.DeleteResourceGrants(tidy, apiKey, orgRef, kind.typ, []string{was}); err != nil {
+					return fmt.Errorf("remove grants of a deleted %s: %w", kind.typ, err)
+				}
+				return missingResource(kind.typ, id, before.id)
 			}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/authn"
+	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/validate"
 )
 
@@ -66,11 +67,14 @@ func (s *Server) GetPermissions(ctx context.Context, req *accessv1.GetPermission
 		return nil, apierr.NotFound(msgNoOrganization)
 	}
 	now := s.now()
-	grants, err := s.store.Grants(ctx, c.APIKey, org, userIDs, now)
+	// Grants and contexts of the organization's current generation only: what a racing writer
+	// left under a deleted one is never read.
+	orgRef := lifecycle.Ref(org, resolved.GetOrganizationGeneration())
+	grants, err := s.store.Grants(ctx, c.APIKey, orgRef, userIDs, now)
 	if err != nil {
 		return nil, fmt.Errorf("get permissions: %w", err)
 	}
-	contexts, err := s.store.ContextFields(ctx, c.APIKey, org, userIDs)
+	contexts, err := s.store.ContextFields(ctx, c.APIKey, orgRef, userIDs)
 	if err != nil {
 		return nil, fmt.Errorf("get permissions: %w", err)
 	}
@@ -98,6 +102,9 @@ func (s *Server) GetPermissions(ctx context.Context, req *accessv1.GetPermission
 // resolvedItem is one requested folder or document as the documents service sees it.
 type resolvedItem struct {
 	id string
+	// ref is the key of its grants; chain the keys of its folder chain, nearest first.
+	ref   string
+	chain []string
 	// resource is nil when the item does not exist.
 	resource *documentsv1.ResolvedResource
 	// accessType is the effective access type, one pointer shared by every user's entry.
@@ -116,6 +123,16 @@ func lookup(ids []string, m map[string]*documentsv1.ResolvedResource) []resolved
 				at = validate.AccessPublic // the documents service's default, should it send none
 			}
 			out[i].resource, out[i].accessType = r, &at
+			out[i].ref = lifecycle.Ref(id, r.GetGeneration())
+			gens := r.GetFolderChainGenerations()
+			out[i].chain = make([]string, len(r.GetFolderChain()))
+			for j, f := range r.GetFolderChain() {
+				gen := ""
+				if j < len(gens) {
+					gen = gens[j]
+				}
+				out[i].chain[j] = lifecycle.Ref(f, gen)
+			}
 		}
 	}
 	return out
@@ -235,12 +252,12 @@ func (r *resolver) resolve(e *accessv1.PermissionEntry, held *heldGrants, own ma
 	}
 	e.AccessType = it.accessType // every answered entry carries the effective type
 	// Row 2: a grant on the resource itself.
-	if g, ok := own[it.id]; ok {
+	if g, ok := own[it.ref]; ok {
 		r.grant(e, g)
 		return
 	}
 	// Row 3: the nearest folder of the chain with a grant.
-	for _, f := range it.resource.GetFolderChain() {
+	for _, f := range it.chain {
 		if g, ok := held.folders[f]; ok {
 			r.grant(e, g)
 			return

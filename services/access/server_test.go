@@ -20,6 +20,7 @@ import (
 
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
+	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 
 	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/authn"
@@ -42,13 +43,25 @@ type fakeDocs struct {
 	err     error // when set, every call fails with it
 	// omitMissing leaves missing ids out of the answer instead of answering exists: false.
 	omitMissing bool
+	// gens are generations by kind|apiKey|org|id (kind org, folder or document); none: empty.
+	gens map[string]string
+	// afterCall, when set, runs after each ResolveResources answer with the number of calls
+	// so far (a racing deletion in another process).
+	afterCall func(n int)
+}
+
+// setGen gives a resource a generation, as deleting and making it again would.
+func (f *fakeDocs) setGen(kind, apiKey, org, id, gen string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gens[fk(kind, apiKey, org, id)] = gen
 }
 
 type fakeFolder struct{ parent, accessType string }
 type fakeDoc struct{ folder, accessType string }
 
 func newFakeDocs() *fakeDocs {
-	return &fakeDocs{orgs: map[string]bool{}, folders: map[string]fakeFolder{}, docs: map[string]fakeDoc{}}
+	return &fakeDocs{orgs: map[string]bool{}, folders: map[string]fakeFolder{}, docs: map[string]fakeDoc{}, gens: map[string]string{}}
 }
 
 func fk(parts ...string) string { return strings.Join(parts, "|") }
@@ -92,7 +105,24 @@ func (f *fakeDocs) folderChain(apiKey, org, id string) ([]string, string) {
 	return chain, effective
 }
 
-func (f *fakeDocs) ResolveResources(_ context.Context, in *documentsv1.ResolveResourcesRequest, _ ...grpc.CallOption) (*documentsv1.ResolveResourcesResponse, error) {
+func (f *fakeDocs) ResolveResources(ctx context.Context, in *documentsv1.ResolveResourcesRequest, _ ...grpc.CallOption) (*documentsv1.ResolveResourcesResponse, error) {
+	out, err := f.resolve(in)
+	if f.afterCall != nil {
+		f.afterCall(f.callCount())
+	}
+	return out, err
+}
+
+// chainGens returns the generations of a folder chain.
+func (f *fakeDocs) chainGens(apiKey, org string, chain []string) []string {
+	out := make([]string, len(chain))
+	for i, id := range chain {
+		out[i] = f.gens[fk("folder", apiKey, org, id)]
+	}
+	return out
+}
+
+func (f *fakeDocs) resolve(in *documentsv1.ResolveResourcesRequest) (*documentsv1.ResolveResourcesResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, proto.Clone(in).(*documentsv1.ResolveResourcesRequest))
@@ -108,6 +138,7 @@ func (f *fakeDocs) ResolveResources(_ context.Context, in *documentsv1.ResolveRe
 	if !out.OrganizationExists {
 		return out, nil
 	}
+	out.OrganizationGeneration = f.gens[fk("org", k, org, "")]
 	for _, id := range in.GetFolderIds() {
 		fo, ok := f.folders[fk(k, org, id)]
 		switch {
@@ -120,7 +151,8 @@ func (f *fakeDocs) ResolveResources(_ context.Context, in *documentsv1.ResolveRe
 			if at == "" {
 				at = inherited
 			}
-			out.Folders[id] = &documentsv1.ResolvedResource{Exists: true, AccessType: at, FolderChain: ancestors}
+			out.Folders[id] = &documentsv1.ResolvedResource{Exists: true, AccessType: at, FolderChain: ancestors,
+				Generation: f.gens[fk("folder", k, org, id)], FolderChainGenerations: f.chainGens(k, org, ancestors)}
 		}
 	}
 	for _, id := range in.GetDocumentIds() {
@@ -135,7 +167,8 @@ func (f *fakeDocs) ResolveResources(_ context.Context, in *documentsv1.ResolveRe
 			if at == "" {
 				at = inherited
 			}
-			out.Documents[id] = &documentsv1.ResolvedResource{Exists: true, AccessType: at, FolderChain: chain}
+			out.Documents[id] = &documentsv1.ResolvedResource{Exists: true, AccessType: at, FolderChain: chain,
+				Generation: f.gens[fk("document", k, org, id)], FolderChainGenerations: f.chainGens(k, org, chain)}
 		}
 	}
 	return out, nil
@@ -730,8 +763,9 @@ func TestAddPermissionsDefaultsAndExistence(t *testing.T) {
 	h.docs.addOrg("k1", "o2").addDoc("k1", "o2", "d", "", "restricted")
 	before := h.docs.callCount()
 	h.add(k1, "u", resource("document", "restricted", "o"), resource("folder", "fr", "o"), resource("document", "d", "o2"), resource("document", "private", "o"))
-	if n := h.docs.callCount() - before; n != 2 {
-		t.Fatalf("%d ResolveResources calls for two organizations", n)
+	// One call per organization to check before writing, one to confirm after.
+	if n := h.docs.callCount() - before; n != 4 {
+		t.Fatalf("%d ResolveResources calls for two organizations, want 2 × 2", n)
 	}
 	checkEntry(t, "default role", h.doc(k1, "o", "u", "restricted"), entry{role: "editor", accessType: "restricted"})
 	checkEntry(t, "other organization", h.doc(k1, "o2", "u", "d"), entry{role: "editor", accessType: "restricted"})
@@ -970,5 +1004,61 @@ func BenchmarkGetPermissions(b *testing.B) {
 		if _, err := h.srv.GetPermissions(k1, req); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// Grants are kept under the generations of what they are on: a grant on a document, a folder
+// of its chain, or the organization, made before the resource was deleted and made again, is
+// not one on the new resource; a late deletion of the old generation leaves the new one's.
+func TestGrantsFollowGenerations(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	h.docs.setGen("org", "k1", "o", "", "og1")
+	h.docs.setGen("document", "k1", "o", "restricted", "dg1")
+	h.docs.setGen("folder", "k1", "o", "f1", "fg1")
+	h.add(k1, "u", resource("document", "restricted", "o", "viewer"), resource("folder", "f1", "o", "viewer"), resource("organization", "o", "o", "editor"))
+	checkEntry(t, "before", h.doc(k1, "o", "u", "restricted"), entry{role: "viewer", accessType: "restricted"})
+
+	h.docs.setGen("document", "k1", "o", "restricted", "dg2")
+	h.docs.setGen("folder", "k1", "o", "f1", "fg2")
+	checkEntry(t, "document made again", h.doc(k1, "o", "u", "restricted"), denied("restricted", "document"))
+	checkEntry(t, "folder made again", h.folder(k1, "o", "u", "f2"), denied("restricted", "folder"))
+	h.docs.setGen("org", "k1", "o", "", "og2")
+	if got := h.get(k1, "o", []string{"u"}, nil, nil)["u"].GetOrganization(); len(got) != 0 {
+		t.Fatalf("membership of the organization made again: %v", got)
+	}
+
+	h.add(k1, "u", resource("document", "restricted", "o", "editor"))
+	late := &lifecyclev1.Event{Id: "late", Type: "document.deleted", ApiKey: "k1", OrganizationId: "o", OrganizationGeneration: "og1",
+		Payload: &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"restricted"}, Generations: []string{"dg1"}}}}
+	if err := h.srv.HandleEvent(context.Background(), late); err != nil {
+		t.Fatal(err)
+	}
+	checkEntry(t, "after a late deletion of the old generation", h.doc(k1, "o", "u", "restricted"), entry{role: "editor", accessType: "restricted"})
+}
+
+// A document deleted and made again while permissions are added for it keeps no grant: Add
+// Permissions answers NOT_FOUND as if the deletion had come first, and the grant written under
+// the old generation is gone.
+func TestGrantsAddedDuringDeletionDoNotSurvive(t *testing.T) {
+	h := newHarness(t)
+	world(h, "k1")
+	h.docs.setGen("document", "k1", "o", "restricted", "dg1")
+	before := h.docs.callCount()
+	h.docs.afterCall = func(n int) {
+		if n == before+1 { // after the check, before the write lands
+			h.docs.setGen("document", "k1", "o", "restricted", "dg2")
+		}
+	}
+	_, err := h.srv.AddPermissions(k1, &accessv1.AddPermissionsRequest{User: &accessv1.UserRef{UserId: "u"},
+		Permissions: &accessv1.Permissions{Resources: []*accessv1.Resource{resource("document", "restricted", "o", "editor")}}})
+	if s := st(err); s.Code() != codes.NotFound || s.Message() != "Document restricted does not exist in organization o." {
+		t.Fatalf("add during deletion: %v", s)
+	}
+	h.docs.afterCall = nil
+	checkEntry(t, "the document made again", h.doc(k1, "o", "u", "restricted"), denied("restricted", "document"))
+	grants, _ := h.store.Grants(context.Background(), "k1", "o", []string{"u"}, h.clock.Now())
+	if len(grants) != 0 {
+		t.Fatalf("grants left under the old generation: %+v", grants)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/grpcserver"
+	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/validate"
 )
 
@@ -49,7 +50,8 @@ func (s *Server) AddDocuments(ctx context.Context, req *documentsv1.AddDocuments
 		return nil, err
 	}
 	org := req.GetOrganizationId()
-	if err := s.ensureOrg(ctx, c.APIKey, org, req.GetCreateOrganization()); err != nil {
+	orgGen, err := s.ensureOrg(ctx, c.APIKey, org, req.GetCreateOrganization())
+	if err != nil {
 		return nil, err
 	}
 	var docIDs, folderIDs []string
@@ -80,12 +82,13 @@ func (s *Server) AddDocuments(ctx context.Context, req *documentsv1.AddDocuments
 				data[id] = itemResult(id, false, msgFolderMissing)
 				continue
 			}
-			if err := s.createRootFolder(ctx, c.APIKey, org, folder); err != nil {
+			if _, err := s.createRootFolder(ctx, c.APIKey, org, orgGen, folder); err != nil {
 				return nil, err
 			}
 			folders[folder] = true
 		}
-		err := s.store.CreateDocument(ctx, &Document{APIKey: c.APIKey, OrganizationID: org, ID: id, Name: trim(in.GetDocumentName()), FolderID: folder, CreatedAt: now})
+		err := s.store.CreateDocument(ctx, &Document{APIKey: c.APIKey, OrganizationID: org, ID: id, Generation: lifecycle.NewGeneration(), OrgGeneration: orgGen,
+			Name: trim(in.GetDocumentName()), FolderID: folder, CreatedAt: now})
 		switch {
 		case errors.Is(err, ErrExists):
 			data[id] = itemResult(id, false, msgDocumentExists)
@@ -95,12 +98,28 @@ func (s *Server) AddDocuments(ctx context.Context, req *documentsv1.AddDocuments
 			data[id] = itemResult(id, true, msgDocumentAdded)
 		}
 	}
+	if err := s.confirmOrg(ctx, c.APIKey, org, orgGen); err != nil {
+		return nil, err
+	}
 	return &documentsv1.ItemResultsResponse{Status: statusSuccess, Message: "Document(s) added successfully.", Data: data}, nil
 }
 
 // existingDocuments returns which of ids exist, in one query.
 func (s *Server) existingDocuments(ctx context.Context, apiKey, org string, ids []string) (map[string]bool, error) {
-	out := map[string]bool{}
+	docs, err := s.documentsByID(ctx, apiKey, org, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(docs))
+	for id := range docs {
+		out[id] = true
+	}
+	return out, nil
+}
+
+// documentsByID returns those of ids that exist, by id, in one query.
+func (s *Server) documentsByID(ctx context.Context, apiKey, org string, ids []string) (map[string]*Document, error) {
+	out := map[string]*Document{}
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -109,7 +128,7 @@ func (s *Server) existingDocuments(ctx context.Context, apiKey, org string, ids 
 		return nil, fmt.Errorf("read documents: %w", err)
 	}
 	for _, d := range docs {
-		out[d.ID] = true
+		out[d.ID] = d
 	}
 	return out, nil
 }
@@ -168,7 +187,8 @@ func (s *Server) UpdateDocuments(ctx context.Context, req *documentsv1.UpdateDoc
 		return nil, err
 	}
 	org := req.GetOrganizationId()
-	if err := s.requireOrg(ctx, c.APIKey, org); err != nil {
+	orgGen, err := s.requireOrg(ctx, c.APIKey, org)
+	if err != nil {
 		return nil, err
 	}
 	var docIDs, folderIDs []string
@@ -186,6 +206,7 @@ func (s *Server) UpdateDocuments(ctx context.Context, req *documentsv1.UpdateDoc
 	if err != nil {
 		return nil, err
 	}
+	createdFolders := false
 	data := map[string]*documentsv1.ItemResult{}
 	for _, in := range req.GetDocuments() {
 		id := in.GetDocumentId()
@@ -199,10 +220,11 @@ func (s *Server) UpdateDocuments(ctx context.Context, req *documentsv1.UpdateDoc
 				data[id] = itemResult(id, false, msgFolderMissing)
 				continue
 			}
-			if err := s.createRootFolder(ctx, c.APIKey, org, folder); err != nil {
+			if _, err := s.createRootFolder(ctx, c.APIKey, org, orgGen, folder); err != nil {
 				return nil, err
 			}
 			folders[folder] = true
+			createdFolders = true
 		}
 		_, err := s.store.UpdateDocument(ctx, c.APIKey, org, id, DocumentPatch{Name: trimPtr(in.DocumentName), FolderID: in.FolderId, Disabled: in.Disabled})
 		switch {
@@ -212,6 +234,11 @@ func (s *Server) UpdateDocuments(ctx context.Context, req *documentsv1.UpdateDoc
 			return nil, fmt.Errorf("update document: %w", err)
 		default:
 			data[id] = itemResult(id, true, msgDocumentUpdated)
+		}
+	}
+	if createdFolders {
+		if err := s.confirmOrg(ctx, c.APIKey, org, orgGen); err != nil {
+			return nil, err
 		}
 	}
 	return &documentsv1.ItemResultsResponse{Status: statusSuccess, Message: "Document(s) updated successfully.", Data: data}, nil
@@ -232,26 +259,27 @@ func (s *Server) DeleteDocuments(ctx context.Context, req *documentsv1.DeleteDoc
 	if err != nil {
 		return nil, err
 	}
-	if err := s.requireOrg(ctx, c.APIKey, org); err != nil {
+	orgGen, err := s.requireOrg(ctx, c.APIKey, org)
+	if err != nil {
 		return nil, err
 	}
-	existing, err := s.existingDocuments(ctx, c.APIKey, org, ids)
+	existing, err := s.documentsByID(ctx, c.APIKey, org, ids)
 	if err != nil {
 		return nil, err
 	}
 	data := map[string]*documentsv1.ItemResult{}
-	var gone []string
+	gone := &lifecyclev1.DocumentsDeleted{}
 	for _, id := range ids {
-		if existing[id] {
-			gone = append(gone, id)
+		if d := existing[id]; d != nil {
+			gone.DocumentIds, gone.Generations = append(gone.DocumentIds, id), append(gone.Generations, d.Generation)
 			data[id] = itemResult(id, true, msgDocumentDeleted)
 		} else {
 			data[id] = itemResult(id, false, msgDocumentMissing)
 		}
 	}
-	if len(gone) > 0 {
-		e := s.event(c.APIKey, org, eventDocumentsDeleted)
-		e.Payload = &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: &lifecyclev1.DocumentsDeleted{DocumentIds: gone}}
+	if len(gone.DocumentIds) > 0 {
+		e := s.event(c.APIKey, org, orgGen, eventDocumentsDeleted)
+		e.Payload = &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: gone}
 		if _, err := s.events.Publish(ctx, e); err != nil {
 			return nil, fmt.Errorf("delete documents: %w", err)
 		}
@@ -294,7 +322,7 @@ func (s *Server) GetDocumentsV1(ctx context.Context, req *documentsv1.GetDocumen
 	if err != nil {
 		return nil, err
 	}
-	if err := s.requireOrg(ctx, c.APIKey, org); err != nil {
+	if _, err := s.requireOrg(ctx, c.APIKey, org); err != nil {
 		return nil, err
 	}
 	// One more than the cap tells that there are more; the answer must also fit a message.
@@ -346,7 +374,7 @@ func (s *Server) GetDocuments(ctx context.Context, req *documentsv1.GetDocuments
 	if err != nil {
 		return nil, err
 	}
-	if err := s.requireOrg(ctx, c.APIKey, org); err != nil {
+	if _, err := s.requireOrg(ctx, c.APIKey, org); err != nil {
 		return nil, err
 	}
 	if folder != "" {
@@ -401,7 +429,7 @@ func (s *Server) UpdateDocumentAccess(ctx context.Context, req *documentsv1.Upda
 	if err != nil {
 		return nil, err
 	}
-	if err := s.requireOrg(ctx, c.APIKey, org); err != nil {
+	if _, err := s.requireOrg(ctx, c.APIKey, org); err != nil {
 		return nil, err
 	}
 	data := map[string]*documentsv1.AccessResult{}
@@ -430,7 +458,7 @@ func (s *Server) UpdateFolderAccess(ctx context.Context, req *documentsv1.Update
 	if err != nil {
 		return nil, err
 	}
-	if err := s.requireOrg(ctx, c.APIKey, org); err != nil {
+	if _, err := s.requireOrg(ctx, c.APIKey, org); err != nil {
 		return nil, err
 	}
 	data := map[string]*documentsv1.AccessResult{}

@@ -14,21 +14,27 @@ import (
 // data. Every branch is idempotent (removing what is gone, moving what has moved, is no change),
 // so a redelivery after a partial run finishes the job. Events are told apart by their payload,
 // not their type string, so a renamed type cannot be silently skipped.
+//
+// Every change is scoped by generation: a late delivery of an organization's or a document's
+// deletion removes the generation that was deleted, never one created since under the same id.
 func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 	var apply func(apiKey, org string) error
+	orgGen := e.GetOrganizationGeneration()
 	switch p := e.GetPayload().(type) {
 	case *lifecyclev1.Event_OrganizationDeleted:
-		apply = func(apiKey, org string) error { return s.store.DeleteOrganization(ctx, apiKey, org) }
+		apply = func(apiKey, org string) error { return s.store.DeleteOrganization(ctx, apiKey, org, orgGen) }
 	case *lifecyclev1.Event_DocumentsDeleted:
-		apply = func(apiKey, org string) error {
-			return s.store.DeleteDocuments(ctx, apiKey, org, p.DocumentsDeleted.GetDocumentIds())
+		docs, err := deletedDocuments(e, p.DocumentsDeleted)
+		if err != nil {
+			return err
 		}
+		apply = func(apiKey, org string) error { return s.store.DeleteDocuments(ctx, apiKey, org, docs) }
 	case *lifecyclev1.Event_FolderDeleted:
 		if p.FolderDeleted.GetFolderId() == "" {
 			return lifecycle.Invalid(e, "folder id")
 		}
 		apply = func(apiKey, org string) error {
-			return s.applyFolderDeleted(ctx, apiKey, org, p.FolderDeleted.GetFolderId())
+			return s.applyFolderDeleted(ctx, apiKey, org, p.FolderDeleted.GetFolderId(), p.FolderDeleted.GetGeneration())
 		}
 	case *lifecyclev1.Event_DocumentMigrated:
 		m := p.DocumentMigrated
@@ -53,10 +59,27 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 	return nil
 }
 
+// deletedDocuments pairs the ids of a document.deleted event with their generations; an event
+// from before generations has none, which names the documents of that time.
+func deletedDocuments(e *lifecyclev1.Event, p *lifecyclev1.DocumentsDeleted) ([]DocumentRef, error) {
+	ids, gens := p.GetDocumentIds(), p.GetGenerations()
+	if len(gens) != 0 && len(gens) != len(ids) {
+		return nil, lifecycle.Invalid(e, "generation for every document")
+	}
+	out := make([]DocumentRef, len(ids))
+	for i, id := range ids {
+		out[i].ID = id
+		if len(gens) > 0 {
+			out[i].Generation = gens[i]
+		}
+	}
+	return out, nil
+}
+
 // applyFolderDeleted removes a folder that is still empty. One that gained a subfolder or a
 // document since Delete Folders checked it is refused for good (FailedPrecondition), which stops
 // the event before other services drop the folder's grants.
-func (s *Server) applyFolderDeleted(ctx context.Context, apiKey, org, id string) error {
+func (s *Server) applyFolderDeleted(ctx context.Context, apiKey, org, id, gen string) error {
 	found, err := s.existingFolders(ctx, apiKey, org, []string{id})
 	if err != nil || !found[id] {
 		return err // gone already: done
@@ -68,5 +91,5 @@ func (s *Server) applyFolderDeleted(ctx context.Context, apiKey, org, id string)
 	if inUse {
 		return apierr.FailedPrecondition(msgFolderNotEmpty)
 	}
-	return s.store.DeleteFolder(ctx, apiKey, org, id)
+	return s.store.DeleteFolder(ctx, apiKey, org, id, gen)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/authn"
+	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/validate"
 )
 
@@ -57,7 +58,8 @@ func (s *Server) AddFolders(ctx context.Context, req *documentsv1.AddFoldersRequ
 		return nil, err
 	}
 	org := req.GetOrganizationId()
-	if err := s.ensureOrg(ctx, c.APIKey, org, req.GetCreateOrganization()); err != nil {
+	orgGen, err := s.ensureOrg(ctx, c.APIKey, org, req.GetCreateOrganization())
+	if err != nil {
 		return nil, err
 	}
 	defer s.lockStructure(c.APIKey, org)()
@@ -86,7 +88,8 @@ func (s *Server) AddFolders(ctx context.Context, req *documentsv1.AddFoldersRequ
 			data[id] = itemResult(id, false, msgTooDeep)
 			continue
 		}
-		f := &Folder{APIKey: c.APIKey, OrganizationID: org, ID: id, Name: trim(in.GetFolderName()), ParentID: parent, AccessType: in.GetAccessType(), CreatedAt: now}
+		f := &Folder{APIKey: c.APIKey, OrganizationID: org, ID: id, Generation: lifecycle.NewGeneration(), OrgGeneration: orgGen,
+			Name: trim(in.GetFolderName()), ParentID: parent, AccessType: in.GetAccessType(), CreatedAt: now}
 		err := s.store.CreateFolder(ctx, f)
 		switch {
 		case errors.Is(err, ErrExists):
@@ -97,6 +100,9 @@ func (s *Server) AddFolders(ctx context.Context, req *documentsv1.AddFoldersRequ
 			tree.add(f)
 			data[id] = itemResult(id, true, msgFolderAdded)
 		}
+	}
+	if err := s.confirmOrg(ctx, c.APIKey, org, orgGen); err != nil {
+		return nil, err
 	}
 	return &documentsv1.ItemResultsResponse{Status: statusSuccess, Message: "Folder(s) added successfully.", Data: data}, nil
 }
@@ -126,7 +132,7 @@ func (s *Server) GetFolders(ctx context.Context, req *documentsv1.GetFoldersRequ
 	if err != nil {
 		return nil, err
 	}
-	if err := s.requireOrg(ctx, c.APIKey, org); err != nil {
+	if _, err := s.requireOrg(ctx, c.APIKey, org); err != nil {
 		return nil, err
 	}
 	tree := s.newTree(c.APIKey, org)
@@ -206,7 +212,7 @@ func (s *Server) UpdateFolders(ctx context.Context, req *documentsv1.UpdateFolde
 		return nil, err
 	}
 	org := req.GetOrganizationId()
-	if err := s.requireOrg(ctx, c.APIKey, org); err != nil {
+	if _, err := s.requireOrg(ctx, c.APIKey, org); err != nil {
 		return nil, err
 	}
 	defer s.lockStructure(c.APIKey, org)()
@@ -292,7 +298,8 @@ func (s *Server) DeleteFolders(ctx context.Context, req *documentsv1.DeleteFolde
 	if err != nil {
 		return nil, err
 	}
-	if err := s.requireOrg(ctx, c.APIKey, org); err != nil {
+	orgGen, err := s.requireOrg(ctx, c.APIKey, org)
+	if err != nil {
 		return nil, err
 	}
 	existing, err := s.store.ListFolders(ctx, c.APIKey, org, FolderFilter{IDs: ids}, nil, 0)
@@ -302,7 +309,8 @@ func (s *Server) DeleteFolders(ctx context.Context, req *documentsv1.DeleteFolde
 	data := map[string]*documentsv1.ItemResult{}
 	// In request order, so a subfolder named before its parent empties the parent in time.
 	for _, id := range ids {
-		if !slices.ContainsFunc(existing, func(f *Folder) bool { return f.ID == id }) {
+		i := slices.IndexFunc(existing, func(f *Folder) bool { return f.ID == id })
+		if i < 0 {
 			data[id] = itemResult(id, false, msgFolderMissing)
 			continue
 		}
@@ -314,8 +322,8 @@ func (s *Server) DeleteFolders(ctx context.Context, req *documentsv1.DeleteFolde
 			data[id] = itemResult(id, false, msgFolderNotEmpty)
 			continue
 		}
-		e := s.event(c.APIKey, org, eventFolderDeleted)
-		e.Payload = &lifecyclev1.Event_FolderDeleted{FolderDeleted: &lifecyclev1.FolderDeleted{FolderId: id}}
+		e := s.event(c.APIKey, org, orgGen, eventFolderDeleted)
+		e.Payload = &lifecyclev1.Event_FolderDeleted{FolderDeleted: &lifecyclev1.FolderDeleted{FolderId: id, Generation: existing[i].Generation}}
 		r, err := s.events.Publish(ctx, e)
 		if err != nil {
 			return nil, fmt.Errorf("delete folder: %w", err)

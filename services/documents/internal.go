@@ -8,6 +8,7 @@ import (
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
 
 	"github.com/collab/collab/internal/apierr"
+	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/validate"
 )
 
@@ -36,7 +37,7 @@ func (s *Server) ResolveResources(ctx context.Context, req *documentsv1.ResolveR
 		Documents: make(map[string]*documentsv1.ResolvedResource, len(docIDs)),
 	}
 	missing := func() *documentsv1.ResolvedResource { return &documentsv1.ResolvedResource{FolderChain: []string{}} }
-	_, err = s.store.Organization(ctx, apiKey, org)
+	o, err := s.store.Organization(ctx, apiKey, org)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		// Nothing of a missing organization exists, whatever records may linger.
@@ -50,7 +51,7 @@ func (s *Server) ResolveResources(ctx context.Context, req *documentsv1.ResolveR
 	case err != nil:
 		return nil, fmt.Errorf("read organization: %w", err)
 	}
-	resp.OrganizationExists = true
+	resp.OrganizationExists, resp.OrganizationGeneration = true, o.Generation
 
 	var docs []*Document
 	if len(docIDs) > 0 {
@@ -71,7 +72,8 @@ func (s *Server) ResolveResources(ctx context.Context, req *documentsv1.ResolveR
 			resp.Folders[id] = missing()
 			continue
 		}
-		resp.Folders[id] = &documentsv1.ResolvedResource{Exists: true, AccessType: tree.access(id), FolderChain: append([]string{}, tree.ancestors(id)...)}
+		resp.Folders[id] = &documentsv1.ResolvedResource{Exists: true, AccessType: tree.access(id), Generation: tree.get(id).Generation,
+			FolderChain: append([]string{}, tree.ancestors(id)...)}
 	}
 	found := make(map[string]*Document, len(docs))
 	for _, d := range docs {
@@ -83,15 +85,21 @@ func (s *Server) ResolveResources(ctx context.Context, req *documentsv1.ResolveR
 			resp.Documents[id] = missing()
 			continue
 		}
-		resp.Documents[id] = &documentsv1.ResolvedResource{Exists: true, AccessType: tree.documentAccess(d), FolderChain: tree.chain(d.FolderID)}
+		chain := tree.chain(d.FolderID)
+		gens := make([]string, len(chain))
+		for i, f := range chain {
+			gens[i] = tree.get(f).Generation
+		}
+		resp.Documents[id] = &documentsv1.ResolvedResource{Exists: true, AccessType: tree.documentAccess(d), Generation: d.Generation,
+			FolderChain: chain, FolderChainGenerations: gens}
 	}
 	return resp, nil
 }
 
 // EnsureResources checks, and with the create flags creates, an organization, folder and
-// document for the users service. Everything is checked before anything is created, so a
-// refusal leaves nothing behind. A created folder is at the root with no access type of its
-// own; a created document goes into folder_id when one is given.
+// document for the users service, and answers their generations. Everything is checked before
+// anything is created, so a refusal leaves nothing behind. A created folder is at the root with
+// no access type of its own; a created document goes into folder_id when one is given.
 func (s *Server) EnsureResources(ctx context.Context, req *documentsv1.EnsureResourcesRequest) (*documentsv1.EnsureResourcesResponse, error) {
 	apiKey, org, folder, doc := req.GetApiKey(), req.GetOrganizationId(), req.GetFolderId(), req.GetDocumentId()
 	if err := validate.ID("apiKey", apiKey); err != nil {
@@ -106,7 +114,7 @@ func (s *Server) EnsureResources(ctx context.Context, req *documentsv1.EnsureRes
 	if err := validate.OptionalID("documentId", doc); err != nil {
 		return nil, err
 	}
-	_, err := s.store.Organization(ctx, apiKey, org)
+	o, err := s.store.Organization(ctx, apiKey, org)
 	orgExists := err == nil
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("read organization: %w", err)
@@ -114,43 +122,86 @@ func (s *Server) EnsureResources(ctx context.Context, req *documentsv1.EnsureRes
 	if !orgExists && !req.GetCreateOrganization() {
 		return nil, apierr.NotFound(msgOrgMissing)
 	}
-	folderExists, docExists := folder == "", doc == ""
-	if orgExists && !folderExists {
-		found, err := s.existingFolders(ctx, apiKey, org, []string{folder})
+	var (
+		existingFolder *Folder
+		existingDoc    *Document
+	)
+	if orgExists && folder != "" {
+		found, err := s.store.ListFolders(ctx, apiKey, org, FolderFilter{IDs: []string{folder}}, nil, 1)
+		if err != nil {
+			return nil, fmt.Errorf("read folder: %w", err)
+		}
+		if len(found) > 0 {
+			existingFolder = found[0]
+		}
+	}
+	if orgExists && doc != "" {
+		found, err := s.documentsByID(ctx, apiKey, org, []string{doc})
 		if err != nil {
 			return nil, err
 		}
-		folderExists = found[folder]
+		existingDoc = found[doc]
 	}
-	if orgExists && !docExists {
-		found, err := s.existingDocuments(ctx, apiKey, org, []string{doc})
-		if err != nil {
-			return nil, err
-		}
-		docExists = found[doc]
-	}
-	if !folderExists && !req.GetCreateFolder() {
+	if folder != "" && existingFolder == nil && !req.GetCreateFolder() {
 		return nil, apierr.NotFound(msgFolderMissing)
 	}
-	if !docExists && !req.GetCreateDocument() {
+	if doc != "" && existingDoc == nil && !req.GetCreateDocument() {
 		return nil, apierr.NotFound(msgDocumentMissing)
 	}
 
-	if !orgExists {
-		if err := s.ensureOrg(ctx, apiKey, org, true); err != nil {
+	resp := &documentsv1.EnsureResourcesResponse{}
+	created := false
+	if orgExists {
+		resp.OrganizationGeneration = o.Generation
+	} else {
+		if resp.OrganizationGeneration, err = s.ensureOrg(ctx, apiKey, org, true); err != nil {
+			return nil, err
+		}
+		created = true
+	}
+	switch {
+	case existingFolder != nil:
+		resp.FolderGeneration = existingFolder.Generation
+	case folder != "":
+		if resp.FolderGeneration, err = s.createRootFolder(ctx, apiKey, org, resp.GetOrganizationGeneration(), folder); err != nil {
+			return nil, err
+		}
+		created = true
+	}
+	switch {
+	case existingDoc != nil:
+		resp.DocumentGeneration = existingDoc.Generation
+	case doc != "":
+		if resp.DocumentGeneration, err = s.createDocument(ctx, apiKey, org, resp.GetOrganizationGeneration(), doc, folder); err != nil {
+			return nil, err
+		}
+		created = true
+	}
+	if created {
+		if err := s.confirmOrg(ctx, apiKey, org, resp.GetOrganizationGeneration()); err != nil {
 			return nil, err
 		}
 	}
-	if !folderExists {
-		if err := s.createRootFolder(ctx, apiKey, org, folder); err != nil {
-			return nil, err
-		}
+	return resp, nil
+}
+
+// createDocument makes a nameless document for the create-document flag and returns its
+// generation; one that appeared meanwhile is as good.
+func (s *Server) createDocument(ctx context.Context, apiKey, org, orgGen, id, folder string) (string, error) {
+	d := &Document{APIKey: apiKey, OrganizationID: org, ID: id, Generation: lifecycle.NewGeneration(), OrgGeneration: orgGen, FolderID: folder, CreatedAt: s.now()}
+	err := s.store.CreateDocument(ctx, d)
+	switch {
+	case err == nil:
+		return d.Generation, nil
+	case !errors.Is(err, ErrExists):
+		return "", fmt.Errorf("create document: %w", err)
 	}
-	if !docExists {
-		d := &Document{APIKey: apiKey, OrganizationID: org, ID: doc, FolderID: folder, CreatedAt: s.now()}
-		if err := s.store.CreateDocument(ctx, d); err != nil && !errors.Is(err, ErrExists) {
-			return nil, fmt.Errorf("create document: %w", err)
-		}
+	found, err := s.documentsByID(ctx, apiKey, org, []string{id})
+	if err != nil {
+		return "", err
 	}
-	return &documentsv1.EnsureResourcesResponse{}, nil
+	if found[id] == nil {
+		return "", apierr.NotFound(msgDocumentMissing)
+	}
+	return found[id].Generation, nil
 }

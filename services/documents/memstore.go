@@ -104,17 +104,19 @@ func (s *MemoryStore) RenameOrganization(_ context.Context, apiKey, id, name str
 	return nil
 }
 
-func (s *MemoryStore) DeleteOrganization(_ context.Context, apiKey, id string) error {
+func (s *MemoryStore) DeleteOrganization(_ context.Context, apiKey, id, generation string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.orgs, orgKey{apiKey, id})
-	for k := range s.folders {
-		if k.apiKey == apiKey && k.org == id {
+	if o, ok := s.orgs[orgKey{apiKey, id}]; ok && o.Generation == generation {
+		delete(s.orgs, orgKey{apiKey, id})
+	}
+	for k, f := range s.folders {
+		if k.apiKey == apiKey && k.org == id && f.OrgGeneration == generation {
 			delete(s.folders, k)
 		}
 	}
-	for k := range s.documents {
-		if k.apiKey == apiKey && k.org == id {
+	for k, d := range s.documents {
+		if k.apiKey == apiKey && k.org == id && d.OrgGeneration == generation {
 			delete(s.documents, k)
 		}
 	}
@@ -159,10 +161,13 @@ func (s *MemoryStore) UpdateFolder(_ context.Context, apiKey, orgID, id string, 
 	return copyOf(c), nil
 }
 
-func (s *MemoryStore) DeleteFolder(_ context.Context, apiKey, orgID, id string) error {
+func (s *MemoryStore) DeleteFolder(_ context.Context, apiKey, orgID, id, generation string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.folders, itemKey{apiKey, orgID, id})
+	k := itemKey{apiKey, orgID, id}
+	if f, ok := s.folders[k]; ok && f.Generation == generation {
+		delete(s.folders, k)
+	}
 	return nil
 }
 
@@ -204,11 +209,14 @@ func (s *MemoryStore) UpdateDocument(_ context.Context, apiKey, orgID, id string
 	return copyOf(c), nil
 }
 
-func (s *MemoryStore) DeleteDocuments(_ context.Context, apiKey, orgID string, ids []string) error {
+func (s *MemoryStore) DeleteDocuments(_ context.Context, apiKey, orgID string, docs []DocumentRef) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, id := range ids {
-		delete(s.documents, itemKey{apiKey, orgID, id})
+	for _, r := range docs {
+		k := itemKey{apiKey, orgID, r.ID}
+		if d, ok := s.documents[k]; ok && d.Generation == r.Generation {
+			delete(s.documents, k)
+		}
 	}
 	return nil
 }

@@ -36,23 +36,25 @@ func (s *Server) MigrateDocument(ctx context.Context, req *documentsv1.MigrateDo
 	if from == to {
 		return nil, apierr.InvalidArgument("newDocumentId must differ from documentId.")
 	}
-	if err := s.requireOrg(ctx, c.APIKey, org); err != nil {
-		return nil, err
-	}
-	existing, err := s.existingDocuments(ctx, c.APIKey, org, []string{from, to})
+	orgGen, err := s.requireOrg(ctx, c.APIKey, org)
 	if err != nil {
 		return nil, err
 	}
-	if !existing[from] {
+	existing, err := s.documentsByID(ctx, c.APIKey, org, []string{from, to})
+	if err != nil {
+		return nil, err
+	}
+	if existing[from] == nil {
 		return nil, apierr.NotFound(msgDocumentMissing)
 	}
-	if existing[to] {
+	if existing[to] != nil {
 		return nil, apierr.AlreadyExists("A document with id %s already exists.", to)
 	}
 	id := migrationIDPrefix + ids.Random(20)
-	e := s.event(c.APIKey, org, eventDocumentMigrated)
+	e := s.event(c.APIKey, org, orgGen, eventDocumentMigrated)
 	e.Id = id
-	e.Payload = &lifecyclev1.Event_DocumentMigrated{DocumentMigrated: &lifecyclev1.DocumentMigrated{FromDocumentId: from, ToDocumentId: to, MigrationId: id}}
+	e.Payload = &lifecyclev1.Event_DocumentMigrated{DocumentMigrated: &lifecyclev1.DocumentMigrated{FromDocumentId: from, ToDocumentId: to, MigrationId: id,
+		Generation: existing[from].Generation}}
 	if _, err := s.events.PublishAsync(ctx, e); err != nil {
 		return nil, fmt.Errorf("start migration: %w", err)
 	}
@@ -124,8 +126,13 @@ func (s *Server) applyMigration(ctx context.Context, apiKey, org string, m *life
 			} else if err != nil {
 				return fmt.Errorf("copy migrated document: %w", err)
 			}
+			// The organization may have gone meanwhile: then the copy goes too, and the
+			// migration fails for good.
+			if err := s.confirmOrg(ctx, apiKey, org, src.OrgGeneration); err != nil {
+				return err
+			}
 		}
-		if err := s.store.DeleteDocuments(ctx, apiKey, org, []string{from}); err != nil {
+		if err := s.store.DeleteDocuments(ctx, apiKey, org, []DocumentRef{{ID: from, Generation: src.Generation}}); err != nil {
 			return fmt.Errorf("remove migrated document: %w", err)
 		}
 		return nil
@@ -157,7 +164,17 @@ func (s *Server) DeleteDataByLocation(ctx context.Context, req *documentsv1.Dele
 	if err := validate.OptionalID("organizationId", req.GetOrganizationId()); err != nil {
 		return nil, err
 	}
-	e := s.event(c.APIKey, req.GetOrganizationId(), eventLocationDataDeleted)
+	orgGen := ""
+	if org := req.GetOrganizationId(); org != "" {
+		// A location of an organization that does not exist has no data: the event still goes,
+		// harmlessly, with the empty generation.
+		if o, err := s.store.Organization(ctx, c.APIKey, org); err == nil {
+			orgGen = o.Generation
+		} else if !errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("read organization: %w", err)
+		}
+	}
+	e := s.event(c.APIKey, req.GetOrganizationId(), orgGen, eventLocationDataDeleted)
 	e.Payload = &lifecyclev1.Event_LocationDataDeleted{LocationDataDeleted: &lifecyclev1.LocationDataDeleted{
 		DocumentId: req.GetDocumentId(), LocationId: locID, LocationName: locName,
 	}}

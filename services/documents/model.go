@@ -4,10 +4,13 @@ import "time"
 
 // Organization is one organization of a tenant (API key).
 type Organization struct {
-	APIKey    string    `bson:"apiKey"`
-	ID        string    `bson:"organizationId"`
-	Name      string    `bson:"name"`
-	CreatedAt time.Time `bson:"createdAt"`
+	APIKey string `bson:"apiKey"`
+	ID     string `bson:"organizationId"`
+	// Generation tells this organization from one deleted or created later under the same id
+	// (collab.lifecycle.v1); empty for one made before generations.
+	Generation string    `bson:"generation"`
+	Name       string    `bson:"name"`
+	CreatedAt  time.Time `bson:"createdAt"`
 }
 
 // Folder is a folder of an organization. Folders nest through ParentID only; ancestors are
@@ -16,7 +19,11 @@ type Folder struct {
 	APIKey         string `bson:"apiKey"`
 	OrganizationID string `bson:"organizationId"`
 	ID             string `bson:"folderId"`
-	Name           string `bson:"name"`
+	// Generation is the folder's; OrgGeneration its organization's, so deleting one generation
+	// of an organization removes only its own folders.
+	Generation    string `bson:"generation"`
+	OrgGeneration string `bson:"orgGeneration"`
+	Name          string `bson:"name"`
 	// ParentID is empty for a folder at the organization's root.
 	ParentID string `bson:"parentFolderId"`
 	// AccessType is the folder's own access type; empty means inherited (see effective).
@@ -29,7 +36,10 @@ type Document struct {
 	APIKey         string `bson:"apiKey"`
 	OrganizationID string `bson:"organizationId"`
 	ID             string `bson:"documentId"`
-	Name           string `bson:"name"`
+	// Generation is the document's (kept by a migration); OrgGeneration its organization's.
+	Generation    string `bson:"generation"`
+	OrgGeneration string `bson:"orgGeneration"`
+	Name          string `bson:"name"`
 	// FolderID is empty for a document outside any folder.
 	FolderID string `bson:"folderId"`
 	// AccessType is the document's own access type; empty means inherited from its folder.
@@ -39,6 +49,12 @@ type Document struct {
 	// MigrationID marks a document created by a migration, so a redelivered migration can tell
 	// its own half-finished copy from a document that was in the way.
 	MigrationID string `bson:"migrationId"`
+}
+
+// DocumentRef names one generation of a document.
+type DocumentRef struct {
+	ID         string
+	Generation string
 }
 
 // Position is a place in a listing: records are ordered by CreatedAt, then by id.

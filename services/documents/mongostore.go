@@ -161,14 +161,31 @@ func (s *MongoStore) RenameOrganization(ctx context.Context, apiKey, id, name st
 	return update(ctx, s.orgs, mongodb.Key(apiKey, id), bson.M{"name": name}, &r)
 }
 
-func (s *MongoStore) DeleteOrganization(ctx context.Context, apiKey, id string) error {
+// generation matches the given generation of a record; the empty one also matches records
+// written before generations, which have no such field.
+func generation(field, gen string) bson.M {
+	if gen == "" {
+		return bson.M{field: bson.M{"$in": bson.A{"", nil}}}
+	}
+	return bson.M{field: gen}
+}
+
+// with returns filter with the conditions of more added.
+func with(filter bson.M, more bson.M) bson.M {
+	for k, v := range more {
+		filter[k] = v
+	}
+	return filter
+}
+
+func (s *MongoStore) DeleteOrganization(ctx context.Context, apiKey, id, gen string) error {
 	// The organization goes first, so new folders and documents are refused at once; its
 	// contents follow. A failure part-way leaves an error, and the event's redelivery removes
 	// the rest.
-	if _, err := s.orgs.DeleteOne(ctx, bson.M{"_id": mongodb.Key(apiKey, id)}); err != nil {
+	if _, err := s.orgs.DeleteOne(ctx, with(bson.M{"_id": mongodb.Key(apiKey, id)}, generation("generation", gen))); err != nil {
 		return fmt.Errorf("documents store: delete organization: %w", err)
 	}
-	scope := bson.M{"apiKey": apiKey, "organizationId": id}
+	scope := with(bson.M{"apiKey": apiKey, "organizationId": id}, generation("orgGeneration", gen))
 	if _, err := s.folders.DeleteMany(ctx, scope); err != nil {
 		return fmt.Errorf("documents store: delete folders of organization: %w", err)
 	}
@@ -219,8 +236,8 @@ func (s *MongoStore) UpdateFolder(ctx context.Context, apiKey, orgID, id string,
 	return &r.Folder, nil
 }
 
-func (s *MongoStore) DeleteFolder(ctx context.Context, apiKey, orgID, id string) error {
-	if _, err := s.folders.DeleteOne(ctx, bson.M{"_id": mongodb.Key(apiKey, orgID, id)}); err != nil {
+func (s *MongoStore) DeleteFolder(ctx context.Context, apiKey, orgID, id, gen string) error {
+	if _, err := s.folders.DeleteOne(ctx, with(bson.M{"_id": mongodb.Key(apiKey, orgID, id)}, generation("generation", gen))); err != nil {
 		return fmt.Errorf("documents store: delete folder: %w", err)
 	}
 	return nil
@@ -270,12 +287,11 @@ func (s *MongoStore) UpdateDocument(ctx context.Context, apiKey, orgID, id strin
 	return &r.Document, nil
 }
 
-func (s *MongoStore) DeleteDocuments(ctx context.Context, apiKey, orgID string, ids []string) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	if _, err := s.documents.DeleteMany(ctx, bson.M{"_id": bson.M{"$in": keys(ids, apiKey, orgID)}}); err != nil {
-		return fmt.Errorf("documents store: delete documents: %w", err)
+func (s *MongoStore) DeleteDocuments(ctx context.Context, apiKey, orgID string, docs []DocumentRef) error {
+	for _, r := range docs {
+		if _, err := s.documents.DeleteOne(ctx, with(bson.M{"_id": mongodb.Key(apiKey, orgID, r.ID)}, generation("generation", r.Generation))); err != nil {
+			return fmt.Errorf("documents store: delete documents: %w", err)
+		}
 	}
 	return nil
 }

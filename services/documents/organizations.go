@@ -9,6 +9,7 @@ import (
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 
 	"github.com/collab/collab/internal/authn"
+	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/validate"
 )
 
@@ -44,7 +45,7 @@ func (s *Server) AddOrganizations(ctx context.Context, req *documentsv1.AddOrgan
 	data := map[string]*documentsv1.ItemResult{}
 	for _, o := range req.GetOrganizations() {
 		id := o.GetOrganizationId()
-		err := s.store.CreateOrganization(ctx, &Organization{APIKey: c.APIKey, ID: id, Name: trim(o.GetOrganizationName()), CreatedAt: now})
+		err := s.store.CreateOrganization(ctx, &Organization{APIKey: c.APIKey, ID: id, Generation: lifecycle.NewGeneration(), Name: trim(o.GetOrganizationName()), CreatedAt: now})
 		switch {
 		case errors.Is(err, ErrExists):
 			data[id] = itemResult(id, false, msgOrgExists)
@@ -130,7 +131,7 @@ func (s *Server) DeleteOrganizations(ctx context.Context, req *documentsv1.Delet
 	}
 	data := map[string]*documentsv1.ItemResult{}
 	for _, id := range ids {
-		_, err := s.store.Organization(ctx, c.APIKey, id)
+		o, err := s.store.Organization(ctx, c.APIKey, id)
 		if errors.Is(err, ErrNotFound) {
 			data[id] = itemResult(id, false, msgOrgMissing)
 			continue
@@ -138,7 +139,7 @@ func (s *Server) DeleteOrganizations(ctx context.Context, req *documentsv1.Delet
 		if err != nil {
 			return nil, fmt.Errorf("read organization: %w", err)
 		}
-		e := s.event(c.APIKey, id, eventOrganizationDeleted)
+		e := s.event(c.APIKey, id, o.Generation, eventOrganizationDeleted)
 		e.Payload = &lifecyclev1.Event_OrganizationDeleted{OrganizationDeleted: &lifecyclev1.OrganizationDeleted{}}
 		if _, err := s.events.Publish(ctx, e); err != nil {
 			return nil, fmt.Errorf("delete organization: %w", err)

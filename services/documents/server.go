@@ -161,41 +161,81 @@ func (s *Server) lockStructure(apiKey, org string) func() {
 	return m.Unlock
 }
 
-// requireOrg answers NOT_FOUND unless the tenant has the organization.
-func (s *Server) requireOrg(ctx context.Context, apiKey, org string) error {
+// requireOrg answers NOT_FOUND unless the tenant has the organization, and returns its
+// generation.
+func (s *Server) requireOrg(ctx context.Context, apiKey, org string) (string, error) {
 	return s.ensureOrg(ctx, apiKey, org, false)
 }
 
 // ensureOrg is requireOrg, or with create makes the organization (nameless) when it is missing.
-func (s *Server) ensureOrg(ctx context.Context, apiKey, org string, create bool) error {
-	_, err := s.store.Organization(ctx, apiKey, org)
+func (s *Server) ensureOrg(ctx context.Context, apiKey, org string, create bool) (string, error) {
+	for range 2 {
+		o, err := s.store.Organization(ctx, apiKey, org)
+		switch {
+		case err == nil:
+			return o.Generation, nil
+		case !errors.Is(err, ErrNotFound):
+			return "", fmt.Errorf("read organization: %w", err)
+		case !create:
+			return "", apierr.NotFound(msgOrgMissing)
+		}
+		o = &Organization{APIKey: apiKey, ID: org, Generation: lifecycle.NewGeneration(), CreatedAt: s.now()}
+		err = s.store.CreateOrganization(ctx, o)
+		if err == nil {
+			return o.Generation, nil
+		}
+		if !errors.Is(err, ErrExists) {
+			return "", fmt.Errorf("create organization: %w", err)
+		}
+		// Another request made it meanwhile: that one is as good; read its generation.
+	}
+	return "", apierr.NotFound(msgOrgMissing)
+}
+
+// confirmOrg runs after a request has written folders or documents of the organization's
+// generation gen. When that generation was deleted meanwhile, its deletion may have swept the
+// organization before these writes landed: the sweep runs again, which removes them, and the
+// caller learns that the organization does not exist, as if the deletion had come first. The
+// sweep goes after the organization record, so one of the two always sees the other.
+func (s *Server) confirmOrg(ctx context.Context, apiKey, org, gen string) error {
+	o, err := s.store.Organization(ctx, apiKey, org)
 	switch {
-	case err == nil:
+	case err == nil && o.Generation == gen:
 		return nil
-	case !errors.Is(err, ErrNotFound):
+	case err != nil && !errors.Is(err, ErrNotFound):
 		return fmt.Errorf("read organization: %w", err)
-	case !create:
-		return apierr.NotFound(msgOrgMissing)
 	}
-	if err := s.store.CreateOrganization(ctx, &Organization{APIKey: apiKey, ID: org, CreatedAt: s.now()}); err != nil && !errors.Is(err, ErrExists) {
-		return fmt.Errorf("create organization: %w", err)
+	if err := s.store.DeleteOrganization(context.WithoutCancel(ctx), apiKey, org, gen); err != nil {
+		return fmt.Errorf("remove what was written to a deleted organization: %w", err)
 	}
-	return nil
+	s.log.InfoContext(ctx, "documents: organization deleted during a write; the write is undone", "organization_id", org)
+	return apierr.NotFound(msgOrgMissing)
 }
 
 // createRootFolder makes a folder at the root with no access type of its own, for the
-// create-folder flags; one that appeared meanwhile is as good.
-func (s *Server) createRootFolder(ctx context.Context, apiKey, org, id string) error {
-	f := &Folder{APIKey: apiKey, OrganizationID: org, ID: id, CreatedAt: s.now()}
-	if err := s.store.CreateFolder(ctx, f); err != nil && !errors.Is(err, ErrExists) {
-		return fmt.Errorf("create folder: %w", err)
+// create-folder flags, and returns its generation; one that appeared meanwhile is as good.
+func (s *Server) createRootFolder(ctx context.Context, apiKey, org, orgGen, id string) (string, error) {
+	f := &Folder{APIKey: apiKey, OrganizationID: org, ID: id, Generation: lifecycle.NewGeneration(), OrgGeneration: orgGen, CreatedAt: s.now()}
+	err := s.store.CreateFolder(ctx, f)
+	switch {
+	case err == nil:
+		return f.Generation, nil
+	case !errors.Is(err, ErrExists):
+		return "", fmt.Errorf("create folder: %w", err)
 	}
-	return nil
+	existing, err := s.store.ListFolders(ctx, apiKey, org, FolderFilter{IDs: []string{id}}, nil, 1)
+	if err != nil {
+		return "", fmt.Errorf("read folder: %w", err)
+	}
+	if len(existing) == 0 {
+		return "", apierr.NotFound(msgFolderMissing)
+	}
+	return existing[0].Generation, nil
 }
 
-// event returns a new event of the tenant's organization.
-func (s *Server) event(apiKey, org, typ string) *lifecyclev1.Event {
-	return &lifecyclev1.Event{Type: typ, ApiKey: apiKey, OrganizationId: org, CreatedAt: float64(s.now().UnixMilli())}
+// event returns a new event of one generation of the tenant's organization.
+func (s *Server) event(apiKey, org, orgGen, typ string) *lifecyclev1.Event {
+	return &lifecyclev1.Event{Type: typ, ApiKey: apiKey, OrganizationId: org, OrganizationGeneration: orgGen, CreatedAt: float64(s.now().UnixMilli())}
 }
 
 func itemResult(id string, ok bool, msg string) *documentsv1.ItemResult {

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
@@ -1250,8 +1251,13 @@ func TestEventsAreIdempotent(t *testing.T) {
 		h.docs(k1, "keep", "", "d1")
 	}
 	setup()
+	orgGen, _ := h.store.Organization(ctx, "k1", "o")
+	folderGen := func(id string) string {
+		f, _ := h.store.ListFolders(ctx, "k1", "o", FolderFilter{IDs: []string{id}}, nil, 0)
+		return f[0].Generation
+	}
 	ev := func(id, typ string, e *lifecyclev1.Event) *lifecyclev1.Event {
-		e.Id, e.Type, e.ApiKey, e.OrganizationId = id, typ, "k1", "o"
+		e.Id, e.Type, e.ApiKey, e.OrganizationId, e.OrganizationGeneration = id, typ, "k1", "o", orgGen.Generation
 		return e
 	}
 	deliver := func(e *lifecyclev1.Event) {
@@ -1262,16 +1268,17 @@ func TestEventsAreIdempotent(t *testing.T) {
 			}
 		}
 	}
-	deliver(ev("e1", "document.deleted", &lifecyclev1.Event{Payload: &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"d1", "nope"}}}}))
+	deliver(ev("e1", "document.deleted", &lifecyclev1.Event{Payload: &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"d1", "nope"},
+		Generations: []string{h.document("k1", "o", "d1").Generation, "x"}}}}))
 	if h.document("k1", "o", "d1") != nil || h.document("k1", "o", "d2") == nil || h.document("k1", "keep", "d1") == nil {
 		t.Fatal("document.deleted removed the wrong documents")
 	}
-	deliver(ev("e2", "folder.deleted", &lifecyclev1.Event{Payload: &lifecyclev1.Event_FolderDeleted{FolderDeleted: &lifecyclev1.FolderDeleted{FolderId: "empty"}}}))
+	deliver(ev("e2", "folder.deleted", &lifecyclev1.Event{Payload: &lifecyclev1.Event_FolderDeleted{FolderDeleted: &lifecyclev1.FolderDeleted{FolderId: "empty", Generation: folderGen("empty")}}}))
 	if f, _ := h.store.ListFolders(ctx, "k1", "o", FolderFilter{}, nil, 0); !slices.Equal(folderIDs(f), []string{"full"}) {
 		t.Fatalf("after folder.deleted %v", folderIDs(f))
 	}
 	// A folder that is not empty is refused for good, so other services keep its grants.
-	err := h.srv.HandleEvent(ctx, ev("e3", "folder.deleted", &lifecyclev1.Event{Payload: &lifecyclev1.Event_FolderDeleted{FolderDeleted: &lifecyclev1.FolderDeleted{FolderId: "full"}}}))
+	err := h.srv.HandleEvent(ctx, ev("e3", "folder.deleted", &lifecyclev1.Event{Payload: &lifecyclev1.Event_FolderDeleted{FolderDeleted: &lifecyclev1.FolderDeleted{FolderId: "full", Generation: folderGen("full")}}}))
 	wantErr(t, "folder not empty", err, codes.FailedPrecondition, "Folder is not empty.")
 	before := dump(h.mem)
 	deliver(ev("e4", "location.data_deleted", &lifecyclev1.Event{Payload: &lifecyclev1.Event_LocationDataDeleted{LocationDataDeleted: &lifecyclev1.LocationDataDeleted{LocationId: "l"}}}))
@@ -1532,5 +1539,121 @@ func TestStoreFailuresAnswerInternal(t *testing.T) {
 	st := asStatus(err)
 	if st.Code() != codes.Internal || strings.Contains(st.Message(), "10.0.0.7") || !errors.Is(err, errStoreDown) {
 		t.Fatalf("broken store: %v (%v)", st, err)
+	}
+}
+
+// interleavedStore runs hook once, right after the first document is created: another request's
+// write landing between this request's steps.
+type interleavedStore struct {
+	*MemoryStore
+	hook func()
+}
+
+func (s *interleavedStore) CreateDocument(ctx context.Context, d *Document) error {
+	err := s.MemoryStore.CreateDocument(ctx, d)
+	if hook := s.hook; hook != nil {
+		s.hook = nil
+		hook()
+	}
+	return err
+}
+
+// An organization deleted (and made again) while documents are added to it keeps none of them:
+// the add answers NOT_FOUND as if the deletion had come first, and the new organization is
+// empty.
+func TestDocumentsAddedDuringOrganizationDeletionDoNotSurvive(t *testing.T) {
+	ctx := context.Background()
+	for _, recreate := range []bool{false, true} {
+		h := newHarness(t)
+		store := &interleavedStore{MemoryStore: h.mem}
+		h.store = store
+		h.start()
+		h.org(k1, "o")
+		store.hook = func() {
+			// The deletion runs whole (its event too) between the write and the check.
+			if _, err := h.srv.DeleteOrganizations(k1, &documentsv1.DeleteOrganizationsRequest{OrganizationIds: []string{"o"}}); err != nil {
+				t.Fatal(err)
+			}
+			if recreate {
+				h.org(k1, "o")
+			}
+		}
+		_, err := h.srv.AddDocuments(k1, &documentsv1.AddDocumentsRequest{OrganizationId: "o", Documents: []*documentsv1.DocumentInput{{DocumentId: "d1"}, {DocumentId: "d2"}}})
+		wantErr(t, "add during deletion", err, codes.NotFound, "Organization does not exist.")
+		if left, _ := h.mem.ListDocuments(ctx, "k1", "o", DocumentFilter{}, nil, 0); len(left) != 0 {
+			t.Fatalf("recreate=%v: documents outlived their organization: %v", recreate, documentIDs(left))
+		}
+		if _, err := h.mem.Organization(ctx, "k1", "o"); recreate != (err == nil) {
+			t.Fatalf("recreate=%v: the organization of today: %v", recreate, err)
+		}
+	}
+}
+
+// A late delivery of an organization's deletion removes that generation only: the organization
+// made again since, and its documents, stay.
+func TestLateDeletionSparesTheNextGeneration(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	h.org(k1, "o")
+	old, _ := h.mem.Organization(ctx, "k1", "o")
+	h.docs(k1, "o", "", "d")
+	oldDoc := h.document("k1", "o", "d").Generation
+	if _, err := h.srv.DeleteOrganizations(k1, &documentsv1.DeleteOrganizationsRequest{OrganizationIds: []string{"o"}}); err != nil {
+		t.Fatal(err)
+	}
+	h.org(k1, "o")
+	h.docs(k1, "o", "", "d")
+	for _, e := range []*lifecyclev1.Event{
+		{Id: "late1", Type: "organization.deleted", ApiKey: "k1", OrganizationId: "o", OrganizationGeneration: old.Generation,
+			Payload: &lifecyclev1.Event_OrganizationDeleted{OrganizationDeleted: &lifecyclev1.OrganizationDeleted{}}},
+		{Id: "late2", Type: "document.deleted", ApiKey: "k1", OrganizationId: "o", OrganizationGeneration: old.Generation,
+			Payload: &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"d"}, Generations: []string{oldDoc}}}},
+	} {
+		if err := h.srv.HandleEvent(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now, err := h.mem.Organization(ctx, "k1", "o")
+	if err != nil || now.Generation == old.Generation {
+		t.Fatalf("the organization of today went with a late deletion of the old one: %v", err)
+	}
+	if d := h.document("k1", "o", "d"); d == nil || d.Generation == oldDoc {
+		t.Fatalf("the document of today went with a late deletion of the old one: %+v", d)
+	}
+}
+
+// EnsureResources and ResolveResources answer generations; a resource made again has another.
+func TestResourcesAnswerTheirGenerations(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	ens := func() *documentsv1.EnsureResourcesResponse {
+		r, err := h.srv.EnsureResources(ctx, &documentsv1.EnsureResourcesRequest{ApiKey: "k1", OrganizationId: "o", CreateOrganization: true,
+			FolderId: "f", CreateFolder: true, DocumentId: "d", CreateDocument: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	first := ens()
+	if first.GetOrganizationGeneration() == "" || first.GetFolderGeneration() == "" || first.GetDocumentGeneration() == "" {
+		t.Fatalf("generations %v", first)
+	}
+	if again := ens(); !proto.Equal(again, first) {
+		t.Fatalf("the same resources answered other generations: %v, then %v", first, again)
+	}
+	res, err := h.srv.ResolveResources(ctx, &documentsv1.ResolveResourcesRequest{ApiKey: "k1", OrganizationId: "o", FolderIds: []string{"f"}, DocumentIds: []string{"d"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := res.GetDocuments()["d"]
+	if res.GetOrganizationGeneration() != first.GetOrganizationGeneration() || res.GetFolders()["f"].GetGeneration() != first.GetFolderGeneration() ||
+		d.GetGeneration() != first.GetDocumentGeneration() || !slices.Equal(d.GetFolderChainGenerations(), []string{first.GetFolderGeneration()}) {
+		t.Fatalf("resolved %v, ensured %v", res, first)
+	}
+	if _, err := h.srv.DeleteDocuments(callerCtx("k1", true), &documentsv1.DeleteDocumentsRequest{OrganizationId: "o", DocumentIds: []string{"d"}}); err != nil {
+		t.Fatal(err)
+	}
+	if next := ens(); next.GetDocumentGeneration() == first.GetDocumentGeneration() || next.GetOrganizationGeneration() != first.GetOrganizationGeneration() {
+		t.Fatalf("a document made again kept its generation: %v, %v", first, next)
 	}
 }

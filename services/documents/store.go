@@ -34,9 +34,10 @@ type Store interface {
 	ListOrganizations(ctx context.Context, apiKey string, ids []string, after *Position, limit int) ([]*Organization, error)
 	// RenameOrganization sets the organization's name, or returns ErrNotFound.
 	RenameOrganization(ctx context.Context, apiKey, id, name string) error
-	// DeleteOrganization removes the organization with its folders and documents. Removing
-	// what is not there is no error.
-	DeleteOrganization(ctx context.Context, apiKey, id string) error
+	// DeleteOrganization removes the given generation of the organization with its folders and
+	// documents (those whose OrgGeneration it is): an organization of another generation and
+	// its contents stay. Removing what is not there is no error.
+	DeleteOrganization(ctx context.Context, apiKey, id, generation string) error
 
 	// CreateFolder stores f, or returns ErrExists. It does not check the parent.
 	CreateFolder(ctx context.Context, f *Folder) error
@@ -44,9 +45,9 @@ type Store interface {
 	ListFolders(ctx context.Context, apiKey, orgID string, filter FolderFilter, after *Position, limit int) ([]*Folder, error)
 	// UpdateFolder applies the patch and returns the folder after it, or ErrNotFound.
 	UpdateFolder(ctx context.Context, apiKey, orgID, id string, patch FolderPatch) (*Folder, error)
-	// DeleteFolder removes the folder (not its contents). Removing what is not there is no
-	// error.
-	DeleteFolder(ctx context.Context, apiKey, orgID, id string) error
+	// DeleteFolder removes the given generation of the folder (not its contents). Removing what
+	// is not there is no error.
+	DeleteFolder(ctx context.Context, apiKey, orgID, id, generation string) error
 
 	// CreateDocument stores d, or returns ErrExists. It does not check the folder.
 	CreateDocument(ctx context.Context, d *Document) error
@@ -54,8 +55,8 @@ type Store interface {
 	ListDocuments(ctx context.Context, apiKey, orgID string, filter DocumentFilter, after *Position, limit int) ([]*Document, error)
 	// UpdateDocument applies the patch and returns the document after it, or ErrNotFound.
 	UpdateDocument(ctx context.Context, apiKey, orgID, id string, patch DocumentPatch) (*Document, error)
-	// DeleteDocuments removes the documents among ids that exist.
-	DeleteDocuments(ctx context.Context, apiKey, orgID string, ids []string) error
+	// DeleteDocuments removes the documents named that exist in the generation named.
+	DeleteDocuments(ctx context.Context, apiKey, orgID string, docs []DocumentRef) error
 
 	// Ping reports whether the store can serve requests.
 	Ping(ctx context.Context) error

@@ -153,8 +153,8 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		}
 		last := page1[1].position()
 		// Between pages: the next one goes, an old one goes, a new one comes.
-		_ = s.DeleteOrganization(ctx, "k1", "c")
-		_ = s.DeleteOrganization(ctx, "k1", "b")
+		_ = s.DeleteOrganization(ctx, "k1", "c", "")
+		_ = s.DeleteOrganization(ctx, "k1", "b", "")
 		mustOrg(t, s, &Organization{APIKey: "k1", ID: "0-new", CreatedAt: at(10)})
 		page2, _ := s.ListOrganizations(ctx, "k1", nil, &last, 10)
 		if !slices.Equal(orgIDs(page2), []string{"d", "0-new"}) {
@@ -239,10 +239,10 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			t.Fatalf("empty patch of a missing folder: %v", err)
 		}
 
-		if err := s.DeleteFolder(ctx, "k1", "o", "f1"); err != nil {
+		if err := s.DeleteFolder(ctx, "k1", "o", "f1", ""); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.DeleteFolder(ctx, "k1", "o", "f1"); err != nil {
+		if err := s.DeleteFolder(ctx, "k1", "o", "f1", ""); err != nil {
 			t.Fatalf("second delete: %v", err)
 		}
 		left, _ := s.ListFolders(ctx, "k1", "o", FolderFilter{}, nil, 0)
@@ -291,10 +291,10 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			t.Fatalf("empty patch of a missing document: %v", err)
 		}
 
-		if err := s.DeleteDocuments(ctx, "k1", "o", []string{"d1", "nope"}); err != nil {
+		if err := s.DeleteDocuments(ctx, "k1", "o", refs("d1", "nope")); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.DeleteDocuments(ctx, "k1", "o", []string{"d1"}); err != nil {
+		if err := s.DeleteDocuments(ctx, "k1", "o", refs("d1")); err != nil {
 			t.Fatalf("second delete: %v", err)
 		}
 		if err := s.DeleteDocuments(ctx, "k1", "o", nil); err != nil {
@@ -342,7 +342,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		}
 		pos := page1[1].position()
 		// Between pages: the last listed and a later one go, one arrives.
-		_ = s.DeleteDocuments(ctx, "k1", "o", []string{"d2a", "d3"})
+		_ = s.DeleteDocuments(ctx, "k1", "o", refs("d2a", "d3"))
 		add("d0", "", 6)
 		page2, _ := s.ListDocuments(ctx, "k1", "o", DocumentFilter{}, &pos, 2)
 		if !slices.Equal(documentIDs(page2), []string{"d2b", "d4"}) {
@@ -367,6 +367,47 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		}
 	})
 
+	// A deletion names a generation: what another generation of the same ids holds stays.
+	t.Run("deletions are scoped by generation", func(t *testing.T) {
+		s := newStore(t)
+		mustOrg(t, s, &Organization{APIKey: "k1", ID: "o", Generation: "g2", CreatedAt: at(0)})
+		for _, gen := range []string{"g1", "g2"} {
+			mustFolder(t, s, &Folder{APIKey: "k1", OrganizationID: "o", ID: "f-" + gen, Generation: "fg", OrgGeneration: gen, CreatedAt: at(1)})
+			mustDoc(t, s, &Document{APIKey: "k1", OrganizationID: "o", ID: "d-" + gen, Generation: "dg", OrgGeneration: gen, CreatedAt: at(1)})
+		}
+		// The old generation's sweep leaves the organization of today and its contents.
+		if err := s.DeleteOrganization(ctx, "k1", "o", "g1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Organization(ctx, "k1", "o"); err != nil {
+			t.Fatalf("the newer organization went with the older one's sweep: %v", err)
+		}
+		f, _ := s.ListFolders(ctx, "k1", "o", FolderFilter{}, nil, 0)
+		d, _ := s.ListDocuments(ctx, "k1", "o", DocumentFilter{}, nil, 0)
+		if !slices.Equal(folderIDs(f), []string{"f-g2"}) || !slices.Equal(documentIDs(d), []string{"d-g2"}) {
+			t.Fatalf("after the g1 sweep: %v %v", folderIDs(f), documentIDs(d))
+		}
+		// A document or folder of another generation than the one named stays.
+		must(t, s.DeleteDocuments(ctx, "k1", "o", []DocumentRef{{ID: "d-g2", Generation: "other"}}))
+		must(t, s.DeleteFolder(ctx, "k1", "o", "f-g2", "other"))
+		f, _ = s.ListFolders(ctx, "k1", "o", FolderFilter{}, nil, 0)
+		d, _ = s.ListDocuments(ctx, "k1", "o", DocumentFilter{}, nil, 0)
+		if len(f) != 1 || len(d) != 1 {
+			t.Fatalf("a deletion of another generation removed %v %v", folderIDs(f), documentIDs(d))
+		}
+		must(t, s.DeleteDocuments(ctx, "k1", "o", []DocumentRef{{ID: "d-g2", Generation: "dg"}}))
+		must(t, s.DeleteFolder(ctx, "k1", "o", "f-g2", "fg"))
+		f, _ = s.ListFolders(ctx, "k1", "o", FolderFilter{}, nil, 0)
+		d, _ = s.ListDocuments(ctx, "k1", "o", DocumentFilter{}, nil, 0)
+		if len(f) != 0 || len(d) != 0 {
+			t.Fatalf("left %v %v", folderIDs(f), documentIDs(d))
+		}
+		must(t, s.DeleteOrganization(ctx, "k1", "o", "g2"))
+		if _, err := s.Organization(ctx, "k1", "o"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("organization left: %v", err)
+		}
+	})
+
 	t.Run("delete an organization removes its folders and documents only", func(t *testing.T) {
 		s := newStore(t)
 		for _, o := range []*Organization{{APIKey: "k1", ID: "o"}, {APIKey: "k1", ID: "keep"}, {APIKey: "k2", ID: "o"}} {
@@ -376,7 +417,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			mustDoc(t, s, &Document{APIKey: o.APIKey, OrganizationID: o.ID, ID: "d", FolderID: "f", CreatedAt: at(1)})
 		}
 		for range 2 { // idempotent
-			if err := s.DeleteOrganization(ctx, "k1", "o"); err != nil {
+			if err := s.DeleteOrganization(ctx, "k1", "o", ""); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -420,4 +461,20 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// refs names documents of the empty generation.
+func refs(ids ...string) []DocumentRef {
+	out := make([]DocumentRef, len(ids))
+	for i, id := range ids {
+		out[i].ID = id
+	}
+	return out
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -13,23 +13,30 @@ import (
 // Every branch is idempotent (removing what is gone, moving what has moved, is no change), so a
 // redelivery after a partial run finishes the job. Events are told apart by their payload, not
 // their type string, so a renamed type cannot be silently skipped.
+//
+// Records are keyed by the generation of the organization and document they belong to
+// (lifecycle.Ref), and so are the changes: a late delivery removes what the deleted generation
+// had, never what one created since under the same ids has.
 func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
-	var apply func(apiKey, org string) error
+	var apply func(apiKey, orgRef string) error
 	switch p := e.GetPayload().(type) {
 	case *lifecyclev1.Event_OrganizationDeleted:
-		apply = func(apiKey, org string) error { return s.store.DeleteOrganization(ctx, apiKey, org) }
+		apply = func(apiKey, orgRef string) error { return s.store.DeleteOrganization(ctx, apiKey, orgRef) }
 	case *lifecyclev1.Event_DocumentsDeleted:
-		apply = func(apiKey, org string) error {
-			return s.store.DeleteDocuments(ctx, apiKey, org, p.DocumentsDeleted.GetDocumentIds())
+		docs, err := lifecycle.DeletedDocuments(e, p.DocumentsDeleted)
+		if err != nil {
+			return err
 		}
+		apply = func(apiKey, orgRef string) error { return s.store.DeleteDocuments(ctx, apiKey, orgRef, docs) }
 	case *lifecyclev1.Event_DocumentMigrated:
-		from, to := p.DocumentMigrated.GetFromDocumentId(), p.DocumentMigrated.GetToDocumentId()
-		if from == "" || to == "" {
+		m := p.DocumentMigrated
+		if m.GetFromDocumentId() == "" || m.GetToDocumentId() == "" {
 			return lifecycle.Invalid(e, "document ids")
 		}
-		apply = func(apiKey, org string) error { return s.store.MoveDocument(ctx, apiKey, org, from, to) }
+		from, to := lifecycle.Ref(m.GetFromDocumentId(), m.GetGeneration()), lifecycle.Ref(m.GetToDocumentId(), m.GetGeneration())
+		apply = func(apiKey, orgRef string) error { return s.store.MoveDocument(ctx, apiKey, orgRef, from, to) }
 	case *lifecyclev1.Event_UsersRemoved:
-		apply = func(apiKey, org string) error { return s.removeUsers(ctx, apiKey, org, p.UsersRemoved) }
+		apply = func(apiKey, orgRef string) error { return s.removeUsers(ctx, apiKey, orgRef, p.UsersRemoved) }
 	default:
 		// folder.deleted (folder grants live in access), location.data_deleted (no feature data
 		// here) and types this version does not know: nothing of ours to change.
@@ -39,7 +46,7 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 	if err != nil {
 		return err
 	}
-	if err := apply(apiKey, org); err != nil {
+	if err := apply(apiKey, lifecycle.Ref(org, e.GetOrganizationGeneration())); err != nil {
 		return fmt.Errorf("users: apply %s %s: %w", e.GetType(), e.GetId(), err)
 	}
 	s.log.DebugContext(ctx, "users: event applied", "event_id", e.GetId(), "type", e.GetType(), "organization_id", org)
@@ -50,12 +57,12 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 // organization's contact list, every document contact list and every group of it; for one
 // document, only that document's list. For a folder there is no list here (access removes the
 // folder grants).
-func (s *Server) removeUsers(ctx context.Context, apiKey, org string, r *lifecyclev1.UsersRemoved) error {
+func (s *Server) removeUsers(ctx context.Context, apiKey, orgRef string, r *lifecyclev1.UsersRemoved) error {
 	switch {
 	case r.GetDocumentId() != "":
-		return s.store.RemoveDocumentContacts(ctx, apiKey, org, r.GetDocumentId(), r.GetUserIds())
+		return s.store.RemoveDocumentContacts(ctx, apiKey, orgRef, lifecycle.Ref(r.GetDocumentId(), r.GetDocumentGeneration()), r.GetUserIds())
 	case r.GetFolderId() != "":
 		return nil
 	}
-	return s.store.RemoveUsers(ctx, apiKey, org, r.GetUserIds())
+	return s.store.RemoveUsers(ctx, apiKey, orgRef, r.GetUserIds())
 }

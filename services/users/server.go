@@ -39,7 +39,10 @@ const (
 	msgAddedToGroup     = "User added to group."
 	msgRemovedFromGroup = "User removed from group."
 	msgNotInGroup       = "User is not in the group."
-	msgTooManyUsers     = "This organization has more users than Get Users answers at once (at most 50000, within 8 MiB); narrow it with userIds, documentId or organizationUserGroupIds."
+	// The documents service's words, for a resource deleted while a request wrote to it.
+	msgOrgMissing      = "Organization does not exist."
+	msgDocumentMissing = "Document does not exist."
+	msgTooManyUsers    = "This organization has more users than Get Users answers at once (at most 50000, within 8 MiB); narrow it with userIds, documentId or organizationUserGroupIds."
 )
 
 // Resource types of access.SetRoles.
@@ -118,11 +121,12 @@ func (s *Server) AddUsers(ctx context.Context, req *usersv1.AddUsersRequest) (*u
 		return nil, err
 	}
 	org, doc, folder := req.GetOrganizationId(), req.GetDocumentId(), req.GetFolderId()
-	if err := s.ensure(ctx, &documentsv1.EnsureResourcesRequest{
+	p, err := s.ensure(ctx, &documentsv1.EnsureResourcesRequest{
 		ApiKey: c.APIKey, OrganizationId: org, CreateOrganization: req.GetCreateOrganization(),
 		FolderId: folder, CreateFolder: req.GetCreateFolder(),
 		DocumentId: doc, CreateDocument: req.GetCreateDocument(),
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
 
@@ -136,16 +140,16 @@ func (s *Server) AddUsers(ctx context.Context, req *usersv1.AddUsersRequest) (*u
 			return nil, fmt.Errorf("add users: %w", err)
 		}
 	}
-	if err := s.store.AddMembers(ctx, c.APIKey, org, ids); err != nil {
+	if err := s.store.AddMembers(ctx, c.APIKey, p.orgRef, ids); err != nil {
 		return nil, fmt.Errorf("add users: %w", err)
 	}
 	if doc != "" {
-		if err := s.store.AddDocumentContacts(ctx, c.APIKey, org, doc, ids); err != nil {
+		if err := s.store.AddDocumentContacts(ctx, c.APIKey, p.orgRef, p.docRef, ids); err != nil {
 			return nil, fmt.Errorf("add users: %w", err)
 		}
 	}
 
-	scoped := scopeOf(org, doc, folder)
+	scoped := p.scope()
 	data := make(map[string]*usersv1.UserResult, len(ids))
 	for _, u := range req.GetUsers() {
 		// No role given: editor for a newcomer, and an existing role stays as it is.
@@ -153,11 +157,14 @@ func (s *Server) AddUsers(ctx context.Context, req *usersv1.AddUsersRequest) (*u
 		if role == "" {
 			role, onlyIfAbsent = validate.RoleEditor, true
 		}
-		err := s.setRole(ctx, c.APIKey, org, u.GetUserId(), scope{resourceOrganization, org}, role, onlyIfAbsent)
+		err := s.setRole(ctx, c.APIKey, p, u.GetUserId(), p.orgScope(), role, onlyIfAbsent)
 		if err == nil && scoped.resourceType != resourceOrganization {
-			err = s.setRole(ctx, c.APIKey, org, u.GetUserId(), scoped, role, onlyIfAbsent)
+			err = s.setRole(ctx, c.APIKey, p, u.GetUserId(), scoped, role, onlyIfAbsent)
 		}
 		data[u.GetUserId()] = s.roleResult(ctx, u.GetUserId(), msgUserAdded, err)
+	}
+	if err := s.confirm(ctx, c.APIKey, p); err != nil {
+		return nil, err
 	}
 	return &usersv1.UserResultsResponse{Status: statusSuccess, Message: msgUsersProcessed, Data: data}, nil
 }
@@ -182,7 +189,8 @@ func (s *Server) GetUsers(ctx context.Context, req *usersv1.GetUsersRequest) (*u
 	if err != nil {
 		return nil, err
 	}
-	if err := s.ensure(ctx, &documentsv1.EnsureResourcesRequest{ApiKey: c.APIKey, OrganizationId: org}); err != nil {
+	p, err := s.ensure(ctx, &documentsv1.EnsureResourcesRequest{ApiKey: c.APIKey, OrganizationId: org})
+	if err != nil {
 		return nil, err
 	}
 
@@ -193,17 +201,28 @@ func (s *Server) GetUsers(ctx context.Context, req *usersv1.GetUsersRequest) (*u
 		only = userIDs
 	}
 	if len(groupIDs) > 0 {
-		if only, err = s.store.GroupMembers(ctx, c.APIKey, org, groupIDs, only); err != nil {
+		if only, err = s.store.GroupMembers(ctx, c.APIKey, p.orgRef, groupIDs, only); err != nil {
 			return nil, fmt.Errorf("get users: %w", err)
 		}
 	}
 	if doc != "" {
-		if only, err = s.store.DocumentContacts(ctx, c.APIKey, org, doc, only); err != nil {
-			return nil, fmt.Errorf("get users: %w", err)
+		// The document's contacts of its current generation: a list left under a deleted one
+		// is never read.
+		docRef, exists, err := s.documentRef(ctx, c.APIKey, org, doc)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case !exists:
+			only = []string{} // matches nobody
+		default:
+			if only, err = s.store.DocumentContacts(ctx, c.APIKey, p.orgRef, docRef, only); err != nil {
+				return nil, fmt.Errorf("get users: %w", err)
+			}
 		}
 	}
 	// One more than the cap tells that there are more; the answer must also fit a message.
-	members, err := s.store.Members(ctx, c.APIKey, org, only, maxGetUsers+1)
+	members, err := s.store.Members(ctx, c.APIKey, p.orgRef, only, maxGetUsers+1)
 	if err != nil {
 		return nil, fmt.Errorf("get users: %w", err)
 	}
@@ -242,19 +261,20 @@ func (s *Server) UpdateUsers(ctx context.Context, req *usersv1.UpdateUsersReques
 		return nil, err
 	}
 	org, doc, folder := req.GetOrganizationId(), req.GetDocumentId(), req.GetFolderId()
-	if err := s.ensure(ctx, &documentsv1.EnsureResourcesRequest{ApiKey: c.APIKey, OrganizationId: org, FolderId: folder, DocumentId: doc}); err != nil {
+	p, err := s.ensure(ctx, &documentsv1.EnsureResourcesRequest{ApiKey: c.APIKey, OrganizationId: org, FolderId: folder, DocumentId: doc})
+	if err != nil {
 		return nil, err
 	}
 	ids := make([]string, 0, len(req.GetUsers()))
 	for _, u := range req.GetUsers() {
 		ids = append(ids, u.GetUserId())
 	}
-	members, err := s.memberSet(ctx, c.APIKey, org, ids)
+	members, err := s.memberSet(ctx, c.APIKey, p.orgRef, ids)
 	if err != nil {
 		return nil, fmt.Errorf("update users: %w", err)
 	}
 
-	target := scopeOf(org, doc, folder)
+	target := p.scope()
 	data := make(map[string]*usersv1.UserResult, len(ids))
 	for _, u := range req.GetUsers() {
 		id := u.GetUserId()
@@ -270,7 +290,7 @@ func (s *Server) UpdateUsers(ctx context.Context, req *usersv1.UpdateUsersReques
 		}
 		var roleErr error
 		if role := u.GetAccessRole(); role != "" {
-			roleErr = s.setRole(ctx, c.APIKey, org, id, target, role, false)
+			roleErr = s.setRole(ctx, c.APIKey, p, id, target, role, false)
 		}
 		data[id] = s.roleResult(ctx, id, msgUserUpdated, roleErr)
 	}
@@ -290,10 +310,11 @@ func (s *Server) DeleteUsers(ctx context.Context, req *usersv1.DeleteUsersReques
 	if err != nil {
 		return nil, err
 	}
-	if err := s.ensure(ctx, &documentsv1.EnsureResourcesRequest{ApiKey: c.APIKey, OrganizationId: org, FolderId: folder, DocumentId: doc}); err != nil {
+	p, err := s.ensure(ctx, &documentsv1.EnsureResourcesRequest{ApiKey: c.APIKey, OrganizationId: org, FolderId: folder, DocumentId: doc})
+	if err != nil {
 		return nil, err
 	}
-	members, err := s.store.Members(ctx, c.APIKey, org, ids, 0)
+	members, err := s.store.Members(ctx, c.APIKey, p.orgRef, ids, 0)
 	if err != nil {
 		return nil, fmt.Errorf("delete users: %w", err)
 	}
@@ -301,10 +322,11 @@ func (s *Server) DeleteUsers(ctx context.Context, req *usersv1.DeleteUsersReques
 		// The event is the only write: every service, this one included (HandleEvent), removes
 		// its part when it is delivered, and delivery is retried until each has.
 		if _, err := s.events.Publish(ctx, &lifecyclev1.Event{
-			Type: eventUsersRemoved, ApiKey: c.APIKey, OrganizationId: org,
+			Type: eventUsersRemoved, ApiKey: c.APIKey, OrganizationId: org, OrganizationGeneration: p.gens.GetOrganizationGeneration(),
 			CreatedAt: float64(s.clock.Now().UnixMilli()),
 			Payload: &lifecyclev1.Event_UsersRemoved{UsersRemoved: &lifecyclev1.UsersRemoved{
 				UserIds: members, DocumentId: doc, FolderId: folder,
+				DocumentGeneration: p.gens.GetDocumentGeneration(), FolderGeneration: p.gens.GetFolderGeneration(),
 			}},
 		}); err != nil {
 			return nil, fmt.Errorf("delete users: publish %s: %w", eventUsersRemoved, err)
@@ -336,12 +358,13 @@ func (s *Server) AddUserGroups(ctx context.Context, req *usersv1.AddUserGroupsRe
 		return nil, err
 	}
 	org := req.GetOrganizationId()
-	if err := s.ensure(ctx, &documentsv1.EnsureResourcesRequest{ApiKey: c.APIKey, OrganizationId: org}); err != nil {
+	p, err := s.ensure(ctx, &documentsv1.EnsureResourcesRequest{ApiKey: c.APIKey, OrganizationId: org})
+	if err != nil {
 		return nil, err
 	}
 	data := make(map[string]*usersv1.UserResult, len(req.GetOrganizationUserGroups()))
 	for _, g := range req.GetOrganizationUserGroups() {
-		created, err := s.store.UpsertGroup(ctx, c.APIKey, org, Group{GroupID: g.GetGroupId(), Name: trim(g.GetGroupName())})
+		created, err := s.store.UpsertGroup(ctx, c.APIKey, p.orgRef, Group{GroupID: g.GetGroupId(), Name: trim(g.GetGroupName())})
 		if err != nil {
 			return nil, fmt.Errorf("add user groups: %w", err)
 		}
@@ -351,23 +374,29 @@ func (s *Server) AddUserGroups(ctx context.Context, req *usersv1.AddUserGroupsRe
 		}
 		data[g.GetGroupId()] = &usersv1.UserResult{Success: true, Id: g.GetGroupId(), Message: msg}
 	}
+	if err := s.confirm(ctx, c.APIKey, p); err != nil {
+		return nil, err
+	}
 	return &usersv1.UserResultsResponse{Status: statusSuccess, Message: msgGroupsProcessed, Data: data}, nil
 }
 
 func (s *Server) AddUsersToGroup(ctx context.Context, req *usersv1.AddUsersToGroupRequest) (*usersv1.UserResultsResponse, error) {
-	apiKey, members, ids, err := s.groupRequest(ctx, req.GetOrganizationId(), req.GetOrganizationUserGroupId(), req.GetUserIds())
+	apiKey, p, members, ids, err := s.groupRequest(ctx, req.GetOrganizationId(), req.GetOrganizationUserGroupId(), req.GetUserIds())
 	if err != nil {
 		return nil, err
 	}
-	org, group := req.GetOrganizationId(), req.GetOrganizationUserGroupId()
+	group := req.GetOrganizationUserGroupId()
 	adding := make([]string, 0, len(ids))
 	for _, id := range ids {
 		if members[id] {
 			adding = append(adding, id)
 		}
 	}
-	if err := s.store.AddGroupMembers(ctx, apiKey, org, group, adding); err != nil {
+	if err := s.store.AddGroupMembers(ctx, apiKey, p.orgRef, group, adding); err != nil {
 		return nil, fmt.Errorf("add users to group: %w", err)
+	}
+	if err := s.confirm(ctx, apiKey, p); err != nil {
+		return nil, err
 	}
 	data := make(map[string]*usersv1.UserResult, len(ids))
 	for _, id := range ids {
@@ -381,16 +410,16 @@ func (s *Server) AddUsersToGroup(ctx context.Context, req *usersv1.AddUsersToGro
 }
 
 func (s *Server) DeleteUsersFromGroup(ctx context.Context, req *usersv1.DeleteUsersFromGroupRequest) (*usersv1.UserResultsResponse, error) {
-	apiKey, members, ids, err := s.groupRequest(ctx, req.GetOrganizationId(), req.GetOrganizationUserGroupId(), req.GetUserIds())
+	apiKey, p, members, ids, err := s.groupRequest(ctx, req.GetOrganizationId(), req.GetOrganizationUserGroupId(), req.GetUserIds())
 	if err != nil {
 		return nil, err
 	}
-	org, group := req.GetOrganizationId(), req.GetOrganizationUserGroupId()
-	inGroup, err := s.store.GroupMembers(ctx, apiKey, org, []string{group}, ids)
+	group := req.GetOrganizationUserGroupId()
+	inGroup, err := s.store.GroupMembers(ctx, apiKey, p.orgRef, []string{group}, ids)
 	if err != nil {
 		return nil, fmt.Errorf("delete users from group: %w", err)
 	}
-	if err := s.store.RemoveGroupMembers(ctx, apiKey, org, group, inGroup); err != nil {
+	if err := s.store.RemoveGroupMembers(ctx, apiKey, p.orgRef, group, inGroup); err != nil {
 		return nil, fmt.Errorf("delete users from group: %w", err)
 	}
 	removed := make(map[string]bool, len(inGroup))
@@ -412,66 +441,131 @@ func (s *Server) DeleteUsersFromGroup(ctx context.Context, req *usersv1.DeleteUs
 }
 
 // groupRequest validates a request on a group's members, checks that the organization and the
-// group exist, and returns the caller's API key, which of the (de-duplicated) ids are members
-// of the organization, and the ids.
-func (s *Server) groupRequest(ctx context.Context, org, group string, rawIDs []string) (string, map[string]bool, []string, error) {
+// group exist, and returns the caller's API key, the organization, which of the
+// (de-duplicated) ids are members of it, and the ids.
+func (s *Server) groupRequest(ctx context.Context, org, group string, rawIDs []string) (string, place, map[string]bool, []string, error) {
 	c, err := authn.RequireCaller(ctx)
 	if err != nil {
-		return "", nil, nil, err
+		return "", place{}, nil, nil, err
 	}
 	if err := validate.ID("organizationId", org); err != nil {
-		return "", nil, nil, err
+		return "", place{}, nil, nil, err
 	}
 	if err := validate.ID("organizationUserGroupId", group); err != nil {
-		return "", nil, nil, err
+		return "", place{}, nil, nil, err
 	}
 	ids, err := validate.IDs("userIds", rawIDs, true, maxUserIDs)
 	if err != nil {
-		return "", nil, nil, err
+		return "", place{}, nil, nil, err
 	}
-	if err := s.ensure(ctx, &documentsv1.EnsureResourcesRequest{ApiKey: c.APIKey, OrganizationId: org}); err != nil {
-		return "", nil, nil, err
-	}
-	if _, err := s.store.Group(ctx, c.APIKey, org, group); errors.Is(err, ErrNotFound) {
-		return "", nil, nil, apierr.NotFound(msgGroupMissing)
-	} else if err != nil {
-		return "", nil, nil, fmt.Errorf("read group: %w", err)
-	}
-	members, err := s.memberSet(ctx, c.APIKey, org, ids)
+	p, err := s.ensure(ctx, &documentsv1.EnsureResourcesRequest{ApiKey: c.APIKey, OrganizationId: org})
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("read members: %w", err)
+		return "", place{}, nil, nil, err
 	}
-	return c.APIKey, members, ids, nil
+	if _, err := s.store.Group(ctx, c.APIKey, p.orgRef, group); errors.Is(err, ErrNotFound) {
+		return "", place{}, nil, nil, apierr.NotFound(msgGroupMissing)
+	} else if err != nil {
+		return "", place{}, nil, nil, fmt.Errorf("read group: %w", err)
+	}
+	members, err := s.memberSet(ctx, c.APIKey, p.orgRef, ids)
+	if err != nil {
+		return "", place{}, nil, nil, fmt.Errorf("read members: %w", err)
+	}
+	return c.APIKey, p, members, ids, nil
 }
 
 // ---- Calls to other services ----
 
+// place is an organization, and a folder or document of it, as the request named them and as
+// the stores key them: by id and generation (lifecycle.Ref), so that records a racing request
+// left under a generation deleted meanwhile are never read again.
+type place struct {
+	org, folder, doc          string
+	orgRef, folderRef, docRef string
+	gens                      *documentsv1.EnsureResourcesResponse
+}
+
 // ensure asks the documents service for the organization, folder and document (creating them
-// when the request says so).
-func (s *Server) ensure(ctx context.Context, req *documentsv1.EnsureResourcesRequest) error {
-	if _, err := s.docs.EnsureResources(ctx, req); err != nil {
-		return apierr.FromPeer("ensure resources", err)
+// when the request says so) and their generations.
+func (s *Server) ensure(ctx context.Context, req *documentsv1.EnsureResourcesRequest) (place, error) {
+	gens, err := s.docs.EnsureResources(ctx, req)
+	if err != nil {
+		return place{}, apierr.FromPeer("ensure resources", err)
+	}
+	p := place{org: req.GetOrganizationId(), folder: req.GetFolderId(), doc: req.GetDocumentId(), gens: gens}
+	p.orgRef = lifecycle.Ref(p.org, gens.GetOrganizationGeneration())
+	if p.folder != "" {
+		p.folderRef = lifecycle.Ref(p.folder, gens.GetFolderGeneration())
+	}
+	if p.doc != "" {
+		p.docRef = lifecycle.Ref(p.doc, gens.GetDocumentGeneration())
+	}
+	return p, nil
+}
+
+// documentRef returns the store key of a document's current generation, and whether it exists.
+func (s *Server) documentRef(ctx context.Context, apiKey, org, doc string) (string, bool, error) {
+	res, err := s.docs.ResolveResources(ctx, &documentsv1.ResolveResourcesRequest{ApiKey: apiKey, OrganizationId: org, DocumentIds: []string{doc}})
+	if err != nil {
+		return "", false, apierr.FromPeer("resolve resources", err)
+	}
+	d := res.GetDocuments()[doc]
+	return lifecycle.Ref(doc, d.GetGeneration()), d.GetExists(), nil
+}
+
+// confirm runs after a request has written records of p. When the organization or the document
+// was deleted meanwhile (its generation is no longer there), its deletion may have swept our
+// records before these writes landed: the records of that generation go again, and the caller
+// learns that it does not exist, as if the deletion had come first. Nobody reads under a dead
+// generation, so this is tidying, and what it misses (a crash just before it) stays unseen.
+func (s *Server) confirm(ctx context.Context, apiKey string, p place) error {
+	req := &documentsv1.ResolveResourcesRequest{ApiKey: apiKey, OrganizationId: p.org}
+	if p.doc != "" {
+		req.DocumentIds = []string{p.doc}
+	}
+	res, err := s.docs.ResolveResources(ctx, req)
+	if err != nil {
+		return apierr.FromPeer("resolve resources", err)
+	}
+	tidy := context.WithoutCancel(ctx)
+	if !res.GetOrganizationExists() || res.GetOrganizationGeneration() != p.gens.GetOrganizationGeneration() {
+		if err := s.store.DeleteOrganization(tidy, apiKey, p.orgRef); err != nil {
+			return fmt.Errorf("remove records of a deleted organization: %w", err)
+		}
+		return apierr.NotFound(msgOrgMissing)
+	}
+	if d := res.GetDocuments()[p.doc]; p.doc != "" && (!d.GetExists() || d.GetGeneration() != p.gens.GetDocumentGeneration()) {
+		if err := s.store.DeleteDocuments(tidy, apiKey, p.orgRef, []string{p.docRef}); err != nil {
+			return fmt.Errorf("remove records of a deleted document: %w", err)
+		}
+		return apierr.NotFound(msgDocumentMissing)
 	}
 	return nil
 }
 
-// scope is where a role applies: the organization, or one folder or document of it.
-type scope struct{ resourceType, resourceID string }
+// scope is where a role applies: the organization, or one folder or document of it, with the
+// generation the grant is keyed by.
+type scope struct{ resourceType, resourceID, generation string }
 
-func scopeOf(org, doc, folder string) scope {
-	switch {
-	case doc != "":
-		return scope{resourceDocument, doc}
-	case folder != "":
-		return scope{resourceFolder, folder}
-	}
-	return scope{resourceOrganization, org}
+func (p place) orgScope() scope {
+	return scope{resourceOrganization, p.org, p.gens.GetOrganizationGeneration()}
 }
 
-func (s *Server) setRole(ctx context.Context, apiKey, org, userID string, at scope, role string, onlyIfAbsent bool) error {
+// scope is the narrowest resource p names.
+func (p place) scope() scope {
+	switch {
+	case p.doc != "":
+		return scope{resourceDocument, p.doc, p.gens.GetDocumentGeneration()}
+	case p.folder != "":
+		return scope{resourceFolder, p.folder, p.gens.GetFolderGeneration()}
+	}
+	return p.orgScope()
+}
+
+func (s *Server) setRole(ctx context.Context, apiKey string, p place, userID string, at scope, role string, onlyIfAbsent bool) error {
 	_, err := s.access.SetRoles(ctx, &accessv1.SetRolesRequest{
-		ApiKey: apiKey, OrganizationId: org, UserIds: []string{userID},
-		ResourceType: at.resourceType, ResourceId: at.resourceID,
+		ApiKey: apiKey, OrganizationId: p.org, OrganizationGeneration: p.gens.GetOrganizationGeneration(), UserIds: []string{userID},
+		ResourceType: at.resourceType, ResourceId: at.resourceID, ResourceGeneration: at.generation,
 		AccessRole: role, OnlyIfAbsent: onlyIfAbsent,
 	})
 	if err != nil {

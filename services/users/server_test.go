@@ -37,12 +37,49 @@ type fakeDocs struct {
 	documentsv1.DocumentsServiceClient
 
 	mu    sync.Mutex
-	known map[string]bool // kind|apiKey|org[|id]
+	known map[string]bool   // kind|apiKey|org[|id]
+	gens  map[string]string // generation by the same key; none: the empty generation
 	calls []*documentsv1.EnsureResourcesRequest
 	err   error // when set, every call fails with it
+	// afterEnsure, when set, runs after each EnsureResources answer (a racing deletion).
+	afterEnsure func()
 }
 
-func newFakeDocs() *fakeDocs { return &fakeDocs{known: map[string]bool{}} }
+func newFakeDocs() *fakeDocs { return &fakeDocs{known: map[string]bool{}, gens: map[string]string{}} }
+
+// recreate gives a resource a new generation, as deleting and adding it again would.
+func (f *fakeDocs) recreate(kind, apiKey, org, id, gen string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.known[resKey(kind, apiKey, org, id)] = true
+	f.gens[resKey(kind, apiKey, org, id)] = gen
+}
+
+// remove deletes a resource.
+func (f *fakeDocs) remove(kind, apiKey, org, id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.known, resKey(kind, apiKey, org, id))
+}
+
+func (f *fakeDocs) ResolveResources(_ context.Context, in *documentsv1.ResolveResourcesRequest, _ ...grpc.CallOption) (*documentsv1.ResolveResourcesResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	k, org := in.GetApiKey(), in.GetOrganizationId()
+	out := &documentsv1.ResolveResourcesResponse{Documents: map[string]*documentsv1.ResolvedResource{}, Folders: map[string]*documentsv1.ResolvedResource{}}
+	if !f.known[resKey("org", k, org, "")] {
+		return out, nil
+	}
+	out.OrganizationExists, out.OrganizationGeneration = true, f.gens[resKey("org", k, org, "")]
+	for _, d := range in.GetDocumentIds() {
+		key := resKey("document", k, org, d)
+		out.Documents[d] = &documentsv1.ResolvedResource{Exists: f.known[key], Generation: f.gens[key]}
+	}
+	return out, nil
+}
 
 func resKey(kind, apiKey, org, id string) string { return kind + "|" + apiKey + "|" + org + "|" + id }
 
@@ -60,7 +97,16 @@ func (f *fakeDocs) has(kind, apiKey, org, id string) bool {
 	return f.known[resKey(kind, apiKey, org, id)]
 }
 
-func (f *fakeDocs) EnsureResources(_ context.Context, in *documentsv1.EnsureResourcesRequest, _ ...grpc.CallOption) (*documentsv1.EnsureResourcesResponse, error) {
+func (f *fakeDocs) EnsureResources(ctx context.Context, in *documentsv1.EnsureResourcesRequest, _ ...grpc.CallOption) (*documentsv1.EnsureResourcesResponse, error) {
+	out, err := f.ensure(in)
+	// A racing deletion runs once the answer is out, as it would in another process.
+	if hook := f.afterEnsure; hook != nil && err == nil {
+		hook()
+	}
+	return out, err
+}
+
+func (f *fakeDocs) ensure(in *documentsv1.EnsureResourcesRequest) (*documentsv1.EnsureResourcesResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, proto.Clone(in).(*documentsv1.EnsureResourcesRequest))
@@ -85,10 +131,13 @@ func (f *fakeDocs) EnsureResources(_ context.Context, in *documentsv1.EnsureReso
 			return nil, status.Error(codes.NotFound, w.missing)
 		}
 	}
+	gen := func(kind, id string) string { return f.gens[resKey(kind, in.GetApiKey(), in.GetOrganizationId(), id)] }
 	for _, w := range wants {
 		f.known[resKey(w.kind, in.GetApiKey(), in.GetOrganizationId(), w.id)] = true
 	}
-	return &documentsv1.EnsureResourcesResponse{}, nil
+	out := &documentsv1.EnsureResourcesResponse{OrganizationGeneration: gen("org", ""), FolderGeneration: gen("folder", in.GetFolderId()),
+		DocumentGeneration: gen("document", in.GetDocumentId())}
+	return out, nil
 }
 
 func (f *fakeDocs) callCount() int {
@@ -1172,5 +1221,71 @@ func TestGetUsersIsBounded(t *testing.T) {
 	}
 	if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o"}); len(got) != maxGetUsers {
 		t.Fatalf("at the cap: %d users", len(got))
+	}
+}
+
+// A document deleted and made again while users are added to it keeps none of them: the add
+// answers NOT_FOUND as if the deletion had come first, the new document's contact list is
+// empty, and what was written under the old generation is gone too.
+func TestContactsAddedDuringDocumentDeletionDoNotSurvive(t *testing.T) {
+	h := newHarness(t)
+	h.docs.recreate("org", "k1", "o", "", "og")
+	h.docs.recreate("document", "k1", "o", "d", "g1")
+	h.docs.afterEnsure = func() {
+		h.docs.afterEnsure = nil
+		h.docs.remove("document", "k1", "o", "d")
+		h.docs.recreate("document", "k1", "o", "d", "g2")
+	}
+	_, err := h.srv.AddUsers(k1, &usersv1.AddUsersRequest{OrganizationId: "o", DocumentId: "d", Users: []*usersv1.User{{UserId: "u1"}}})
+	wantStatus(t, "add during deletion", err, codes.NotFound, "Document does not exist.")
+	if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o", DocumentId: "d"}); len(got) != 0 {
+		t.Fatalf("contacts of the new document: %v", got)
+	}
+	for _, gen := range []string{"g1", "g2"} {
+		if got, _ := h.store.DocumentContacts(bg, "k1", lifecycle.Ref("o", "og"), lifecycle.Ref("d", gen), nil); len(got) != 0 {
+			t.Fatalf("contacts left under generation %s: %v", gen, got)
+		}
+	}
+	// The roles asked for name the generations they were checked against.
+	for _, c := range h.access.take() {
+		if c.GetOrganizationGeneration() != "og" || c.GetResourceType() == "document" && c.GetResourceGeneration() != "g1" {
+			t.Fatalf("SetRoles %v", c)
+		}
+	}
+}
+
+// Records are read under the current generations: a list left under an organization or
+// document deleted since is never seen, and a late deletion of the old generation leaves the
+// new one's records.
+func TestRecordsFollowGenerations(t *testing.T) {
+	h := newHarness(t)
+	h.docs.recreate("org", "k1", "o", "", "og1")
+	h.docs.recreate("document", "k1", "o", "d", "dg1")
+	h.add(t, k1, "o", "d", "u1")
+	// Deleted and made again, the organization and the document start empty.
+	h.docs.recreate("org", "k1", "o", "", "og2")
+	h.docs.recreate("document", "k1", "o", "d", "dg2")
+	if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o"}); len(got) != 0 {
+		t.Fatalf("members of the new organization: %v", got)
+	}
+	h.add(t, k1, "o", "d", "u2")
+	if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o", DocumentId: "d"}); !slices.Equal(got, []string{"u2"}) {
+		t.Fatalf("contacts of the new document: %v", got)
+	}
+	for _, e := range []*lifecyclev1.Event{
+		{Id: "e1", Type: "document.deleted", ApiKey: "k1", OrganizationId: "o", OrganizationGeneration: "og1",
+			Payload: &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"d"}, Generations: []string{"dg1"}}}},
+		{Id: "e2", Type: "organization.deleted", ApiKey: "k1", OrganizationId: "o", OrganizationGeneration: "og1",
+			Payload: &lifecyclev1.Event_OrganizationDeleted{OrganizationDeleted: &lifecyclev1.OrganizationDeleted{}}},
+	} {
+		if err := h.srv.HandleEvent(bg, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o", DocumentId: "d"}); !slices.Equal(got, []string{"u2"}) {
+		t.Fatalf("a late deletion of the old generation took the new one's contacts: %v", got)
+	}
+	if got, _ := h.store.Members(bg, "k1", lifecycle.Ref("o", "og1"), nil, 0); len(got) != 0 {
+		t.Fatalf("the old generation's members stayed after its deletion: %v", got)
 	}
 }

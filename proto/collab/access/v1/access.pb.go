@@ -1321,9 +1321,13 @@ type SetRolesRequest struct {
 	// editor or viewer.
 	AccessRole string `protobuf:"bytes,6,opt,name=access_role,json=accessRole,proto3" json:"access_role,omitempty"`
 	// Only when the user has no grant on the resource yet: keeps an existing role.
-	OnlyIfAbsent  bool `protobuf:"varint,7,opt,name=only_if_absent,json=onlyIfAbsent,proto3" json:"only_if_absent,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OnlyIfAbsent bool `protobuf:"varint,7,opt,name=only_if_absent,json=onlyIfAbsent,proto3" json:"only_if_absent,omitempty"`
+	// The generations (collab.lifecycle.v1) of the organization and of the resource, as
+	// EnsureResources reported them.
+	OrganizationGeneration string `protobuf:"bytes,8,opt,name=organization_generation,json=organizationGeneration,proto3" json:"organization_generation,omitempty"`
+	ResourceGeneration     string `protobuf:"bytes,9,opt,name=resource_generation,json=resourceGeneration,proto3" json:"resource_generation,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *SetRolesRequest) Reset() {
@@ -1403,6 +1407,20 @@ func (x *SetRolesRequest) GetOnlyIfAbsent() bool {
 		return x.OnlyIfAbsent
 	}
 	return false
+}
+
+func (x *SetRolesRequest) GetOrganizationGeneration() string {
+	if x != nil {
+		return x.OrganizationGeneration
+	}
+	return ""
+}
+
+func (x *SetRolesRequest) GetResourceGeneration() string {
+	if x != nil {
+		return x.ResourceGeneration
+	}
+	return ""
 }
 
 type SetRolesResponse struct {
@@ -1557,7 +1575,7 @@ const file_collab_access_v1_access_proto_rawDesc = "" +
 	"\x01x\x18\x03 \x01(\tR\x01x\x12\x10\n" +
 	"\x03kid\x18\x04 \x01(\tR\x03kid\x12\x10\n" +
 	"\x03alg\x18\x05 \x01(\tR\x03alg\x12\x10\n" +
-	"\x03use\x18\x06 \x01(\tR\x03use\"\xfb\x01\n" +
+	"\x03use\x18\x06 \x01(\tR\x03use\"\xe5\x02\n" +
 	"\x0fSetRolesRequest\x12\x17\n" +
 	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12'\n" +
 	"\x0forganization_id\x18\x02 \x01(\tR\x0eorganizationId\x12\x19\n" +
@@ -1567,7 +1585,9 @@ const file_collab_access_v1_access_proto_rawDesc = "" +
 	"resourceId\x12\x1f\n" +
 	"\vaccess_role\x18\x06 \x01(\tR\n" +
 	"accessRole\x12$\n" +
-	"\x0eonly_if_absent\x18\a \x01(\bR\fonlyIfAbsent\"\x12\n" +
+	"\x0eonly_if_absent\x18\a \x01(\bR\fonlyIfAbsent\x127\n" +
+	"\x17organization_generation\x18\b \x01(\tR\x16organizationGeneration\x12/\n" +
+	"\x13resource_generation\x18\t \x01(\tR\x12resourceGeneration\"\x12\n" +
 	"\x10SetRolesResponse2\xd6\x05\n" +
 	"\rAccessService\x12i\n" +
 	"\x0eGetPermissions\x12'.collab.access.v1.GetPermissionsRequest\x1a(.collab.access.v1.GetPermissionsResponse\"\x04\xc8\xf3\x18\x01\x12m\n" +

@@ -2454,9 +2454,13 @@ type ResolvedResource struct {
 	AccessType string `protobuf:"bytes,2,opt,name=access_type,json=accessType,proto3" json:"access_type,omitempty"`
 	// For a document: its folder, then that folder's ancestors up to the root. For a folder:
 	// its ancestors, nearest first.
-	FolderChain   []string `protobuf:"bytes,3,rep,name=folder_chain,json=folderChain,proto3" json:"folder_chain,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FolderChain []string `protobuf:"bytes,3,rep,name=folder_chain,json=folderChain,proto3" json:"folder_chain,omitempty"`
+	// The resource's generation (collab.lifecycle.v1): records about it are keyed by it.
+	Generation string `protobuf:"bytes,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	// For a document: the generations of folder_chain, in its order.
+	FolderChainGenerations []string `protobuf:"bytes,5,rep,name=folder_chain_generations,json=folderChainGenerations,proto3" json:"folder_chain_generations,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *ResolvedResource) Reset() {
@@ -2510,13 +2514,28 @@ func (x *ResolvedResource) GetFolderChain() []string {
 	return nil
 }
 
+func (x *ResolvedResource) GetGeneration() string {
+	if x != nil {
+		return x.Generation
+	}
+	return ""
+}
+
+func (x *ResolvedResource) GetFolderChainGenerations() []string {
+	if x != nil {
+		return x.FolderChainGenerations
+	}
+	return nil
+}
+
 type ResolveResourcesResponse struct {
-	state              protoimpl.MessageState       `protogen:"open.v1"`
-	OrganizationExists bool                         `protobuf:"varint,1,opt,name=organization_exists,json=organizationExists,proto3" json:"organization_exists,omitempty"`
-	Folders            map[string]*ResolvedResource `protobuf:"bytes,2,rep,name=folders,proto3" json:"folders,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Documents          map[string]*ResolvedResource `protobuf:"bytes,3,rep,name=documents,proto3" json:"documents,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	state                  protoimpl.MessageState       `protogen:"open.v1"`
+	OrganizationExists     bool                         `protobuf:"varint,1,opt,name=organization_exists,json=organizationExists,proto3" json:"organization_exists,omitempty"`
+	Folders                map[string]*ResolvedResource `protobuf:"bytes,2,rep,name=folders,proto3" json:"folders,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Documents              map[string]*ResolvedResource `protobuf:"bytes,3,rep,name=documents,proto3" json:"documents,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	OrganizationGeneration string                       `protobuf:"bytes,4,opt,name=organization_generation,json=organizationGeneration,proto3" json:"organization_generation,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *ResolveResourcesResponse) Reset() {
@@ -2568,6 +2587,13 @@ func (x *ResolveResourcesResponse) GetDocuments() map[string]*ResolvedResource {
 		return x.Documents
 	}
 	return nil
+}
+
+func (x *ResolveResourcesResponse) GetOrganizationGeneration() string {
+	if x != nil {
+		return x.OrganizationGeneration
+	}
+	return ""
 }
 
 type EnsureResourcesRequest struct {
@@ -2664,9 +2690,13 @@ func (x *EnsureResourcesRequest) GetCreateDocument() bool {
 
 // Errors: NOT_FOUND naming what does not exist and was not to be created.
 type EnsureResourcesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The generations (collab.lifecycle.v1) of the resources named, as they are now.
+	OrganizationGeneration string `protobuf:"bytes,1,opt,name=organization_generation,json=organizationGeneration,proto3" json:"organization_generation,omitempty"`
+	FolderGeneration       string `protobuf:"bytes,2,opt,name=folder_generation,json=folderGeneration,proto3" json:"folder_generation,omitempty"`
+	DocumentGeneration     string `protobuf:"bytes,3,opt,name=document_generation,json=documentGeneration,proto3" json:"document_generation,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *EnsureResourcesResponse) Reset() {
@@ -2697,6 +2727,27 @@ func (x *EnsureResourcesResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use EnsureResourcesResponse.ProtoReflect.Descriptor instead.
 func (*EnsureResourcesResponse) Descriptor() ([]byte, []int) {
 	return file_collab_documents_v1_documents_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *EnsureResourcesResponse) GetOrganizationGeneration() string {
+	if x != nil {
+		return x.OrganizationGeneration
+	}
+	return ""
+}
+
+func (x *EnsureResourcesResponse) GetFolderGeneration() string {
+	if x != nil {
+		return x.FolderGeneration
+	}
+	return ""
+}
+
+func (x *EnsureResourcesResponse) GetDocumentGeneration() string {
+	if x != nil {
+		return x.DocumentGeneration
+	}
+	return ""
 }
 
 var File_collab_documents_v1_documents_proto protoreflect.FileDescriptor
@@ -2903,16 +2954,21 @@ const file_collab_documents_v1_documents_proto_rawDesc = "" +
 	"\x0forganization_id\x18\x02 \x01(\tR\x0eorganizationId\x12\x1d\n" +
 	"\n" +
 	"folder_ids\x18\x03 \x03(\tR\tfolderIds\x12!\n" +
-	"\fdocument_ids\x18\x04 \x03(\tR\vdocumentIds\"n\n" +
+	"\fdocument_ids\x18\x04 \x03(\tR\vdocumentIds\"\xc8\x01\n" +
 	"\x10ResolvedResource\x12\x16\n" +
 	"\x06exists\x18\x01 \x01(\bR\x06exists\x12\x1f\n" +
 	"\vaccess_type\x18\x02 \x01(\tR\n" +
 	"accessType\x12!\n" +
-	"\ffolder_chain\x18\x03 \x03(\tR\vfolderChain\"\xc5\x03\n" +
+	"\ffolder_chain\x18\x03 \x03(\tR\vfolderChain\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\tR\n" +
+	"generation\x128\n" +
+	"\x18folder_chain_generations\x18\x05 \x03(\tR\x16folderChainGenerations\"\xfe\x03\n" +
 	"\x18ResolveResourcesResponse\x12/\n" +
 	"\x13organization_exists\x18\x01 \x01(\bR\x12organizationExists\x12T\n" +
 	"\afolders\x18\x02 \x03(\v2:.collab.documents.v1.ResolveResourcesResponse.FoldersEntryR\afolders\x12Z\n" +
-	"\tdocuments\x18\x03 \x03(\v2<.collab.documents.v1.ResolveResourcesResponse.DocumentsEntryR\tdocuments\x1aa\n" +
+	"\tdocuments\x18\x03 \x03(\v2<.collab.documents.v1.ResolveResourcesResponse.DocumentsEntryR\tdocuments\x127\n" +
+	"\x17organization_generation\x18\x04 \x01(\tR\x16organizationGeneration\x1aa\n" +
 	"\fFoldersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12;\n" +
 	"\x05value\x18\x02 \x01(\v2%.collab.documents.v1.ResolvedResourceR\x05value:\x028\x01\x1ac\n" +
@@ -2927,8 +2983,11 @@ const file_collab_documents_v1_documents_proto_rawDesc = "" +
 	"\rcreate_folder\x18\x05 \x01(\bR\fcreateFolder\x12\x1f\n" +
 	"\vdocument_id\x18\x06 \x01(\tR\n" +
 	"documentId\x12'\n" +
-	"\x0fcreate_document\x18\a \x01(\bR\x0ecreateDocument\"\x19\n" +
-	"\x17EnsureResourcesResponse2\x88\x12\n" +
+	"\x0fcreate_document\x18\a \x01(\bR\x0ecreateDocument\"\xb0\x01\n" +
+	"\x17EnsureResourcesResponse\x127\n" +
+	"\x17organization_generation\x18\x01 \x01(\tR\x16organizationGeneration\x12+\n" +
+	"\x11folder_generation\x18\x02 \x01(\tR\x10folderGeneration\x12/\n" +
+	"\x13document_generation\x18\x03 \x01(\tR\x12documentGeneration2\x88\x12\n" +
 	"\x10DocumentsService\x12p\n" +
 	"\x10AddOrganizations\x12,.collab.documents.v1.AddOrganizationsRequest\x1a(.collab.documents.v1.ItemResultsResponse\"\x04\xc8\xf3\x18\x01\x12u\n" +
 	"\x10GetOrganizations\x12,.collab.documents.v1.GetOrganizationsRequest\x1a-.collab.documents.v1.GetOrganizationsResponse\"\x04\xc8\xf3\x18\x01\x12v\n" +

@@ -4,7 +4,16 @@
 // 	protoc        (unknown)
 // source: collab/lifecycle/v1/lifecycle.proto
 
-// Durable events between services. A service that changes data other services depend on (a
+// Durable events between services.
+//
+// Generations: every organization, folder and document gets a random generation when it is
+// created. A resource deleted and created again under the same id is another generation, and
+// every record another service keeps about a resource is keyed by the resource's id and
+// generation (lifecycle.Ref). Events name the generations they are about, so a late or repeated
+// delivery removes only the records of the generation that was deleted, never those of one
+// created since; readers look records up under the current generation, so records a racing
+// writer left under a deleted one are never seen. An empty generation is the one of records
+// made before generations existed. A service that changes data other services depend on (a
 // deleted document, a migrated document, users removed from an organization) writes an Event to
 // its outbox in the same store as the change; the relay delivers it at least once to every
 // data-holding service through LifecycleService.HandleEvent, and handlers are idempotent.
@@ -127,6 +136,8 @@ type Event struct {
 	OrganizationId string `protobuf:"bytes,4,opt,name=organization_id,json=organizationId,proto3" json:"organization_id,omitempty"`
 	// Unix milliseconds when the change happened.
 	CreatedAt float64 `protobuf:"fixed64,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// The generation of the organization the event is about.
+	OrganizationGeneration string `protobuf:"bytes,6,opt,name=organization_generation,json=organizationGeneration,proto3" json:"organization_generation,omitempty"`
 	// Types that are valid to be assigned to Payload:
 	//
 	//	*Event_OrganizationDeleted
@@ -203,6 +214,13 @@ func (x *Event) GetCreatedAt() float64 {
 		return x.CreatedAt
 	}
 	return 0
+}
+
+func (x *Event) GetOrganizationGeneration() string {
+	if x != nil {
+		return x.OrganizationGeneration
+	}
+	return ""
 }
 
 func (x *Event) GetPayload() isEvent_Payload {
@@ -345,8 +363,10 @@ func (*OrganizationDeleted) Descriptor() ([]byte, []int) {
 
 // document.deleted: every record of these documents goes.
 type DocumentsDeleted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	DocumentIds   []string               `protobuf:"bytes,1,rep,name=document_ids,json=documentIds,proto3" json:"document_ids,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	DocumentIds []string               `protobuf:"bytes,1,rep,name=document_ids,json=documentIds,proto3" json:"document_ids,omitempty"`
+	// The generation of each document, in the order of document_ids.
+	Generations   []string `protobuf:"bytes,2,rep,name=generations,proto3" json:"generations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -388,10 +408,18 @@ func (x *DocumentsDeleted) GetDocumentIds() []string {
 	return nil
 }
 
+func (x *DocumentsDeleted) GetGenerations() []string {
+	if x != nil {
+		return x.Generations
+	}
+	return nil
+}
+
 // folder.deleted: folder-level records (grants) go; the folder was empty.
 type FolderDeleted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	FolderId      string                 `protobuf:"bytes,1,opt,name=folder_id,json=folderId,proto3" json:"folder_id,omitempty"`
+	Generation    string                 `protobuf:"bytes,2,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -433,6 +461,13 @@ func (x *FolderDeleted) GetFolderId() string {
 	return ""
 }
 
+func (x *FolderDeleted) GetGeneration() string {
+	if x != nil {
+		return x.Generation
+	}
+	return ""
+}
+
 // document.migrated: every record of from_document_id moves to to_document_id. Handlers must
 // be idempotent: after a restart they may see it again with part of the data already moved.
 type DocumentMigrated struct {
@@ -440,8 +475,10 @@ type DocumentMigrated struct {
 	FromDocumentId string                 `protobuf:"bytes,1,opt,name=from_document_id,json=fromDocumentId,proto3" json:"from_document_id,omitempty"`
 	ToDocumentId   string                 `protobuf:"bytes,2,opt,name=to_document_id,json=toDocumentId,proto3" json:"to_document_id,omitempty"`
 	MigrationId    string                 `protobuf:"bytes,3,opt,name=migration_id,json=migrationId,proto3" json:"migration_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The document's generation, which it keeps under its new id.
+	Generation    string `protobuf:"bytes,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DocumentMigrated) Reset() {
@@ -491,6 +528,13 @@ func (x *DocumentMigrated) GetToDocumentId() string {
 func (x *DocumentMigrated) GetMigrationId() string {
 	if x != nil {
 		return x.MigrationId
+	}
+	return ""
+}
+
+func (x *DocumentMigrated) GetGeneration() string {
+	if x != nil {
+		return x.Generation
 	}
 	return ""
 }
@@ -560,12 +604,15 @@ func (x *LocationDataDeleted) GetLocationName() string {
 
 // users.removed: the users lose access; with document_id only that document's.
 type UsersRemoved struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UserIds       []string               `protobuf:"bytes,1,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
-	DocumentId    string                 `protobuf:"bytes,2,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
-	FolderId      string                 `protobuf:"bytes,3,opt,name=folder_id,json=folderId,proto3" json:"folder_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	UserIds    []string               `protobuf:"bytes,1,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	DocumentId string                 `protobuf:"bytes,2,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
+	FolderId   string                 `protobuf:"bytes,3,opt,name=folder_id,json=folderId,proto3" json:"folder_id,omitempty"`
+	// The generation of the document or folder named.
+	DocumentGeneration string `protobuf:"bytes,4,opt,name=document_generation,json=documentGeneration,proto3" json:"document_generation,omitempty"`
+	FolderGeneration   string `protobuf:"bytes,5,opt,name=folder_generation,json=folderGeneration,proto3" json:"folder_generation,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *UsersRemoved) Reset() {
@@ -619,6 +666,20 @@ func (x *UsersRemoved) GetFolderId() string {
 	return ""
 }
 
+func (x *UsersRemoved) GetDocumentGeneration() string {
+	if x != nil {
+		return x.DocumentGeneration
+	}
+	return ""
+}
+
+func (x *UsersRemoved) GetFolderGeneration() string {
+	if x != nil {
+		return x.FolderGeneration
+	}
+	return ""
+}
+
 var File_collab_lifecycle_v1_lifecycle_proto protoreflect.FileDescriptor
 
 const file_collab_lifecycle_v1_lifecycle_proto_rawDesc = "" +
@@ -627,14 +688,15 @@ const file_collab_lifecycle_v1_lifecycle_proto_rawDesc = "" +
 	"\x12HandleEventRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x120\n" +
 	"\x05event\x18\x02 \x01(\v2\x1a.collab.lifecycle.v1.EventR\x05event\"\x15\n" +
-	"\x13HandleEventResponse\"\x99\x05\n" +
+	"\x13HandleEventResponse\"\xd2\x05\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x17\n" +
 	"\aapi_key\x18\x03 \x01(\tR\x06apiKey\x12'\n" +
 	"\x0forganization_id\x18\x04 \x01(\tR\x0eorganizationId\x12\x1d\n" +
 	"\n" +
-	"created_at\x18\x05 \x01(\x01R\tcreatedAt\x12]\n" +
+	"created_at\x18\x05 \x01(\x01R\tcreatedAt\x127\n" +
+	"\x17organization_generation\x18\x06 \x01(\tR\x16organizationGeneration\x12]\n" +
 	"\x14organization_deleted\x18\n" +
 	" \x01(\v2(.collab.lifecycle.v1.OrganizationDeletedH\x00R\x13organizationDeleted\x12T\n" +
 	"\x11documents_deleted\x18\v \x01(\v2%.collab.lifecycle.v1.DocumentsDeletedH\x00R\x10documentsDeleted\x12T\n" +
@@ -643,26 +705,35 @@ const file_collab_lifecycle_v1_lifecycle_proto_rawDesc = "" +
 	"\rusers_removed\x18\x0e \x01(\v2!.collab.lifecycle.v1.UsersRemovedH\x00R\fusersRemoved\x12K\n" +
 	"\x0efolder_deleted\x18\x0f \x01(\v2\".collab.lifecycle.v1.FolderDeletedH\x00R\rfolderDeletedB\t\n" +
 	"\apayload\"\x15\n" +
-	"\x13OrganizationDeleted\"5\n" +
+	"\x13OrganizationDeleted\"W\n" +
 	"\x10DocumentsDeleted\x12!\n" +
-	"\fdocument_ids\x18\x01 \x03(\tR\vdocumentIds\",\n" +
+	"\fdocument_ids\x18\x01 \x03(\tR\vdocumentIds\x12 \n" +
+	"\vgenerations\x18\x02 \x03(\tR\vgenerations\"L\n" +
 	"\rFolderDeleted\x12\x1b\n" +
-	"\tfolder_id\x18\x01 \x01(\tR\bfolderId\"\x85\x01\n" +
+	"\tfolder_id\x18\x01 \x01(\tR\bfolderId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\tR\n" +
+	"generation\"\xa5\x01\n" +
 	"\x10DocumentMigrated\x12(\n" +
 	"\x10from_document_id\x18\x01 \x01(\tR\x0efromDocumentId\x12$\n" +
 	"\x0eto_document_id\x18\x02 \x01(\tR\ftoDocumentId\x12!\n" +
-	"\fmigration_id\x18\x03 \x01(\tR\vmigrationId\"|\n" +
+	"\fmigration_id\x18\x03 \x01(\tR\vmigrationId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\tR\n" +
+	"generation\"|\n" +
 	"\x13LocationDataDeleted\x12\x1f\n" +
 	"\vdocument_id\x18\x01 \x01(\tR\n" +
 	"documentId\x12\x1f\n" +
 	"\vlocation_id\x18\x02 \x01(\tR\n" +
 	"locationId\x12#\n" +
-	"\rlocation_name\x18\x03 \x01(\tR\flocationName\"g\n" +
+	"\rlocation_name\x18\x03 \x01(\tR\flocationName\"\xc5\x01\n" +
 	"\fUsersRemoved\x12\x19\n" +
 	"\buser_ids\x18\x01 \x03(\tR\auserIds\x12\x1f\n" +
 	"\vdocument_id\x18\x02 \x01(\tR\n" +
 	"documentId\x12\x1b\n" +
-	"\tfolder_id\x18\x03 \x01(\tR\bfolderId2z\n" +
+	"\tfolder_id\x18\x03 \x01(\tR\bfolderId\x12/\n" +
+	"\x13document_generation\x18\x04 \x01(\tR\x12documentGeneration\x12+\n" +
+	"\x11folder_generation\x18\x05 \x01(\tR\x10folderGeneration2z\n" +
 	"\x10LifecycleService\x12f\n" +
 	"\vHandleEvent\x12'.collab.lifecycle.v1.HandleEventRequest\x1a(.collab.lifecycle.v1.HandleEventResponse\"\x04\xc8\xf3\x18\x05B@Z>github.com/collab/collab/proto/collab/lifecycle/v1;lifecyclev1b\x06proto3"
 

@@ -4,7 +4,16 @@
 // - protoc             (unknown)
 // source: collab/lifecycle/v1/lifecycle.proto
 
-// Durable events between services. A service that changes data other services depend on (a
+// Durable events between services.
+//
+// Generations: every organization, folder and document gets a random generation when it is
+// created. A resource deleted and created again under the same id is another generation, and
+// every record another service keeps about a resource is keyed by the resource's id and
+// generation (lifecycle.Ref). Events name the generations they are about, so a late or repeated
+// delivery removes only the records of the generation that was deleted, never those of one
+// created since; readers look records up under the current generation, so records a racing
+// writer left under a deleted one are never seen. An empty generation is the one of records
+// made before generations existed. A service that changes data other services depend on (a
 // deleted document, a migrated document, users removed from an organization) writes an Event to
 // its outbox in the same store as the change; the relay delivers it at least once to every
 // data-holding service through LifecycleService.HandleEvent, and handlers are idempotent.
