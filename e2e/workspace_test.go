@@ -302,6 +302,8 @@ func TestCreateWorkspaceValidation(t *testing.T) {
 		{map[string]any{"ownerEmail": "a@example.com", "avatar": "javascript:alert(1)"}, "avatar must be a valid http(s) URL."},
 		{map[string]any{"ownerEmail": "a@example.com", "name": long}, "name must be at most 200 characters."},
 		{map[string]any{"ownerEmail": "a@example.com", "workspaceName": long}, "workspaceName must be at most 200 characters."},
+		{map[string]any{"ownerEmail": "a@example.com", "workspaceName": "Acme\r\nBcc: evil@example.com"}, "workspaceName must not contain control characters."},
+		{map[string]any{"ownerEmail": "a@example.com", "name": "Ann\u202Enna"}, "name must not contain control characters."},
 		{map[string]any{"ownerEmail": 7}, "data.ownerEmail must be a string."},
 	}
 	for _, c := range cases {

@@ -238,6 +238,8 @@ func TestGenerateTokenBadInput(t *testing.T) {
 	}{
 		{&accessv1.GenerateTokenRequest{}, "userId is required."},
 		{&accessv1.GenerateTokenRequest{UserId: "u", UserProperties: &accessv1.UserProperties{Name: long}}, "userProperties.name must be at most 200 characters."},
+		{&accessv1.GenerateTokenRequest{UserId: "u", UserProperties: &accessv1.UserProperties{Name: "Ann\r\nX-Admin: true"}}, "userProperties.name must not contain control characters."},
+		{&accessv1.GenerateTokenRequest{UserId: "u", UserProperties: &accessv1.UserProperties{Name: "Ann\u2066\u202Enimda"}}, "userProperties.name must not contain control characters."},
 		{&accessv1.GenerateTokenRequest{UserId: "u", UserProperties: &accessv1.UserProperties{Email: "a@b"}}, "userProperties.email must be a valid email address."},
 		{&accessv1.GenerateTokenRequest{UserId: "u", UserProperties: &accessv1.UserProperties{OrganizationId: " o"}}, "userProperties.organizationId must not start or end with white space."},
 	} {

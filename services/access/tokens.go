@@ -55,7 +55,7 @@ func (s *Server) GenerateToken(ctx context.Context, req *accessv1.GenerateTokenR
 	}
 	props := req.GetUserProperties()
 	name := strings.TrimSpace(props.GetName())
-	if err := validate.MaxLength("userProperties.name", name, maxNameLength); err != nil {
+	if err := validate.Name("userProperties.name", name, maxNameLength); err != nil {
 		return nil, err
 	}
 	email, err := optionalEmail("userProperties.email", props.GetEmail())

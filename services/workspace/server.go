@@ -232,15 +232,18 @@ func (s *Server) CreateWorkspace(ctx context.Context, req *workspacev1.CreateWor
 	if err != nil {
 		return nil, err
 	}
-	for field, v := range map[string]string{"name": req.GetName(), "workspaceName": req.GetWorkspaceName()} {
-		if len([]rune(v)) > maxNameLength {
-			return nil, apierr.InvalidArgument("%s must be at most %d characters.", field, maxNameLength)
-		}
+	// The workspace name goes into the verification mail's subject, so a line break in it
+	// would stop the mail (or, with a laxer mailer, add headers).
+	ownerName, name := strings.TrimSpace(req.GetName()), strings.TrimSpace(req.GetWorkspaceName())
+	if err := validate.Name("name", ownerName, maxNameLength); err != nil {
+		return nil, err
+	}
+	if err := validate.Name("workspaceName", name, maxNameLength); err != nil {
+		return nil, err
 	}
 	if req.GetAvatar() != "" && !validate.IsHTTPURL(req.GetAvatar()) {
 		return nil, apierr.InvalidArgument("avatar must be a valid http(s) URL.")
 	}
-	name := strings.TrimSpace(req.GetWorkspaceName())
 	if name == "" {
 		name = "My Workspace"
 	}
@@ -248,7 +251,7 @@ func (s *Server) CreateWorkspace(ctx context.Context, req *workspacev1.CreateWor
 	wsToken, verifySecret := ids.Random(40), ids.Random(32)
 	ws := &Workspace{
 		ID: ids.Random(20), Name: name, OwnerID: ids.Random(20), OwnerEmail: ownerEmail,
-		OwnerName: strings.TrimSpace(req.GetName()), OwnerAvatar: req.GetAvatar(),
+		OwnerName: ownerName, OwnerAvatar: req.GetAvatar(),
 		TokenHash: ids.Hash(wsToken), TokenLast4: ids.LastFour(wsToken),
 		Settings:        Settings{AdvancedQueries: true, Notifications: true, AdvancedWebhooks: true},
 		CreatedAt:       now,
@@ -398,8 +401,8 @@ func (s *Server) CreateApiKey(ctx context.Context, req *workspacev1.CreateApiKey
 		return nil, apierr.InvalidArgument("type must be one of testing, production.")
 	}
 	name := strings.TrimSpace(req.GetApiKeyName())
-	if len([]rune(name)) > maxNameLength {
-		return nil, apierr.InvalidArgument("apiKeyName must be at most %d characters.", maxNameLength)
+	if err := validate.Name("apiKeyName", name, maxNameLength); err != nil {
+		return nil, err
 	}
 	if name == "" {
 		name = "API key"

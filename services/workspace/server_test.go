@@ -173,3 +173,50 @@ func TestEnsureDevWorkspaceIsIdempotent(t *testing.T) {
 		t.Fatalf("%d keys after two starts", n)
 	}
 }
+
+// A line break in the workspace name used to reach the verification mail's subject, where the
+// SMTP sender refuses it: the workspace was made and its mail silently never sent. Names are
+// refused up front now, in every name field of the service.
+func TestNamesRefuseControlCharacters(t *testing.T) {
+	store := NewMemoryStore()
+	s, mail := newTestServer(t, store)
+	ctx := context.Background()
+	for _, bad := range []string{"Acme\r\nBcc: evil@example.com", "Acme\nTeam", "a\x00b", "a\x7fb", "a\u0085b", "a\u2028b", "a\u202Eb"} {
+		for _, req := range []struct {
+			field string
+			req   *workspacev1.CreateWorkspaceRequest
+		}{
+			{"workspaceName", &workspacev1.CreateWorkspaceRequest{OwnerEmail: "a@example.com", WorkspaceName: bad}},
+			{"name", &workspacev1.CreateWorkspaceRequest{OwnerEmail: "a@example.com", Name: bad}},
+		} {
+			_, err := s.CreateWorkspace(ctx, req.req)
+			if st := asStatus(err); st.Code() != codes.InvalidArgument || st.Message() != req.field+" must not contain control characters." {
+				t.Errorf("%s %q: %v", req.field, bad, st)
+			}
+		}
+	}
+	if _, err := store.WorkspaceByOwnerEmail(ctx, "a@example.com"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a refused create stored a workspace: %v", err)
+	}
+	if n := len(mail.Sent()); n != 0 {
+		t.Fatalf("%d mails sent for refused creates", n)
+	}
+
+	resp, err := s.CreateWorkspace(ctx, &workspacev1.CreateWorkspaceRequest{OwnerEmail: "a@example.com", Name: " Zoë ", WorkspaceName: "Équipe \U0001F680\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := resp.GetData(); d.GetName() != "Équipe \U0001F680" || d.GetOwner().GetName() != "Zoë" {
+		t.Fatalf("names stored as %q, %q", d.GetName(), d.GetOwner().GetName())
+	}
+	caller := authn.WithCaller(ctx, authn.Caller{WorkspaceID: resp.GetData().GetId()})
+	for _, bad := range []string{"prod\r\nkey", "prod\tkey", "prod\u2029key", "\u2066prod"} {
+		_, err := s.CreateApiKey(caller, &workspacev1.CreateApiKeyRequest{ApiKeyName: bad})
+		if st := asStatus(err); st.Code() != codes.InvalidArgument || st.Message() != "apiKeyName must not contain control characters." {
+			t.Errorf("apiKeyName %q: %v", bad, st)
+		}
+	}
+	if n, _ := store.CountAPIKeys(ctx, resp.GetData().GetId()); n != 1 {
+		t.Fatalf("%d keys after refused creates", n)
+	}
+}
