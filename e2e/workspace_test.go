@@ -348,6 +348,10 @@ func TestAllowedDomainsUpdate(t *testing.T) {
 		t.Fatalf("stored %v", d["allowedDomains"])
 	}
 	s.call("/v2/workspace/domains/update", s.devKey(), map[string]any{"allowedDomains": []string{"x.com", "not a domain"}}).fails(t, 400, "INVALID_ARGUMENT", "")
+	s.call("/v2/workspace/domains/update", s.devKey(), map[string]any{"allowedDomains": []string{"x.com", "javascript:alert(1)"}}).fails(t, 400, "INVALID_ARGUMENT",
+		`allowedDomains[1] "javascript:alert(1)" is not a valid domain: only http and https URLs are accepted.`)
+	s.call("/v2/workspace/domains/update", s.devKey(), map[string]any{"allowedDomains": []string{"999.1.1.1"}}).fails(t, 400, "INVALID_ARGUMENT",
+		`allowedDomains[0] "999.1.1.1" is not a valid domain: it is not a valid IPv4 address.`)
 	got := s.call("/v2/workspace/domains/get", s.devKey(), map[string]any{}).data(t, "")
 	if !equalStrings(got["allowedDomains"], "example.com", "localhost", "*.preview.example.org") {
 		t.Fatalf("a refused update changed the domains: %v", got["allowedDomains"])
