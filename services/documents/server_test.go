@@ -15,6 +15,7 @@ import (
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 
+	"github.com/collab/collab/internal/cursor"
 	"github.com/collab/collab/internal/outbox"
 )
 
@@ -1557,5 +1558,52 @@ func TestNamesRefuseControlCharacters(t *testing.T) {
 	}
 	if got := h.document("k1", "o", "ok").Name; got != "Plan \U0001F468\u200D\U0001F469 \u0645\u06CC\u200C\u062E\u0648\u0627\u0647\u0645" {
 		t.Fatalf("stored name %q", got)
+	}
+}
+
+// Page tokens are honoured for cursor.DefaultLifetime after they were issued, by the clock the
+// server was given; then the caller is told to start again.
+func TestPageTokensExpire(t *testing.T) {
+	h := newHarness(t)
+	h.org(k1, "o")
+	h.org(k1, "p")
+	h.folder(k1, "o", "f1", "", "")
+	h.folder(k1, "o", "f2", "", "")
+	h.docs(k1, "o", "", "d1", "d2")
+	listings := map[string]func(token string) (string, error){
+		"organizations": func(tok string) (string, error) {
+			resp, err := h.srv.GetOrganizations(k1, &documentsv1.GetOrganizationsRequest{PageSize: 1, PageToken: tok})
+			return resp.GetPageToken(), err
+		},
+		"folders": func(tok string) (string, error) {
+			resp, err := h.srv.GetFolders(k1, &documentsv1.GetFoldersRequest{OrganizationId: "o", PageSize: 1, PageToken: tok})
+			return resp.GetPageToken(), err
+		},
+		"documents": func(tok string) (string, error) {
+			resp, err := h.srv.GetDocuments(k1, &documentsv1.GetDocumentsRequest{OrganizationId: "o", PageSize: 1, PageToken: tok})
+			return resp.GetPageToken(), err
+		},
+	}
+	tokens := map[string]string{}
+	for name, list := range listings {
+		tok, err := list("")
+		if err != nil || tok == "" {
+			t.Fatalf("%s: first page %q %v", name, tok, err)
+		}
+		tokens[name] = tok
+	}
+	h.clock.Advance(cursor.DefaultLifetime)
+	for name, list := range listings {
+		if _, err := list(tokens[name]); err != nil {
+			t.Fatalf("%s: a token at the end of its lifetime: %v", name, err)
+		}
+	}
+	h.clock.Advance(time.Second)
+	for name, list := range listings {
+		_, err := list(tokens[name])
+		wantErr(t, name+": expired token", err, codes.InvalidArgument, "pageToken has expired; request the first page again.")
+		if tok, err := list(""); err != nil || tok == "" {
+			t.Fatalf("%s: starting again: %q %v", name, tok, err)
+		}
 	}
 }

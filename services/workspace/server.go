@@ -89,21 +89,21 @@ func WithRateLimits(l RateLimits) Option {
 
 // New returns a Server on store. secret keys its page tokens.
 func New(store Store, secret []byte, opts ...Option) (*Server, error) {
-	key, err := cursor.DeriveKey(secret, "workspace.apikeys")
-	if err != nil {
-		return nil, err
-	}
-	sealer, err := cursor.NewSealer(key)
-	if err != nil {
-		return nil, err
-	}
 	s := &Server{
-		store: store, clock: clock.Real(), log: slog.Default(), cursors: sealer,
+		store: store, clock: clock.Real(), log: slog.Default(),
 		grace: DefaultEmailGracePeriod, publicURL: "http://127.0.0.1:8080",
 	}
 	s.mail = email.Log{Logger: s.log}
 	for _, o := range opts {
 		o(s)
+	}
+	// After the options: page tokens are dated by the injected clock.
+	key, err := cursor.DeriveKey(secret, "workspace.apikeys")
+	if err != nil {
+		return nil, err
+	}
+	if s.cursors, err = cursor.NewSealer(key, s.clock); err != nil {
+		return nil, err
 	}
 	if s.createLimit == nil {
 		WithRateLimits(DefaultRateLimits)(s)
@@ -455,7 +455,7 @@ func (s *Server) ListApiKeys(ctx context.Context, req *workspacev1.ListApiKeysRe
 	if req.GetPageToken() != "" {
 		var pos keyCursor
 		if err := s.cursors.Open(req.GetPageToken(), scope, &pos); err != nil {
-			return nil, apierr.InvalidArgument("pageToken is invalid.")
+			return nil, cursor.Refusal("pageToken", err)
 		}
 		after = &KeyPosition{CreatedAt: time.UnixMilli(pos.CreatedAt).UTC(), Key: pos.Key}
 	}

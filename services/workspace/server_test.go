@@ -16,6 +16,7 @@ import (
 	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/clock"
+	"github.com/collab/collab/internal/cursor"
 	"github.com/collab/collab/internal/email"
 )
 
@@ -218,5 +219,36 @@ func TestNamesRefuseControlCharacters(t *testing.T) {
 	}
 	if n, _ := store.CountAPIKeys(ctx, resp.GetData().GetId()); n != 1 {
 		t.Fatalf("%d keys after refused creates", n)
+	}
+}
+
+// The API key listing's page tokens expire after cursor.DefaultLifetime, by the injected clock.
+func TestListApiKeysPageTokenExpires(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 500_000_000, time.UTC))
+	s, _ := newTestServer(t, NewMemoryStore(), WithClock(clk))
+	ctx := context.Background()
+	if err := s.EnsureDevWorkspace(ctx, DevCredentials{WorkspaceID: "w", WorkspaceToken: "wt-token", APIKey: "k", AuthToken: "t-token", OwnerEmail: "dev@localhost"}); err != nil {
+		t.Fatal(err)
+	}
+	caller := authn.WithCaller(ctx, authn.Caller{WorkspaceID: "w"})
+	if _, err := s.CreateApiKey(caller, &workspacev1.CreateApiKeyRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.ListApiKeys(caller, &workspacev1.ListApiKeysRequest{PageSize: 1})
+	if err != nil || first.GetNextPageToken() == "" {
+		t.Fatalf("first page %v %v", first, err)
+	}
+	clk.Advance(cursor.DefaultLifetime)
+	if _, err := s.ListApiKeys(caller, &workspacev1.ListApiKeysRequest{PageSize: 1, PageToken: first.GetNextPageToken()}); err != nil {
+		t.Fatalf("a token at the end of its lifetime: %v", err)
+	}
+	clk.Advance(time.Second)
+	_, err = s.ListApiKeys(caller, &workspacev1.ListApiKeysRequest{PageSize: 1, PageToken: first.GetNextPageToken()})
+	if st := asStatus(err); st.Code() != codes.InvalidArgument || st.Message() != "pageToken has expired; request the first page again." {
+		t.Fatalf("expired token: %v", st)
+	}
+	_, err = s.ListApiKeys(caller, &workspacev1.ListApiKeysRequest{PageToken: "garbage"})
+	if st := asStatus(err); st.Code() != codes.InvalidArgument || st.Message() != "pageToken is invalid." {
+		t.Fatalf("forged token: %v", st)
 	}
 }
