@@ -3,7 +3,24 @@ package collabd
 import (
 	"fmt"
 	"io"
+
+	"github.com/collab/collab/services/workspace"
 )
+
+// publishedDev are the development credentials the README and docs publish. Only these are
+// printed in full: a token an operator chose (--dev-auth-token, ...) is a secret like any other,
+// and the banner goes wherever the process's output goes.
+var publishedDev = workspace.DevCredentials{
+	WorkspaceID: "dev-workspace", WorkspaceToken: "dev-workspace-token", APIKey: "dev-api-key", AuthToken: "dev-auth-token",
+}
+
+// shownToken is a development token as the banner prints it.
+func shownToken(v, published, flag string) string {
+	if v == published {
+		return v
+	}
+	return "<the value of --" + flag + ">"
+}
 
 // PrintBanner tells a newcomer where the API is and, for a local run, the development
 // workspace's credentials with a call that works as printed.
@@ -18,7 +35,9 @@ func PrintBanner(w io.Writer, p *Process) {
 	if p.Dev == nil {
 		return
 	}
-	d := p.Dev
+	d := *p.Dev
+	d.WorkspaceToken = shownToken(d.WorkspaceToken, publishedDev.WorkspaceToken, "dev-workspace-token")
+	d.AuthToken = shownToken(d.AuthToken, publishedDev.AuthToken, "dev-auth-token")
 	fmt.Fprintf(w, `
 Development workspace (the same on every start):
   workspace id:          %s

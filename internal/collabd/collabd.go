@@ -266,11 +266,14 @@ func masterSecret(ctx context.Context, cfg Config, mongo *mongodb.Conn) ([]byte,
 	}
 }
 
-func emailSender(cfg Config, log *slog.Logger) email.Sender {
+// emailSender sends through SMTP when a server is set; otherwise it writes each mail as a file
+// in the mail directory, so a local run still hands over the verification link without
+// putting it in the log.
+func emailSender(cfg Config, log *slog.Logger) (email.Sender, error) {
 	if cfg.SMTPAddr == "" {
-		return email.Log{Logger: log}
+		return email.NewDir(cfg.MailDir, log)
 	}
-	return email.SMTP{Addr: cfg.SMTPAddr, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword, From: cfg.SMTPFrom}
+	return email.SMTP{Addr: cfg.SMTPAddr, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword, From: cfg.SMTPFrom}, nil
 }
 
 // Err delivers a server's failure after start.

@@ -51,6 +51,9 @@ type Config struct {
 	Dev          workspace.DevCredentials
 
 	SMTPAddr, SMTPUsername, SMTPPassword, SMTPFrom string
+	// MailDir receives the emails as files when no SMTP server is set; empty: a new private
+	// directory under the OS temporary directory.
+	MailDir string
 
 	LogFormat string
 	LogLevel  slog.Level
@@ -71,6 +74,14 @@ func ParseFlags(args []string, getenv func(string) string) (Config, error) {
 	}
 	var c Config
 	var envErr error
+	// Secrets take their environment value after parsing, not as their flag's default: flag
+	// prints defaults in -h and in the usage it writes after any parse error, which would put
+	// them in the terminal or the process log.
+	secretEnv := map[string]string{} // flag name -> environment variable
+	secret := func(p *string, name, envName, def, usage string) {
+		fs.StringVar(p, name, def, usage)
+		secretEnv[name] = envName
+	}
 	durationEnv := func(name string, def time.Duration) time.Duration {
 		v := getenv(name)
 		if v == "" {
@@ -84,7 +95,7 @@ func ParseFlags(args []string, getenv func(string) string) (Config, error) {
 	}
 	fs.StringVar(&c.HTTPAddr, "http-addr", env("COLLAB_HTTP_ADDR", "127.0.0.1:8080"), "HTTP API listen address (COLLAB_HTTP_ADDR)")
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", env("COLLAB_GRPC_ADDR", "127.0.0.1:9090"), "gRPC listen address for internal callers, reflection on; empty: in-process only (COLLAB_GRPC_ADDR)")
-	fs.StringVar(&c.MongoURI, "mongo-uri", env("COLLAB_MONGO_URI", ""), "MongoDB URI; empty: memory store (COLLAB_MONGO_URI)")
+	secret(&c.MongoURI, "mongo-uri", "COLLAB_MONGO_URI", "", "MongoDB URI; empty: memory store (COLLAB_MONGO_URI)")
 	fs.StringVar(&c.DataDir, "data-dir", env("COLLAB_DATA_DIR", ""), "keep data in this directory on an embedded MongoDB-wire server (COLLAB_DATA_DIR)")
 	services := fs.String("services", env("COLLAB_SERVICES", "all"), "comma-separated services to run: all, gateway, "+strings.Join(ServiceNames, ", ")+" (COLLAB_SERVICES)")
 	peers := map[string]*string{}
@@ -94,20 +105,21 @@ func ParseFlags(args []string, getenv func(string) string) (Config, error) {
 	}
 	rate := fs.String("rate-limit", env("COLLAB_RATE_LIMIT", ""), "off, or per-minute limits like createWorkspace=10,getWorkspace=60,emailStatus=20 (COLLAB_RATE_LIMIT)")
 	fs.DurationVar(&c.AuthCacheTTL, "auth-cache-ttl", durationEnv("COLLAB_AUTH_CACHE_TTL", 5*time.Second), "how long services other than workspace trust a checked credential (COLLAB_AUTH_CACHE_TTL)")
-	fs.StringVar(&c.InternalToken, "internal-token", env("COLLAB_INTERNAL_TOKEN", ""), "shared secret required on internal gRPC operations (COLLAB_INTERNAL_TOKEN)")
-	fs.StringVar(&c.SecretKey, "secret-key", env("COLLAB_SECRET_KEY", ""), "master secret for page tokens; empty: kept in MongoDB, or random per run on the memory store (COLLAB_SECRET_KEY)")
+	secret(&c.InternalToken, "internal-token", "COLLAB_INTERNAL_TOKEN", "", "shared secret required on internal gRPC operations (COLLAB_INTERNAL_TOKEN)")
+	secret(&c.SecretKey, "secret-key", "COLLAB_SECRET_KEY", "", "master secret for page tokens; empty: kept in MongoDB, or random per run on the memory store (COLLAB_SECRET_KEY)")
 	fs.StringVar(&c.PublicURL, "public-url", env("COLLAB_PUBLIC_URL", ""), "base URL of the HTTP API as callers reach it, for links in emails (COLLAB_PUBLIC_URL)")
 	fs.DurationVar(&c.EmailGrace, "email-grace-period", durationEnv("COLLAB_EMAIL_GRACE_PERIOD", workspace.DefaultEmailGracePeriod), "how long API keys work before the owner email is verified (COLLAB_EMAIL_GRACE_PERIOD)")
 	dev := fs.String("dev-workspace", env("COLLAB_DEV_WORKSPACE", ""), "create the development workspace: true or false; default true unless --mongo-uri is set (COLLAB_DEV_WORKSPACE)")
 	fs.StringVar(&c.Dev.WorkspaceID, "dev-workspace-id", env("COLLAB_DEV_WORKSPACE_ID", "dev-workspace"), "development workspace id (COLLAB_DEV_WORKSPACE_ID)")
-	fs.StringVar(&c.Dev.WorkspaceToken, "dev-workspace-token", env("COLLAB_DEV_WORKSPACE_TOKEN", "dev-workspace-token"), "development workspace auth token (COLLAB_DEV_WORKSPACE_TOKEN)")
+	secret(&c.Dev.WorkspaceToken, "dev-workspace-token", "COLLAB_DEV_WORKSPACE_TOKEN", "dev-workspace-token", "development workspace auth token (COLLAB_DEV_WORKSPACE_TOKEN)")
 	fs.StringVar(&c.Dev.APIKey, "dev-api-key", env("COLLAB_DEV_API_KEY", "dev-api-key"), "development API key (COLLAB_DEV_API_KEY)")
-	fs.StringVar(&c.Dev.AuthToken, "dev-auth-token", env("COLLAB_DEV_AUTH_TOKEN", "dev-auth-token"), "development API key's auth token (COLLAB_DEV_AUTH_TOKEN)")
+	secret(&c.Dev.AuthToken, "dev-auth-token", "COLLAB_DEV_AUTH_TOKEN", "dev-auth-token", "development API key's auth token (COLLAB_DEV_AUTH_TOKEN)")
 	fs.StringVar(&c.Dev.OwnerEmail, "dev-owner-email", env("COLLAB_DEV_OWNER_EMAIL", "dev@localhost"), "development workspace owner email (COLLAB_DEV_OWNER_EMAIL)")
-	fs.StringVar(&c.SMTPAddr, "smtp-addr", env("COLLAB_SMTP_ADDR", ""), "SMTP server host:port; empty: emails are logged (COLLAB_SMTP_ADDR)")
+	fs.StringVar(&c.SMTPAddr, "smtp-addr", env("COLLAB_SMTP_ADDR", ""), "SMTP server host:port; empty: emails are written to --mail-dir (COLLAB_SMTP_ADDR)")
 	fs.StringVar(&c.SMTPUsername, "smtp-username", env("COLLAB_SMTP_USERNAME", ""), "SMTP username (COLLAB_SMTP_USERNAME)")
-	fs.StringVar(&c.SMTPPassword, "smtp-password", env("COLLAB_SMTP_PASSWORD", ""), "SMTP password (COLLAB_SMTP_PASSWORD)")
+	secret(&c.SMTPPassword, "smtp-password", "COLLAB_SMTP_PASSWORD", "", "SMTP password (COLLAB_SMTP_PASSWORD)")
 	fs.StringVar(&c.SMTPFrom, "smtp-from", env("COLLAB_SMTP_FROM", "collab@localhost"), "sender address of emails (COLLAB_SMTP_FROM)")
+	fs.StringVar(&c.MailDir, "mail-dir", env("COLLAB_MAIL_DIR", ""), "without --smtp-addr, write each email as a file (mode 0600) here; empty: a new 0700 directory under the OS temporary directory (COLLAB_MAIL_DIR)")
 	fs.StringVar(&c.LogFormat, "log-format", env("COLLAB_LOG_FORMAT", "text"), "text or json (COLLAB_LOG_FORMAT)")
 	level := fs.String("log-level", env("COLLAB_LOG_LEVEL", "info"), "debug, info, warn or error (COLLAB_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
@@ -118,6 +130,15 @@ func ParseFlags(args []string, getenv func(string) string) (Config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for name, envName := range secretEnv {
+		if v := getenv(envName); v != "" && !given[name] {
+			if err := fs.Set(name, v); err != nil {
+				return c, fmt.Errorf("%s: %w", envName, err)
+			}
+		}
 	}
 	var err error
 	if c.Services, err = parseServices(*services); err != nil {

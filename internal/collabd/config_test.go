@@ -1,6 +1,8 @@
 package collabd
 
 import (
+	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -88,4 +90,110 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("%v %v: error %v, want one mentioning %q", c.env, c.args, err, c.want)
 		}
 	}
+}
+
+// Secrets set in the environment still configure the process, but never show in the usage
+// text that -h and every mistyped flag print (into the terminal, or a container's log).
+func TestSecretsStayOutOfTheUsage(t *testing.T) {
+	env := map[string]string{
+		"COLLAB_MONGO_URI": "mongodb://collab:mongo-pw-1@db.internal/collab", "COLLAB_INTERNAL_TOKEN": "internal-tok-2",
+		"COLLAB_SECRET_KEY": "master-key-3", "COLLAB_SMTP_PASSWORD": "smtp-pw-4",
+		"COLLAB_DEV_WORKSPACE_TOKEN": "dev-ws-tok-5", "COLLAB_DEV_AUTH_TOKEN": "dev-auth-tok-6",
+	}
+	usage := captureStderr(t, func() {
+		if _, err := parse(t, env, "--no-such-flag"); err == nil {
+			t.Fatal("a mistyped flag was accepted")
+		}
+	})
+	if !strings.Contains(usage, "-smtp-password") {
+		t.Fatalf("no usage printed, so nothing is proven: %q", usage)
+	}
+	for name, v := range env {
+		if strings.Contains(usage, v) {
+			t.Errorf("the usage shows %s", name)
+		}
+	}
+	c, err := parse(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MongoURI != env["COLLAB_MONGO_URI"] || c.InternalToken != env["COLLAB_INTERNAL_TOKEN"] || c.SecretKey != env["COLLAB_SECRET_KEY"] ||
+		c.SMTPPassword != env["COLLAB_SMTP_PASSWORD"] || c.Dev.WorkspaceToken != env["COLLAB_DEV_WORKSPACE_TOKEN"] || c.Dev.AuthToken != env["COLLAB_DEV_AUTH_TOKEN"] {
+		t.Fatalf("environment secrets not applied: %+v", c)
+	}
+	if c.DevWorkspace {
+		t.Fatal("the MongoDB URI from the environment no longer turns the dev workspace off")
+	}
+	c, err = parse(t, env, "--internal-token=from-flag", "--dev-auth-token=flag-dev")
+	if err != nil || c.InternalToken != "from-flag" || c.Dev.AuthToken != "flag-dev" || c.SMTPPassword != "smtp-pw-4" {
+		t.Fatalf("the flag must win over the environment: %+v %v", c, err)
+	}
+}
+
+func TestMailDir(t *testing.T) {
+	c, err := parse(t, nil)
+	if err != nil || c.MailDir != "" {
+		t.Fatalf("default %q %v", c.MailDir, err)
+	}
+	c, err = parse(t, map[string]string{"COLLAB_MAIL_DIR": "/tmp/env-mail"})
+	if err != nil || c.MailDir != "/tmp/env-mail" {
+		t.Fatalf("environment %q %v", c.MailDir, err)
+	}
+	c, err = parse(t, map[string]string{"COLLAB_MAIL_DIR": "/tmp/env-mail"}, "--mail-dir=/tmp/flag-mail")
+	if err != nil || c.MailDir != "/tmp/flag-mail" {
+		t.Fatalf("flag %q %v", c.MailDir, err)
+	}
+}
+
+// The banner prints the development credentials the docs publish, and no token an operator
+// chose.
+func TestBannerPrintsOnlyPublishedTokens(t *testing.T) {
+	defaults, err := parse(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := defaults.Dev
+	published.OwnerEmail = ""
+	if published != publishedDev {
+		t.Fatalf("flag defaults %+v and the banner's published credentials %+v differ", published, publishedDev)
+	}
+	var out strings.Builder
+	PrintBanner(&out, &Process{HTTPAddr: "127.0.0.1:8080", Dev: &defaults.Dev})
+	for _, v := range []string{"dev-workspace-token", "dev-auth-token", "dev-api-key"} {
+		if !strings.Contains(out.String(), v) {
+			t.Errorf("the banner lacks the published %s:\n%s", v, out.String())
+		}
+	}
+	custom := defaults.Dev
+	custom.WorkspaceToken, custom.AuthToken = "chosen-ws-secret", "chosen-auth-secret"
+	out.Reset()
+	PrintBanner(&out, &Process{HTTPAddr: "127.0.0.1:8080", Dev: &custom})
+	if strings.Contains(out.String(), "chosen-") {
+		t.Fatalf("the banner prints chosen tokens:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "<the value of --dev-auth-token>") {
+		t.Fatalf("the banner does not say where the token is:\n%s", out.String())
+	}
+}
+
+// captureStderr returns what f wrote to os.Stderr.
+func captureStderr(t *testing.T, f func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stderr
+	os.Stderr = w
+	done := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- string(b)
+	}()
+	func() {
+		defer func() { os.Stderr = saved }()
+		f()
+	}()
+	_ = w.Close()
+	return <-done
 }

@@ -55,7 +55,11 @@ func (b *builder) services() (*workspace.Server, error) {
 		}
 		sender := b.deps.Email
 		if sender == nil {
-			sender = emailSender(cfg, b.log)
+			s, err := emailSender(cfg, b.log)
+			if err != nil {
+				return nil, err
+			}
+			sender = s
 		}
 		publicURL := cfg.PublicURL
 		if publicURL == "" {

@@ -93,9 +93,11 @@ func New(store Store, secret []byte, opts ...Option) (*Server, error) {
 		store: store, clock: clock.Real(), log: slog.Default(),
 		grace: DefaultEmailGracePeriod, publicURL: "http://127.0.0.1:8080",
 	}
-	s.mail = email.Log{Logger: s.log}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.mail == nil {
+		s.mail = email.Log{Logger: s.log} // says a mail was not sent; never logs the link
 	}
 	// After the options: page tokens are dated by the injected clock.
 	key, err := cursor.DeriveKey(secret, "workspace.apikeys")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -251,4 +252,60 @@ func TestListApiKeysPageTokenExpires(t *testing.T) {
 	if st := asStatus(err); st.Code() != codes.InvalidArgument || st.Message() != "pageToken is invalid." {
 		t.Fatalf("forged token: %v", st)
 	}
+}
+
+// The verification secret reaches the owner's mailbox and nowhere else: not the log, whatever
+// the sender.
+func TestVerificationSecretIsNeverLogged(t *testing.T) {
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	dir, err := email.NewDir(t.TempDir(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, sender := range map[string]email.Sender{
+		"no sender (the fallback)": email.Log{Logger: log}, "mail directory": dir, "failing": failingSender{},
+	} {
+		mail := &teeSender{next: sender}
+		s, err := New(NewMemoryStore(), make([]byte, 32), WithLogger(log), WithEmailSender(mail), WithRateLimits(RateLimits{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		logged.Reset()
+		if _, err := s.CreateWorkspace(context.Background(), &workspacev1.CreateWorkspaceRequest{OwnerEmail: "a@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+		link := linkPattern.FindString(mail.body)
+		if link == "" {
+			t.Fatalf("%s: no link in %q", name, mail.body)
+		}
+		secret := link[strings.LastIndex(link, ".")+1:]
+		if strings.Contains(logged.String(), secret) || strings.Contains(logged.String(), "token=") {
+			t.Errorf("%s: the log holds the verification link:\n%s", name, logged.String())
+		}
+		if !strings.Contains(logged.String(), "a@example.com") && name != "failing" {
+			t.Errorf("%s: the log does not say a mail went out:\n%s", name, logged.String())
+		}
+	}
+	// The fallback a server gets without WithEmailSender is the one tested above.
+	bare, err := New(NewMemoryStore(), make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := bare.mail.(email.Log); !ok {
+		t.Fatalf("default sender %T", bare.mail)
+	}
+}
+
+var linkPattern = regexp.MustCompile(`https?://\S+/v2/workspace/email/verify\?token=\S+`)
+
+// teeSender remembers the last body and passes the message on.
+type teeSender struct {
+	next email.Sender
+	body string
+}
+
+func (t *teeSender) Send(ctx context.Context, m email.Message) error {
+	t.body = m.Body
+	return t.next.Send(ctx, m)
 }
