@@ -185,6 +185,7 @@ func callerOf(ws *Workspace, key *APIKey) authn.Caller {
 	if key != nil {
 		c.APIKey = key.Key
 		c.AllowedDomains = key.AllowedDomains
+		c.TokenGeneration = key.TokenGeneration
 	}
 	return c
 }
@@ -219,9 +220,36 @@ func (s *Server) Authenticate(ctx context.Context, req *workspacev1.Authenticate
 		return nil, err
 	}
 	return &workspacev1.AuthenticateResponse{
-		WorkspaceId: c.WorkspaceID, ApiKey: c.APIKey, AllowedDomains: c.AllowedDomains,
+		WorkspaceId: c.WorkspaceID, ApiKey: c.APIKey, AllowedDomains: c.AllowedDomains, TokenGeneration: c.TokenGeneration,
 		Settings: &workspacev1.Settings{AdvancedQueries: c.Settings.AdvancedQueries, Notifications: c.Settings.Notifications, AdvancedWebhooks: c.Settings.AdvancedWebhooks},
 	}, nil
+}
+
+// GetTokenGeneration tells the verifier of generated tokens whether their API key is still
+// usable and which auth-token generation is current. It has no auth token to check, so it
+// says no more than that: the key is refused exactly as authentication refuses it.
+func (s *Server) GetTokenGeneration(ctx context.Context, req *workspacev1.GetTokenGenerationRequest) (*workspacev1.GetTokenGenerationResponse, error) {
+	if req.GetApiKey() == "" {
+		return nil, apierr.InvalidArgument("apiKey is required.")
+	}
+	key, err := s.store.APIKey(ctx, req.GetApiKey())
+	if errors.Is(err, ErrNotFound) {
+		return nil, errInvalidAPIKey
+	}
+	if err != nil {
+		return nil, fmt.Errorf("token generation: %w", err)
+	}
+	ws, err := s.store.Workspace(ctx, key.WorkspaceID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, errInvalidAPIKey
+	}
+	if err != nil {
+		return nil, fmt.Errorf("token generation: %w", err)
+	}
+	if s.keysExpired(ws) {
+		return nil, errKeysExpired
+	}
+	return &workspacev1.GetTokenGenerationResponse{WorkspaceId: ws.ID, TokenGeneration: key.TokenGeneration}, nil
 }
 
 // ---- Workspaces ----
@@ -670,10 +698,19 @@ func (s *Server) EnsureDevWorkspace(ctx context.Context, d DevCredentials) error
 		if err := s.store.SetWorkspaceToken(ctx, existing.ID, ws.TokenHash, ws.TokenLast4); err != nil {
 			return fmt.Errorf("dev workspace token: %w", err)
 		}
-		if _, err := s.store.WorkspaceAPIKey(ctx, existing.ID, d.APIKey); errors.Is(err, ErrNotFound) {
+		current, err := s.store.WorkspaceAPIKey(ctx, existing.ID, d.APIKey)
+		if errors.Is(err, ErrNotFound) {
 			if err := s.store.CreateAPIKey(ctx, key); err != nil {
 				return fmt.Errorf("dev api key: %w", err)
 			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("dev api key: %w", err)
+		}
+		// Setting the same token again would move the generation on and revoke the tokens
+		// generated before the restart for no reason.
+		if len(current.Tokens) == 1 && current.Tokens[0].Hash == tokens[0].Hash {
 			return nil
 		}
 		if _, err := s.store.SetAuthTokens(ctx, existing.ID, d.APIKey, tokens); err != nil {

@@ -309,3 +309,81 @@ func (t *teeSender) Send(ctx context.Context, m email.Message) error {
 	t.body = m.Body
 	return t.next.Send(ctx, m)
 }
+
+// The generation of an API key's auth token: Authenticate reports it, Reset Auth Token moves
+// it on, and GetTokenGeneration tells it without an auth token, refusing keys as
+// authentication does.
+func TestTokenGeneration(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	store := NewMemoryStore()
+	s, _ := newTestServer(t, store, WithClock(clk), WithEmailGracePeriod(time.Hour))
+	ctx := context.Background()
+	dev := DevCredentials{WorkspaceID: "w", WorkspaceToken: "wt-token", APIKey: "k", AuthToken: "t-token", OwnerEmail: "dev@localhost"}
+	if err := s.EnsureDevWorkspace(ctx, dev); err != nil {
+		t.Fatal(err)
+	}
+	generation := func() int64 {
+		t.Helper()
+		resp, err := s.GetTokenGeneration(ctx, &workspacev1.GetTokenGenerationRequest{ApiKey: "k"})
+		if err != nil || resp.GetWorkspaceId() != "w" {
+			t.Fatalf("GetTokenGeneration: %v %v", resp, err)
+		}
+		return resp.GetTokenGeneration()
+	}
+	before := generation()
+	auth, err := s.Authenticate(ctx, keyReq("k", "t-token"))
+	if err != nil || auth.GetTokenGeneration() != before {
+		t.Fatalf("Authenticate: %v %v, want generation %d", auth, err, before)
+	}
+	// A restart with the same dev token revokes nothing.
+	if err := s.EnsureDevWorkspace(ctx, dev); err != nil || generation() != before {
+		t.Fatalf("restart moved the generation: %d -> %d (%v)", before, generation(), err)
+	}
+	caller := authn.WithCaller(ctx, authn.Caller{WorkspaceID: "w"})
+	reset, err := s.ResetAuthToken(caller, &workspacev1.ResetAuthTokenRequest{ApiKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if generation() != before+1 {
+		t.Fatalf("after a reset: %d, want %d", generation(), before+1)
+	}
+	c, err := s.AuthenticateKey(ctx, "k", reset.GetData().GetNewAuthToken().GetToken())
+	if err != nil || c.TokenGeneration != before+1 {
+		t.Fatalf("caller after reset %+v %v", c, err)
+	}
+	// Changing the domains is no reset.
+	if _, err := s.UpdateAllowedDomains(authn.WithCaller(ctx, c), &workspacev1.UpdateAllowedDomainsRequest{AllowedDomains: []string{"a.com"}}); err != nil || generation() != before+1 {
+		t.Fatalf("domains moved the generation: %v", err)
+	}
+
+	for _, bad := range []struct {
+		key  string
+		code codes.Code
+		msg  string
+	}{
+		{"", codes.InvalidArgument, "apiKey is required."},
+		{"nope", codes.PermissionDenied, "Invalid API key."},
+	} {
+		_, err := s.GetTokenGeneration(ctx, &workspacev1.GetTokenGenerationRequest{ApiKey: bad.key})
+		if st := asStatus(err); st.Code() != bad.code || st.Message() != bad.msg {
+			t.Errorf("%q: %v", bad.key, st)
+		}
+	}
+	// An unverified owner's keys past the grace period: refused as authentication refuses them.
+	created, err := s.CreateWorkspace(ctx, &workspacev1.CreateWorkspaceRequest{OwnerEmail: "late@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unverifiedKey string
+	for k := range created.GetData().GetApiKeyList() {
+		unverifiedKey = k
+	}
+	if _, err := s.GetTokenGeneration(ctx, &workspacev1.GetTokenGenerationRequest{ApiKey: unverifiedKey}); err != nil {
+		t.Fatalf("within the grace period: %v", err)
+	}
+	clk.Advance(time.Hour)
+	_, err = s.GetTokenGeneration(ctx, &workspacev1.GetTokenGenerationRequest{ApiKey: unverifiedKey})
+	if st := asStatus(err); st.Code() != codes.PermissionDenied || !strings.HasPrefix(st.Message(), "API key expired") {
+		t.Fatalf("expired key: %v", st)
+	}
+}
