@@ -140,7 +140,8 @@ func (b *builder) services() (*workspace.Server, error) {
 			}
 			store = s
 		}
-		a, err := access.New(store, b.secret, docsClient, access.WithClock(b.deps.Clock), access.WithLogger(b.log))
+		a, err := access.New(store, b.secret, docsClient, access.WithClock(b.deps.Clock), access.WithLogger(b.log),
+			access.WithWorkspace(workspacev1.NewWorkspaceServiceClient(b.internal["workspace"])))
 		if err != nil {
 			return nil, err
 		}
