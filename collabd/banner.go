@@ -18,7 +18,12 @@ func PrintBanner(w io.Writer, p *Process) {
 	if p.Dev == nil {
 		return
 	}
-	d := p.Dev
+	d := *p.Dev
+	// Only the published tokens are printed: tokens an operator chose are secrets like any
+	// other, and the banner goes wherever the process's output goes.
+	if !d.Published {
+		d.WorkspaceToken, d.AuthToken = "<the value of --dev-workspace-token>", "<the value of --dev-auth-token>"
+	}
 	fmt.Fprintf(w, `
 Development workspace (the same on every start):
   workspace id:          %s

@@ -119,7 +119,13 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		health := grpcserver.NewHealth()
 		healthpb.RegisterHealthServer(local, health)
 		reflection.Register(srv)
-		b := &builder{cfg: cfg, deps: deps, log: log, mongo: mongo, storage: storage, secret: secret, internal: internal, p: p}
+		sender := deps.Email
+		if sender == nil {
+			if sender, err = emailSender(cfg, log); err != nil {
+				return nil, err
+			}
+		}
+		b := &builder{cfg: cfg, deps: deps, log: log, mongo: mongo, storage: storage, secret: secret, email: sender, internal: internal, p: p}
 		dispatcher := lifecycle.NewDispatcher()
 		events := false
 		for _, m := range localModules {
@@ -315,11 +321,14 @@ func masterSecret(ctx context.Context, cfg Config, mongo *mongodb.Conn) ([]byte,
 	}
 }
 
-func emailSender(cfg Config, log *slog.Logger) email.Sender {
+// emailSender sends through SMTP when a server is set; otherwise it writes each mail as a file
+// in the mail directory, so a local run still hands over the verification link without
+// putting it in the log.
+func emailSender(cfg Config, log *slog.Logger) (email.Sender, error) {
 	if cfg.SMTPAddr == "" {
-		return email.Log{Logger: log}
+		return email.NewDir(cfg.MailDir, log)
 	}
-	return email.SMTP{Addr: cfg.SMTPAddr, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword, From: cfg.SMTPFrom}
+	return email.SMTP{Addr: cfg.SMTPAddr, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword, From: cfg.SMTPFrom}, nil
 }
 
 // Err delivers a server's failure after start.
@@ -346,6 +355,7 @@ type builder struct {
 	mongo    *mongodb.Conn
 	storage  service.Storage
 	secret   []byte
+	email    email.Sender
 	internal map[string]grpc.ClientConnInterface
 	p        *Process
 
@@ -356,17 +366,13 @@ func (b *builder) build(ctx context.Context, m service.Module) (*service.Instanc
 	if m.Setup == nil {
 		return nil, errors.New("module has no Setup")
 	}
-	sender := b.deps.Email
-	if sender == nil {
-		sender = emailSender(b.cfg, b.log)
-	}
 	publicURL := b.cfg.PublicURL
 	if publicURL == "" {
 		publicURL = "http://" + b.cfg.HTTPAddr
 	}
 	env := service.Env{
 		Log: b.log, Clock: b.deps.Clock, Secret: b.secret, Mongo: b.mongo, Storage: b.storage,
-		Email: sender, PublicURL: publicURL,
+		Email: b.email, PublicURL: publicURL,
 		Conn: func(name string) grpc.ClientConnInterface { return b.internal[name] },
 	}
 	if len(m.Publishes) > 0 {

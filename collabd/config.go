@@ -38,6 +38,9 @@ type Config struct {
 	PublicURL     string
 
 	SMTPAddr, SMTPUsername, SMTPPassword, SMTPFrom string
+	// MailDir receives the emails as files when no SMTP server is set; empty: a new private
+	// directory under the OS temporary directory.
+	MailDir string
 
 	LogFormat string
 	LogLevel  slog.Level
@@ -72,7 +75,7 @@ func ParseFlags(modules []service.Module, args []string, getenv func(string) str
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if err := f.Err(); err != nil {
+	if err := f.Finish(); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
@@ -99,7 +102,7 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 
 	httpAddr := f.String("http-addr", "127.0.0.1:8080", "HTTP API listen address")
 	grpcAddr := f.String("grpc-addr", "127.0.0.1:9090", "gRPC listen address for internal callers, reflection on; empty: in-process only")
-	mongoURI := f.String("mongo-uri", "", "MongoDB URI; empty: memory store")
+	mongoURI := f.Secret("mongo-uri", "", "MongoDB URI; empty: memory store")
 	dataDir := f.String("data-dir", "", "keep data in this directory on an embedded MongoDB-wire server")
 	services := f.String("services", "all", "comma-separated services to run: all, gateway, "+strings.Join(names, ", "))
 	peers := map[string]*string{}
@@ -107,13 +110,14 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 		peers[s] = f.String(s+"-addr", "", "gRPC address of the "+s+" service when it runs elsewhere")
 	}
 	ttl := f.Duration("auth-cache-ttl", 5*time.Second, "how long services other than the authenticating one trust a checked credential")
-	internalToken := f.String("internal-token", "", "shared secret of service-to-service calls, required on internal gRPC operations; at least 32 random characters (openssl rand -hex 32); required when services run in several processes, random per process otherwise")
-	secretKey := f.String("secret-key", "", "master secret for page tokens; empty: kept in MongoDB, or random per run on the memory store")
+	internalToken := f.Secret("internal-token", "", "shared secret of service-to-service calls, required on internal gRPC operations; at least 32 random characters (openssl rand -hex 32); required when services run in several processes, random per process otherwise")
+	secretKey := f.Secret("secret-key", "", "master secret for page tokens; empty: kept in MongoDB, or random per run on the memory store")
 	publicURL := f.String("public-url", "", "base URL of the HTTP API as callers reach it, for links in emails")
-	smtpAddr := f.String("smtp-addr", "", "SMTP server host:port; empty: emails are logged")
+	smtpAddr := f.String("smtp-addr", "", "SMTP server host:port; empty: emails are written to --mail-dir")
 	smtpUser := f.String("smtp-username", "", "SMTP username")
-	smtpPassword := f.String("smtp-password", "", "SMTP password")
+	smtpPassword := f.Secret("smtp-password", "", "SMTP password")
 	smtpFrom := f.String("smtp-from", "collab@localhost", "sender address of emails")
+	mailDir := f.String("mail-dir", "", "without --smtp-addr, write each email as a file (mode 0600) here; empty: a new 0700 directory under the OS temporary directory")
 	logFormat := f.String("log-format", "text", "text or json")
 	level := f.String("log-level", "info", "debug, info, warn or error")
 	for _, m := range c.Modules {
@@ -124,7 +128,7 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 	return fs, f, func() error {
 		c.HTTPAddr, c.GRPCAddr, c.MongoURI, c.DataDir = *httpAddr, *grpcAddr, *mongoURI, *dataDir
 		c.AuthCacheTTL, c.InternalToken, c.SecretKey, c.PublicURL = *ttl, *internalToken, *secretKey, *publicURL
-		c.SMTPAddr, c.SMTPUsername, c.SMTPPassword, c.SMTPFrom = *smtpAddr, *smtpUser, *smtpPassword, *smtpFrom
+		c.SMTPAddr, c.SMTPUsername, c.SMTPPassword, c.SMTPFrom, c.MailDir = *smtpAddr, *smtpUser, *smtpPassword, *smtpFrom, *mailDir
 		c.LogFormat = *logFormat
 		var err error
 		if c.Services, err = c.parseServices(*services); err != nil {

@@ -2,6 +2,7 @@ package collabd
 
 import (
 	"flag"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -116,4 +117,99 @@ func TestReadmeListsEveryFlag(t *testing.T) {
 	if n < 20 {
 		t.Fatalf("only %d flags declared", n)
 	}
+}
+
+// Secrets set in the environment still configure the process, but never show in the usage
+// text that -h and every mistyped flag print (into the terminal, or a container's log).
+func TestSecretsStayOutOfTheUsage(t *testing.T) {
+	env := map[string]string{
+		"COLLAB_MONGO_URI": "mongodb://collab:mongo-pw-1@db.internal/collab", "COLLAB_INTERNAL_TOKEN": "9c1e4f7a2b8d05e3f6a9c2d1b4e7f0a3-tok-2",
+		"COLLAB_SECRET_KEY": "master-key-3", "COLLAB_SMTP_PASSWORD": "smtp-pw-4",
+		"COLLAB_DEV_WORKSPACE_TOKEN": "dev-ws-tok-5", "COLLAB_DEV_AUTH_TOKEN": "dev-auth-tok-6",
+	}
+	usage := captureStderr(t, func() {
+		if _, err := parse(t, env, "--no-such-flag"); err == nil {
+			t.Fatal("a mistyped flag was accepted")
+		}
+	})
+	if !strings.Contains(usage, "-smtp-password") || !strings.Contains(usage, "-dev-auth-token") {
+		t.Fatalf("no usage printed, so nothing is proven: %q", usage)
+	}
+	for name, v := range env {
+		if strings.Contains(usage, v) {
+			t.Errorf("the usage shows %s", name)
+		}
+	}
+	c, err := parse(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MongoURI != env["COLLAB_MONGO_URI"] || c.InternalToken != env["COLLAB_INTERNAL_TOKEN"] || c.SecretKey != env["COLLAB_SECRET_KEY"] ||
+		c.SMTPPassword != env["COLLAB_SMTP_PASSWORD"] {
+		t.Fatalf("environment secrets not applied: %+v", c)
+	}
+	c, err = parse(t, env, "--internal-token=0f9e8d7c6b5a49382716afbecd0123456789", "--smtp-password=from-flag")
+	if err != nil || c.InternalToken != "0f9e8d7c6b5a49382716afbecd0123456789" || c.SMTPPassword != "from-flag" || c.SecretKey != "master-key-3" {
+		t.Fatalf("the flag must win over the environment: %+v %v", c, err)
+	}
+}
+
+func TestMailDir(t *testing.T) {
+	c, err := parse(t, nil)
+	if err != nil || c.MailDir != "" {
+		t.Fatalf("default %q %v", c.MailDir, err)
+	}
+	c, err = parse(t, map[string]string{"COLLAB_MAIL_DIR": "/tmp/env-mail"})
+	if err != nil || c.MailDir != "/tmp/env-mail" {
+		t.Fatalf("environment %q %v", c.MailDir, err)
+	}
+	c, err = parse(t, map[string]string{"COLLAB_MAIL_DIR": "/tmp/env-mail"}, "--mail-dir=/tmp/flag-mail")
+	if err != nil || c.MailDir != "/tmp/flag-mail" {
+		t.Fatalf("flag %q %v", c.MailDir, err)
+	}
+}
+
+// The banner prints the development credentials the docs publish, and no token an operator
+// chose.
+func TestBannerPrintsOnlyPublishedTokens(t *testing.T) {
+	published := &service.DevCredentials{WorkspaceID: "dev-workspace", WorkspaceToken: "dev-workspace-token", APIKey: "dev-api-key", AuthToken: "dev-auth-token", Published: true}
+	var out strings.Builder
+	PrintBanner(&out, &Process{HTTPAddr: "127.0.0.1:8080", Dev: published})
+	for _, v := range []string{"dev-workspace-token", "dev-auth-token", "dev-api-key"} {
+		if !strings.Contains(out.String(), v) {
+			t.Errorf("the banner lacks the published %s:\n%s", v, out.String())
+		}
+	}
+	custom := *published
+	custom.WorkspaceToken, custom.AuthToken, custom.Published = "chosen-ws-secret", "chosen-auth-secret", false
+	out.Reset()
+	PrintBanner(&out, &Process{HTTPAddr: "127.0.0.1:8080", Dev: &custom})
+	if strings.Contains(out.String(), "chosen-") {
+		t.Fatalf("the banner prints chosen tokens:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "<the value of --dev-auth-token>") {
+		t.Fatalf("the banner does not say where the token is:\n%s", out.String())
+	}
+}
+
+// captureStderr returns what f wrote to os.Stderr.
+func captureStderr(t *testing.T, f func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stderr
+	os.Stderr = w
+	done := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- string(b)
+	}()
+	func() {
+		defer func() { os.Stderr = saved }()
+		f()
+	}()
+	_ = w.Close()
+	return <-done
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -9,6 +10,13 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 )
 
 func grant(s *system, user string, resources ...map[string]any) {
@@ -190,4 +198,57 @@ func TestGenerateTokenAndJWKS(t *testing.T) {
 			t.Fatal("a tampered token verified")
 		}
 	}
+}
+
+// A generated token is bound to the auth token that made it: Reset Auth Token revokes it, as
+// VerifyToken (internal gRPC, no HTTP route) tells the services that accept tokens. The
+// access service learns of the reset from the workspace service, not from the token.
+func TestResetAuthTokenRevokesTokens(t *testing.T) {
+	s := newSystem(t, "--internal-token="+testInternalToken)
+	wsID, wsToken := s.newWorkspace("owner@example.com")
+	resetKey, resetAuth := s.newKey(wsID, wsToken)
+	keptKey, keptAuth := s.newKey(wsID, wsToken)
+	revoked := s.call("/v2/auth/generate_token", keyHeaders(resetKey, resetAuth), map[string]any{"userId": "u1"}).data(t, "Token generated successfully.")["token"].(string)
+	kept := s.call("/v1/auth/token/get", nil, map[string]any{"apiKey": keptKey, "authToken": keptAuth, "userId": "u2",
+		"userProperties": map[string]any{"organizationId": "o"}}).data(t, "Token generated successfully.")["token"].(string)
+
+	conn, err := grpc.NewClient(s.proc.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	access := accessv1.NewAccessServiceClient(conn)
+	internal := metadata.AppendToOutgoingContext(context.Background(), "x-collab-internal-token", testInternalToken)
+	verifyToken := func(tok, audience string) (*accessv1.VerifyTokenResponse, error) {
+		return access.VerifyToken(internal, &accessv1.VerifyTokenRequest{Token: tok, Audience: audience})
+	}
+	if _, err := access.VerifyToken(context.Background(), &accessv1.VerifyTokenRequest{Token: kept}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("VerifyToken without the internal token: %v", err)
+	}
+	for tok, key := range map[string]string{revoked: resetKey, kept: keptKey} {
+		resp, err := verifyToken(tok, key)
+		if err != nil || resp.GetApiKey() != key || resp.GetWorkspaceId() != wsID {
+			t.Fatalf("before the reset: %v %v", resp, err)
+		}
+	}
+
+	s.call("/v2/workspace/authtoken/reset", workspaceHeaders(wsID, wsToken), map[string]any{"apiKey": resetKey}).data(t, "Auth token reset successfully.")
+	_, err = verifyToken(revoked, resetKey)
+	if st := status.Convert(err); st.Code() != codes.Unauthenticated || st.Message() != "Token was revoked: the API key's auth token was reset." {
+		t.Fatalf("the reset key's token: %v", st)
+	}
+	if resp, err := verifyToken(kept, keptKey); err != nil || resp.GetUserId() != "u2" || resp.GetOrganizationId() != "o" {
+		t.Fatalf("the untouched key's token: %v %v", resp, err)
+	}
+	_, err = verifyToken(kept, resetKey)
+	if st := status.Convert(err); st.Code() != codes.Unauthenticated || st.Message() != "Token was issued for another audience." {
+		t.Fatalf("a token checked for another key: %v", st)
+	}
+	s.clock.Advance(48 * time.Hour)
+	_, err = verifyToken(kept, keptKey)
+	if st := status.Convert(err); st.Code() != codes.Unauthenticated || st.Message() != "Token has expired." {
+		t.Fatalf("after 48 hours: %v", st)
+	}
+	// No HTTP route reaches it.
+	s.call("/v2/auth/token/verify", keyHeaders(keptKey, keptAuth), map[string]any{"token": kept}).fails(t, 404, "NOT_FOUND", "")
 }

@@ -302,6 +302,8 @@ func TestCreateWorkspaceValidation(t *testing.T) {
 		{map[string]any{"ownerEmail": "a@example.com", "avatar": "javascript:alert(1)"}, "avatar must be a valid http(s) URL."},
 		{map[string]any{"ownerEmail": "a@example.com", "name": long}, "name must be at most 200 characters."},
 		{map[string]any{"ownerEmail": "a@example.com", "workspaceName": long}, "workspaceName must be at most 200 characters."},
+		{map[string]any{"ownerEmail": "a@example.com", "workspaceName": "Acme\r\nBcc: evil@example.com"}, "workspaceName must not contain control characters."},
+		{map[string]any{"ownerEmail": "a@example.com", "name": "Ann\u202Enna"}, "name must not contain control characters."},
 		{map[string]any{"ownerEmail": 7}, "data.ownerEmail must be a string."},
 	}
 	for _, c := range cases {
@@ -346,6 +348,10 @@ func TestAllowedDomainsUpdate(t *testing.T) {
 		t.Fatalf("stored %v", d["allowedDomains"])
 	}
 	s.call("/v2/workspace/domains/update", s.devKey(), map[string]any{"allowedDomains": []string{"x.com", "not a domain"}}).fails(t, 400, "INVALID_ARGUMENT", "")
+	s.call("/v2/workspace/domains/update", s.devKey(), map[string]any{"allowedDomains": []string{"x.com", "javascript:alert(1)"}}).fails(t, 400, "INVALID_ARGUMENT",
+		`allowedDomains[1] "javascript:alert(1)" is not a valid domain: only http and https URLs are accepted.`)
+	s.call("/v2/workspace/domains/update", s.devKey(), map[string]any{"allowedDomains": []string{"999.1.1.1"}}).fails(t, 400, "INVALID_ARGUMENT",
+		`allowedDomains[0] "999.1.1.1" is not a valid domain: it is not a valid IPv4 address.`)
 	got := s.call("/v2/workspace/domains/get", s.devKey(), map[string]any{}).data(t, "")
 	if !equalStrings(got["allowedDomains"], "example.com", "localhost", "*.preview.example.org") {
 		t.Fatalf("a refused update changed the domains: %v", got["allowedDomains"])

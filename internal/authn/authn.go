@@ -44,6 +44,9 @@ type Caller struct {
 	APIKey         string
 	Settings       Settings
 	AllowedDomains []string
+	// TokenGeneration is the API key's auth-token generation (0 for workspace-level calls):
+	// tokens generated for the caller carry it, and stop verifying once a reset moves it on.
+	TokenGeneration int64
 }
 
 type callerKey struct{}

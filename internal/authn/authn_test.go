@@ -172,7 +172,7 @@ func (f *fakeWorkspace) Authenticate(ctx context.Context, req *workspacev1.Authe
 	if req.GetApiKey().GetAuthToken() != "t" {
 		return nil, status.Error(codes.InvalidArgument, "Auth token not found.")
 	}
-	return &workspacev1.AuthenticateResponse{WorkspaceId: "w", ApiKey: req.GetApiKey().GetApiKey(), Settings: &workspacev1.Settings{AdvancedQueries: true}}, nil
+	return &workspacev1.AuthenticateResponse{WorkspaceId: "w", ApiKey: req.GetApiKey().GetApiKey(), Settings: &workspacev1.Settings{AdvancedQueries: true}, TokenGeneration: 7}, nil
 }
 
 func TestClientCachesSuccessesOnly(t *testing.T) {
@@ -182,7 +182,7 @@ func TestClientCachesSuccessesOnly(t *testing.T) {
 	ctx := context.Background()
 	for range 3 {
 		caller, err := c.AuthenticateKey(ctx, "k", "t")
-		if err != nil || caller.WorkspaceID != "w" || !caller.Settings.AdvancedQueries {
+		if err != nil || caller.WorkspaceID != "w" || !caller.Settings.AdvancedQueries || caller.TokenGeneration != 7 {
 			t.Fatalf("%+v %v", caller, err)
 		}
 	}

@@ -107,7 +107,8 @@ func CallerFromProto(r *workspacev1.AuthenticateResponse) Caller {
 			Notifications:    s.GetNotifications(),
 			AdvancedWebhooks: s.GetAdvancedWebhooks(),
 		},
-		AllowedDomains: r.GetAllowedDomains(),
+		AllowedDomains:  r.GetAllowedDomains(),
+		TokenGeneration: r.GetTokenGeneration(),
 	}
 }
 

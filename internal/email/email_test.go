@@ -2,8 +2,12 @@ package email
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -99,5 +103,84 @@ func TestMemoryRecords(t *testing.T) {
 	_ = m.Send(context.Background(), Message{To: "a@example.com"})
 	if s := m.Sent(); len(s) != 1 || s[0].To != "a@example.com" {
 		t.Fatalf("recorded %+v", s)
+	}
+}
+
+const secretLink = "https://collab.example/v2/workspace/email/verify?token=w1.s3cr3t-verification-secret"
+
+var verification = Message{To: "owner@example.com", Subject: "Verify your email for Acme", Body: "Open this link:\n\n" + secretLink + "\n"}
+
+// The log never holds a body: it is where the secret the mail delivers would leak from.
+func TestLogNeverLogsTheBody(t *testing.T) {
+	var out bytes.Buffer
+	if err := (Log{Logger: slog.New(slog.NewTextHandler(&out, nil))}).Send(context.Background(), verification); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "s3cr3t") || strings.Contains(out.String(), "verify?token") {
+		t.Fatalf("the log holds the link: %s", out.String())
+	}
+	if !strings.Contains(out.String(), "owner@example.com") || !strings.Contains(out.String(), "not sent") {
+		t.Fatalf("the log does not say what was not sent: %s", out.String())
+	}
+}
+
+func TestDirWritesPrivateFilesAndLogsOnlyWhere(t *testing.T) {
+	var out bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&out, nil))
+	dir := filepath.Join(t.TempDir(), "mail")
+	d, err := NewDir(dir, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Stat(dir); err != nil || info.Mode().Perm() != 0o700 {
+		t.Fatalf("mail directory %v %v", info, err)
+	}
+	for range 2 {
+		if err := d.Send(context.Background(), verification); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, err := os.ReadDir(dir)
+	if err != nil || len(files) != 2 {
+		t.Fatalf("files %v %v", files, err)
+	}
+	for _, f := range files {
+		path := filepath.Join(dir, f.Name())
+		info, err := os.Stat(path)
+		if err != nil || info.Mode().Perm() != 0o600 || filepath.Ext(path) != ".eml" {
+			t.Fatalf("%s: %v %v", path, info, err)
+		}
+		b, _ := os.ReadFile(path)
+		if !strings.Contains(string(b), "To: owner@example.com\nSubject: Verify your email for Acme\n") || !strings.Contains(string(b), secretLink) {
+			t.Fatalf("%s holds %q", path, b)
+		}
+		if !strings.Contains(out.String(), path) {
+			t.Errorf("the log does not say where %s is: %s", path, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "s3cr3t") || strings.Contains(out.String(), "verify?token") {
+		t.Fatalf("the log holds the link: %s", out.String())
+	}
+	for name, m := range map[string]Message{
+		"bad to":            {To: "Ann <a@example.com>", Subject: "x"},
+		"header in subject": {To: "a@example.com", Subject: "x\r\nBcc: evil@example.com"},
+	} {
+		if err := d.Send(context.Background(), m); err == nil {
+			t.Errorf("%s: written", name)
+		}
+	}
+}
+
+func TestDirDefaultsToAPrivateTempDirectory(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	d, err := NewDir("", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(d.Path(), os.Getenv("TMPDIR")) {
+		t.Fatalf("%s is not under the temporary directory", d.Path())
+	}
+	if info, err := os.Stat(d.Path()); err != nil || info.Mode().Perm() != 0o700 {
+		t.Fatalf("mail directory %v %v", info, err)
 	}
 }

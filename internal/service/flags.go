@@ -13,9 +13,10 @@ import (
 // wins over the environment, the environment over the default. Every flag of the process, the
 // platform's and each service's, is declared through one Flags, so the rule holds everywhere.
 type Flags struct {
-	fs     *flag.FlagSet
-	getenv func(string) string
-	errs   []error
+	fs      *flag.FlagSet
+	getenv  func(string) string
+	errs    []error
+	secrets map[string]*string // flag name -> value, applied from the environment by Finish
 }
 
 // NewFlags returns Flags declaring on fs and reading the environment through getenv.
@@ -55,6 +56,31 @@ func (f *Flags) Duration(name string, def time.Duration, text string) *time.Dura
 	return f.fs.Duration(name, v, usage(name, text))
 }
 
+// Secret declares a string flag whose value must never be printed. Its environment value is
+// applied after parsing (Finish), not as the flag's default: the flag package prints defaults
+// in -h and in the usage it writes after any mistyped flag, into a terminal or a container log.
+func (f *Flags) Secret(name, def, text string) *string {
+	p := f.fs.String(name, def, usage(name, text))
+	if f.secrets == nil {
+		f.secrets = map[string]*string{}
+	}
+	f.secrets[name] = p
+	return p
+}
+
+// Finish runs once the flags are parsed: secrets given only in the environment take its value,
+// and the environment values that could not be read are reported.
+func (f *Flags) Finish() error {
+	given := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	for name, p := range f.secrets {
+		if v := f.getenv(EnvName(name)); v != "" && !given[name] {
+			*p = v
+		}
+	}
+	return errors.Join(f.errs...)
+}
+
 // Func declares a flag whose text parse turns into a value: with the default (or the
 // environment's value) at once, and again with the flag's value when one is given. A parse
 // error of the environment's value surfaces from Err, of the flag's from the flag set.
@@ -64,6 +90,3 @@ func (f *Flags) Func(name, def, text string, parse func(string) error) {
 	}
 	f.fs.Func(name, usage(name, text), parse)
 }
-
-// Err reports the environment values that could not be read.
-func (f *Flags) Err() error { return errors.Join(f.errs...) }

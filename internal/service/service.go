@@ -104,4 +104,7 @@ type DevCredentials struct {
 	APIKey         string
 	AuthToken      string
 	OwnerEmail     string
+	// Published is true when the tokens are the well-known ones the docs print; otherwise an
+	// operator chose them, and they are secrets (the banner does not print them).
+	Published bool
 }

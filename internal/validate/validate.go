@@ -1,5 +1,5 @@
-// Package validate checks the request fields every service shares (ids, id lists, access types
-// and roles) and words its refusals the same way everywhere.
+// Package validate checks the request fields every service shares (ids, id lists, names, access
+// types and roles) and words its refusals the same way everywhere.
 package validate
 
 import (
@@ -113,6 +113,42 @@ func MaxLength(field, v string, max int) error {
 		return apierr.InvalidArgument("%s must be at most %d characters.", field, max)
 	}
 	return nil
+}
+
+// Name checks a human-readable name (of a workspace, owner, API key, organization, folder,
+// document, user, group or location) that callers send already trimmed: valid UTF-8, at most max
+// characters, and no control characters. Names travel into mail headers, logs and other
+// people's screens, where a line break can inject a header or a forged log line and a bidi
+// override can disguise what a name says; see NameControl for exactly what is refused.
+func Name(field, v string, max int) error {
+	switch {
+	case !utf8.ValidString(v):
+		return apierr.InvalidArgument("%s must be valid UTF-8.", field)
+	case utf8.RuneCountInString(v) > max:
+		return apierr.InvalidArgument("%s must be at most %d characters.", field, max)
+	case strings.IndexFunc(v, NameControl) >= 0:
+		return apierr.InvalidArgument("%s must not contain control characters.", field)
+	}
+	return nil
+}
+
+// NameControl reports whether r is refused in names: the C0 and C1 controls and DEL (tab and
+// line breaks among them), the Unicode line and paragraph separators (U+2028, U+2029), and the
+// bidirectional embedding, override and isolate controls (U+202A to U+202E, U+2066 to U+2069),
+// which reorder how the rest of a name is displayed. Other format characters are allowed: the
+// zero-width joiner and non-joiner, the left-to-right and right-to-left marks, variation
+// selectors and the soft hyphen are needed to write emoji sequences and several scripts, and
+// change no meaning.
+func NameControl(r rune) bool {
+	switch {
+	case unicode.IsControl(r): // C0, DEL, C1
+		return true
+	case r == '\u2028', r == '\u2029':
+		return true
+	case r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069':
+		return true
+	}
+	return false
 }
 
 // Longest email address and URL accepted anywhere.

@@ -79,6 +79,38 @@ func TestAccessTypeAndRole(t *testing.T) {
 	}
 }
 
+func TestName(t *testing.T) {
+	// Scripts and emoji that need format characters stay writable.
+	for _, ok := range []string{
+		"", "Ann's team", "Café Zürich", "日本語の名前", "\u0645\u0631\u062D\u0628\u0627",
+		"family \U0001F468\u200D\U0001F469\u200D\U0001F467", "\u0645\u06CC\u200C\u062E\u0648\u0627\u0647\u0645", "a\u200Eb", "co\u00ADop", "\u2764\uFE0F",
+	} {
+		if err := Name("workspaceName", ok, 200); err != nil {
+			t.Errorf("Name(%q) refused: %v", ok, err)
+		}
+	}
+	for v, want := range map[string]string{
+		"Acme\r\nBcc: evil@example.com": "workspaceName must not contain control characters.",
+		"a\nb":                          "workspaceName must not contain control characters.",
+		"a\tb":                          "workspaceName must not contain control characters.",
+		"nul\x00":                       "workspaceName must not contain control characters.",
+		"del\x7f":                       "workspaceName must not contain control characters.",
+		"c1\u0085next-line":             "workspaceName must not contain control characters.",
+		"csi\u009b":                     "workspaceName must not contain control characters.",
+		"line\u2028sep":                 "workspaceName must not contain control characters.",
+		"para\u2029sep":                 "workspaceName must not contain control characters.",
+		"invoice\u202Efdp.exe":          "workspaceName must not contain control characters.",
+		"embed\u202Ax":                  "workspaceName must not contain control characters.",
+		"isolate\u2066x\u2069":          "workspaceName must not contain control characters.",
+		strings.Repeat("é", 201):        "workspaceName must be at most 200 characters.",
+		string([]byte{'a', 0xff}):       "workspaceName must be valid UTF-8.",
+	} {
+		if got := msg(Name("workspaceName", v, 200)); got != want {
+			t.Errorf("Name(%q) = %q, want %q", v, got, want)
+		}
+	}
+}
+
 func TestIsEmailAndURL(t *testing.T) {
 	for v, want := range map[string]bool{
 		"a@example.com": true, "dev@localhost": true, "a@example": false, "Ann <a@example.com>": false,

@@ -37,10 +37,39 @@ type keyRing struct {
 
 	mu    sync.Mutex
 	cache map[string]*signer
+
+	// public holds the keys tokens were verified with, by kid: a stored key never changes.
+	publicMu sync.Mutex
+	public   map[string]*SigningKey
 }
 
 func newKeyRing(store Store, aead cipher.AEAD, rotation time.Duration, log *slog.Logger) *keyRing {
-	return &keyRing{store: store, aead: aead, rotation: rotation, log: log, cache: map[string]*signer{}}
+	return &keyRing{store: store, aead: aead, rotation: rotation, log: log, cache: map[string]*signer{}, public: map[string]*SigningKey{}}
+}
+
+// verifier returns the stored key kid for checking a token's signature, or ErrNotFound. Only
+// keys that exist are cached, so made-up kids cannot grow the cache; a key leaves it once no
+// token it signed can still be valid.
+func (r *keyRing) verifier(ctx context.Context, kid string, now time.Time) (*SigningKey, error) {
+	r.publicMu.Lock()
+	k, ok := r.public[kid]
+	r.publicMu.Unlock()
+	if ok {
+		return k, nil
+	}
+	k, err := r.store.SigningKey(ctx, kid)
+	if err != nil {
+		return nil, err
+	}
+	r.publicMu.Lock()
+	defer r.publicMu.Unlock()
+	for id, old := range r.public {
+		if !old.NotAfter.Add(TokenLifetime).After(now) {
+			delete(r.public, id)
+		}
+	}
+	r.public[kid] = k
+	return k, nil
 }
 
 // period returns the kid and bounds of the rotation period holding now.
@@ -162,19 +191,25 @@ type jwsHeader struct {
 }
 
 // tokenClaims are the claims of a generated token. isAdmin is always present, so a verifier
-// never has to guess what a missing flag means.
+// never has to guess what a missing flag means. aud is the API key: every tenant's tokens are
+// signed by the same key set, so a verifier serving one API key (a customer's backend reading
+// /.well-known/jwks.json) must see that a token was made for it, and a standard JWT library
+// checks aud. authTokenGeneration is the generation of the key's auth token when the token was
+// made: a Reset Auth Token moves it on, and VerifyToken then refuses the token.
 type tokenClaims struct {
-	Issuer         string `json:"iss"`
-	Subject        string `json:"sub"`
-	UserID         string `json:"userId"`
-	APIKey         string `json:"apiKey"`
-	OrganizationID string `json:"organizationId,omitempty"`
-	Email          string `json:"email,omitempty"`
-	Name           string `json:"name,omitempty"`
-	IsAdmin        bool   `json:"isAdmin"`
-	IssuedAt       int64  `json:"iat"`
-	Expires        int64  `json:"exp"`
-	ID             string `json:"jti"`
+	Issuer              string `json:"iss"`
+	Subject             string `json:"sub"`
+	Audience            string `json:"aud"`
+	AuthTokenGeneration *int64 `json:"authTokenGeneration"`
+	UserID              string `json:"userId"`
+	APIKey              string `json:"apiKey"`
+	OrganizationID      string `json:"organizationId,omitempty"`
+	Email               string `json:"email,omitempty"`
+	Name                string `json:"name,omitempty"`
+	IsAdmin             bool   `json:"isAdmin"`
+	IssuedAt            int64  `json:"iat"`
+	Expires             int64  `json:"exp"`
+	ID                  string `json:"jti"`
 }
 
 // sign returns the compact JWS of claims signed by k.

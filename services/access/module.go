@@ -8,6 +8,7 @@ import (
 
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
+	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
 
 	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/service"
@@ -22,7 +23,9 @@ func Module() service.Module {
 		Gateway: func(ctx context.Context, mux *runtime.ServeMux, conn grpc.ClientConnInterface) error {
 			return accessv1.RegisterAccessServiceHandlerClient(ctx, mux, accessv1.NewAccessServiceClient(conn))
 		},
-		Calls: []string{"documents"},
+		// documents resolves resources; workspace reports API keys' token generations to
+		// VerifyToken (besides authenticating callers, as for every service).
+		Calls: []string{"documents", "workspace"},
 		Consumes: []string{lifecycle.OrganizationDeleted, lifecycle.DocumentDeleted, lifecycle.FolderDeleted,
 			lifecycle.DocumentMigrated, lifecycle.UsersRemoved},
 		Setup: func(*service.Flags) service.BuildFunc { return build },
@@ -38,7 +41,8 @@ func build(ctx context.Context, env service.Env) (*service.Instance, error) {
 		}
 		store = s
 	}
-	a, err := New(store, env.Secret, documentsv1.NewDocumentsServiceClient(env.Conn("documents")), WithClock(env.Clock), WithLogger(env.Log))
+	a, err := New(store, env.Secret, documentsv1.NewDocumentsServiceClient(env.Conn("documents")), WithClock(env.Clock), WithLogger(env.Log),
+		WithWorkspace(workspacev1.NewWorkspaceServiceClient(env.Conn("workspace"))))
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
+	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
 
 	"github.com/collab/collab/internal/clock"
 	"github.com/collab/collab/internal/cursor"
@@ -42,13 +43,14 @@ var (
 type Server struct {
 	accessv1.UnimplementedAccessServiceServer
 
-	store    Store
-	docs     documentsv1.DocumentsServiceClient
-	clock    clock.Clock
-	log      *slog.Logger
-	rotation time.Duration
-	issuer   string
-	keys     *keyRing
+	store     Store
+	docs      documentsv1.DocumentsServiceClient
+	workspace workspacev1.WorkspaceServiceClient
+	clock     clock.Clock
+	log       *slog.Logger
+	rotation  time.Duration
+	issuer    string
+	keys      *keyRing
 }
 
 // Option configures a Server.
@@ -63,6 +65,13 @@ func WithKeyRotation(d time.Duration) Option { return func(s *Server) { s.rotati
 
 // WithIssuer sets the iss claim of generated tokens (default "collab").
 func WithIssuer(iss string) Option { return func(s *Server) { s.issuer = iss } }
+
+// WithWorkspace gives the client VerifyToken asks whether a token's API key is still usable
+// and its auth token unchanged. Without it VerifyToken refuses every token (INTERNAL): a
+// verifier that cannot check revocation must not pass anything.
+func WithWorkspace(ws workspacev1.WorkspaceServiceClient) Option {
+	return func(s *Server) { s.workspace = ws }
+}
 
 // New returns a Server on store. secret is the deployment's master secret: the signing keys'
 // private halves are stored encrypted under a key derived from it, so every replica must get

@@ -183,7 +183,12 @@ func (f *fakeDocs) callCount() int {
 // countingStore counts the reads Get Permissions makes.
 type countingStore struct {
 	Store
-	grants, contexts atomic.Int32
+	grants, contexts, signingKeys atomic.Int32
+}
+
+func (s *countingStore) SigningKey(ctx context.Context, id string) (*SigningKey, error) {
+	s.signingKeys.Add(1)
+	return s.Store.SigningKey(ctx, id)
 }
 
 func (s *countingStore) Grants(ctx context.Context, apiKey, orgID string, userIDs []string, now time.Time) ([]Grant, error) {

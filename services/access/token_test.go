@@ -17,6 +17,7 @@ import (
 
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 
+	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/clock"
 	"github.com/collab/collab/internal/mongotest"
 )
@@ -108,7 +109,9 @@ func epochKid(at time.Time) string { return fmt.Sprintf("k%d", at.Unix()/86400) 
 
 func TestGenerateTokenV1(t *testing.T) {
 	h := newHarness(t)
-	tok := h.tokenV1(k1, "u1", &accessv1.UserPropertiesV1{OrganizationId: "o", IsAdmin: true, Email: "u1@example.com"})
+	// The caller authenticated with the key's third auth token.
+	k1gen3 := authn.WithCaller(context.Background(), authn.Caller{APIKey: "k1", WorkspaceID: "w", TokenGeneration: 3})
+	tok := h.tokenV1(k1gen3, "u1", &accessv1.UserPropertiesV1{OrganizationId: "o", IsAdmin: true, Email: "u1@example.com"})
 
 	// The header is exactly what RFC 8037 and the brief ask for.
 	parts := strings.Split(tok, ".")
@@ -127,6 +130,7 @@ func TestGenerateTokenV1(t *testing.T) {
 	want := map[string]any{
 		"iss": "collab", "sub": "u1", "userId": "u1", "apiKey": "k1", "organizationId": "o",
 		"email": "u1@example.com", "isAdmin": true, "iat": float64(start.Unix()), "exp": float64(start.Unix() + 172800),
+		"aud": "k1", "authTokenGeneration": float64(3),
 	}
 	for k, v := range want {
 		if c[k] != v {
@@ -155,7 +159,8 @@ func TestGenerateTokenV2(t *testing.T) {
 	h := newHarness(t, WithIssuer("https://collab.example"))
 	set := func() jose.JSONWebKeySet { return jwksOf(t, h.srv) }
 	c := mustVerify(t, set(), h.tokenV2(k1, &accessv1.GenerateTokenRequest{UserId: "u2", UserProperties: &accessv1.UserProperties{Name: " U Two ", Email: "u2@example.com"}}), start)
-	if c["iss"] != "https://collab.example" || c["userId"] != "u2" || c["sub"] != "u2" || c["name"] != "U Two" || c["email"] != "u2@example.com" || c["apiKey"] != "k1" {
+	if c["iss"] != "https://collab.example" || c["userId"] != "u2" || c["sub"] != "u2" || c["name"] != "U Two" || c["email"] != "u2@example.com" || c["apiKey"] != "k1" ||
+		c["aud"] != "k1" || c["authTokenGeneration"] != float64(0) {
 		t.Fatalf("claims %v", c)
 	}
 	if v, has := c["isAdmin"]; !has || v != false {
@@ -238,6 +243,8 @@ func TestGenerateTokenBadInput(t *testing.T) {
 	}{
 		{&accessv1.GenerateTokenRequest{}, "userId is required."},
 		{&accessv1.GenerateTokenRequest{UserId: "u", UserProperties: &accessv1.UserProperties{Name: long}}, "userProperties.name must be at most 200 characters."},
+		{&accessv1.GenerateTokenRequest{UserId: "u", UserProperties: &accessv1.UserProperties{Name: "Ann\r\nX-Admin: true"}}, "userProperties.name must not contain control characters."},
+		{&accessv1.GenerateTokenRequest{UserId: "u", UserProperties: &accessv1.UserProperties{Name: "Ann\u2066\u202Enimda"}}, "userProperties.name must not contain control characters."},
 		{&accessv1.GenerateTokenRequest{UserId: "u", UserProperties: &accessv1.UserProperties{Email: "a@b"}}, "userProperties.email must be a valid email address."},
 		{&accessv1.GenerateTokenRequest{UserId: "u", UserProperties: &accessv1.UserProperties{OrganizationId: " o"}}, "userProperties.organizationId must not start or end with white space."},
 	} {

@@ -36,8 +36,8 @@ func (s *Server) GenerateTokenV1(ctx context.Context, req *accessv1.GenerateToke
 	if err != nil {
 		return nil, fmt.Errorf("generate token: %w", err)
 	}
-	return s.token(k, tokenClaims{
-		UserID: req.GetUserId(), APIKey: c.APIKey, OrganizationID: props.GetOrganizationId(),
+	return s.token(k, c, tokenClaims{
+		UserID: req.GetUserId(), OrganizationID: props.GetOrganizationId(),
 		Email: email, IsAdmin: props.GetIsAdmin(), IssuedAt: now.Unix(),
 	})
 }
@@ -55,7 +55,7 @@ func (s *Server) GenerateToken(ctx context.Context, req *accessv1.GenerateTokenR
 	}
 	props := req.GetUserProperties()
 	name := strings.TrimSpace(props.GetName())
-	if err := validate.MaxLength("userProperties.name", name, maxNameLength); err != nil {
+	if err := validate.Name("userProperties.name", name, maxNameLength); err != nil {
 		return nil, err
 	}
 	email, err := optionalEmail("userProperties.email", props.GetEmail())
@@ -84,16 +84,20 @@ func (s *Server) GenerateToken(ctx context.Context, req *accessv1.GenerateTokenR
 			return nil, fmt.Errorf("generate token: %w", err)
 		}
 	}
-	return s.token(k, tokenClaims{
-		UserID: userID, APIKey: c.APIKey, OrganizationID: props.GetOrganizationId(),
+	return s.token(k, c, tokenClaims{
+		UserID: userID, OrganizationID: props.GetOrganizationId(),
 		Email: email, Name: name, IsAdmin: props.GetIsAdmin(), IssuedAt: now.Unix(),
 	})
 }
 
-// token completes the claims every token has and signs them.
-func (s *Server) token(k *signer, claims tokenClaims) (*accessv1.GenerateTokenResponse, error) {
+// token completes the claims every token has, binding it to the caller's API key and the
+// generation of the auth token it authenticated with, and signs them.
+func (s *Server) token(k *signer, c authn.Caller, claims tokenClaims) (*accessv1.GenerateTokenResponse, error) {
+	generation := c.TokenGeneration
 	claims.Issuer = s.issuer
 	claims.Subject = claims.UserID
+	claims.APIKey, claims.Audience = c.APIKey, c.APIKey
+	claims.AuthTokenGeneration = &generation
 	claims.Expires = claims.IssuedAt + int64(TokenLifetime.Seconds())
 	claims.ID = ids.Random(24)
 	tok, err := k.sign(claims)

@@ -31,7 +31,7 @@ func checkAddDocuments(req *documentsv1.AddDocumentsRequest) error {
 		if err := checkUnique("documents", "documentId", i, d.GetDocumentId(), seen); err != nil {
 			return err
 		}
-		if err := validate.MaxLength(field("documents", i, "documentName"), trim(d.GetDocumentName()), maxDocumentNameLength); err != nil {
+		if err := validate.Name(field("documents", i, "documentName"), trim(d.GetDocumentName()), maxDocumentNameLength); err != nil {
 			return err
 		}
 		if err := validate.OptionalID(field("documents", i, "folderId"), d.GetFolderId()); err != nil {
@@ -168,7 +168,7 @@ func checkUpdateDocuments(req *documentsv1.UpdateDocumentsRequest) error {
 		if d.DocumentName == nil && d.FolderId == nil && d.Disabled == nil {
 			return apierr.InvalidArgument("documents[%d] must change documentName, folderId or disabled.", i)
 		}
-		if err := validate.MaxLength(field("documents", i, "documentName"), trim(d.GetDocumentName()), maxDocumentNameLength); err != nil {
+		if err := validate.Name(field("documents", i, "documentName"), trim(d.GetDocumentName()), maxDocumentNameLength); err != nil {
 			return err
 		}
 		if err := validate.OptionalID(field("documents", i, "folderId"), d.GetFolderId()); err != nil {

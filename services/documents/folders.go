@@ -31,7 +31,7 @@ func checkAddFolders(req *documentsv1.AddFoldersRequest) error {
 		if err := checkUnique("folders", "folderId", i, f.GetFolderId(), seen); err != nil {
 			return err
 		}
-		if err := validate.MaxLength(field("folders", i, "folderName"), trim(f.GetFolderName()), maxNameLength); err != nil {
+		if err := validate.Name(field("folders", i, "folderName"), trim(f.GetFolderName()), maxNameLength); err != nil {
 			return err
 		}
 		if err := validate.OptionalID(field("folders", i, "parentFolderId"), f.GetParentFolderId()); err != nil {
@@ -193,7 +193,7 @@ func checkUpdateFolders(req *documentsv1.UpdateFoldersRequest) error {
 		if f.FolderName == nil && f.ParentFolderId == nil {
 			return apierr.InvalidArgument("folders[%d] must change folderName or parentFolderId.", i)
 		}
-		if err := validate.MaxLength(field("folders", i, "folderName"), trim(f.GetFolderName()), maxNameLength); err != nil {
+		if err := validate.Name(field("folders", i, "folderName"), trim(f.GetFolderName()), maxNameLength); err != nil {
 			return err
 		}
 		if err := validate.OptionalID(field("folders", i, "parentFolderId"), f.GetParentFolderId()); err != nil {

@@ -73,14 +73,14 @@ type tokenPosition struct {
 }
 
 // openPage returns the position a token holds, nil for no token, or INVALID_ARGUMENT for a
-// token that was not sealed for this query.
+// token that was not sealed for this query or has expired.
 func openPage(sealer *cursor.Sealer, token, scope string) (*Position, error) {
 	if token == "" {
 		return nil, nil
 	}
 	var p tokenPosition
 	if err := sealer.Open(token, scope, &p); err != nil {
-		return nil, apierr.InvalidArgument(msgPageToken)
+		return nil, cursor.Refusal("pageToken", err)
 	}
 	return &Position{CreatedAt: time.UnixMilli(p.CreatedAt).UTC(), ID: p.ID}, nil
 }

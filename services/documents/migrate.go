@@ -155,7 +155,12 @@ func (s *Server) DeleteDataByLocation(ctx context.Context, req *documentsv1.Dele
 	if err := validate.OptionalID("location.id", locID); err != nil {
 		return nil, err
 	}
+	// The name is matched, not stored, here; the services that store locations take it as
+	// any other name, so it is held to the same rule.
 	if err := validate.OptionalID("location.locationName", locName); err != nil {
+		return nil, err
+	}
+	if err := validate.Name("location.locationName", locName, validate.MaxIDLength); err != nil {
 		return nil, err
 	}
 	if err := validate.OptionalID("documentId", req.GetDocumentId()); err != nil {

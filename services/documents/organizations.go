@@ -26,7 +26,7 @@ func checkOrganizations(orgs []*documentsv1.Organization) error {
 		if err := checkUnique("organizations", "organizationId", i, o.GetOrganizationId(), seen); err != nil {
 			return err
 		}
-		if err := validate.MaxLength(field("organizations", i, "organizationName"), trim(o.GetOrganizationName()), maxNameLength); err != nil {
+		if err := validate.Name(field("organizations", i, "organizationName"), trim(o.GetOrganizationName()), maxNameLength); err != nil {
 			return err
 		}
 	}

@@ -67,7 +67,6 @@ const (
 	msgDocumentAdded   = "Document added."
 	msgDocumentUpdated = "Document updated."
 	msgDocumentDeleted = "Document deleted."
-	msgPageToken       = "pageToken is invalid."
 	msgV1TooMany       = "This organization has more documents than Get Documents v1 answers at once (at most 50000, within 8 MiB). Use Get Documents v2 (/v2/organizations/documents/get), which pages."
 	msgMigrationAbsent = "Migration not found."
 	msgAdvancedQueries = "Advanced queries are not enabled for this workspace. Turn them on with Update Workspace Settings (advancedQueries)."
@@ -128,6 +127,10 @@ func New(store Store, secret []byte, events Publisher, opts ...Option) (*Server,
 		return nil, errors.New("documents: an event publisher is required")
 	}
 	s := &Server{store: store, events: events, clock: clock.Real(), log: slog.Default()}
+	for _, o := range opts {
+		o(s)
+	}
+	// After the options: page tokens are dated by the injected clock.
 	for purpose, sealer := range map[string]**cursor.Sealer{
 		"documents.organizations": &s.orgPages,
 		"documents.folders":       &s.folderPages,
@@ -137,12 +140,9 @@ func New(store Store, secret []byte, events Publisher, opts ...Option) (*Server,
 		if err != nil {
 			return nil, err
 		}
-		if *sealer, err = cursor.NewSealer(key); err != nil {
+		if *sealer, err = cursor.NewSealer(key, s.clock); err != nil {
 			return nil, err
 		}
-	}
-	for _, o := range opts {
-		o(s)
 	}
 	return s, nil
 }

@@ -16,6 +16,7 @@ import (
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 
+	"github.com/collab/collab/internal/cursor"
 	"github.com/collab/collab/internal/outbox"
 )
 
@@ -1655,5 +1656,113 @@ func TestResourcesAnswerTheirGenerations(t *testing.T) {
 	}
 	if next := ens(); next.GetDocumentGeneration() == first.GetDocumentGeneration() || next.GetOrganizationGeneration() != first.GetOrganizationGeneration() {
 		t.Fatalf("a document made again kept its generation: %v, %v", first, next)
+	}
+}
+
+// Names go into other people's screens, logs and mail: a line break, another control
+// character or a bidi override in any of them is refused, and nothing is written.
+func TestNamesRefuseControlCharacters(t *testing.T) {
+	h := newHarness(t)
+	h.org(k1, "o")
+	h.folder(k1, "o", "f", "", "")
+	h.docs(k1, "o", "f", "d")
+	before := dump(h.mem)
+	s := h.srv
+	for _, bad := range []string{"Q3\r\nBcc: x@example.com", "tab\there", "nul\x00", "del\x7f", "c1\u0085next", "line\u2028sep", "invoice\u202Efdp.exe"} {
+		for msg, call := range map[string]func() error{
+			"organizations[0].organizationName must not contain control characters.": func() error {
+				_, err := s.AddOrganizations(k1, &documentsv1.AddOrganizationsRequest{Organizations: []*documentsv1.Organization{{OrganizationId: "n", OrganizationName: bad}}})
+				return err
+			},
+			"organizations[1].organizationName must not contain control characters.": func() error {
+				_, err := s.UpdateOrganizations(k1, &documentsv1.UpdateOrganizationsRequest{Organizations: []*documentsv1.Organization{{OrganizationId: "o", OrganizationName: "fine"}, {OrganizationId: "o2", OrganizationName: bad}}})
+				return err
+			},
+			"folders[0].folderName must not contain control characters.": func() error {
+				_, err := s.AddFolders(k1, &documentsv1.AddFoldersRequest{OrganizationId: "o", Folders: []*documentsv1.Folder{{FolderId: "x", FolderName: bad}}})
+				return err
+			},
+			"folders[1].folderName must not contain control characters.": func() error {
+				_, err := s.UpdateFolders(k1, &documentsv1.UpdateFoldersRequest{OrganizationId: "o", Folders: []*documentsv1.FolderUpdate{{FolderId: "f", FolderName: ptr("fine")}, {FolderId: "g", FolderName: ptr(bad)}}})
+				return err
+			},
+			"documents[0].documentName must not contain control characters.": func() error {
+				_, err := s.AddDocuments(k1, &documentsv1.AddDocumentsRequest{OrganizationId: "o", Documents: []*documentsv1.DocumentInput{{DocumentId: "x", DocumentName: bad}}})
+				return err
+			},
+			"documents[0].documentName must not contain control characters.\x00update": func() error {
+				_, err := s.UpdateDocuments(k1, &documentsv1.UpdateDocumentsRequest{OrganizationId: "o", Documents: []*documentsv1.DocumentUpdate{{DocumentId: "d", DocumentName: ptr(bad)}}})
+				return err
+			},
+			"location.locationName must not contain control characters.": func() error {
+				_, err := s.DeleteDataByLocation(k1, &documentsv1.DeleteDataByLocationRequest{OrganizationId: "o", Location: &documentsv1.Location{LocationName: bad}})
+				return err
+			},
+		} {
+			msg, _, _ = strings.Cut(msg, "\x00")
+			wantErr(t, fmt.Sprintf("%q: %s", bad, msg), call(), codes.InvalidArgument, msg)
+		}
+	}
+	if dump(h.mem) != before {
+		t.Fatal("a refused name changed the store")
+	}
+	if n := len(h.pub.published()); n != 0 {
+		t.Fatalf("a refused location name published %d events", n)
+	}
+	// Names of every script, emoji sequences with joiners, and outer white space (trimmed)
+	// are fine.
+	resp, err := s.AddDocuments(k1, &documentsv1.AddDocumentsRequest{OrganizationId: "o", Documents: []*documentsv1.DocumentInput{{DocumentId: "ok", DocumentName: " Plan \U0001F468\u200D\U0001F469 \u0645\u06CC\u200C\u062E\u0648\u0627\u0647\u0645\n"}}})
+	if err != nil || !resp.GetData()["ok"].GetSuccess() {
+		t.Fatalf("ordinary name: %v %v", resp, err)
+	}
+	if got := h.document("k1", "o", "ok").Name; got != "Plan \U0001F468\u200D\U0001F469 \u0645\u06CC\u200C\u062E\u0648\u0627\u0647\u0645" {
+		t.Fatalf("stored name %q", got)
+	}
+}
+
+// Page tokens are honoured for cursor.DefaultLifetime after they were issued, by the clock the
+// server was given; then the caller is told to start again.
+func TestPageTokensExpire(t *testing.T) {
+	h := newHarness(t)
+	h.org(k1, "o")
+	h.org(k1, "p")
+	h.folder(k1, "o", "f1", "", "")
+	h.folder(k1, "o", "f2", "", "")
+	h.docs(k1, "o", "", "d1", "d2")
+	listings := map[string]func(token string) (string, error){
+		"organizations": func(tok string) (string, error) {
+			resp, err := h.srv.GetOrganizations(k1, &documentsv1.GetOrganizationsRequest{PageSize: 1, PageToken: tok})
+			return resp.GetPageToken(), err
+		},
+		"folders": func(tok string) (string, error) {
+			resp, err := h.srv.GetFolders(k1, &documentsv1.GetFoldersRequest{OrganizationId: "o", PageSize: 1, PageToken: tok})
+			return resp.GetPageToken(), err
+		},
+		"documents": func(tok string) (string, error) {
+			resp, err := h.srv.GetDocuments(k1, &documentsv1.GetDocumentsRequest{OrganizationId: "o", PageSize: 1, PageToken: tok})
+			return resp.GetPageToken(), err
+		},
+	}
+	tokens := map[string]string{}
+	for name, list := range listings {
+		tok, err := list("")
+		if err != nil || tok == "" {
+			t.Fatalf("%s: first page %q %v", name, tok, err)
+		}
+		tokens[name] = tok
+	}
+	h.clock.Advance(cursor.DefaultLifetime)
+	for name, list := range listings {
+		if _, err := list(tokens[name]); err != nil {
+			t.Fatalf("%s: a token at the end of its lifetime: %v", name, err)
+		}
+	}
+	h.clock.Advance(time.Second)
+	for name, list := range listings {
+		_, err := list(tokens[name])
+		wantErr(t, name+": expired token", err, codes.InvalidArgument, "pageToken has expired; request the first page again.")
+		if tok, err := list(""); err != nil || tok == "" {
+			t.Fatalf("%s: starting again: %q %v", name, tok, err)
+		}
 	}
 }

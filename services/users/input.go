@@ -68,7 +68,7 @@ func checkUserID(i int, id string, seen map[string]int) error {
 // checkProfile checks the optional fields of users[i]; empty means not given.
 func checkProfile(i int, name, email, photoURL, role string) error {
 	prefix := fmt.Sprintf("users[%d].", i)
-	if err := validate.MaxLength(prefix+"name", strings.TrimSpace(name), maxNameLength); err != nil {
+	if err := validate.Name(prefix+"name", strings.TrimSpace(name), maxNameLength); err != nil {
 		return err
 	}
 	if email = strings.TrimSpace(email); email != "" && !validate.IsEmail(email) {
@@ -127,7 +127,7 @@ func checkAddGroups(req *usersv1.AddUserGroupsRequest) error {
 			return apierr.InvalidArgument("%sgroupId repeats organizationUserGroups[%d].groupId: each group may appear once.", field, j)
 		}
 		seen[g.GetGroupId()] = i
-		if err := validate.MaxLength(field+"groupName", strings.TrimSpace(g.GetGroupName()), maxNameLength); err != nil {
+		if err := validate.Name(field+"groupName", strings.TrimSpace(g.GetGroupName()), maxNameLength); err != nil {
 			return err
 		}
 	}

@@ -931,6 +931,9 @@ func TestBadInput(t *testing.T) {
 		{"add: user id with spaces", addUsers(&usersv1.AddUsersRequest{OrganizationId: "o", Users: []*usersv1.User{{UserId: " u"}}}), "users[0].userId must not start or end with white space."},
 		{"add: same user twice", addUsers(&usersv1.AddUsersRequest{OrganizationId: "o", Users: usersOf("u9", "u8", "u9")}), "users[2].userId repeats users[0].userId: each user may appear once."},
 		{"add: long name", addUsers(&usersv1.AddUsersRequest{OrganizationId: "o", Users: []*usersv1.User{{UserId: "u9", Name: long}}}), "users[0].name must be at most 200 characters."},
+		{"add: name with a line break", addUsers(&usersv1.AddUsersRequest{OrganizationId: "o", Users: []*usersv1.User{{UserId: "u9", Name: "Ann\r\nBcc: x@example.com"}}}), "users[0].name must not contain control characters."},
+		{"add: name with a C1 control", addUsers(&usersv1.AddUsersRequest{OrganizationId: "o", Users: []*usersv1.User{user("u8"), {UserId: "u9", Name: "Ann\u009bx"}}}), "users[1].name must not contain control characters."},
+		{"add: name with a bidi override", addUsers(&usersv1.AddUsersRequest{OrganizationId: "o", Users: []*usersv1.User{{UserId: "u9", Name: "admin\u202Enimda"}}}), "users[0].name must not contain control characters."},
 		{"add: display-name email", addUsers(&usersv1.AddUsersRequest{OrganizationId: "o", Users: []*usersv1.User{withEmail("Ann <ann@example.com>")}}), "users[0].email must be a valid email address."},
 		{"add: not an email", addUsers(&usersv1.AddUsersRequest{OrganizationId: "o", Users: []*usersv1.User{withEmail("ann")}}), "users[0].email must be a valid email address."},
 		{"add: ftp photo", addUsers(&usersv1.AddUsersRequest{OrganizationId: "o", Users: []*usersv1.User{withPhoto("ftp://x.example/p.png")}}), "users[0].photoUrl must be a valid http(s) URL."},
@@ -955,6 +958,8 @@ func TestBadInput(t *testing.T) {
 		{"update: owner role", updateUsers(&usersv1.UpdateUsersRequest{OrganizationId: "o", Users: []*usersv1.UserUpdate{{UserId: "u1", AccessRole: ptr("owner")}}}), "users[0].accessRole must be one of viewer, editor."},
 		{"update: bad email", updateUsers(&usersv1.UpdateUsersRequest{OrganizationId: "o", Users: []*usersv1.UserUpdate{{UserId: "u1", Email: ptr("a@b@c")}}}), "users[0].email must be a valid email address."},
 		{"update: long name", updateUsers(&usersv1.UpdateUsersRequest{OrganizationId: "o", Users: []*usersv1.UserUpdate{{UserId: "u1"}, {UserId: "u2", Name: ptr(long)}}}), "users[1].name must be at most 200 characters."},
+		{"update: name with a tab", updateUsers(&usersv1.UpdateUsersRequest{OrganizationId: "o", Users: []*usersv1.UserUpdate{{UserId: "u1", Name: ptr("A\tB")}}}), "users[0].name must not contain control characters."},
+		{"update: name with a line separator", updateUsers(&usersv1.UpdateUsersRequest{OrganizationId: "o", Users: []*usersv1.UserUpdate{{UserId: "u1"}, {UserId: "u2", Name: ptr("A\u2028B")}}}), "users[1].name must not contain control characters."},
 		{"update: bad photo", updateUsers(&usersv1.UpdateUsersRequest{OrganizationId: "o", Users: []*usersv1.UserUpdate{{UserId: "u1", PhotoUrl: ptr("javascript:alert(1)")}}}), "users[0].photoUrl must be a valid http(s) URL."},
 		{"update: document and folder", updateUsers(&usersv1.UpdateUsersRequest{OrganizationId: "o", DocumentId: "d1", FolderId: "f1", Users: []*usersv1.UserUpdate{{UserId: "u1", AccessRole: ptr("viewer")}}}), "Provide either documentId or folderId, not both."},
 
@@ -969,6 +974,8 @@ func TestBadInput(t *testing.T) {
 		{"groups: 101", addGroups(&usersv1.AddUserGroupsRequest{OrganizationId: "o", OrganizationUserGroups: manyGroups(101)}), "organizationUserGroups must contain at most 100 groups."},
 		{"groups: no id", addGroups(&usersv1.AddUserGroupsRequest{OrganizationId: "o", OrganizationUserGroups: []*usersv1.UserGroup{{GroupName: "x"}}}), "organizationUserGroups[0].groupId is required."},
 		{"groups: same id twice", addGroups(&usersv1.AddUserGroupsRequest{OrganizationId: "o", OrganizationUserGroups: []*usersv1.UserGroup{{GroupId: "g9"}, {GroupId: "g9"}}}), "organizationUserGroups[1].groupId repeats organizationUserGroups[0].groupId: each group may appear once."},
+		{"groups: name with a NUL", addGroups(&usersv1.AddUserGroupsRequest{OrganizationId: "o", OrganizationUserGroups: []*usersv1.UserGroup{{GroupId: "g9", GroupName: "Team\x00B"}}}), "organizationUserGroups[0].groupName must not contain control characters."},
+		{"groups: renaming to a DEL", addGroups(&usersv1.AddUserGroupsRequest{OrganizationId: "o", OrganizationUserGroups: []*usersv1.UserGroup{{GroupId: "g1", GroupName: "Team\x7fB"}}}), "organizationUserGroups[0].groupName must not contain control characters."},
 		{"groups: long name", addGroups(&usersv1.AddUserGroupsRequest{OrganizationId: "o", OrganizationUserGroups: []*usersv1.UserGroup{{GroupId: "g9", GroupName: long}}}), "organizationUserGroups[0].groupName must be at most 200 characters."},
 
 		{"to group: no organization", toGroup(&usersv1.AddUsersToGroupRequest{OrganizationUserGroupId: "g1", UserIds: []string{"u1"}}), "organizationId is required."},

@@ -225,7 +225,10 @@ func (s *MemoryStore) updateKey(match func(k *APIKey) bool, change func(k *APIKe
 
 func (s *MemoryStore) SetAuthTokens(_ context.Context, workspaceID, key string, tokens []AuthToken) (*APIKey, error) {
 	return s.updateKey(func(k *APIKey) bool { return k.WorkspaceID == workspaceID },
-		func(k *APIKey) { k.Tokens = slices.Clone(tokens) }, key)
+		func(k *APIKey) {
+			k.Tokens = slices.Clone(tokens)
+			k.TokenGeneration++
+		}, key)
 }
 
 func (s *MemoryStore) SetAllowedDomains(_ context.Context, key string, domains []string) (*APIKey, error) {

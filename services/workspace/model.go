@@ -47,6 +47,10 @@ type APIKey struct {
 	AllowedDomains []string    `bson:"allowedDomains"`
 	Tokens         []AuthToken `bson:"tokens"`
 	CreatedAt      time.Time   `bson:"createdAt"`
+	// TokenGeneration moves on each time the key's auth tokens are replaced (Reset Auth Token).
+	// Tokens generated for the key (JWTs of Generate Token) carry the generation they were
+	// made in, so a reset revokes them too. Keys stored before it existed read as 0.
+	TokenGeneration int64 `bson:"tokenGeneration"`
 }
 
 // AuthToken is a stored auth token of an API key.

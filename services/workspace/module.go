@@ -28,6 +28,10 @@ func Module() service.Module {
 	}
 }
 
+// published are the development credentials the README and docs publish; tokens an operator
+// chose instead are secrets like any other.
+var published = service.DevCredentials{WorkspaceID: "dev-workspace", WorkspaceToken: "dev-workspace-token", APIKey: "dev-api-key", AuthToken: "dev-auth-token"}
+
 // setup declares the workspace service's flags: rate limits, the email grace period and the
 // development workspace.
 func setup(f *service.Flags) service.BuildFunc {
@@ -52,10 +56,10 @@ func setup(f *service.Flags) service.BuildFunc {
 		}
 		return nil
 	})
-	devID := f.String("dev-workspace-id", "dev-workspace", "development workspace id")
-	devToken := f.String("dev-workspace-token", "dev-workspace-token", "development workspace auth token")
-	devKey := f.String("dev-api-key", "dev-api-key", "development API key")
-	devAuth := f.String("dev-auth-token", "dev-auth-token", "development API key's auth token")
+	devID := f.String("dev-workspace-id", published.WorkspaceID, "development workspace id")
+	devToken := f.Secret("dev-workspace-token", published.WorkspaceToken, "development workspace auth token")
+	devKey := f.String("dev-api-key", published.APIKey, "development API key")
+	devAuth := f.Secret("dev-auth-token", published.AuthToken, "development API key's auth token")
 	devEmail := f.String("dev-owner-email", "dev@localhost", "development workspace owner email")
 
 	return func(ctx context.Context, env service.Env) (*service.Instance, error) {
@@ -84,6 +88,7 @@ func setup(f *service.Flags) service.BuildFunc {
 		}
 		if wanted {
 			dev := service.DevCredentials{WorkspaceID: *devID, WorkspaceToken: *devToken, APIKey: *devKey, AuthToken: *devAuth, OwnerEmail: *devEmail}
+			dev.Published = dev.WorkspaceToken == published.WorkspaceToken && dev.AuthToken == published.AuthToken
 			if err := ws.EnsureDevWorkspace(ctx, dev); err != nil {
 				return nil, err
 			}

@@ -64,3 +64,37 @@ func TestDevWorkspaceDefault(t *testing.T) {
 		}
 	}
 }
+
+// The development tokens are marked published only when they are the documented ones, so the
+// banner never prints tokens an operator chose; the environment's tokens apply.
+func TestDevTokensPublishedOnlyWhenDocumented(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want bool
+	}{
+		{nil, true},
+		{map[string]string{"COLLAB_DEV_AUTH_TOKEN": "chosen"}, false},
+		{map[string]string{"COLLAB_DEV_WORKSPACE_TOKEN": "chosen"}, false},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		f := service.NewFlags(fs, func(k string) string { return c.env[k] })
+		build := Module().Setup(f)
+		if err := fs.Parse(nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		inst, err := build(context.Background(), service.Env{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: clock.Real(),
+			Secret: make([]byte, 32), Email: &email.Memory{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inst.Dev.Published != c.want {
+			t.Errorf("%v: published %v, want %v", c.env, inst.Dev.Published, c.want)
+		}
+		if v := c.env["COLLAB_DEV_AUTH_TOKEN"]; v != "" && inst.Dev.AuthToken != v {
+			t.Errorf("the environment's token was not applied: %+v", inst.Dev)
+		}
+	}
+}

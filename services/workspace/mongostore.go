@@ -204,7 +204,8 @@ func (s *MongoStore) SetAuthTokens(ctx context.Context, workspaceID, key string,
 	if tokens == nil {
 		tokens = []AuthToken{}
 	}
-	return s.updateKey(ctx, bson.M{"_id": key, "workspaceId": workspaceID}, bson.M{"$set": bson.M{"tokens": tokens}})
+	return s.updateKey(ctx, bson.M{"_id": key, "workspaceId": workspaceID},
+		bson.M{"$set": bson.M{"tokens": tokens}, "$inc": bson.M{"tokenGeneration": int64(1)}})
 }
 
 func (s *MongoStore) SetAllowedDomains(ctx context.Context, key string, domains []string) (*APIKey, error) {

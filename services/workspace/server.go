@@ -90,21 +90,23 @@ func WithRateLimits(l RateLimits) Option {
 
 // New returns a Server on store. secret keys its page tokens.
 func New(store Store, secret []byte, opts ...Option) (*Server, error) {
+	s := &Server{
+		store: store, clock: clock.Real(), log: slog.Default(),
+		grace: DefaultEmailGracePeriod, publicURL: "http://127.0.0.1:8080",
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.mail == nil {
+		s.mail = email.Log{Logger: s.log} // says a mail was not sent; never logs the link
+	}
+	// After the options: page tokens are dated by the injected clock.
 	key, err := cursor.DeriveKey(secret, "workspace.apikeys")
 	if err != nil {
 		return nil, err
 	}
-	sealer, err := cursor.NewSealer(key)
-	if err != nil {
+	if s.cursors, err = cursor.NewSealer(key, s.clock); err != nil {
 		return nil, err
-	}
-	s := &Server{
-		store: store, clock: clock.Real(), log: slog.Default(), cursors: sealer,
-		grace: DefaultEmailGracePeriod, publicURL: "http://127.0.0.1:8080",
-	}
-	s.mail = email.Log{Logger: s.log}
-	for _, o := range opts {
-		o(s)
 	}
 	if s.createLimit == nil {
 		WithRateLimits(DefaultRateLimits)(s)
@@ -184,6 +186,7 @@ func callerOf(ws *Workspace, key *APIKey) authn.Caller {
 	if key != nil {
 		c.APIKey = key.Key
 		c.AllowedDomains = key.AllowedDomains
+		c.TokenGeneration = key.TokenGeneration
 	}
 	return c
 }
@@ -218,9 +221,36 @@ func (s *Server) Authenticate(ctx context.Context, req *workspacev1.Authenticate
 		return nil, err
 	}
 	return &workspacev1.AuthenticateResponse{
-		WorkspaceId: c.WorkspaceID, ApiKey: c.APIKey, AllowedDomains: c.AllowedDomains,
+		WorkspaceId: c.WorkspaceID, ApiKey: c.APIKey, AllowedDomains: c.AllowedDomains, TokenGeneration: c.TokenGeneration,
 		Settings: &workspacev1.Settings{AdvancedQueries: c.Settings.AdvancedQueries, Notifications: c.Settings.Notifications, AdvancedWebhooks: c.Settings.AdvancedWebhooks},
 	}, nil
+}
+
+// GetTokenGeneration tells the verifier of generated tokens whether their API key is still
+// usable and which auth-token generation is current. It has no auth token to check, so it
+// says no more than that: the key is refused exactly as authentication refuses it.
+func (s *Server) GetTokenGeneration(ctx context.Context, req *workspacev1.GetTokenGenerationRequest) (*workspacev1.GetTokenGenerationResponse, error) {
+	if req.GetApiKey() == "" {
+		return nil, apierr.InvalidArgument("apiKey is required.")
+	}
+	key, err := s.store.APIKey(ctx, req.GetApiKey())
+	if errors.Is(err, ErrNotFound) {
+		return nil, errInvalidAPIKey
+	}
+	if err != nil {
+		return nil, fmt.Errorf("token generation: %w", err)
+	}
+	ws, err := s.store.Workspace(ctx, key.WorkspaceID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, errInvalidAPIKey
+	}
+	if err != nil {
+		return nil, fmt.Errorf("token generation: %w", err)
+	}
+	if s.keysExpired(ws) {
+		return nil, errKeysExpired
+	}
+	return &workspacev1.GetTokenGenerationResponse{WorkspaceId: ws.ID, TokenGeneration: key.TokenGeneration}, nil
 }
 
 // ---- Workspaces ----
@@ -233,15 +263,18 @@ func (s *Server) CreateWorkspace(ctx context.Context, req *workspacev1.CreateWor
 	if err != nil {
 		return nil, err
 	}
-	for field, v := range map[string]string{"name": req.GetName(), "workspaceName": req.GetWorkspaceName()} {
-		if len([]rune(v)) > maxNameLength {
-			return nil, apierr.InvalidArgument("%s must be at most %d characters.", field, maxNameLength)
-		}
+	// The workspace name goes into the verification mail's subject, so a line break in it
+	// would stop the mail (or, with a laxer mailer, add headers).
+	ownerName, name := strings.TrimSpace(req.GetName()), strings.TrimSpace(req.GetWorkspaceName())
+	if err := validate.Name("name", ownerName, maxNameLength); err != nil {
+		return nil, err
+	}
+	if err := validate.Name("workspaceName", name, maxNameLength); err != nil {
+		return nil, err
 	}
 	if req.GetAvatar() != "" && !validate.IsHTTPURL(req.GetAvatar()) {
 		return nil, apierr.InvalidArgument("avatar must be a valid http(s) URL.")
 	}
-	name := strings.TrimSpace(req.GetWorkspaceName())
 	if name == "" {
 		name = "My Workspace"
 	}
@@ -249,7 +282,7 @@ func (s *Server) CreateWorkspace(ctx context.Context, req *workspacev1.CreateWor
 	wsToken, verifySecret := ids.Random(40), ids.Random(32)
 	ws := &Workspace{
 		ID: ids.Random(20), Name: name, OwnerID: ids.Random(20), OwnerEmail: ownerEmail,
-		OwnerName: strings.TrimSpace(req.GetName()), OwnerAvatar: req.GetAvatar(),
+		OwnerName: ownerName, OwnerAvatar: req.GetAvatar(),
 		TokenHash: ids.Hash(wsToken), TokenLast4: ids.LastFour(wsToken),
 		Settings:        Settings{AdvancedQueries: true, Notifications: true, AdvancedWebhooks: true},
 		CreatedAt:       now,
@@ -399,8 +432,8 @@ func (s *Server) CreateApiKey(ctx context.Context, req *workspacev1.CreateApiKey
 		return nil, apierr.InvalidArgument("type must be one of testing, production.")
 	}
 	name := strings.TrimSpace(req.GetApiKeyName())
-	if len([]rune(name)) > maxNameLength {
-		return nil, apierr.InvalidArgument("apiKeyName must be at most %d characters.", maxNameLength)
+	if err := validate.Name("apiKeyName", name, maxNameLength); err != nil {
+		return nil, err
 	}
 	if name == "" {
 		name = "API key"
@@ -453,7 +486,7 @@ func (s *Server) ListApiKeys(ctx context.Context, req *workspacev1.ListApiKeysRe
 	if req.GetPageToken() != "" {
 		var pos keyCursor
 		if err := s.cursors.Open(req.GetPageToken(), scope, &pos); err != nil {
-			return nil, apierr.InvalidArgument("pageToken is invalid.")
+			return nil, cursor.Refusal("pageToken", err)
 		}
 		after = &KeyPosition{CreatedAt: time.UnixMilli(pos.CreatedAt).UTC(), Key: pos.Key}
 	}
@@ -656,10 +689,19 @@ func (s *Server) EnsureDevWorkspace(ctx context.Context, d service.DevCredential
 		if err := s.store.SetWorkspaceToken(ctx, existing.ID, ws.TokenHash, ws.TokenLast4); err != nil {
 			return fmt.Errorf("dev workspace token: %w", err)
 		}
-		if _, err := s.store.WorkspaceAPIKey(ctx, existing.ID, d.APIKey); errors.Is(err, ErrNotFound) {
+		current, err := s.store.WorkspaceAPIKey(ctx, existing.ID, d.APIKey)
+		if errors.Is(err, ErrNotFound) {
 			if err := s.store.CreateAPIKey(ctx, key); err != nil {
 				return fmt.Errorf("dev api key: %w", err)
 			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("dev api key: %w", err)
+		}
+		// Setting the same token again would move the generation on and revoke the tokens
+		// generated before the restart for no reason.
+		if len(current.Tokens) == 1 && current.Tokens[0].Hash == tokens[0].Hash {
 			return nil
 		}
 		if _, err := s.store.SetAuthTokens(ctx, existing.ID, d.APIKey, tokens); err != nil {

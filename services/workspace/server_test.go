@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/clock"
+	"github.com/collab/collab/internal/cursor"
 	"github.com/collab/collab/internal/email"
 	"github.com/collab/collab/internal/service"
 )
@@ -172,5 +174,217 @@ func TestEnsureDevWorkspaceIsIdempotent(t *testing.T) {
 	}
 	if n, _ := store.CountAPIKeys(ctx, "w"); n != 1 {
 		t.Fatalf("%d keys after two starts", n)
+	}
+}
+
+// A line break in the workspace name used to reach the verification mail's subject, where the
+// SMTP sender refuses it: the workspace was made and its mail silently never sent. Names are
+// refused up front now, in every name field of the service.
+func TestNamesRefuseControlCharacters(t *testing.T) {
+	store := NewMemoryStore()
+	s, mail := newTestServer(t, store)
+	ctx := context.Background()
+	for _, bad := range []string{"Acme\r\nBcc: evil@example.com", "Acme\nTeam", "a\x00b", "a\x7fb", "a\u0085b", "a\u2028b", "a\u202Eb"} {
+		for _, req := range []struct {
+			field string
+			req   *workspacev1.CreateWorkspaceRequest
+		}{
+			{"workspaceName", &workspacev1.CreateWorkspaceRequest{OwnerEmail: "a@example.com", WorkspaceName: bad}},
+			{"name", &workspacev1.CreateWorkspaceRequest{OwnerEmail: "a@example.com", Name: bad}},
+		} {
+			_, err := s.CreateWorkspace(ctx, req.req)
+			if st := asStatus(err); st.Code() != codes.InvalidArgument || st.Message() != req.field+" must not contain control characters." {
+				t.Errorf("%s %q: %v", req.field, bad, st)
+			}
+		}
+	}
+	if _, err := store.WorkspaceByOwnerEmail(ctx, "a@example.com"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a refused create stored a workspace: %v", err)
+	}
+	if n := len(mail.Sent()); n != 0 {
+		t.Fatalf("%d mails sent for refused creates", n)
+	}
+
+	resp, err := s.CreateWorkspace(ctx, &workspacev1.CreateWorkspaceRequest{OwnerEmail: "a@example.com", Name: " Zoë ", WorkspaceName: "Équipe \U0001F680\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := resp.GetData(); d.GetName() != "Équipe \U0001F680" || d.GetOwner().GetName() != "Zoë" {
+		t.Fatalf("names stored as %q, %q", d.GetName(), d.GetOwner().GetName())
+	}
+	caller := authn.WithCaller(ctx, authn.Caller{WorkspaceID: resp.GetData().GetId()})
+	for _, bad := range []string{"prod\r\nkey", "prod\tkey", "prod\u2029key", "\u2066prod"} {
+		_, err := s.CreateApiKey(caller, &workspacev1.CreateApiKeyRequest{ApiKeyName: bad})
+		if st := asStatus(err); st.Code() != codes.InvalidArgument || st.Message() != "apiKeyName must not contain control characters." {
+			t.Errorf("apiKeyName %q: %v", bad, st)
+		}
+	}
+	if n, _ := store.CountAPIKeys(ctx, resp.GetData().GetId()); n != 1 {
+		t.Fatalf("%d keys after refused creates", n)
+	}
+}
+
+// The API key listing's page tokens expire after cursor.DefaultLifetime, by the injected clock.
+func TestListApiKeysPageTokenExpires(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 500_000_000, time.UTC))
+	s, _ := newTestServer(t, NewMemoryStore(), WithClock(clk))
+	ctx := context.Background()
+	if err := s.EnsureDevWorkspace(ctx, service.DevCredentials{WorkspaceID: "w", WorkspaceToken: "wt-token", APIKey: "k", AuthToken: "t-token", OwnerEmail: "dev@localhost"}); err != nil {
+		t.Fatal(err)
+	}
+	caller := authn.WithCaller(ctx, authn.Caller{WorkspaceID: "w"})
+	if _, err := s.CreateApiKey(caller, &workspacev1.CreateApiKeyRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.ListApiKeys(caller, &workspacev1.ListApiKeysRequest{PageSize: 1})
+	if err != nil || first.GetNextPageToken() == "" {
+		t.Fatalf("first page %v %v", first, err)
+	}
+	clk.Advance(cursor.DefaultLifetime)
+	if _, err := s.ListApiKeys(caller, &workspacev1.ListApiKeysRequest{PageSize: 1, PageToken: first.GetNextPageToken()}); err != nil {
+		t.Fatalf("a token at the end of its lifetime: %v", err)
+	}
+	clk.Advance(time.Second)
+	_, err = s.ListApiKeys(caller, &workspacev1.ListApiKeysRequest{PageSize: 1, PageToken: first.GetNextPageToken()})
+	if st := asStatus(err); st.Code() != codes.InvalidArgument || st.Message() != "pageToken has expired; request the first page again." {
+		t.Fatalf("expired token: %v", st)
+	}
+	_, err = s.ListApiKeys(caller, &workspacev1.ListApiKeysRequest{PageToken: "garbage"})
+	if st := asStatus(err); st.Code() != codes.InvalidArgument || st.Message() != "pageToken is invalid." {
+		t.Fatalf("forged token: %v", st)
+	}
+}
+
+// The verification secret reaches the owner's mailbox and nowhere else: not the log, whatever
+// the sender.
+func TestVerificationSecretIsNeverLogged(t *testing.T) {
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	dir, err := email.NewDir(t.TempDir(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, sender := range map[string]email.Sender{
+		"no sender (the fallback)": email.Log{Logger: log}, "mail directory": dir, "failing": failingSender{},
+	} {
+		mail := &teeSender{next: sender}
+		s, err := New(NewMemoryStore(), make([]byte, 32), WithLogger(log), WithEmailSender(mail), WithRateLimits(RateLimits{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		logged.Reset()
+		if _, err := s.CreateWorkspace(context.Background(), &workspacev1.CreateWorkspaceRequest{OwnerEmail: "a@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+		link := linkPattern.FindString(mail.body)
+		if link == "" {
+			t.Fatalf("%s: no link in %q", name, mail.body)
+		}
+		secret := link[strings.LastIndex(link, ".")+1:]
+		if strings.Contains(logged.String(), secret) || strings.Contains(logged.String(), "token=") {
+			t.Errorf("%s: the log holds the verification link:\n%s", name, logged.String())
+		}
+		if !strings.Contains(logged.String(), "a@example.com") && name != "failing" {
+			t.Errorf("%s: the log does not say a mail went out:\n%s", name, logged.String())
+		}
+	}
+	// The fallback a server gets without WithEmailSender is the one tested above.
+	bare, err := New(NewMemoryStore(), make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := bare.mail.(email.Log); !ok {
+		t.Fatalf("default sender %T", bare.mail)
+	}
+}
+
+var linkPattern = regexp.MustCompile(`https?://\S+/v2/workspace/email/verify\?token=\S+`)
+
+// teeSender remembers the last body and passes the message on.
+type teeSender struct {
+	next email.Sender
+	body string
+}
+
+func (t *teeSender) Send(ctx context.Context, m email.Message) error {
+	t.body = m.Body
+	return t.next.Send(ctx, m)
+}
+
+// The generation of an API key's auth token: Authenticate reports it, Reset Auth Token moves
+// it on, and GetTokenGeneration tells it without an auth token, refusing keys as
+// authentication does.
+func TestTokenGeneration(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	store := NewMemoryStore()
+	s, _ := newTestServer(t, store, WithClock(clk), WithEmailGracePeriod(time.Hour))
+	ctx := context.Background()
+	dev := service.DevCredentials{WorkspaceID: "w", WorkspaceToken: "wt-token", APIKey: "k", AuthToken: "t-token", OwnerEmail: "dev@localhost"}
+	if err := s.EnsureDevWorkspace(ctx, dev); err != nil {
+		t.Fatal(err)
+	}
+	generation := func() int64 {
+		t.Helper()
+		resp, err := s.GetTokenGeneration(ctx, &workspacev1.GetTokenGenerationRequest{ApiKey: "k"})
+		if err != nil || resp.GetWorkspaceId() != "w" {
+			t.Fatalf("GetTokenGeneration: %v %v", resp, err)
+		}
+		return resp.GetTokenGeneration()
+	}
+	before := generation()
+	auth, err := s.Authenticate(ctx, keyReq("k", "t-token"))
+	if err != nil || auth.GetTokenGeneration() != before {
+		t.Fatalf("Authenticate: %v %v, want generation %d", auth, err, before)
+	}
+	// A restart with the same dev token revokes nothing.
+	if err := s.EnsureDevWorkspace(ctx, dev); err != nil || generation() != before {
+		t.Fatalf("restart moved the generation: %d -> %d (%v)", before, generation(), err)
+	}
+	caller := authn.WithCaller(ctx, authn.Caller{WorkspaceID: "w"})
+	reset, err := s.ResetAuthToken(caller, &workspacev1.ResetAuthTokenRequest{ApiKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if generation() != before+1 {
+		t.Fatalf("after a reset: %d, want %d", generation(), before+1)
+	}
+	c, err := s.AuthenticateKey(ctx, "k", reset.GetData().GetNewAuthToken().GetToken())
+	if err != nil || c.TokenGeneration != before+1 {
+		t.Fatalf("caller after reset %+v %v", c, err)
+	}
+	// Changing the domains is no reset.
+	if _, err := s.UpdateAllowedDomains(authn.WithCaller(ctx, c), &workspacev1.UpdateAllowedDomainsRequest{AllowedDomains: []string{"a.com"}}); err != nil || generation() != before+1 {
+		t.Fatalf("domains moved the generation: %v", err)
+	}
+
+	for _, bad := range []struct {
+		key  string
+		code codes.Code
+		msg  string
+	}{
+		{"", codes.InvalidArgument, "apiKey is required."},
+		{"nope", codes.PermissionDenied, "Invalid API key."},
+	} {
+		_, err := s.GetTokenGeneration(ctx, &workspacev1.GetTokenGenerationRequest{ApiKey: bad.key})
+		if st := asStatus(err); st.Code() != bad.code || st.Message() != bad.msg {
+			t.Errorf("%q: %v", bad.key, st)
+		}
+	}
+	// An unverified owner's keys past the grace period: refused as authentication refuses them.
+	created, err := s.CreateWorkspace(ctx, &workspacev1.CreateWorkspaceRequest{OwnerEmail: "late@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unverifiedKey string
+	for k := range created.GetData().GetApiKeyList() {
+		unverifiedKey = k
+	}
+	if _, err := s.GetTokenGeneration(ctx, &workspacev1.GetTokenGenerationRequest{ApiKey: unverifiedKey}); err != nil {
+		t.Fatalf("within the grace period: %v", err)
+	}
+	clk.Advance(time.Hour)
+	_, err = s.GetTokenGeneration(ctx, &workspacev1.GetTokenGenerationRequest{ApiKey: unverifiedKey})
+	if st := asStatus(err); st.Code() != codes.PermissionDenied || !strings.HasPrefix(st.Message(), "API key expired") {
+		t.Fatalf("expired key: %v", st)
 	}
 }

@@ -49,8 +49,8 @@ type Store interface {
 	// ListAPIKeys returns up to limit keys of the workspace in (CreatedAt, Key) order, starting
 	// after the position when it is not nil.
 	ListAPIKeys(ctx context.Context, workspaceID string, after *KeyPosition, limit int) ([]*APIKey, error)
-	// SetAuthTokens replaces the tokens of a key of workspaceID and returns the key after it,
-	// or ErrNotFound.
+	// SetAuthTokens replaces the tokens of a key of workspaceID, increments its TokenGeneration
+	// in the same atomic write, and returns the key after it, or ErrNotFound.
 	SetAuthTokens(ctx context.Context, workspaceID, key string, tokens []AuthToken) (*APIKey, error)
 	// SetAllowedDomains replaces the allowed domains of a key and returns the key after it, or
 	// ErrNotFound.

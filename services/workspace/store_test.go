@@ -38,7 +38,8 @@ func sampleWorkspace(n int) (*Workspace, *APIKey) {
 		VerifyTokenHash: "vh",
 	}
 	key := &APIKey{Key: fmt.Sprintf("key%d", n), WorkspaceID: ws.ID, Name: "k", Type: KeyTypeTesting,
-		AllowedDomains: []string{"example.com"}, Tokens: []AuthToken{{Hash: "th", Last4: "wxyz", Name: "default", CreatedAt: t0}}, CreatedAt: t0}
+		AllowedDomains: []string{"example.com"}, Tokens: []AuthToken{{Hash: "th", Last4: "wxyz", Name: "default", CreatedAt: t0}}, CreatedAt: t0,
+		TokenGeneration: int64(40 + n)}
 	return ws, key
 }
 
@@ -66,7 +67,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if k.WorkspaceID != ws.ID || !k.CreatedAt.Equal(t0) || len(k.Tokens) != 1 || k.Tokens[0] != key.Tokens[0] || !slices.Equal(k.AllowedDomains, key.AllowedDomains) {
+		if k.WorkspaceID != ws.ID || !k.CreatedAt.Equal(t0) || len(k.Tokens) != 1 || k.Tokens[0] != key.Tokens[0] || !slices.Equal(k.AllowedDomains, key.AllowedDomains) || k.TokenGeneration != key.TokenGeneration {
 			t.Fatalf("key read back as %+v", k)
 		}
 	})
@@ -236,8 +237,8 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			t.Fatalf("A changed B's tokens: %v", err)
 		}
 		k, _ := s.APIKey(ctx, keyB.Key)
-		if len(k.Tokens) != 1 {
-			t.Fatalf("B's tokens changed: %+v", k.Tokens)
+		if len(k.Tokens) != 1 || k.TokenGeneration != keyB.TokenGeneration {
+			t.Fatalf("B's tokens changed: %+v, generation %d", k.Tokens, k.TokenGeneration)
 		}
 		list, err := s.ListAPIKeys(ctx, wsA.ID, nil, 10)
 		if err != nil || len(list) != 1 || list[0].Key != keyA.Key {
@@ -269,6 +270,41 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		got, err = s.SetAllowedDomains(ctx, key.Key, nil)
 		if err != nil || len(got.AllowedDomains) != 0 {
 			t.Fatalf("clearing domains: %+v %v", got, err)
+		}
+	})
+
+	t.Run("replacing the tokens moves the generation on, and nothing else does", func(t *testing.T) {
+		s := newStore(t)
+		ws, key := sampleWorkspace(1)
+		_ = s.CreateWorkspace(ctx, ws, key)
+		gen := key.TokenGeneration
+		for i := range 3 {
+			got, err := s.SetAuthTokens(ctx, ws.ID, key.Key, []AuthToken{{Hash: fmt.Sprint("h", i), Name: "default", CreatedAt: t0}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gen++
+			if got.TokenGeneration != gen {
+				t.Fatalf("reset %d: generation %d, want %d", i, got.TokenGeneration, gen)
+			}
+		}
+		if _, err := s.SetAllowedDomains(ctx, key.Key, []string{"a.com"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.UpdateSettings(ctx, ws.ID, SettingsPatch{}); err != nil {
+			t.Fatal(err)
+		}
+		read, err := s.APIKey(ctx, key.Key)
+		if err != nil || read.TokenGeneration != gen {
+			t.Fatalf("read back generation %d, want %d (%v)", read.TokenGeneration, gen, err)
+		}
+		// A key created without one starts at 0 and counts from there.
+		fresh := &APIKey{Key: "fresh", WorkspaceID: ws.ID, Type: KeyTypeTesting, CreatedAt: t0}
+		if err := s.CreateAPIKey(ctx, fresh); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.SetAuthTokens(ctx, ws.ID, "fresh", nil); err != nil || got.TokenGeneration != 1 {
+			t.Fatalf("first reset of a fresh key: %+v %v", got, err)
 		}
 	})
 

@@ -1459,6 +1459,182 @@ func (*SetRolesResponse) Descriptor() ([]byte, []int) {
 	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{23}
 }
 
+type VerifyTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The compact JWT.
+	Token string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// The API key the caller serves, when it knows it: the token's aud must then be that key.
+	// Empty: a token of any API key is accepted, and the caller takes the tenant from the
+	// answer's api_key.
+	Audience      string `protobuf:"bytes,2,opt,name=audience,proto3" json:"audience,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyTokenRequest) Reset() {
+	*x = VerifyTokenRequest{}
+	mi := &file_collab_access_v1_access_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyTokenRequest) ProtoMessage() {}
+
+func (x *VerifyTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_collab_access_v1_access_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyTokenRequest.ProtoReflect.Descriptor instead.
+func (*VerifyTokenRequest) Descriptor() ([]byte, []int) {
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *VerifyTokenRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *VerifyTokenRequest) GetAudience() string {
+	if x != nil {
+		return x.Audience
+	}
+	return ""
+}
+
+// The claims of a verified token.
+type VerifyTokenResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ApiKey string                 `protobuf:"bytes,2,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	// The workspace of the API key.
+	WorkspaceId    string `protobuf:"bytes,3,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	OrganizationId string `protobuf:"bytes,4,opt,name=organization_id,json=organizationId,proto3" json:"organization_id,omitempty"`
+	Email          string `protobuf:"bytes,5,opt,name=email,proto3" json:"email,omitempty"`
+	Name           string `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
+	IsAdmin        bool   `protobuf:"varint,7,opt,name=is_admin,json=isAdmin,proto3" json:"is_admin,omitempty"`
+	// Unix seconds.
+	IssuedAt  int64 `protobuf:"varint,8,opt,name=issued_at,json=issuedAt,proto3" json:"issued_at,omitempty"`
+	ExpiresAt int64 `protobuf:"varint,9,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// The jti claim.
+	TokenId       string `protobuf:"bytes,10,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyTokenResponse) Reset() {
+	*x = VerifyTokenResponse{}
+	mi := &file_collab_access_v1_access_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyTokenResponse) ProtoMessage() {}
+
+func (x *VerifyTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_collab_access_v1_access_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyTokenResponse.ProtoReflect.Descriptor instead.
+func (*VerifyTokenResponse) Descriptor() ([]byte, []int) {
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *VerifyTokenResponse) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *VerifyTokenResponse) GetApiKey() string {
+	if x != nil {
+		return x.ApiKey
+	}
+	return ""
+}
+
+func (x *VerifyTokenResponse) GetWorkspaceId() string {
+	if x != nil {
+		return x.WorkspaceId
+	}
+	return ""
+}
+
+func (x *VerifyTokenResponse) GetOrganizationId() string {
+	if x != nil {
+		return x.OrganizationId
+	}
+	return ""
+}
+
+func (x *VerifyTokenResponse) GetEmail() string {
+	if x != nil {
+		return x.Email
+	}
+	return ""
+}
+
+func (x *VerifyTokenResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *VerifyTokenResponse) GetIsAdmin() bool {
+	if x != nil {
+		return x.IsAdmin
+	}
+	return false
+}
+
+func (x *VerifyTokenResponse) GetIssuedAt() int64 {
+	if x != nil {
+		return x.IssuedAt
+	}
+	return 0
+}
+
+func (x *VerifyTokenResponse) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
+func (x *VerifyTokenResponse) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
 var File_collab_access_v1_access_proto protoreflect.FileDescriptor
 
 const file_collab_access_v1_access_proto_rawDesc = "" +
@@ -1588,7 +1764,23 @@ const file_collab_access_v1_access_proto_rawDesc = "" +
 	"\x0eonly_if_absent\x18\a \x01(\bR\fonlyIfAbsent\x127\n" +
 	"\x17organization_generation\x18\b \x01(\tR\x16organizationGeneration\x12/\n" +
 	"\x13resource_generation\x18\t \x01(\tR\x12resourceGeneration\"\x12\n" +
-	"\x10SetRolesResponse2\xd6\x05\n" +
+	"\x10SetRolesResponse\"F\n" +
+	"\x12VerifyTokenRequest\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1a\n" +
+	"\baudience\x18\x02 \x01(\tR\baudience\"\xaf\x02\n" +
+	"\x13VerifyTokenResponse\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x17\n" +
+	"\aapi_key\x18\x02 \x01(\tR\x06apiKey\x12!\n" +
+	"\fworkspace_id\x18\x03 \x01(\tR\vworkspaceId\x12'\n" +
+	"\x0forganization_id\x18\x04 \x01(\tR\x0eorganizationId\x12\x14\n" +
+	"\x05email\x18\x05 \x01(\tR\x05email\x12\x12\n" +
+	"\x04name\x18\x06 \x01(\tR\x04name\x12\x19\n" +
+	"\bis_admin\x18\a \x01(\bR\aisAdmin\x12\x1b\n" +
+	"\tissued_at\x18\b \x01(\x03R\bissuedAt\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\t \x01(\x03R\texpiresAt\x12\x19\n" +
+	"\btoken_id\x18\n" +
+	" \x01(\tR\atokenId2\xb8\x06\n" +
 	"\rAccessService\x12i\n" +
 	"\x0eGetPermissions\x12'.collab.access.v1.GetPermissionsRequest\x1a(.collab.access.v1.GetPermissionsResponse\"\x04\xc8\xf3\x18\x01\x12m\n" +
 	"\x0eAddPermissions\x12'.collab.access.v1.AddPermissionsRequest\x1a,.collab.access.v1.PermissionsChangedResponse\"\x04\xc8\xf3\x18\x01\x12s\n" +
@@ -1596,7 +1788,8 @@ const file_collab_access_v1_access_proto_rawDesc = "" +
 	"\x0fGenerateTokenV1\x12(.collab.access.v1.GenerateTokenV1Request\x1a'.collab.access.v1.GenerateTokenResponse\"\x04\xc8\xf3\x18\x02\x12f\n" +
 	"\rGenerateToken\x12&.collab.access.v1.GenerateTokenRequest\x1a'.collab.access.v1.GenerateTokenResponse\"\x04\xc8\xf3\x18\x01\x12I\n" +
 	"\aGetJwks\x12 .collab.access.v1.GetJwksRequest\x1a\x16.collab.access.v1.Jwks\"\x04\xc8\xf3\x18\x04\x12W\n" +
-	"\bSetRoles\x12!.collab.access.v1.SetRolesRequest\x1a\".collab.access.v1.SetRolesResponse\"\x04\xc8\xf3\x18\x05B:Z8github.com/collab/collab/proto/collab/access/v1;accessv1b\x06proto3"
+	"\bSetRoles\x12!.collab.access.v1.SetRolesRequest\x1a\".collab.access.v1.SetRolesResponse\"\x04\xc8\xf3\x18\x05\x12`\n" +
+	"\vVerifyToken\x12$.collab.access.v1.VerifyTokenRequest\x1a%.collab.access.v1.VerifyTokenResponse\"\x04\xc8\xf3\x18\x05B:Z8github.com/collab/collab/proto/collab/access/v1;accessv1b\x06proto3"
 
 var (
 	file_collab_access_v1_access_proto_rawDescOnce sync.Once
@@ -1610,7 +1803,7 @@ func file_collab_access_v1_access_proto_rawDescGZIP() []byte {
 	return file_collab_access_v1_access_proto_rawDescData
 }
 
-var file_collab_access_v1_access_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_collab_access_v1_access_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_collab_access_v1_access_proto_goTypes = []any{
 	(*PermissionEntry)(nil),            // 0: collab.access.v1.PermissionEntry
 	(*OrganizationAccess)(nil),         // 1: collab.access.v1.OrganizationAccess
@@ -1636,25 +1829,27 @@ var file_collab_access_v1_access_proto_goTypes = []any{
 	(*Jwk)(nil),                        // 21: collab.access.v1.Jwk
 	(*SetRolesRequest)(nil),            // 22: collab.access.v1.SetRolesRequest
 	(*SetRolesResponse)(nil),           // 23: collab.access.v1.SetRolesResponse
-	nil,                                // 24: collab.access.v1.UserPermissions.FoldersEntry
-	nil,                                // 25: collab.access.v1.UserPermissions.DocumentsEntry
-	nil,                                // 26: collab.access.v1.UserPermissions.OrganizationEntry
-	nil,                                // 27: collab.access.v1.GetPermissionsResponse.DataEntry
-	(*structpb.Struct)(nil),            // 28: google.protobuf.Struct
+	(*VerifyTokenRequest)(nil),         // 24: collab.access.v1.VerifyTokenRequest
+	(*VerifyTokenResponse)(nil),        // 25: collab.access.v1.VerifyTokenResponse
+	nil,                                // 26: collab.access.v1.UserPermissions.FoldersEntry
+	nil,                                // 27: collab.access.v1.UserPermissions.DocumentsEntry
+	nil,                                // 28: collab.access.v1.UserPermissions.OrganizationEntry
+	nil,                                // 29: collab.access.v1.GetPermissionsResponse.DataEntry
+	(*structpb.Struct)(nil),            // 30: google.protobuf.Struct
 }
 var file_collab_access_v1_access_proto_depIdxs = []int32{
-	24, // 0: collab.access.v1.UserPermissions.folders:type_name -> collab.access.v1.UserPermissions.FoldersEntry
-	25, // 1: collab.access.v1.UserPermissions.documents:type_name -> collab.access.v1.UserPermissions.DocumentsEntry
-	26, // 2: collab.access.v1.UserPermissions.organization:type_name -> collab.access.v1.UserPermissions.OrganizationEntry
+	26, // 0: collab.access.v1.UserPermissions.folders:type_name -> collab.access.v1.UserPermissions.FoldersEntry
+	27, // 1: collab.access.v1.UserPermissions.documents:type_name -> collab.access.v1.UserPermissions.DocumentsEntry
+	28, // 2: collab.access.v1.UserPermissions.organization:type_name -> collab.access.v1.UserPermissions.OrganizationEntry
 	2,  // 3: collab.access.v1.UserPermissions.context:type_name -> collab.access.v1.AccessContext
-	27, // 4: collab.access.v1.GetPermissionsResponse.data:type_name -> collab.access.v1.GetPermissionsResponse.DataEntry
-	28, // 5: collab.access.v1.ContextAccess.access:type_name -> google.protobuf.Struct
+	29, // 4: collab.access.v1.GetPermissionsResponse.data:type_name -> collab.access.v1.GetPermissionsResponse.DataEntry
+	30, // 5: collab.access.v1.ContextAccess.access:type_name -> google.protobuf.Struct
 	6,  // 6: collab.access.v1.Permissions.resources:type_name -> collab.access.v1.Resource
 	7,  // 7: collab.access.v1.Permissions.context:type_name -> collab.access.v1.ContextAccess
 	9,  // 8: collab.access.v1.AddPermissionsRequest.user:type_name -> collab.access.v1.UserRef
 	8,  // 9: collab.access.v1.AddPermissionsRequest.permissions:type_name -> collab.access.v1.Permissions
 	8,  // 10: collab.access.v1.RemovePermissionsRequest.permissions:type_name -> collab.access.v1.Permissions
-	28, // 11: collab.access.v1.PermissionsChangedResponse.data:type_name -> google.protobuf.Struct
+	30, // 11: collab.access.v1.PermissionsChangedResponse.data:type_name -> google.protobuf.Struct
 	13, // 12: collab.access.v1.GenerateTokenV1Request.user_properties:type_name -> collab.access.v1.UserPropertiesV1
 	15, // 13: collab.access.v1.GenerateTokenRequest.user_properties:type_name -> collab.access.v1.UserProperties
 	8,  // 14: collab.access.v1.GenerateTokenRequest.permissions:type_name -> collab.access.v1.Permissions
@@ -1671,15 +1866,17 @@ var file_collab_access_v1_access_proto_depIdxs = []int32{
 	16, // 25: collab.access.v1.AccessService.GenerateToken:input_type -> collab.access.v1.GenerateTokenRequest
 	19, // 26: collab.access.v1.AccessService.GetJwks:input_type -> collab.access.v1.GetJwksRequest
 	22, // 27: collab.access.v1.AccessService.SetRoles:input_type -> collab.access.v1.SetRolesRequest
-	5,  // 28: collab.access.v1.AccessService.GetPermissions:output_type -> collab.access.v1.GetPermissionsResponse
-	12, // 29: collab.access.v1.AccessService.AddPermissions:output_type -> collab.access.v1.PermissionsChangedResponse
-	12, // 30: collab.access.v1.AccessService.RemovePermissions:output_type -> collab.access.v1.PermissionsChangedResponse
-	18, // 31: collab.access.v1.AccessService.GenerateTokenV1:output_type -> collab.access.v1.GenerateTokenResponse
-	18, // 32: collab.access.v1.AccessService.GenerateToken:output_type -> collab.access.v1.GenerateTokenResponse
-	20, // 33: collab.access.v1.AccessService.GetJwks:output_type -> collab.access.v1.Jwks
-	23, // 34: collab.access.v1.AccessService.SetRoles:output_type -> collab.access.v1.SetRolesResponse
-	28, // [28:35] is the sub-list for method output_type
-	21, // [21:28] is the sub-list for method input_type
+	24, // 28: collab.access.v1.AccessService.VerifyToken:input_type -> collab.access.v1.VerifyTokenRequest
+	5,  // 29: collab.access.v1.AccessService.GetPermissions:output_type -> collab.access.v1.GetPermissionsResponse
+	12, // 30: collab.access.v1.AccessService.AddPermissions:output_type -> collab.access.v1.PermissionsChangedResponse
+	12, // 31: collab.access.v1.AccessService.RemovePermissions:output_type -> collab.access.v1.PermissionsChangedResponse
+	18, // 32: collab.access.v1.AccessService.GenerateTokenV1:output_type -> collab.access.v1.GenerateTokenResponse
+	18, // 33: collab.access.v1.AccessService.GenerateToken:output_type -> collab.access.v1.GenerateTokenResponse
+	20, // 34: collab.access.v1.AccessService.GetJwks:output_type -> collab.access.v1.Jwks
+	23, // 35: collab.access.v1.AccessService.SetRoles:output_type -> collab.access.v1.SetRolesResponse
+	25, // 36: collab.access.v1.AccessService.VerifyToken:output_type -> collab.access.v1.VerifyTokenResponse
+	29, // [29:37] is the sub-list for method output_type
+	21, // [21:29] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -1700,7 +1897,7 @@ func file_collab_access_v1_access_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_collab_access_v1_access_proto_rawDesc), len(file_collab_access_v1_access_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,7 @@ const (
 	AccessService_GenerateToken_FullMethodName     = "/collab.access.v1.AccessService/GenerateToken"
 	AccessService_GetJwks_FullMethodName           = "/collab.access.v1.AccessService/GetJwks"
 	AccessService_SetRoles_FullMethodName          = "/collab.access.v1.AccessService/SetRoles"
+	AccessService_VerifyToken_FullMethodName       = "/collab.access.v1.AccessService/VerifyToken"
 )
 
 // AccessServiceClient is the client API for AccessService service.
@@ -51,6 +52,11 @@ type AccessServiceClient interface {
 	GetJwks(ctx context.Context, in *GetJwksRequest, opts ...grpc.CallOption) (*Jwks, error)
 	// SetRoles grants users a role on a resource, for the users service. Internal only.
 	SetRoles(ctx context.Context, in *SetRolesRequest, opts ...grpc.CallOption) (*SetRolesResponse, error)
+	// VerifyToken checks a token of Generate Token for the services that accept one (the CRDT
+	// websocket server): its signature against the key set, issuer, expiry, audience, and that
+	// its API key is usable and its auth token has not been reset since the token was made.
+	// UNAUTHENTICATED with the reason when it is refused. Internal only: no HTTP route.
+	VerifyToken(ctx context.Context, in *VerifyTokenRequest, opts ...grpc.CallOption) (*VerifyTokenResponse, error)
 }
 
 type accessServiceClient struct {
@@ -131,6 +137,16 @@ func (c *accessServiceClient) SetRoles(ctx context.Context, in *SetRolesRequest,
 	return out, nil
 }
 
+func (c *accessServiceClient) VerifyToken(ctx context.Context, in *VerifyTokenRequest, opts ...grpc.CallOption) (*VerifyTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VerifyTokenResponse)
+	err := c.cc.Invoke(ctx, AccessService_VerifyToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AccessServiceServer is the server API for AccessService service.
 // All implementations must embed UnimplementedAccessServiceServer
 // for forward compatibility.
@@ -147,6 +163,11 @@ type AccessServiceServer interface {
 	GetJwks(context.Context, *GetJwksRequest) (*Jwks, error)
 	// SetRoles grants users a role on a resource, for the users service. Internal only.
 	SetRoles(context.Context, *SetRolesRequest) (*SetRolesResponse, error)
+	// VerifyToken checks a token of Generate Token for the services that accept one (the CRDT
+	// websocket server): its signature against the key set, issuer, expiry, audience, and that
+	// its API key is usable and its auth token has not been reset since the token was made.
+	// UNAUTHENTICATED with the reason when it is refused. Internal only: no HTTP route.
+	VerifyToken(context.Context, *VerifyTokenRequest) (*VerifyTokenResponse, error)
 	mustEmbedUnimplementedAccessServiceServer()
 }
 
@@ -177,6 +198,9 @@ func (UnimplementedAccessServiceServer) GetJwks(context.Context, *GetJwksRequest
 }
 func (UnimplementedAccessServiceServer) SetRoles(context.Context, *SetRolesRequest) (*SetRolesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetRoles not implemented")
+}
+func (UnimplementedAccessServiceServer) VerifyToken(context.Context, *VerifyTokenRequest) (*VerifyTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method VerifyToken not implemented")
 }
 func (UnimplementedAccessServiceServer) mustEmbedUnimplementedAccessServiceServer() {}
 func (UnimplementedAccessServiceServer) testEmbeddedByValue()                       {}
@@ -325,6 +349,24 @@ func _AccessService_SetRoles_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AccessService_VerifyToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VerifyTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AccessServiceServer).VerifyToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AccessService_VerifyToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AccessServiceServer).VerifyToken(ctx, req.(*VerifyTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AccessService_ServiceDesc is the grpc.ServiceDesc for AccessService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -359,6 +401,10 @@ var AccessService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetRoles",
 			Handler:    _AccessService_SetRoles_Handler,
+		},
+		{
+			MethodName: "VerifyToken",
+			Handler:    _AccessService_VerifyToken_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

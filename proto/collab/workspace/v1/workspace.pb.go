@@ -2079,8 +2079,11 @@ type AuthenticateResponse struct {
 	ApiKey         string    `protobuf:"bytes,2,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
 	Settings       *Settings `protobuf:"bytes,3,opt,name=settings,proto3" json:"settings,omitempty"`
 	AllowedDomains []string  `protobuf:"bytes,4,rep,name=allowed_domains,json=allowedDomains,proto3" json:"allowed_domains,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The API key's auth-token generation: it moves on each time Reset Auth Token replaces the
+	// key's tokens. 0 for workspace credentials.
+	TokenGeneration int64 `protobuf:"varint,5,opt,name=token_generation,json=tokenGeneration,proto3" json:"token_generation,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AuthenticateResponse) Reset() {
@@ -2139,6 +2142,109 @@ func (x *AuthenticateResponse) GetAllowedDomains() []string {
 		return x.AllowedDomains
 	}
 	return nil
+}
+
+func (x *AuthenticateResponse) GetTokenGeneration() int64 {
+	if x != nil {
+		return x.TokenGeneration
+	}
+	return 0
+}
+
+type GetTokenGenerationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ApiKey        string                 `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTokenGenerationRequest) Reset() {
+	*x = GetTokenGenerationRequest{}
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTokenGenerationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTokenGenerationRequest) ProtoMessage() {}
+
+func (x *GetTokenGenerationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTokenGenerationRequest.ProtoReflect.Descriptor instead.
+func (*GetTokenGenerationRequest) Descriptor() ([]byte, []int) {
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *GetTokenGenerationRequest) GetApiKey() string {
+	if x != nil {
+		return x.ApiKey
+	}
+	return ""
+}
+
+type GetTokenGenerationResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	WorkspaceId     string                 `protobuf:"bytes,1,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	TokenGeneration int64                  `protobuf:"varint,2,opt,name=token_generation,json=tokenGeneration,proto3" json:"token_generation,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetTokenGenerationResponse) Reset() {
+	*x = GetTokenGenerationResponse{}
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTokenGenerationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTokenGenerationResponse) ProtoMessage() {}
+
+func (x *GetTokenGenerationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTokenGenerationResponse.ProtoReflect.Descriptor instead.
+func (*GetTokenGenerationResponse) Descriptor() ([]byte, []int) {
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *GetTokenGenerationResponse) GetWorkspaceId() string {
+	if x != nil {
+		return x.WorkspaceId
+	}
+	return ""
+}
+
+func (x *GetTokenGenerationResponse) GetTokenGeneration() int64 {
+	if x != nil {
+		return x.TokenGeneration
+	}
+	return 0
 }
 
 var File_collab_workspace_v1_workspace_proto protoreflect.FileDescriptor
@@ -2292,12 +2398,18 @@ const file_collab_workspace_v1_workspace_proto_rawDesc = "" +
 	"\x14WorkspaceCredentials\x12!\n" +
 	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12\x1d\n" +
 	"\n" +
-	"auth_token\x18\x02 \x01(\tR\tauthToken\"\xb6\x01\n" +
+	"auth_token\x18\x02 \x01(\tR\tauthToken\"\xe1\x01\n" +
 	"\x14AuthenticateResponse\x12!\n" +
 	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12\x17\n" +
 	"\aapi_key\x18\x02 \x01(\tR\x06apiKey\x129\n" +
 	"\bsettings\x18\x03 \x01(\v2\x1d.collab.workspace.v1.SettingsR\bsettings\x12'\n" +
-	"\x0fallowed_domains\x18\x04 \x03(\tR\x0eallowedDomains2\x94\v\n" +
+	"\x0fallowed_domains\x18\x04 \x03(\tR\x0eallowedDomains\x12)\n" +
+	"\x10token_generation\x18\x05 \x01(\x03R\x0ftokenGeneration\"4\n" +
+	"\x19GetTokenGenerationRequest\x12\x17\n" +
+	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\"j\n" +
+	"\x1aGetTokenGenerationResponse\x12!\n" +
+	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12)\n" +
+	"\x10token_generation\x18\x02 \x01(\x03R\x0ftokenGeneration2\x91\f\n" +
 	"\x10WorkspaceService\x12r\n" +
 	"\x0fCreateWorkspace\x12+.collab.workspace.v1.CreateWorkspaceRequest\x1a,.collab.workspace.v1.CreateWorkspaceResponse\"\x04\xc8\xf3\x18\x04\x12i\n" +
 	"\fGetWorkspace\x12(.collab.workspace.v1.GetWorkspaceRequest\x1a).collab.workspace.v1.GetWorkspaceResponse\"\x04\xc8\xf3\x18\x03\x12\x8a\x01\n" +
@@ -2311,7 +2423,8 @@ const file_collab_workspace_v1_workspace_proto_rawDesc = "" +
 	"\x14UpdateAllowedDomains\x120.collab.workspace.v1.UpdateAllowedDomainsRequest\x1a1.collab.workspace.v1.UpdateAllowedDomainsResponse\"\x04\xc8\xf3\x18\x01\x12\x93\x01\n" +
 	"\x1aGetEmailVerificationStatus\x126.collab.workspace.v1.GetEmailVerificationStatusRequest\x1a7.collab.workspace.v1.GetEmailVerificationStatusResponse\"\x04\xc8\xf3\x18\x04\x12u\n" +
 	"\x10VerifyOwnerEmail\x12,.collab.workspace.v1.VerifyOwnerEmailRequest\x1a-.collab.workspace.v1.VerifyOwnerEmailResponse\"\x04\xc8\xf3\x18\x04\x12i\n" +
-	"\fAuthenticate\x12(.collab.workspace.v1.AuthenticateRequest\x1a).collab.workspace.v1.AuthenticateResponse\"\x04\xc8\xf3\x18\x05B@Z>github.com/collab/collab/proto/collab/workspace/v1;workspacev1b\x06proto3"
+	"\fAuthenticate\x12(.collab.workspace.v1.AuthenticateRequest\x1a).collab.workspace.v1.AuthenticateResponse\"\x04\xc8\xf3\x18\x05\x12{\n" +
+	"\x12GetTokenGeneration\x12..collab.workspace.v1.GetTokenGenerationRequest\x1a/.collab.workspace.v1.GetTokenGenerationResponse\"\x04\xc8\xf3\x18\x05B@Z>github.com/collab/collab/proto/collab/workspace/v1;workspacev1b\x06proto3"
 
 var (
 	file_collab_workspace_v1_workspace_proto_rawDescOnce sync.Once
@@ -2325,7 +2438,7 @@ func file_collab_workspace_v1_workspace_proto_rawDescGZIP() []byte {
 	return file_collab_workspace_v1_workspace_proto_rawDescData
 }
 
-var file_collab_workspace_v1_workspace_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_collab_workspace_v1_workspace_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_collab_workspace_v1_workspace_proto_goTypes = []any{
 	(*Owner)(nil),                              // 0: collab.workspace.v1.Owner
 	(*ApiKeyInfo)(nil),                         // 1: collab.workspace.v1.ApiKeyInfo
@@ -2364,11 +2477,13 @@ var file_collab_workspace_v1_workspace_proto_goTypes = []any{
 	(*ApiKeyCredentials)(nil),                  // 34: collab.workspace.v1.ApiKeyCredentials
 	(*WorkspaceCredentials)(nil),               // 35: collab.workspace.v1.WorkspaceCredentials
 	(*AuthenticateResponse)(nil),               // 36: collab.workspace.v1.AuthenticateResponse
-	nil,                                        // 37: collab.workspace.v1.Workspace.ApiKeyListEntry
+	(*GetTokenGenerationRequest)(nil),          // 37: collab.workspace.v1.GetTokenGenerationRequest
+	(*GetTokenGenerationResponse)(nil),         // 38: collab.workspace.v1.GetTokenGenerationResponse
+	nil,                                        // 39: collab.workspace.v1.Workspace.ApiKeyListEntry
 }
 var file_collab_workspace_v1_workspace_proto_depIdxs = []int32{
 	0,  // 0: collab.workspace.v1.Workspace.owner:type_name -> collab.workspace.v1.Owner
-	37, // 1: collab.workspace.v1.Workspace.api_key_list:type_name -> collab.workspace.v1.Workspace.ApiKeyListEntry
+	39, // 1: collab.workspace.v1.Workspace.api_key_list:type_name -> collab.workspace.v1.Workspace.ApiKeyListEntry
 	2,  // 2: collab.workspace.v1.Workspace.settings:type_name -> collab.workspace.v1.Settings
 	3,  // 3: collab.workspace.v1.CreateWorkspaceResponse.data:type_name -> collab.workspace.v1.Workspace
 	3,  // 4: collab.workspace.v1.GetWorkspaceResponse.data:type_name -> collab.workspace.v1.Workspace
@@ -2399,20 +2514,22 @@ var file_collab_workspace_v1_workspace_proto_depIdxs = []int32{
 	27, // 29: collab.workspace.v1.WorkspaceService.GetEmailVerificationStatus:input_type -> collab.workspace.v1.GetEmailVerificationStatusRequest
 	30, // 30: collab.workspace.v1.WorkspaceService.VerifyOwnerEmail:input_type -> collab.workspace.v1.VerifyOwnerEmailRequest
 	33, // 31: collab.workspace.v1.WorkspaceService.Authenticate:input_type -> collab.workspace.v1.AuthenticateRequest
-	5,  // 32: collab.workspace.v1.WorkspaceService.CreateWorkspace:output_type -> collab.workspace.v1.CreateWorkspaceResponse
-	7,  // 33: collab.workspace.v1.WorkspaceService.GetWorkspace:output_type -> collab.workspace.v1.GetWorkspaceResponse
-	9,  // 34: collab.workspace.v1.WorkspaceService.UpdateWorkspaceSettings:output_type -> collab.workspace.v1.UpdateWorkspaceSettingsResponse
-	12, // 35: collab.workspace.v1.WorkspaceService.CreateApiKey:output_type -> collab.workspace.v1.CreateApiKeyResponse
-	14, // 36: collab.workspace.v1.WorkspaceService.ListApiKeys:output_type -> collab.workspace.v1.ListApiKeysResponse
-	18, // 37: collab.workspace.v1.WorkspaceService.ListAuthTokens:output_type -> collab.workspace.v1.ListAuthTokensResponse
-	21, // 38: collab.workspace.v1.WorkspaceService.ResetAuthToken:output_type -> collab.workspace.v1.ResetAuthTokenResponse
-	24, // 39: collab.workspace.v1.WorkspaceService.GetDomains:output_type -> collab.workspace.v1.GetDomainsResponse
-	26, // 40: collab.workspace.v1.WorkspaceService.UpdateAllowedDomains:output_type -> collab.workspace.v1.UpdateAllowedDomainsResponse
-	29, // 41: collab.workspace.v1.WorkspaceService.GetEmailVerificationStatus:output_type -> collab.workspace.v1.GetEmailVerificationStatusResponse
-	32, // 42: collab.workspace.v1.WorkspaceService.VerifyOwnerEmail:output_type -> collab.workspace.v1.VerifyOwnerEmailResponse
-	36, // 43: collab.workspace.v1.WorkspaceService.Authenticate:output_type -> collab.workspace.v1.AuthenticateResponse
-	32, // [32:44] is the sub-list for method output_type
-	20, // [20:32] is the sub-list for method input_type
+	37, // 32: collab.workspace.v1.WorkspaceService.GetTokenGeneration:input_type -> collab.workspace.v1.GetTokenGenerationRequest
+	5,  // 33: collab.workspace.v1.WorkspaceService.CreateWorkspace:output_type -> collab.workspace.v1.CreateWorkspaceResponse
+	7,  // 34: collab.workspace.v1.WorkspaceService.GetWorkspace:output_type -> collab.workspace.v1.GetWorkspaceResponse
+	9,  // 35: collab.workspace.v1.WorkspaceService.UpdateWorkspaceSettings:output_type -> collab.workspace.v1.UpdateWorkspaceSettingsResponse
+	12, // 36: collab.workspace.v1.WorkspaceService.CreateApiKey:output_type -> collab.workspace.v1.CreateApiKeyResponse
+	14, // 37: collab.workspace.v1.WorkspaceService.ListApiKeys:output_type -> collab.workspace.v1.ListApiKeysResponse
+	18, // 38: collab.workspace.v1.WorkspaceService.ListAuthTokens:output_type -> collab.workspace.v1.ListAuthTokensResponse
+	21, // 39: collab.workspace.v1.WorkspaceService.ResetAuthToken:output_type -> collab.workspace.v1.ResetAuthTokenResponse
+	24, // 40: collab.workspace.v1.WorkspaceService.GetDomains:output_type -> collab.workspace.v1.GetDomainsResponse
+	26, // 41: collab.workspace.v1.WorkspaceService.UpdateAllowedDomains:output_type -> collab.workspace.v1.UpdateAllowedDomainsResponse
+	29, // 42: collab.workspace.v1.WorkspaceService.GetEmailVerificationStatus:output_type -> collab.workspace.v1.GetEmailVerificationStatusResponse
+	32, // 43: collab.workspace.v1.WorkspaceService.VerifyOwnerEmail:output_type -> collab.workspace.v1.VerifyOwnerEmailResponse
+	36, // 44: collab.workspace.v1.WorkspaceService.Authenticate:output_type -> collab.workspace.v1.AuthenticateResponse
+	38, // 45: collab.workspace.v1.WorkspaceService.GetTokenGeneration:output_type -> collab.workspace.v1.GetTokenGenerationResponse
+	33, // [33:46] is the sub-list for method output_type
+	20, // [20:33] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name
 	20, // [20:20] is the sub-list for extension extendee
 	0,  // [0:20] is the sub-list for field type_name
@@ -2437,7 +2554,7 @@ func file_collab_workspace_v1_workspace_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_collab_workspace_v1_workspace_proto_rawDesc), len(file_collab_workspace_v1_workspace_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,6 +38,7 @@ const (
 	WorkspaceService_GetEmailVerificationStatus_FullMethodName = "/collab.workspace.v1.WorkspaceService/GetEmailVerificationStatus"
 	WorkspaceService_VerifyOwnerEmail_FullMethodName           = "/collab.workspace.v1.WorkspaceService/VerifyOwnerEmail"
 	WorkspaceService_Authenticate_FullMethodName               = "/collab.workspace.v1.WorkspaceService/Authenticate"
+	WorkspaceService_GetTokenGeneration_FullMethodName         = "/collab.workspace.v1.WorkspaceService/GetTokenGeneration"
 )
 
 // WorkspaceServiceClient is the client API for WorkspaceService service.
@@ -64,6 +65,11 @@ type WorkspaceServiceClient interface {
 	VerifyOwnerEmail(ctx context.Context, in *VerifyOwnerEmailRequest, opts ...grpc.CallOption) (*VerifyOwnerEmailResponse, error)
 	// Authenticate checks API key or workspace credentials for the other services. Internal only.
 	Authenticate(ctx context.Context, in *AuthenticateRequest, opts ...grpc.CallOption) (*AuthenticateResponse, error)
+	// GetTokenGeneration tells the current auth-token generation of a usable API key, for the
+	// verifier of generated tokens (JWTs), which holds the key but not its auth token. Errors as
+	// Authenticate's: PERMISSION_DENIED for an unknown key or one expired for an unverified owner
+	// email. Internal only.
+	GetTokenGeneration(ctx context.Context, in *GetTokenGenerationRequest, opts ...grpc.CallOption) (*GetTokenGenerationResponse, error)
 }
 
 type workspaceServiceClient struct {
@@ -194,6 +200,16 @@ func (c *workspaceServiceClient) Authenticate(ctx context.Context, in *Authentic
 	return out, nil
 }
 
+func (c *workspaceServiceClient) GetTokenGeneration(ctx context.Context, in *GetTokenGenerationRequest, opts ...grpc.CallOption) (*GetTokenGenerationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetTokenGenerationResponse)
+	err := c.cc.Invoke(ctx, WorkspaceService_GetTokenGeneration_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkspaceServiceServer is the server API for WorkspaceService service.
 // All implementations must embed UnimplementedWorkspaceServiceServer
 // for forward compatibility.
@@ -218,6 +234,11 @@ type WorkspaceServiceServer interface {
 	VerifyOwnerEmail(context.Context, *VerifyOwnerEmailRequest) (*VerifyOwnerEmailResponse, error)
 	// Authenticate checks API key or workspace credentials for the other services. Internal only.
 	Authenticate(context.Context, *AuthenticateRequest) (*AuthenticateResponse, error)
+	// GetTokenGeneration tells the current auth-token generation of a usable API key, for the
+	// verifier of generated tokens (JWTs), which holds the key but not its auth token. Errors as
+	// Authenticate's: PERMISSION_DENIED for an unknown key or one expired for an unverified owner
+	// email. Internal only.
+	GetTokenGeneration(context.Context, *GetTokenGenerationRequest) (*GetTokenGenerationResponse, error)
 	mustEmbedUnimplementedWorkspaceServiceServer()
 }
 
@@ -263,6 +284,9 @@ func (UnimplementedWorkspaceServiceServer) VerifyOwnerEmail(context.Context, *Ve
 }
 func (UnimplementedWorkspaceServiceServer) Authenticate(context.Context, *AuthenticateRequest) (*AuthenticateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Authenticate not implemented")
+}
+func (UnimplementedWorkspaceServiceServer) GetTokenGeneration(context.Context, *GetTokenGenerationRequest) (*GetTokenGenerationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetTokenGeneration not implemented")
 }
 func (UnimplementedWorkspaceServiceServer) mustEmbedUnimplementedWorkspaceServiceServer() {}
 func (UnimplementedWorkspaceServiceServer) testEmbeddedByValue()                          {}
@@ -501,6 +525,24 @@ func _WorkspaceService_Authenticate_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkspaceService_GetTokenGeneration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTokenGenerationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkspaceServiceServer).GetTokenGeneration(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkspaceService_GetTokenGeneration_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkspaceServiceServer).GetTokenGeneration(ctx, req.(*GetTokenGenerationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkspaceService_ServiceDesc is the grpc.ServiceDesc for WorkspaceService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -555,6 +597,10 @@ var WorkspaceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Authenticate",
 			Handler:    _WorkspaceService_Authenticate_Handler,
+		},
+		{
+			MethodName: "GetTokenGeneration",
+			Handler:    _WorkspaceService_GetTokenGeneration_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
