@@ -20,6 +20,7 @@ import (
 	usersv1 "github.com/collab/collab/proto/collab/users/v1"
 	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
 
+	"github.com/collab/collab/gateway/jsoncodec"
 	"github.com/collab/collab/internal/logging"
 )
 
@@ -215,7 +216,7 @@ func (g *Gateway) jwks(w http.ResponseWriter, r *http.Request) {
 		errorHandler(g.log)(r.Context(), nil, nil, w, r, err)
 		return
 	}
-	b, err := marshalJSON(set, "", "")
+	b, err := jsoncodec.Marshal(set, "", "")
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, codes.Internal, "Internal error.", nil)
 		return

@@ -1,4 +1,4 @@
-package gateway
+package jsoncodec
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package gateway
+package jsoncodec
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 // nulls, number and string forms, sorted map keys), several times faster: protojson's
 // generality (ordering helpers, per-value interfaces) dominated the gateway's cost on large
 // answers. Well-known types other than Struct, Value, ListValue, the wrappers and Empty are
-// rare in this API and go to protojson. jsonenc_test.go compares the two on every message of
+// rare in this API and go to protojson. encode_test.go compares the two on every message of
 // the API.
 func appendJSON(out []byte, m protoreflect.Message) ([]byte, error) {
 	switch m.Descriptor().FullName() {
@@ -307,13 +307,14 @@ var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b 
 // maxPooled bounds the buffers kept, so one huge answer does not pin its memory.
 const maxPooled = 1 << 20
 
-// marshalJSON is appendJSON for a whole message, wrapped in prefix and suffix, in a buffer of
-// its own.
-func marshalJSON(m proto.Message, prefix, suffix string) ([]byte, error) {
+// Marshal writes m as protojson does with EmitUnpopulated, wrapped in prefix and suffix (the
+// gateway's {"result": ...} envelope, say), in a buffer of its own. m may be an ordinary
+// decoded message or an answer kept undecoded by the gateway's connections.
+func Marshal(m proto.Message, prefix, suffix string) ([]byte, error) {
 	bp := buffers.Get().(*[]byte)
 	buf := append((*bp)[:0], prefix...)
 	var err error
-	if r := m.ProtoReflect(); deferred(r) {
+	if r := m.ProtoReflect(); undecoded(r) {
 		buf, err = appendWireJSON(buf, r.Descriptor(), r.GetUnknown())
 	} else {
 		buf, err = appendJSON(buf, r)

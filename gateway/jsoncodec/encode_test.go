@@ -1,4 +1,4 @@
-package gateway
+package jsoncodec
 
 import (
 	"bytes"
@@ -171,13 +171,13 @@ func TestAppendJSONMatchesProtojson(t *testing.T) {
 
 func TestAppendJSONRefusesWhatProtojsonRefuses(t *testing.T) {
 	bad := &accessv1.PermissionEntry{Error: proto.String("bad \xff utf8")}
-	if _, err := marshalJSON(bad, "", ""); err == nil {
+	if _, err := Marshal(bad, "", ""); err == nil {
 		t.Fatal("invalid UTF-8 accepted")
 	}
-	if _, err := marshalJSON(&structpb.Value{}, "", ""); err == nil {
+	if _, err := Marshal(&structpb.Value{}, "", ""); err == nil {
 		t.Fatal("a Value with no kind accepted")
 	}
-	if _, err := marshalJSON(structpb.NewNumberValue(math.NaN()), "", ""); err == nil {
+	if _, err := Marshal(structpb.NewNumberValue(math.NaN()), "", ""); err == nil {
 		t.Fatal("a NaN Value accepted")
 	}
 }
@@ -207,7 +207,7 @@ func BenchmarkMarshalPermissions(b *testing.B) {
 	})
 	b.Run("appendJSON", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := marshalJSON(resp, `{"result":`, "}"); err != nil {
+			if _, err := Marshal(resp, `{"result":`, "}"); err != nil {
 				b.Fatal(err)
 			}
 		}

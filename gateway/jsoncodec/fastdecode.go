@@ -1,4 +1,4 @@
-package gateway
+package jsoncodec
 
 import (
 	"errors"
@@ -17,7 +17,7 @@ import (
 // a string, bytes, a duplicate field, invalid input of any kind) makes it give up with
 // errFallback, and the caller decodes the body the slow way, which also words the error. It
 // never accepts a body protojson would refuse, and fills m exactly as protojson would;
-// jsondec_test.go holds it to that.
+// fastdecode_test.go holds it to that.
 func decodeFast(body []byte, m proto.Message) error {
 	d := fastDecoder{b: body}
 	d.space()

@@ -1,7 +1,6 @@
-package gateway
+package jsoncodec
 
 import (
-	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -13,55 +12,16 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
-// Responses on their way to HTTP callers are never used as Go values: decoding the binary
-// answer into Go structs (maps of messages, mostly) only to walk them again for JSON was the
-// largest cost of a large answer. So the gateway's connections keep each answer's bytes
-// (deferredCodec), and the JSON is written straight from the wire format (appendWireJSON),
-// with the same output as appendJSON; jsonwire_test.go holds the two to each other.
-
-// deferredCodec marshals requests as the proto codec does and keeps response bytes undecoded,
-// as the unknown fields of the response message.
-type deferredCodec struct{ proto encoding.CodecV2 }
-
-func (c deferredCodec) Name() string { return "proto" }
-
-func (c deferredCodec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
-
-func (c deferredCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	m, ok := v.(proto.Message)
-	if !ok {
-		return c.proto.Unmarshal(data, v)
-	}
-	proto.Reset(m)
-	m.ProtoReflect().SetUnknown(data.Materialize())
-	return nil
-}
-
-// deferredConn is a connection whose calls answer with deferred responses.
-type deferredConn struct {
-	grpc.ClientConnInterface
-	codec grpc.CallOption
-}
-
-func newDeferredConn(conn grpc.ClientConnInterface) deferredConn {
-	return deferredConn{conn, grpc.ForceCodecV2(deferredCodec{encoding.GetCodecV2("proto")})}
-}
-
-func (d deferredConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	return d.ClientConnInterface.Invoke(ctx, method, args, reply, append(opts, d.codec)...)
-}
-
-// deferred reports whether m holds an undecoded answer.
-func deferred(m protoreflect.Message) bool {
+// undecoded reports whether all of m is in its unknown fields: an answer that the gateway's
+// connections kept as bytes (see the gateway's deferredCodec). Its bytes are then the message's
+// wire form as they are, with no need to marshal it again.
+func undecoded(m protoreflect.Message) bool {
 	if len(m.GetUnknown()) == 0 {
 		return false
 	}

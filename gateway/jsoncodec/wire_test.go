@@ -1,12 +1,10 @@
-package gateway
+package jsoncodec
 
 import (
 	"math/rand/v2"
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -74,23 +72,6 @@ func TestAppendWireJSONRefusesBrokenBytes(t *testing.T) {
 		if _, err := appendWireJSON(nil, md, bad); err == nil {
 			t.Errorf("%x accepted", bad)
 		}
-	}
-}
-
-func TestDeferredCodecKeepsTheBytes(t *testing.T) {
-	want := &accessv1.GetPermissionsResponse{Status: "success", Message: "m"}
-	codec := deferredCodec{encoding.GetCodecV2("proto")}
-	b, _ := proto.Marshal(want)
-	got := &accessv1.GetPermissionsResponse{Status: "stale"}
-	if err := codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got); err != nil {
-		t.Fatal(err)
-	}
-	if got.GetStatus() != "" || !deferred(got.ProtoReflect()) {
-		t.Fatalf("not deferred: %v", got)
-	}
-	out, err := marshalJSON(got, "", "")
-	if err != nil || !strings.Contains(string(out), `"status":"success"`) {
-		t.Fatalf("%s %v", out, err)
 	}
 }
 

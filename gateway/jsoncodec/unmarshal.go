@@ -1,0 +1,82 @@
+package jsoncodec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// InputError is a refused request body. Its message is meant for the API's caller: it never
+// carries protojson's or encoding/json's wording, which those packages may change.
+type InputError struct{ Message string }
+
+func (e *InputError) Error() string { return e.Message }
+
+func refuse(message string) error { return &InputError{Message: message} }
+
+// Unmarshal reads a request body {"data": {...}} into m. An empty body (or white space only)
+// counts as {"data": {}}: several operations need no parameters. Every refusal is an
+// *InputError.
+func Unmarshal(body []byte, m proto.Message) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		proto.Reset(m)
+		return nil
+	}
+	if decodeFast(body, m) == nil {
+		return nil
+	}
+	proto.Reset(m)
+	return slowUnmarshal(body, m)
+}
+
+var protojsonIn = protojson.UnmarshalOptions{DiscardUnknown: true}
+
+// slowUnmarshal decodes with protojson, and words what is wrong when it refuses.
+func slowUnmarshal(body []byte, m proto.Message) error {
+	// Only the envelope is parsed here; protojson reads data straight into the message, and
+	// the slower field-by-field check runs only to explain a refusal.
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var top json.RawMessage
+	if err := dec.Decode(&top); err != nil {
+		return refuse("Request body is not valid JSON.")
+	}
+	// Anything after the value must be white space only. (Decoder.More would miss a stray
+	// "}" or "]".)
+	var extra json.RawMessage
+	switch err := dec.Decode(&extra); {
+	case err == nil:
+		return refuse("Request body is not valid JSON: it holds more than one value.")
+	case !errors.Is(err, io.EOF):
+		return refuse("Request body is not valid JSON.")
+	}
+	var obj map[string]json.RawMessage
+	if top[0] != '{' || json.Unmarshal(top, &obj) != nil {
+		return refuse(`Request body must be a JSON object: {"data": {...}}.`)
+	}
+	data, present := obj["data"]
+	if !present {
+		return refuse(`Request body must have a "data" object: {"data": {...}}.`)
+	}
+	if len(data) == 0 || data[0] != '{' {
+		return refuse("data must be an object.")
+	}
+	if err := protojsonIn.Unmarshal(data, m); err != nil {
+		proto.Reset(m)
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		var parsed any
+		if dec.Decode(&parsed) == nil {
+			if msg := checkJSON("data", parsed, m.ProtoReflect().Descriptor()); msg != "" {
+				return refuse(msg)
+			}
+		}
+		// The types are right, so protojson refuses the value for its own reasons (a bad
+		// base64 string, a field sent under both of its names, say).
+		return refuse("data holds a value of the wrong form for this operation.")
+	}
+	return nil
+}
