@@ -325,7 +325,7 @@ func validJSONNumber(s string) bool {
 // message reads an object into m.
 func (d *fastDecoder) message(m protoreflect.Message) error {
 	md := m.Descriptor()
-	if wellKnownJSON[md.FullName()] {
+	if specials[md.FullName()] != ordinary { // JSON of its own shape: protojson reads it
 		return errFallback
 	}
 	if !d.consume('{') {
