@@ -13,8 +13,18 @@ import (
 // checkJSON compares a decoded JSON value with the message it is meant to fill and returns a
 // message naming the first field of the wrong type ("data.userIds must be an array of
 // strings."). protojson's own errors name fields in a format it reserves the right to change,
-// so callers get ours. Unknown fields are ignored, as the decoder ignores them.
+// so callers get ours. Unknown fields are ignored, as the decoder ignores them. v is data's
+// value, at level 1 of MaxDepth.
 func checkJSON(path string, v any, md protoreflect.MessageDescriptor) string {
+	return checkMessage(path, v, md, 1)
+}
+
+// checkMessage checks v, at the given level of nesting, against md. The walk is bounded by
+// MaxDepth of its own, whatever parsed v.
+func checkMessage(path string, v any, md protoreflect.MessageDescriptor, level int) string {
+	if level > MaxDepth {
+		return errTooDeep.Error()
+	}
 	if wk := wellKnown(path, v, md); wk != "-" {
 		return wk
 	}
@@ -31,7 +41,7 @@ func checkJSON(path string, v any, md protoreflect.MessageDescriptor) string {
 		if fd == nil || val == nil && !isValueMessage(fd) {
 			continue
 		}
-		if msg := checkField(path+"."+name, val, fd); msg != "" {
+		if msg := checkField(path+"."+name, val, fd, level+1); msg != "" {
 			return msg
 		}
 	}
@@ -42,7 +52,11 @@ func isValueMessage(fd protoreflect.FieldDescriptor) bool {
 	return fd.Message() != nil && fd.Message().FullName() == "google.protobuf.Value"
 }
 
-func checkField(path string, v any, fd protoreflect.FieldDescriptor) string {
+// checkField checks the value of field fd, at the given level.
+func checkField(path string, v any, fd protoreflect.FieldDescriptor, level int) string {
+	if level > MaxDepth && (fd.IsMap() || fd.IsList()) {
+		return errTooDeep.Error()
+	}
 	switch {
 	case fd.IsMap():
 		obj, ok := v.(map[string]any)
@@ -53,7 +67,7 @@ func checkField(path string, v any, fd protoreflect.FieldDescriptor) string {
 			if item == nil && !isValueMessage(fd.MapValue()) {
 				return fmt.Sprintf("%s.%s must not be null.", path, k)
 			}
-			if msg := checkSingle(path+"."+k, item, fd.MapValue()); msg != "" {
+			if msg := checkSingle(path+"."+k, item, fd.MapValue(), level+1); msg != "" {
 				return msg
 			}
 		}
@@ -68,17 +82,17 @@ func checkField(path string, v any, fd protoreflect.FieldDescriptor) string {
 			if item == nil && !isValueMessage(fd) {
 				return p + " must not be null."
 			}
-			if msg := checkSingle(p, item, fd); msg != "" {
+			if msg := checkSingle(p, item, fd, level+1); msg != "" {
 				return msg
 			}
 		}
 		return ""
 	default:
-		return checkSingle(path, v, fd)
+		return checkSingle(path, v, fd, level)
 	}
 }
 
-func checkSingle(path string, v any, fd protoreflect.FieldDescriptor) string {
+func checkSingle(path string, v any, fd protoreflect.FieldDescriptor, level int) string {
 	switch fd.Kind() {
 	case protoreflect.StringKind:
 		if _, ok := v.(string); !ok {
@@ -116,7 +130,7 @@ func checkSingle(path string, v any, fd protoreflect.FieldDescriptor) string {
 			return path + " must be a base64 string."
 		}
 	case protoreflect.MessageKind, protoreflect.GroupKind:
-		return checkJSON(path, v, fd.Message())
+		return checkMessage(path, v, fd.Message(), level)
 	}
 	return ""
 }

@@ -211,7 +211,7 @@ func TestCheckFieldPlurals(t *testing.T) {
 		{fdOf(&descriptorpb.FileDescriptorProto{}, "public_dependency"), "data.f must be an array of numbers."},
 	}
 	for _, tt := range tests {
-		if got := checkField("data.f", "x", tt.fd); got != tt.want {
+		if got := checkField("data.f", "x", tt.fd, 2); got != tt.want {
 			t.Errorf("checkField(%s, \"x\") = %q, want %q", tt.fd.FullName(), got, tt.want)
 		}
 	}
@@ -220,14 +220,14 @@ func TestCheckFieldPlurals(t *testing.T) {
 // google.protobuf.Value elements and map values may be null; other messages may not.
 func TestCheckFieldNullValues(t *testing.T) {
 	values := desc(&structpb.ListValue{}).Fields().ByName("values")
-	if got := checkField("data.values", []any{nil, json.Number("1"), "a"}, values); got != "" {
+	if got := checkField("data.values", []any{nil, json.Number("1"), "a"}, values, 2); got != "" {
 		t.Errorf("null in a list of Values: %q", got)
 	}
 	fields := desc(&structpb.Struct{}).Fields().ByName("fields")
-	if got := checkField("data.fields", map[string]any{"k": nil}, fields); got != "" {
+	if got := checkField("data.fields", map[string]any{"k": nil}, fields, 2); got != "" {
 		t.Errorf("null in a map of Values: %q", got)
 	}
-	if got := checkField("data.fields", []any{}, fields); got != "data.fields must be an object." {
+	if got := checkField("data.fields", []any{}, fields, 2); got != "data.fields must be an object." {
 		t.Errorf("map of Values given an array: %q", got)
 	}
 }
@@ -295,7 +295,7 @@ func TestCheckSingleKinds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		fd := valueField(tt.m)
-		if got := checkSingle("p", tt.v, fd); got != tt.want {
+		if got := checkSingle("p", tt.v, fd, 2); got != tt.want {
 			t.Errorf("checkSingle(p, %#v, %s) = %q, want %q", tt.v, fd.FullName(), got, tt.want)
 		}
 	}

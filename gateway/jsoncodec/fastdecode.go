@@ -17,13 +17,24 @@ import (
 // a string, bytes, a duplicate field, invalid input of any kind) makes it give up with
 // errFallback, and the caller decodes the body the slow way, which also words the error. It
 // never accepts a body protojson would refuse, and fills m exactly as protojson would;
-// fastdecode_test.go holds it to that.
+// fastdecode_test.go holds it to that. Nesting deeper than MaxDepth stops it with errTooDeep
+// (Unmarshal's checkDepth refuses such bodies first; the decoder bounds its own recursion
+// anyway).
 func decodeFast(body []byte, m proto.Message) error {
 	d := fastDecoder{b: body}
+	err := d.envelope(m)
+	if d.tooDeep {
+		return errTooDeep
+	}
+	return err
+}
+
+func (d *fastDecoder) envelope(m proto.Message) error {
 	d.space()
 	if !d.consume('{') {
 		return errFallback
 	}
+	d.depth = 1
 	found := false
 	d.space()
 	if !d.consume('}') {
@@ -65,6 +76,20 @@ var errFallback = errors.New("decode the slow way")
 type fastDecoder struct {
 	b []byte
 	i int
+	// depth counts the arrays and objects open, the envelope's included; past maxOpen the
+	// decoder stops (tooDeep), so that its recursion is bounded whatever ran before it.
+	depth   int
+	tooDeep bool
+}
+
+// enter notes an array or object opened, and reports whether it is within the depth limit.
+func (d *fastDecoder) enter() bool {
+	d.depth++
+	if d.depth > maxOpen {
+		d.tooDeep = true
+		return false
+	}
+	return true
 }
 
 func (d *fastDecoder) space() {
@@ -229,8 +254,12 @@ func (d *fastDecoder) skip() bool {
 		return ok
 	case '{':
 		d.i++
+		if !d.enter() {
+			return false
+		}
 		d.space()
 		if d.consume('}') {
+			d.depth--
 			return true
 		}
 		for {
@@ -240,6 +269,7 @@ func (d *fastDecoder) skip() bool {
 			}
 			d.space()
 			if d.consume('}') {
+				d.depth--
 				return true
 			}
 			if !d.consume(',') {
@@ -248,8 +278,12 @@ func (d *fastDecoder) skip() bool {
 		}
 	case '[':
 		d.i++
+		if !d.enter() {
+			return false
+		}
 		d.space()
 		if d.consume(']') {
+			d.depth--
 			return true
 		}
 		for {
@@ -258,6 +292,7 @@ func (d *fastDecoder) skip() bool {
 			}
 			d.space()
 			if d.consume(']') {
+				d.depth--
 				return true
 			}
 			if !d.consume(',') {
@@ -331,8 +366,12 @@ func (d *fastDecoder) message(m protoreflect.Message) error {
 	if !d.consume('{') {
 		return errFallback
 	}
+	if !d.enter() {
+		return errFallback
+	}
 	d.space()
 	if d.consume('}') {
+		d.depth--
 		return nil
 	}
 	fields := md.Fields()
@@ -371,6 +410,7 @@ func (d *fastDecoder) message(m protoreflect.Message) error {
 		}
 		d.space()
 		if d.consume('}') {
+			d.depth--
 			return nil
 		}
 		if !d.consume(',') {
@@ -382,12 +422,13 @@ func (d *fastDecoder) message(m protoreflect.Message) error {
 func (d *fastDecoder) field(m protoreflect.Message, fd protoreflect.FieldDescriptor) error {
 	switch {
 	case fd.IsMap():
-		if fd.MapKey().Kind() != protoreflect.StringKind || !d.consume('{') {
+		if fd.MapKey().Kind() != protoreflect.StringKind || !d.consume('{') || !d.enter() {
 			return errFallback
 		}
 		mp := m.Mutable(fd).Map()
 		d.space()
 		if d.consume('}') {
+			d.depth--
 			return nil
 		}
 		for {
@@ -407,6 +448,7 @@ func (d *fastDecoder) field(m protoreflect.Message, fd protoreflect.FieldDescrip
 			mp.Set(mk, v)
 			d.space()
 			if d.consume('}') {
+				d.depth--
 				return nil
 			}
 			if !d.consume(',') {
@@ -414,12 +456,13 @@ func (d *fastDecoder) field(m protoreflect.Message, fd protoreflect.FieldDescrip
 			}
 		}
 	case fd.IsList():
-		if !d.consume('[') {
+		if !d.consume('[') || !d.enter() {
 			return errFallback
 		}
 		l := m.Mutable(fd).List()
 		d.space()
 		if d.consume(']') {
+			d.depth--
 			return nil
 		}
 		for {
@@ -431,6 +474,7 @@ func (d *fastDecoder) field(m protoreflect.Message, fd protoreflect.FieldDescrip
 			l.Append(v)
 			d.space()
 			if d.consume(']') {
+				d.depth--
 				return nil
 			}
 			if !d.consume(',') {

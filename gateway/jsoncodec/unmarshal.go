@@ -26,14 +26,25 @@ func Unmarshal(body []byte, m proto.Message) error {
 		proto.Reset(m)
 		return nil
 	}
-	if decodeFast(body, m) == nil {
+	// Before anything that recurses reads the body.
+	if err := checkDepth(body); err != nil {
+		return err
+	}
+	switch err := decodeFast(body, m); err {
+	case nil:
 		return nil
+	case errFallback:
+	default:
+		return err
 	}
 	proto.Reset(m)
 	return slowUnmarshal(body, m)
 }
 
-var protojsonIn = protojson.UnmarshalOptions{DiscardUnknown: true}
+// protojsonIn reads data the slow way. Its recursion limit is a backstop above MaxDepth
+// (protojson counts a message per level, and one more for a scalar in a Value), so that the
+// depth rule and its message stay checkDepth's.
+var protojsonIn = protojson.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: MaxDepth + 2}
 
 // slowUnmarshal decodes with protojson, and words what is wrong when it refuses.
 func slowUnmarshal(body []byte, m proto.Message) error {
