@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -55,4 +56,24 @@ func TestDeepBodiesRefused(t *testing.T) {
 	s.post("/v2/workspace/email/status", nil, body).fails(t, http.StatusBadRequest, "INVALID_ARGUMENT", tooDeep)
 	// 64 levels of an unknown field are fine.
 	s.post("/v2/workspace/domains/get", k, `{"data":{"x":`+nestedValue(63)+`}}`).data(t, "Domains retrieved successfully.")
+}
+
+// A misspelt field must not widen a destructive call: Delete Users with "documentID" (for
+// documentId) used to remove the user from the whole organization.
+func TestMisspeltFieldRefused(t *testing.T) {
+	s := newSystem(t)
+	k := s.devKey()
+	s.call("/v2/users/add", k, map[string]any{"organizationId": "o", "createOrganization": true, "documentId": "d1", "createDocument": true, "users": users("u1")}).data(t, "")
+	s.call("/v2/users/delete", k, map[string]any{"organizationId": "o", "documentID": "d1", "userIds": []string{"u1"}}).
+		fails(t, http.StatusBadRequest, "INVALID_ARGUMENT", "Unknown field data.documentID; did you mean documentId?")
+	s.call("/v2/users/add", k, map[string]any{"organizationId": "o", "users": []any{map[string]any{"userID": "u2"}}}).
+		fails(t, http.StatusBadRequest, "INVALID_ARGUMENT", "Unknown field data.users[0].userID; did you mean userId?")
+	if got := userIDs(t, s.call("/v1/users/get", k, map[string]any{"organizationId": "o"}).ok(t)["data"]); !slices.Equal(got, []string{"u1"}) {
+		t.Fatalf("organization users after refused calls: %v", got)
+	}
+	// Fields we do not know, and are no near miss of one, are still ignored.
+	s.call("/v2/users/delete", k, map[string]any{"organizationId": "o", "documentId": "d1", "userIds": []string{"u1"}, "notifyUsers": true}).data(t, "User(s) deleted successfully.")
+	if got := userIDs(t, s.call("/v1/users/get", k, map[string]any{"organizationId": "o"}).ok(t)["data"]); !slices.Equal(got, []string{"u1"}) {
+		t.Fatalf("a document-scoped delete removed the user from the organization: %v", got)
+	}
 }

@@ -2,7 +2,6 @@ package jsoncodec
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -18,13 +17,11 @@ import (
 	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
 )
 
-// decodeJSON decodes s the way the codec does (numbers kept as json.Number).
+// decodeJSON parses s as the codec does for the check (ordered objects, json.Number).
 func decodeJSON(t *testing.T, s string) any {
 	t.Helper()
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, err := parseJSON([]byte(s))
+	if err != nil {
 		t.Fatalf("bad test JSON %s: %v", s, err)
 	}
 	return v
@@ -155,7 +152,7 @@ func TestCheckJSONWellKnown(t *testing.T) {
 }
 
 func TestWellKnownOrdinaryMessage(t *testing.T) {
-	if got := wellKnown("data", map[string]any{}, desc(&workspacev1.Workspace{})); got != "-" {
+	if got := wellKnown("data", &object{}, desc(&workspacev1.Workspace{})); got != "-" {
 		t.Fatalf("wellKnown on an ordinary message = %q, want -", got)
 	}
 	if got := wellKnown("data", "x", desc(&wrapperspb.StringValue{})); got != "" {
@@ -211,8 +208,8 @@ func TestCheckFieldPlurals(t *testing.T) {
 		{fdOf(&descriptorpb.FileDescriptorProto{}, "public_dependency"), "data.f must be an array of numbers."},
 	}
 	for _, tt := range tests {
-		if got := checkField("data.f", "x", tt.fd, 2); got != tt.want {
-			t.Errorf("checkField(%s, \"x\") = %q, want %q", tt.fd.FullName(), got, tt.want)
+		if got := (checker{types: true}).field("data.f", "x", tt.fd, 2); got != tt.want {
+			t.Errorf("field(%s, \"x\") = %q, want %q", tt.fd.FullName(), got, tt.want)
 		}
 	}
 }
@@ -220,14 +217,14 @@ func TestCheckFieldPlurals(t *testing.T) {
 // google.protobuf.Value elements and map values may be null; other messages may not.
 func TestCheckFieldNullValues(t *testing.T) {
 	values := desc(&structpb.ListValue{}).Fields().ByName("values")
-	if got := checkField("data.values", []any{nil, json.Number("1"), "a"}, values, 2); got != "" {
+	if got := (checker{types: true}).field("data.values", []any{nil, json.Number("1"), "a"}, values, 2); got != "" {
 		t.Errorf("null in a list of Values: %q", got)
 	}
 	fields := desc(&structpb.Struct{}).Fields().ByName("fields")
-	if got := checkField("data.fields", map[string]any{"k": nil}, fields, 2); got != "" {
+	if got := (checker{types: true}).field("data.fields", &object{names: []string{"k"}, values: []any{nil}}, fields, 2); got != "" {
 		t.Errorf("null in a map of Values: %q", got)
 	}
-	if got := checkField("data.fields", []any{}, fields, 2); got != "data.fields must be an object." {
+	if got := (checker{types: true}).field("data.fields", []any{}, fields, 2); got != "data.fields must be an object." {
 		t.Errorf("map of Values given an array: %q", got)
 	}
 }
@@ -252,7 +249,7 @@ func TestCheckInteger(t *testing.T) {
 		{true, "p must be an integer."},
 		{nil, "p must be an integer."},
 		{[]any{json.Number("1")}, "p must be an integer."},
-		{map[string]any{}, "p must be an integer."},
+		{&object{}, "p must be an integer."},
 	}
 	for _, tt := range tests {
 		if got := checkInteger("p", tt.v, 0, 100); got != tt.want {
@@ -261,7 +258,7 @@ func TestCheckInteger(t *testing.T) {
 	}
 }
 
-// checkSingle on each scalar kind, through the "value" field of the wrapper messages.
+// checkScalar on each scalar kind, through the "value" field of the wrapper messages.
 func TestCheckSingleKinds(t *testing.T) {
 	valueField := func(m proto.Message) protoreflect.FieldDescriptor {
 		return desc(m).Fields().ByName("value")
@@ -289,14 +286,14 @@ func TestCheckSingleKinds(t *testing.T) {
 		{&wrapperspb.DoubleValue{}, "NaN", ""},
 		{&wrapperspb.DoubleValue{}, false, "p must be a number."},
 		{&wrapperspb.FloatValue{}, "1.25", ""},
-		{&wrapperspb.FloatValue{}, map[string]any{}, "p must be a number."},
+		{&wrapperspb.FloatValue{}, &object{}, "p must be a number."},
 		{&wrapperspb.BytesValue{}, "aGk=", ""},
 		{&wrapperspb.BytesValue{}, json.Number("1"), "p must be a base64 string."},
 	}
 	for _, tt := range tests {
 		fd := valueField(tt.m)
-		if got := checkSingle("p", tt.v, fd, 2); got != tt.want {
-			t.Errorf("checkSingle(p, %#v, %s) = %q, want %q", tt.v, fd.FullName(), got, tt.want)
+		if got := checkScalar("p", tt.v, fd); got != tt.want {
+			t.Errorf("checkScalar(p, %#v, %s) = %q, want %q", tt.v, fd.FullName(), got, tt.want)
 		}
 	}
 }

@@ -161,16 +161,16 @@ func TestDecodeFastBoundsItsDepth(t *testing.T) {
 // So does the type check, which reads what encoding/json parsed.
 func TestCheckJSONBoundsItsDepth(t *testing.T) {
 	leaf, _ := testTypes(t)
-	var v any = map[string]any{}
+	var v any = &object{}
 	for range MaxDepth + 1 {
-		v = map[string]any{"child": v}
+		v = &object{names: []string{"child"}, values: []any{v}}
 	}
 	if got := checkJSON("data", v, leaf.Descriptor()); got != tooDeep {
 		t.Fatalf("checkJSON on %d levels = %q", MaxDepth+2, got)
 	}
-	v = map[string]any{"n": "x"}
+	v = &object{names: []string{"n"}, values: []any{"x"}}
 	for range MaxDepth - 1 {
-		v = map[string]any{"child": v}
+		v = &object{names: []string{"child"}, values: []any{v}}
 	}
 	if got := checkJSON("data", v, leaf.Descriptor()); !strings.HasSuffix(got, ".n must be an integer.") {
 		t.Fatalf("checkJSON on %d levels = %q", MaxDepth, got)

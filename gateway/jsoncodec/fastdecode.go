@@ -387,7 +387,8 @@ func (d *fastDecoder) message(m protoreflect.Message) error {
 			fd = fields.ByName(protoreflect.Name(name))
 		}
 		if fd == nil {
-			if !d.skip() {
+			// A near miss of a known field is refused the slow way, which words it.
+			if nearMiss(md, name) != "" || !d.skip() {
 				return errFallback
 			}
 		} else {
@@ -570,4 +571,99 @@ func (d *fastDecoder) integer(min, max int64) (int64, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// nearMissAhead reports whether the object at d.i, read as md, or a message inside it holds an
+// unknown field that is a near miss of a known one (nearmiss.go); true too where it cannot
+// tell (input it does not read), so that the caller looks closer. It lets a body protojson
+// accepted go without building the whole tree the check reads.
+func (d *fastDecoder) nearMissAhead(md protoreflect.MessageDescriptor) bool {
+	d.space()
+	if specials[md.FullName()] != ordinary {
+		return !d.skip() // free-form keys, or none
+	}
+	if !d.consume('{') || !d.enter() {
+		return true
+	}
+	d.space()
+	if d.consume('}') {
+		d.depth--
+		return false
+	}
+	fields := md.Fields()
+	for {
+		d.space()
+		name, ok := d.str()
+		if !ok || !d.colon() {
+			return true
+		}
+		fd := fields.ByJSONName(name)
+		if fd == nil {
+			fd = fields.ByName(protoreflect.Name(name))
+		}
+		switch {
+		case fd == nil:
+			if nearMiss(md, name) != "" || !d.skip() {
+				return true
+			}
+		case d.literal("null"):
+		case fd.IsMap() && fd.MapValue().Message() != nil:
+			if d.nearMissInContainer('{', '}', fd.MapValue().Message()) {
+				return true
+			}
+		case fd.IsList() && fd.Message() != nil:
+			if d.nearMissInContainer('[', ']', fd.Message()) {
+				return true
+			}
+		case !fd.IsList() && !fd.IsMap() && fd.Message() != nil:
+			if d.nearMissAhead(fd.Message()) {
+				return true
+			}
+		default:
+			if !d.skip() {
+				return true
+			}
+		}
+		d.space()
+		if d.consume('}') {
+			d.depth--
+			return false
+		}
+		if !d.consume(',') {
+			return true
+		}
+	}
+}
+
+// nearMissInContainer is nearMissAhead for the messages of a list (open '[') or of a map's
+// values (open '{').
+func (d *fastDecoder) nearMissInContainer(open, closing byte, md protoreflect.MessageDescriptor) bool {
+	if !d.consume(open) || !d.enter() {
+		return true
+	}
+	d.space()
+	if d.consume(closing) {
+		d.depth--
+		return false
+	}
+	for {
+		d.space()
+		if open == '{' {
+			if _, ok := d.str(); !ok || !d.colon() {
+				return true
+			}
+		}
+		d.space()
+		if !d.literal("null") && d.nearMissAhead(md) {
+			return true
+		}
+		d.space()
+		if d.consume(closing) {
+			d.depth--
+			return false
+		}
+		if !d.consume(',') {
+			return true
+		}
+	}
 }

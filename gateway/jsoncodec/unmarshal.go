@@ -75,19 +75,31 @@ func slowUnmarshal(body []byte, m proto.Message) error {
 	if len(data) == 0 || data[0] != '{' {
 		return refuse("data must be an object.")
 	}
+	md := m.ProtoReflect().Descriptor()
 	if err := protojsonIn.Unmarshal(data, m); err != nil {
 		proto.Reset(m)
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.UseNumber()
-		var parsed any
-		if dec.Decode(&parsed) == nil {
-			if msg := checkJSON("data", parsed, m.ProtoReflect().Descriptor()); msg != "" {
+		if parsed, err := parseJSON(data); err == nil {
+			if msg := checkJSON("data", parsed, md); msg != "" {
 				return refuse(msg)
 			}
 		}
 		// The types are right, so protojson refuses the value for its own reasons (a bad
 		// base64 string, a field sent under both of its names, say).
 		return refuse("data holds a value of the wrong form for this operation.")
+	}
+	// protojson ignores every unknown field; a near miss of a known one must not be. A quick
+	// scan tells whether there may be one; the check, which reads the tree, finds and words it.
+	if scan := (&fastDecoder{b: data}); !scan.nearMissAhead(md) {
+		return nil
+	}
+	parsed, err := parseJSON(data)
+	if err != nil {
+		proto.Reset(m)
+		return refuse("data holds a value of the wrong form for this operation.")
+	}
+	if msg := nearMissIn("data", parsed, md); msg != "" {
+		proto.Reset(m)
+		return refuse(msg)
 	}
 	return nil
 }
