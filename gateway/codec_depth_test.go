@@ -22,10 +22,11 @@ func TestDeepBodyRefusedCheaply(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	rec := e.post("/v2/workspace/email/status", body)
 	runtime.ReadMemStats(&after)
-	// Reading the body into memory takes a few times its size as the buffer grows; nothing
-	// else should.
+	// Reading the body into memory takes a few times its size as the buffer grows (about 2.5
+	// times, twice that under the race detector); nothing else should. The old decoder grew the
+	// process by over 500 MB here.
 	allocated, grown := after.TotalAlloc-before.TotalAlloc, int64(after.Sys)-int64(before.Sys)
-	if limit := 4 * uint64(len(body)); allocated > limit || grown > int64(limit) {
+	if limit := 8 * uint64(len(body)); allocated > limit || grown > int64(limit) {
 		t.Errorf("a %d-byte body allocated %d bytes and grew the process by %d", len(body), allocated, grown)
 	}
 	env := errorOf(t, rec, http.StatusBadRequest, "INVALID_ARGUMENT")
