@@ -17,7 +17,8 @@ import (
 // a string, bytes, a duplicate field, invalid input of any kind) makes it give up with
 // errFallback, and the caller decodes the body the slow way, which also words the error. It
 // never accepts a body protojson would refuse, and fills m exactly as protojson would;
-// fastdecode_test.go holds it to that. Nesting deeper than MaxDepth stops it with errTooDeep
+// fastdecode_test.go and FuzzDecodeRequest hold it to that. An unknown field that is a near miss
+// of a known one sends it the slow way too. Nesting deeper than MaxDepth stops it with errTooDeep
 // (Unmarshal's checkDepth refuses such bodies first; the decoder bounds its own recursion
 // anyway).
 func decodeFast(body []byte, m proto.Message) error {

@@ -30,14 +30,14 @@ func Unmarshal(body []byte, m proto.Message) error {
 	if err := checkDepth(body); err != nil {
 		return err
 	}
-	switch err := decodeFast(body, m); err {
-	case nil:
+	err := decodeFast(body, m)
+	if err == nil {
 		return nil
-	case errFallback:
-	default:
-		return err
 	}
 	proto.Reset(m)
+	if err != errFallback {
+		return err
+	}
 	return slowUnmarshal(body, m)
 }
 
@@ -48,8 +48,9 @@ var protojsonIn = protojson.UnmarshalOptions{DiscardUnknown: true, RecursionLimi
 
 // slowUnmarshal decodes with protojson, and words what is wrong when it refuses.
 func slowUnmarshal(body []byte, m proto.Message) error {
-	// Only the envelope is parsed here; protojson reads data straight into the message, and
-	// the slower field-by-field check runs only to explain a refusal.
+	// Only the envelope is parsed here; protojson reads data straight into the message. The
+	// slower field-by-field check runs only to explain a refusal, or where a quick scan finds
+	// an unknown field that may be a near miss.
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var top json.RawMessage
 	if err := dec.Decode(&top); err != nil {

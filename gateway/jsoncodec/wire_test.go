@@ -414,7 +414,7 @@ func TestAPIMessagesAreWrittenFromWire(t *testing.T) {
 		seen[md.FullName()] = true
 		for i := 0; i < md.Fields().Len(); i++ {
 			fd := md.Fields().Get(i)
-			if why := writtenFromWire(fd); why != "" {
+			if why := whyNotFromWire(fd); why != "" {
 				report(fd, why)
 			}
 			if fd.Message() != nil {
