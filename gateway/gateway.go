@@ -17,6 +17,7 @@ import (
 
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 
+	"github.com/collab/collab/gateway/jsoncodec"
 	"github.com/collab/collab/internal/logging"
 )
 
@@ -200,7 +201,7 @@ func (g *Gateway) jwks(w http.ResponseWriter, r *http.Request) {
 		errorHandler(g.log)(r.Context(), nil, nil, w, r, err)
 		return
 	}
-	b, err := marshalJSON(set, "", "")
+	b, err := jsoncodec.Marshal(set, "", "")
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, codes.Internal, "Internal error.", nil)
 		return

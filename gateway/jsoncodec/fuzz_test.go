@@ -1,0 +1,141 @@
+package jsoncodec
+
+import (
+	"errors"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+)
+
+// The fuzz targets. Each has a seed corpus in testdata/fuzz/<target>/ (deep nesting, near
+// misses, duplicate keys, surrogates, huge numbers...), which plain `go test` runs; scripts/test
+// fuzzes each briefly.
+
+var (
+	requestTypesOnce sync.Once
+	requestTypesList []protoreflect.MessageType
+)
+
+// requestTypes is every request message of the API, in a fixed order, for the targets to pick
+// from by number.
+func requestTypes(t testing.TB) []protoreflect.MessageType {
+	apiTypes(t) // the API's packages are imported (wire_test.go), and registered
+	requestTypesOnce.Do(func() {
+		protoregistry.GlobalTypes.RangeMessages(func(mt protoreflect.MessageType) bool {
+			name := string(mt.Descriptor().FullName())
+			if strings.HasPrefix(name, "collab.") && strings.HasSuffix(name, "Request") {
+				requestTypesList = append(requestTypesList, mt)
+			}
+			return true
+		})
+		slices.SortFunc(requestTypesList, func(a, b protoreflect.MessageType) int {
+			return strings.Compare(string(a.Descriptor().FullName()), string(b.Descriptor().FullName()))
+		})
+	})
+	if len(requestTypesList) < 30 {
+		t.Fatalf("only %d request types", len(requestTypesList))
+	}
+	return requestTypesList
+}
+
+// cleanMessages are the forms every refusal takes: our own words, never protojson's,
+// encoding/json's or gRPC's. Paths and values quoted in them come from the body.
+var cleanMessages = []*regexp.Regexp{
+	regexp.MustCompile(`^Request body is not valid JSON\.$`),
+	regexp.MustCompile(`^Request body is not valid JSON: it holds more than one value\.$`),
+	regexp.MustCompile(`^Request body must be a JSON object: \{"data": \{\.\.\.\}\}\.$`),
+	regexp.MustCompile(`^Request body must have a "data" object: \{"data": \{\.\.\.\}\}\.$`),
+	regexp.MustCompile(`^Request body is nested too deeply: at most 64 levels\.$`),
+	regexp.MustCompile(`^data holds a value of the wrong form for this operation\.$`),
+	regexp.MustCompile(`(?s)^data(\.|\[).* (must be a string|must be a boolean|must be an integer|is out of range|must be a number|must be a base64 string|must be an object|must be an array|must be an array of (strings|booleans|objects|values|numbers)|must not be null|has an unknown value ".*")\.$`),
+	regexp.MustCompile(`^data must be (an object|an array|a string|a boolean|a number|an integer|a base64 string)\.$`),
+	regexp.MustCompile(`(?s)^Unknown field data(\.|\[).*; did you mean [A-Za-z0-9_]+\?$`),
+}
+
+// checkRefusal fails the test unless err is nil or a clean *InputError.
+func checkRefusal(t *testing.T, body []byte, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	var ie *InputError
+	if !errors.As(err, &ie) {
+		t.Fatalf("refusal of %q is %T, not an *InputError: %v", body, err, err)
+	}
+	for _, re := range cleanMessages {
+		if re.MatchString(ie.Message) {
+			return
+		}
+	}
+	t.Fatalf("refusal of %q in words of our own? %q", body, ie.Message)
+}
+
+// (a) When the fast decoder accepts a body, protojson (the slow path) accepts it too and fills
+// the same message; and so does Unmarshal.
+func FuzzDecodeRequest(f *testing.F) {
+	types := requestTypes(f)
+	f.Fuzz(func(t *testing.T, sel uint16, body []byte) {
+		mt := types[int(sel)%len(types)]
+		fast := mt.New().Interface()
+		if decodeFast(body, fast) != nil {
+			return
+		}
+		slow := mt.New().Interface()
+		if err := slowUnmarshal(body, slow); err != nil {
+			t.Fatalf("%s: the fast decoder accepted what protojson refuses (%v):\n%q", mt.Descriptor().FullName(), err, body)
+		}
+		if !proto.Equal(fast, slow) {
+			t.Fatalf("%s: the decoders disagree on %q:\nfast %v\nslow %v", mt.Descriptor().FullName(), body, fast, slow)
+		}
+		whole := mt.New().Interface()
+		if err := Unmarshal(body, whole); err != nil || !proto.Equal(whole, fast) {
+			t.Fatalf("%s: Unmarshal of %q = %v, %v; the fast decoder gave %v", mt.Descriptor().FullName(), body, err, whole, fast)
+		}
+	})
+}
+
+// (b) The type check and its wording: data of any form, against any request type, never makes
+// it panic, and the whole Unmarshal either succeeds or refuses in one of our clean messages.
+func FuzzCheckJSON(f *testing.F) {
+	types := requestTypes(f)
+	f.Fuzz(func(t *testing.T, sel uint16, data []byte) {
+		mt := types[int(sel)%len(types)]
+		md := mt.Descriptor()
+		if parsed, err := parseJSON(data); err == nil {
+			for _, msg := range []string{checkJSON("data", parsed, md), nearMissIn("data", parsed, md)} {
+				if msg != "" {
+					checkRefusal(t, data, refuse(msg))
+				}
+			}
+		}
+		body := append(append([]byte(`{"data":`), data...), '}')
+		checkRefusal(t, body, Unmarshal(body, mt.New().Interface()))
+	})
+}
+
+// (c) The whole envelope Unmarshal on arbitrary bytes: no panic; success or a clean refusal;
+// what it accepts is within the depth limit, and can be written back.
+func FuzzUnmarshal(f *testing.F) {
+	types := requestTypes(f)
+	f.Fuzz(func(t *testing.T, sel uint16, body []byte) {
+		mt := types[int(sel)%len(types)]
+		m := mt.New().Interface()
+		err := Unmarshal(body, m)
+		checkRefusal(t, body, err)
+		if err != nil {
+			return
+		}
+		if checkDepth(body) != nil {
+			t.Fatalf("accepted a body nested too deeply: %q", body)
+		}
+		if _, err := Marshal(m, "", ""); err != nil {
+			t.Fatalf("accepted %q, but cannot write %v back: %v", body, m, err)
+		}
+	})
+}
