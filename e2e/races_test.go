@@ -11,8 +11,8 @@ import (
 )
 
 // These tests hold the invariants that must survive concurrent requests on a real MongoDB-wire
-// server without transactions (the embedded FerretDB of --data-dir): no document outliving its
-// organization, no grant or contact outliving its document.
+// server without transactions (the embedded FerretDB of --data-dir): no more API keys than the
+// limit, no document outliving its organization, no grant or contact outliving its document.
 
 // concurrentCall posts {"data": data} from any goroutine and returns the HTTP status and the
 // decoded body; transport failures are reported through errs.
@@ -72,6 +72,37 @@ func together(t *testing.T, fns ...func() error) {
 func persistentSystem(t *testing.T) *system {
 	t.Helper()
 	return newSystem(t, "--data-dir="+t.TempDir())
+}
+
+// 150 concurrent API key creations in one workspace make exactly the limit of 100 keys.
+func TestAPIKeyLimitHoldsUnderConcurrency(t *testing.T) {
+	s := persistentSystem(t)
+	id, token := s.newWorkspace("limit@example.com") // its first key counts
+	w := workspaceHeaders(id, token)
+	calls := make([]func() error, 150)
+	for i := range calls {
+		calls[i] = func() error {
+			code, _, err := s.concurrentCall("/v2/workspace/apikey/create", w, map[string]any{"apiKeyName": "k"})
+			if err == nil && code != 200 && code != 400 {
+				err = fmt.Errorf("apikey/create: HTTP %d", code)
+			}
+			return err
+		}
+	}
+	together(t, calls...)
+	keys := 0
+	var page map[string]any
+	for first := true; first || page["pageToken"] != nil; first = false {
+		data := map[string]any{"pageSize": 1000}
+		if !first {
+			data["pageToken"] = page["pageToken"]
+		}
+		page = s.call("/v2/workspace/apikeys/get", w, data).ok(t)
+		keys += len(page["data"].([]any))
+	}
+	if keys != 100 {
+		t.Fatalf("%d keys after 150 concurrent creations, want the limit of 100", keys)
+	}
 }
 
 // An organization deleted while documents are added to it leaves no document behind: once it is

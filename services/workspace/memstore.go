@@ -132,11 +132,25 @@ func (s *MemoryStore) ActivateKeys(_ context.Context, id string) error {
 	return err
 }
 
-func (s *MemoryStore) CreateAPIKey(_ context.Context, key *APIKey) error {
+func (s *MemoryStore) CreateAPIKey(_ context.Context, key *APIKey, limit int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.keys[key.Key]; ok {
 		return ErrKeyExists
+	}
+	if _, ok := s.workspaces[key.WorkspaceID]; !ok {
+		return ErrNotFound
+	}
+	if limit > 0 {
+		n := 0
+		for _, k := range s.keys {
+			if k.WorkspaceID == key.WorkspaceID {
+				n++
+			}
+		}
+		if n >= limit {
+			return ErrKeyLimit
+		}
 	}
 	s.keys[key.Key] = copyKey(key)
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -19,11 +20,12 @@ type MongoStore struct {
 	db         *mongo.Database
 	workspaces *mongo.Collection
 	keys       *mongo.Collection
+	places     *mongo.Collection
 }
 
 // NewMongoStore returns a store on db and creates its indexes.
 func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error) {
-	s := &MongoStore{db: db, workspaces: db.Collection("workspaces"), keys: db.Collection("api_keys")}
+	s := &MongoStore{db: db, workspaces: db.Collection("workspaces"), keys: db.Collection("api_keys"), places: db.Collection("key_places")}
 	if _, err := s.workspaces.Indexes().CreateOne(ctx, mongo.IndexModel{
 		Keys:    bson.D{{Key: "ownerEmail", Value: 1}},
 		Options: options.Index().SetUnique(true).SetName("owner_email_unique"),
@@ -36,6 +38,9 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 	}); err != nil {
 		return nil, fmt.Errorf("workspace store: index api_keys.workspaceId: %w", err)
 	}
+	if err := mongodb.EnsureIndexes(ctx, s.places, mongodb.Index("workspace", "workspaceId")); err != nil {
+		return nil, fmt.Errorf("workspace store: %w", err)
+	}
 	return s, nil
 }
 
@@ -43,8 +48,11 @@ func (s *MongoStore) CreateWorkspace(ctx context.Context, ws *Workspace, key *AP
 	// The key goes in first: until the workspace exists it cannot authenticate (authentication
 	// reads the workspace) and no listing reaches it, so a crash between the two writes leaves
 	// nothing usable behind.
-	if err := s.CreateAPIKey(ctx, key); err != nil {
-		return err
+	if _, err := s.keys.InsertOne(ctx, key); err != nil {
+		if mongodb.IsDuplicateKey(err) {
+			return ErrKeyExists
+		}
+		return fmt.Errorf("workspace store: insert api key: %w", err)
 	}
 	if _, err := s.workspaces.InsertOne(ctx, ws); err != nil {
 		if _, delErr := s.keys.DeleteOne(context.WithoutCancel(ctx), bson.M{"_id": key.Key}); delErr != nil {
@@ -130,14 +138,76 @@ func (s *MongoStore) ActivateKeys(ctx context.Context, id string) error {
 	return err
 }
 
-func (s *MongoStore) CreateAPIKey(ctx context.Context, key *APIKey) error {
-	if _, err := s.keys.InsertOne(ctx, key); err != nil {
+// keyRecord is an API key as stored: the key and the place it holds among its workspace's
+// key places (key_places). Keys stored before places existed have none.
+type keyRecord struct {
+	APIKey `bson:",inline"`
+	Place  *int `bson:"place,omitempty"`
+}
+
+func (s *MongoStore) CreateAPIKey(ctx context.Context, key *APIKey, limit int) error {
+	place, err := s.takePlace(ctx, key, limit)
+	if err != nil {
+		return err
+	}
+	if _, err := s.keys.InsertOne(ctx, keyRecord{APIKey: *key, Place: &place}); err != nil {
+		// Give the place back; should that fail too, the workspace may hold one key fewer than
+		// the limit, never one more.
+		_, _ = s.places.DeleteOne(context.WithoutCancel(ctx), bson.M{"_id": mongodb.Key(key.WorkspaceID, strconv.Itoa(place))})
 		if mongodb.IsDuplicateKey(err) {
 			return ErrKeyExists
 		}
 		return fmt.Errorf("workspace store: insert api key: %w", err)
 	}
 	return nil
+}
+
+// takePlace gives a new key of the workspace one of its limit places (limit <= 0: any place): a
+// record in key_places whose _id is (workspace, place number). Two creations can never take the
+// same place, because taking it is an insert that the unique _id refuses to the second; that
+// holds on any MongoDB-wire server, even one whose conditional updates are not atomic
+// (FerretDB's are not), and needs no transaction. The keys without a place (a workspace's first
+// key, stored with the workspace, and keys from before places) hold the lowest numbers: they
+// are a fixed number, as every key added to an existing workspace takes a place.
+func (s *MongoStore) takePlace(ctx context.Context, key *APIKey, limit int) (int, error) {
+	if err := s.workspaces.FindOne(ctx, bson.M{"_id": key.WorkspaceID}, options.FindOne().SetProjection(bson.M{"_id": 1})).Err(); err != nil {
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			return 0, ErrNotFound
+		}
+		return 0, fmt.Errorf("workspace store: read workspace: %w", err)
+	}
+	older, err := s.keys.CountDocuments(ctx, bson.M{"workspaceId": key.WorkspaceID, "place": bson.M{"$exists": false}})
+	if err != nil {
+		return 0, fmt.Errorf("workspace store: count api keys: %w", err)
+	}
+	cur, err := s.places.Find(ctx, bson.M{"workspaceId": key.WorkspaceID}, options.Find().SetProjection(bson.M{"place": 1}))
+	if err != nil {
+		return 0, fmt.Errorf("workspace store: read key places: %w", err)
+	}
+	var taken []struct {
+		Place int `bson:"place"`
+	}
+	if err := cur.All(ctx, &taken); err != nil {
+		return 0, fmt.Errorf("workspace store: read key places: %w", err)
+	}
+	used := make(map[int]bool, len(taken))
+	for _, t := range taken {
+		used[t.Place] = true
+	}
+	for place := int(older); limit <= 0 || place < limit; place++ {
+		if used[place] {
+			continue
+		}
+		_, err := s.places.InsertOne(ctx, bson.M{"_id": mongodb.Key(key.WorkspaceID, strconv.Itoa(place)), "workspaceId": key.WorkspaceID, "place": place, "apiKey": key.Key})
+		if err == nil {
+			return place, nil
+		}
+		if !mongodb.IsDuplicateKey(err) {
+			return 0, fmt.Errorf("workspace store: take a key place: %w", err)
+		}
+		// Another creation took it since the read: try the next.
+	}
+	return 0, ErrKeyLimit
 }
 
 func (s *MongoStore) CountAPIKeys(ctx context.Context, workspaceID string) (int, error) {

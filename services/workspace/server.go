@@ -442,13 +442,6 @@ func (s *Server) CreateApiKey(ctx context.Context, req *workspacev1.CreateApiKey
 	if err != nil {
 		return nil, err
 	}
-	n, err := s.store.CountAPIKeys(ctx, c.WorkspaceID)
-	if err != nil {
-		return nil, fmt.Errorf("count api keys: %w", err)
-	}
-	if n >= maxAPIKeysPerWorkspace {
-		return nil, apierr.FailedPrecondition("A workspace has at most %d API keys.", maxAPIKeysPerWorkspace)
-	}
 	now := s.now()
 	key := &APIKey{Key: ids.Random(20), WorkspaceID: c.WorkspaceID, Name: name, Type: typ, AllowedDomains: domains, Tokens: []AuthToken{}, CreatedAt: now}
 	out := &workspacev1.CreatedApiKey{ApiKey: key.Key}
@@ -457,7 +450,14 @@ func (s *Server) CreateApiKey(ctx context.Context, req *workspacev1.CreateApiKey
 		key.Tokens = []AuthToken{{Hash: ids.Hash(token), Last4: ids.LastFour(token), Name: defaultTokenName, CreatedAt: now}}
 		out.AuthToken = &token
 	}
-	if err := s.store.CreateAPIKey(ctx, key); err != nil {
+	// The store checks the limit in the same atomic write that counts the key, so concurrent
+	// creations cannot pass it.
+	switch err := s.store.CreateAPIKey(ctx, key, maxAPIKeysPerWorkspace); {
+	case errors.Is(err, ErrKeyLimit):
+		return nil, apierr.FailedPrecondition("A workspace has at most %d API keys.", maxAPIKeysPerWorkspace)
+	case errors.Is(err, ErrNotFound):
+		return nil, errNoWorkspace
+	case err != nil:
 		return nil, fmt.Errorf("create api key: %w", err)
 	}
 	s.log.InfoContext(ctx, "api key created", "workspace_id", c.WorkspaceID, "api_key", key.Key)
@@ -691,7 +691,7 @@ func (s *Server) EnsureDevWorkspace(ctx context.Context, d service.DevCredential
 		}
 		current, err := s.store.WorkspaceAPIKey(ctx, existing.ID, d.APIKey)
 		if errors.Is(err, ErrNotFound) {
-			if err := s.store.CreateAPIKey(ctx, key); err != nil {
+			if err := s.store.CreateAPIKey(ctx, key, 0); err != nil {
 				return fmt.Errorf("dev api key: %w", err)
 			}
 			return nil

@@ -13,6 +13,7 @@ var (
 	ErrOwnerEmailTaken = errors.New("owner email already owns a workspace")
 	ErrKeyExists       = errors.New("api key already exists")
 	ErrWorkspaceExists = errors.New("workspace id already exists")
+	ErrKeyLimit        = errors.New("the workspace has as many api keys as it may")
 )
 
 // Store keeps workspaces and API keys. Times are stored with millisecond precision; callers
@@ -37,8 +38,11 @@ type Store interface {
 	// ActivateKeys sets KeysActive, or returns ErrNotFound.
 	ActivateKeys(ctx context.Context, id string) error
 
-	// CreateAPIKey stores key, or returns ErrKeyExists.
-	CreateAPIKey(ctx context.Context, key *APIKey) error
+	// CreateAPIKey stores a key of an existing workspace, or returns ErrKeyExists, or
+	// ErrNotFound when there is no such workspace. With limit > 0 it returns ErrKeyLimit when
+	// the workspace has limit keys already; the limit holds under concurrent calls, without
+	// transactions.
+	CreateAPIKey(ctx context.Context, key *APIKey, limit int) error
 	// CountAPIKeys counts the workspace's keys.
 	CountAPIKeys(ctx context.Context, workspaceID string) (int, error)
 	// APIKey returns the key with that value in any workspace, or ErrNotFound. Only

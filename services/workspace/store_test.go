@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,7 +139,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		if _, err := s.Workspace(ctx, ws3.ID); !errors.Is(err, ErrNotFound) {
 			t.Errorf("workspace with a duplicate key stored: %v", err)
 		}
-		if err := s.CreateAPIKey(ctx, key); !errors.Is(err, ErrKeyExists) {
+		if err := s.CreateAPIKey(ctx, key, 0); !errors.Is(err, ErrKeyExists) {
 			t.Fatalf("CreateAPIKey duplicate: %v", err)
 		}
 	})
@@ -300,7 +302,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		}
 		// A key created without one starts at 0 and counts from there.
 		fresh := &APIKey{Key: "fresh", WorkspaceID: ws.ID, Type: KeyTypeTesting, CreatedAt: t0}
-		if err := s.CreateAPIKey(ctx, fresh); err != nil {
+		if err := s.CreateAPIKey(ctx, fresh, 0); err != nil {
 			t.Fatal(err)
 		}
 		if got, err := s.SetAuthTokens(ctx, ws.ID, "fresh", nil); err != nil || got.TokenGeneration != 1 {
@@ -318,7 +320,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			at  time.Duration
 		}{{"k-b", time.Second}, {"k-a", time.Second}, {"k-c", 2 * time.Second}, {"k-d", 3 * time.Second}} {
 			k := &APIKey{Key: spec.key, WorkspaceID: ws.ID, Type: KeyTypeTesting, CreatedAt: t0.Add(spec.at)}
-			if err := s.CreateAPIKey(ctx, k); err != nil {
+			if err := s.CreateAPIKey(ctx, k, 0); err != nil {
 				t.Fatalf("key %d: %v", i, err)
 			}
 		}
@@ -334,7 +336,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		}
 		last := page1[len(page1)-1]
 		// A key created between pages lands after everything listed so far.
-		_ = s.CreateAPIKey(ctx, &APIKey{Key: "k-0", WorkspaceID: ws.ID, CreatedAt: t0.Add(time.Hour)})
+		_ = s.CreateAPIKey(ctx, &APIKey{Key: "k-0", WorkspaceID: ws.ID, CreatedAt: t0.Add(time.Hour)}, 0)
 		page2, err := s.ListAPIKeys(ctx, ws.ID, &KeyPosition{last.CreatedAt, last.Key}, 10)
 		if err != nil {
 			t.Fatal(err)
@@ -345,6 +347,55 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		empty, err := s.ListAPIKeys(ctx, "other", nil, 10)
 		if err != nil || len(empty) != 0 {
 			t.Fatalf("other workspace's list: %v %v", empty, err)
+		}
+	})
+
+	// The limit is checked in the same atomic write that counts the key, so concurrent creations
+	// never pass it, on MongoDB without transactions as in memory.
+	t.Run("the key limit holds under concurrent creations", func(t *testing.T) {
+		s := newStore(t)
+		ws, first := sampleWorkspace(1)
+		if err := s.CreateWorkspace(ctx, ws, first); err != nil { // its first key counts
+			t.Fatal(err)
+		}
+		const limit, tries = 10, 40
+		var made, refused atomic.Int32
+		var wg sync.WaitGroup
+		for i := range tries {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := s.CreateAPIKey(ctx, &APIKey{Key: fmt.Sprintf("race-%d", i), WorkspaceID: ws.ID, Type: KeyTypeTesting, CreatedAt: t0}, limit)
+				switch {
+				case err == nil:
+					made.Add(1)
+				case errors.Is(err, ErrKeyLimit):
+					refused.Add(1)
+				default:
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if n, err := s.CountAPIKeys(ctx, ws.ID); err != nil || n != limit || made.Load() != limit-1 || refused.Load() != tries-limit+1 {
+			t.Fatalf("%d keys (%v), %d made, %d refused; want %d keys", n, err, made.Load(), refused.Load(), limit)
+		}
+		// A key refused as a duplicate gives its place back.
+		if err := s.CreateAPIKey(ctx, &APIKey{Key: first.Key, WorkspaceID: ws.ID, CreatedAt: t0}, limit+1); !errors.Is(err, ErrKeyExists) {
+			t.Fatalf("duplicate: %v", err)
+		}
+		if err := s.CreateAPIKey(ctx, &APIKey{Key: "last", WorkspaceID: ws.ID, CreatedAt: t0}, limit+1); err != nil {
+			t.Fatalf("the place a duplicate took was not given back: %v", err)
+		}
+		// Keys made without a limit (the development key) count too.
+		if err := s.CreateAPIKey(ctx, &APIKey{Key: "unlimited", WorkspaceID: ws.ID, CreatedAt: t0}, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreateAPIKey(ctx, &APIKey{Key: "over", WorkspaceID: ws.ID, CreatedAt: t0}, limit+2); !errors.Is(err, ErrKeyLimit) {
+			t.Fatalf("a key made without a limit was not counted: %v", err)
+		}
+		if err := s.CreateAPIKey(ctx, &APIKey{Key: "nowhere", WorkspaceID: "no-such", CreatedAt: t0}, limit); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("missing workspace: %v", err)
 		}
 	})
 
