@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,15 @@ func (c *envelopeCodec) ContentType(any) string { return "application/json" }
 
 // Marshal wraps a response message in {"result": ...}.
 func (c *envelopeCodec) Marshal(v any) ([]byte, error) {
+	if a, ok := v.(answer); ok {
+		// Written from a pooled buffer, which the request gives back once the response is out.
+		b, done, err := jsoncodec.MarshalPooled(a.msg, `{"result":`, "}")
+		if err != nil {
+			return nil, fmt.Errorf("marshal response: %w", err)
+		}
+		a.pool.keep(done)
+		return b, nil
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return json.Marshal(map[string]any{"result": v})
@@ -37,6 +47,38 @@ func (c *envelopeCodec) Marshal(v any) ([]byte, error) {
 		return nil, fmt.Errorf("marshal response: %w", err)
 	}
 	return b, nil
+}
+
+// answer is a response on its way out of a request that returns the JSON's buffer to the
+// codec's pool once written (responseBuffers). grpc-gateway passes it from the response rewriter
+// to Marshal, the one place that sees both the request and the JSON.
+type answer struct {
+	msg  proto.Message
+	pool *responseBuffers
+}
+
+// responseBuffers are the buffers a request's response was written from; ServeHTTP gives them
+// back after the handler returned, when the ResponseWriter no longer holds them.
+type responseBuffers struct{ done []func() }
+
+func (r *responseBuffers) keep(done func()) { r.done = append(r.done, done) }
+
+func (r *responseBuffers) release() {
+	for _, d := range r.done {
+		d()
+	}
+	r.done = r.done[:0]
+}
+
+type responseBuffersKey struct{}
+
+// pooledAnswers is the mux's response rewriter: responses of requests that carry
+// responseBuffers go out as answers.
+func pooledAnswers(ctx context.Context, resp proto.Message) (any, error) {
+	if pool, ok := ctx.Value(responseBuffersKey{}).(*responseBuffers); ok && resp != nil {
+		return answer{msg: resp, pool: pool}, nil
+	}
+	return resp, nil
 }
 
 // Unmarshal reads a request body {"data": {...}} into the request message. grpc-gateway turns

@@ -32,6 +32,18 @@ func (c deferredCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return nil
 }
 
+// UnmarshalOwned is Unmarshal of bytes the caller hands over for good (internal/inproc's
+// answers): they are kept without the copy that a transport's pooled buffers need.
+func (c deferredCodec) UnmarshalOwned(b []byte, v any) error {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return c.proto.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, v)
+	}
+	proto.Reset(m)
+	m.ProtoReflect().SetUnknown(b)
+	return nil
+}
+
 // deferredConn is a connection whose calls answer with deferred responses.
 type deferredConn struct {
 	grpc.ClientConnInterface

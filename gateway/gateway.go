@@ -54,6 +54,7 @@ func New(ctx context.Context, upstreams []Upstream, log *slog.Logger) (*Gateway,
 		runtime.WithErrorHandler(errorHandler(log)),
 		runtime.WithRoutingErrorHandler(g.routingErrorHandler),
 		runtime.WithDisablePathLengthFallback(),
+		runtime.WithForwardResponseRewriter(pooledAnswers),
 	)
 	for _, u := range upstreams {
 		if u.Conn == nil || u.Register == nil {
@@ -69,9 +70,10 @@ func New(ctx context.Context, upstreams []Upstream, log *slog.Logger) (*Gateway,
 // incomingHeader forwards the API's own headers (credentials, request id) to gRPC metadata
 // under their own names; grpc-gateway adds x-forwarded-for and x-forwarded-host itself.
 func incomingHeader(key string) (string, bool) {
-	k := strings.ToLower(key)
-	if strings.HasPrefix(k, "x-service-") || k == logging.RequestIDHeader {
-		return k, true
+	// Every header of every request passes here: decide before allocating a lower-case copy.
+	const prefix = "x-service-"
+	if len(key) > len(prefix) && strings.EqualFold(key[:len(prefix)], prefix) || strings.EqualFold(key, logging.RequestIDHeader) {
+		return strings.ToLower(key), true
 	}
 	return "", false
 }
@@ -111,7 +113,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(h)
 	}
 	w.Header().Set("X-Request-Id", id)
-	ctx := logging.WithRequestID(r.Context(), id)
+	buffers := &responseBuffers{}
+	defer buffers.release() // runs after the access log below: the response is written by then
+	ctx := context.WithValue(logging.WithRequestID(r.Context(), id), responseBuffersKey{}, buffers)
 	r = r.WithContext(ctx)
 	rec := &statusRecorder{ResponseWriter: w}
 	start := time.Now()

@@ -53,11 +53,14 @@ type result struct {
 	elapsed  time.Duration
 	samples  []time.Duration
 	p50, p99 time.Duration
+	// allocs and bytes allocated by the whole process (server and caller) during the run.
+	allocs, bytes uint64
 }
 
 // add pools two results.
 func (r result) add(o result) result {
-	out := result{requests: r.requests + o.requests, elapsed: r.elapsed + o.elapsed, samples: append(r.samples, o.samples...)}
+	out := result{requests: r.requests + o.requests, elapsed: r.elapsed + o.elapsed, samples: append(r.samples, o.samples...),
+		allocs: r.allocs + o.allocs, bytes: r.bytes + o.bytes}
 	slices.Sort(out.samples)
 	out.p50, out.p99 = percentile(out.samples, 0.50), percentile(out.samples, 0.99)
 	return out
@@ -144,8 +147,8 @@ func run(duration time.Duration, concurrency int) error {
 	md := metadata.Pairs("x-service-api-key", p.Dev.APIKey, "x-service-auth-token", p.Dev.AuthToken)
 
 	fmt.Printf("Get Permissions, memory store, %d concurrent callers, %s per path per case in %d alternating rounds, GOMAXPROCS %d, %s\n\n", concurrency, duration, rounds, runtime.GOMAXPROCS(0), runtime.Version())
-	fmt.Println("| case | path | req/s | p50 | p99 |")
-	fmt.Println("|---|---|---|---|---|")
+	fmt.Println("| case | path | req/s | p50 | p99 | allocs/req | KB/req |")
+	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, users := range []int{1, 100} {
 		req := &accessv1.GetPermissionsRequest{OrganizationId: "bench", UserIds: userIDs[:users], DocumentIds: docIDs}
 		body := map[string]any{"organizationId": "bench", "userIds": userIDs[:users], "documentIds": docIDs}
@@ -190,10 +193,12 @@ func run(duration time.Duration, concurrency int) error {
 			path string
 			r    result
 		}{{"gRPC", g}, {"HTTP gateway", h}} {
-			fmt.Printf("| %s | %s | %.0f | %s | %s |\n", name, row.path, float64(row.r.requests)/row.r.elapsed.Seconds(), row.r.p50.Round(time.Microsecond), row.r.p99.Round(time.Microsecond))
+			fmt.Printf("| %s | %s | %.0f | %s | %s | %.0f | %.1f |\n", name, row.path, float64(row.r.requests)/row.r.elapsed.Seconds(),
+				row.r.p50.Round(time.Microsecond), row.r.p99.Round(time.Microsecond),
+				float64(row.r.allocs)/float64(row.r.requests), float64(row.r.bytes)/float64(row.r.requests)/1024)
 		}
 		ratio := (float64(h.requests) / h.elapsed.Seconds()) / (float64(g.requests) / g.elapsed.Seconds())
-		fmt.Printf("| %s | gateway / gRPC | %.0f%% | | |\n", name, ratio*100)
+		fmt.Printf("| %s | gateway / gRPC | %.0f%% | | | | |\n", name, ratio*100)
 	}
 	return nil
 }
@@ -259,6 +264,8 @@ func load(d time.Duration, concurrency int, call func() error) result {
 		wg      sync.WaitGroup
 		failed  atomic.Value
 	)
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
 	start := time.Now()
 	deadline := start.Add(d)
 	for range concurrency {
@@ -285,6 +292,10 @@ func load(d time.Duration, concurrency int, call func() error) result {
 		fmt.Fprintln(os.Stderr, "call failed:", err)
 		os.Exit(1)
 	}
+	elapsed := time.Since(start)
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
 	slices.Sort(samples)
-	return result{requests: n.Load(), elapsed: time.Since(start), samples: samples, p50: percentile(samples, 0.50), p99: percentile(samples, 0.99)}
+	return result{requests: n.Load(), elapsed: elapsed, samples: samples, p50: percentile(samples, 0.50), p99: percentile(samples, 0.99),
+		allocs: after.Mallocs - before.Mallocs, bytes: after.TotalAlloc - before.TotalAlloc}
 }

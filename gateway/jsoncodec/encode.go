@@ -28,10 +28,22 @@ const maxPooled = 1 << 20
 // fields) or an ordinary decoded message. Either way the JSON is written from the wire form:
 // a decoded message is marshalled first, so that one encoder, wire.go's, writes every answer.
 func Marshal(m proto.Message, prefix, suffix string) ([]byte, error) {
+	buf, done, err := MarshalPooled(m, prefix, suffix)
+	if err != nil {
+		return nil, err
+	}
+	out := bytes.Clone(buf)
+	done()
+	return out, nil
+}
+
+// MarshalPooled is Marshal into a buffer of the codec's pool, for a caller that is done with
+// the JSON soon (it has written it): done gives the buffer back, after which it must not be
+// used. Large answers then cost no fresh allocation of their size each.
+func MarshalPooled(m proto.Message, prefix, suffix string) (buf []byte, done func(), err error) {
 	r := m.ProtoReflect()
 	bp := buffers.Get().(*[]byte)
-	buf := append((*bp)[:0], prefix...)
-	var err error
+	buf = append((*bp)[:0], prefix...)
 	if undecoded(r) {
 		buf, err = appendWireJSON(buf, r.Descriptor(), r.GetUnknown())
 	} else {
@@ -45,12 +57,11 @@ func Marshal(m proto.Message, prefix, suffix string) ([]byte, error) {
 		release(wp, wire)
 	}
 	buf = append(buf, suffix...)
-	out := bytes.Clone(buf)
-	release(bp, buf)
 	if err != nil {
-		return nil, err
+		release(bp, buf)
+		return nil, nil, err
 	}
-	return out, nil
+	return buf, func() { release(bp, buf) }, nil
 }
 
 // release returns a buffer to the pool unless it grew too large to keep.

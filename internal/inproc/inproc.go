@@ -116,8 +116,8 @@ func (s *Server) invoke(ctx context.Context, fullMethod string, args, reply any,
 
 	// The handler sees what a server sees: the caller's metadata as incoming metadata, none of
 	// it as outgoing (so it is never forwarded by accident), a peer, and a stream for headers.
-	md, _ := metadata.FromOutgoingContext(ctx)
-	sctx := metadata.NewIncomingContext(metadata.NewOutgoingContext(ctx, nil), md.Copy())
+	md, _ := metadata.FromOutgoingContext(ctx) // a copy already, with lower-case keys
+	sctx := metadata.NewIncomingContext(metadata.NewOutgoingContext(ctx, nil), md)
 	sctx = peer.NewContext(sctx, &peer.Peer{Addr: Addr, LocalAddr: Addr})
 	stream := &transportStream{method: fullMethod}
 	sctx = grpc.NewContextWithServerTransportStream(sctx, stream)
@@ -145,13 +145,31 @@ func (s *Server) invoke(ctx context.Context, fullMethod string, args, reply any,
 	return s.answer(out, reply, opts)
 }
 
+// ownedUnmarshaler is a codec that can take bytes over without copying them (the gateway's,
+// which keeps answers as bytes).
+type ownedUnmarshaler interface {
+	UnmarshalOwned(b []byte, v any) error
+}
+
 // answer fills reply from out: through the codec the caller forced (the gateway keeps answers
-// as bytes), else by copying. Answers over the size limit fail as over a real connection.
+// as bytes), else by moving it. Answers over the size limit fail as over a real connection.
 func (s *Server) answer(out proto.Message, reply any, opts []grpc.CallOption) error {
 	for _, o := range opts {
 		codec, ok := o.(grpc.ForceCodecV2CallOption)
 		if !ok {
 			continue
+		}
+		if owned, ok := codec.CodecV2.(ownedUnmarshaler); ok {
+			// One sizing pass: the marshalling reuses the sizes it cached.
+			n := proto.Size(out)
+			if s.maxMessage > 0 && n > s.maxMessage {
+				return tooLarge(n, s.maxMessage)
+			}
+			b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(make([]byte, 0, n), out)
+			if err != nil {
+				return status.Errorf(codes.Internal, "marshal answer: %v", err)
+			}
+			return owned.UnmarshalOwned(b, reply)
 		}
 		b, err := codec.CodecV2.Marshal(out)
 		if err != nil {

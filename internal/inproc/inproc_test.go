@@ -150,6 +150,21 @@ func TestErrorsAndLimits(t *testing.T) {
 		t.Fatalf("the forced codec was not used: %v", &reply)
 	}
 
+	// A codec that takes bytes over gets them whole, once, and under the limit only.
+	owned := &ownedCodec{}
+	reply.Reset()
+	if err := conn.Invoke(ctx, "/grpc.health.v1.Health/Check", &healthpb.HealthCheckRequest{}, &reply, grpc.ForceCodecV2(owned)); err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := proto.Marshal(spy.answer); owned.calls != 1 || string(reply.ProtoReflect().GetUnknown()) != string(want) {
+		t.Fatalf("owned codec: %d calls, bytes %x, want %x", owned.calls, reply.ProtoReflect().GetUnknown(), want)
+	}
+	s.maxMessage = 1
+	if err := conn.Invoke(ctx, "/grpc.health.v1.Health/Check", &healthpb.HealthCheckRequest{}, &reply, grpc.ForceCodecV2(owned)); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("over the limit, owned codec: %v", err)
+	}
+	s.maxMessage = 0
+
 	if err := conn.Invoke(ctx, "/grpc.health.v1.Health/Nope", &healthpb.HealthCheckRequest{}, &reply); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("unknown method: %v", err)
 	}
@@ -173,5 +188,17 @@ func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 }
 func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	v.(proto.Message).ProtoReflect().SetUnknown(data.Materialize())
+	return nil
+}
+
+// ownedCodec is rawCodec that also takes bytes over without a copy, as the gateway's does.
+type ownedCodec struct {
+	rawCodec
+	calls int
+}
+
+func (c *ownedCodec) UnmarshalOwned(b []byte, v any) error {
+	c.calls++
+	v.(proto.Message).ProtoReflect().SetUnknown(b)
 	return nil
 }
