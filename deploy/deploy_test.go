@@ -1,7 +1,3 @@
-// Package deploy holds the deployment files (the container image, docker-compose.yml at the
-// repository root, the Kubernetes manifests) and the test that keeps them in step with the list
-// of services: a service added to services.All() without its compose block, its Kubernetes
-// overlay or its peer addresses fails here.
 package deploy
 
 import (
@@ -17,6 +13,69 @@ import (
 	"github.com/collab/collab/internal/service"
 	"github.com/collab/collab/services"
 )
+
+// The committed files are what the list of services renders (scripts/generate).
+func TestDeploymentFilesAreRendered(t *testing.T) {
+	files, err := Render("..", services.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range files {
+		got, err := os.ReadFile(filepath.Join("..", path))
+		switch {
+		case want == nil && err == nil:
+			t.Errorf("%s belongs to no service: run scripts/generate", path)
+		case want != nil && (err != nil || string(got) != string(want)):
+			t.Errorf("%s is stale: run scripts/generate", path)
+		}
+	}
+}
+
+// A service added to the list gets its compose block, its peer address everywhere and its
+// Kubernetes overlay from the renderer alone; one taken off the list loses them.
+func TestRenderFollowsTheList(t *testing.T) {
+	root := t.TempDir()
+	for _, f := range []string{ComposeFile, KustomizeFile, ConfigFile} {
+		b, err := os.ReadFile(filepath.Join("..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(root, OverlayDir, "access"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mods := append(services.All()[:1], service.Module{Name: "notes"})
+	if err := Write(root, mods); err != nil {
+		t.Fatal(err)
+	}
+	compose, _ := os.ReadFile(filepath.Join(root, ComposeFile))
+	for _, want := range []string{"COLLAB_NOTES_ADDR: notes:9090", `command: ["--services=notes"]`, `COLLAB_NOTES_ADDR: ""`} {
+		if !strings.Contains(string(compose), want) {
+			t.Errorf("compose lacks %q", want)
+		}
+	}
+	if strings.Contains(string(compose), "--services=documents") {
+		t.Error("compose keeps a service taken off the list")
+	}
+	overlay, err := os.ReadFile(filepath.Join(root, OverlayDir, "notes", "kustomization.yaml"))
+	if err != nil || !strings.Contains(string(overlay), "value: notes-headless") {
+		t.Fatalf("overlay of notes: %v\n%s", err, overlay)
+	}
+	if _, err := os.Stat(filepath.Join(root, OverlayDir, "access")); !os.IsNotExist(err) {
+		t.Errorf("the overlay of a service taken off the list stays: %v", err)
+	}
+	kustomization, _ := os.ReadFile(filepath.Join(root, KustomizeFile))
+	config, _ := os.ReadFile(filepath.Join(root, ConfigFile))
+	if !strings.Contains(string(kustomization), "- services/notes") || !strings.Contains(string(config), "dns:///notes-headless.collab.svc.cluster.local:9090") {
+		t.Errorf("kustomization or config lack notes:\n%s\n%s", kustomization, config)
+	}
+}
 
 func readYAML(t *testing.T, path string, out any) {
 	t.Helper()
@@ -39,7 +98,7 @@ func names() []string {
 
 func addrVar(name string) string { return service.EnvName(name + "-addr") }
 
-type composeService struct {
+type composeEntry struct {
 	Command     []string          `yaml:"command"`
 	Environment map[string]string `yaml:"environment"`
 }
@@ -47,7 +106,7 @@ type composeService struct {
 func TestComposeRunsEveryService(t *testing.T) {
 	var compose struct {
 		Peers    map[string]string         `yaml:"x-peers"`
-		Services map[string]composeService `yaml:"services"`
+		Services map[string]composeEntry `yaml:"services"`
 	}
 	readYAML(t, "../docker-compose.yml", &compose)
 	want := map[string]string{}

@@ -1,0 +1,172 @@
+// Package deploy holds the deployment files (the container image, docker-compose.yml at the
+// repository root, the Kubernetes manifests) and renders their per-service parts from the list
+// of services (Render; scripts/generate writes them, scripts/check-generated and deploy_test.go
+// fail when they are stale). Adding a service to services.All() and running scripts/generate
+// gives it its compose block, its Kubernetes overlay and its peer addresses.
+package deploy
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/collab/collab/internal/service"
+)
+
+// Files rendered, relative to the repository root.
+const (
+	ComposeFile   = "docker-compose.yml"
+	KustomizeFile = "deploy/kubernetes/kustomization.yaml"
+	ConfigFile    = "deploy/kubernetes/config.yaml"
+	OverlayDir    = "deploy/kubernetes/services"
+)
+
+// Render returns the deployment files as the modules make them, by path relative to root: the
+// generated regions of the shared files (between "# BEGIN generated: <name>" and
+// "# END generated: <name>") and one overlay per service. A nil content means the file goes:
+// the overlay of a service no longer in the list.
+func Render(root string, mods []service.Module) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	regions := map[string]map[string]string{
+		ComposeFile: {
+			"peers":    lines(mods, func(m service.Module) string { return fmt.Sprintf("  %s: %s:9090\n", addr(m), m.Name) }),
+			"services": lines(mods, composeService),
+		},
+		KustomizeFile: {
+			"overlays": lines(mods, func(m service.Module) string { return fmt.Sprintf("  - services/%s\n", m.Name) }),
+		},
+		ConfigFile: {
+			"peers": lines(mods, func(m service.Module) string {
+				return fmt.Sprintf("  %s: dns:///%s-headless.collab.svc.cluster.local:9090\n", addr(m), m.Name)
+			}),
+		},
+	}
+	for file, regs := range regions {
+		b, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			return nil, err
+		}
+		for name, content := range regs {
+			if b, err = replaceRegion(b, name, content); err != nil {
+				return nil, fmt.Errorf("%s: %w", file, err)
+			}
+		}
+		out[file] = b
+	}
+	known := map[string]bool{}
+	for _, m := range mods {
+		known[m.Name] = true
+		out[filepath.ToSlash(filepath.Join(OverlayDir, m.Name, "kustomization.yaml"))] = []byte(overlay(m))
+	}
+	entries, err := os.ReadDir(filepath.Join(root, OverlayDir))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if !known[e.Name()] {
+			out[filepath.ToSlash(filepath.Join(OverlayDir, e.Name(), "kustomization.yaml"))] = nil
+		}
+	}
+	return out, nil
+}
+
+// Write renders the files and writes them under root, removing the overlays of services that
+// are gone.
+func Write(root string, mods []service.Module) error {
+	files, err := Render(root, mods)
+	if err != nil {
+		return err
+	}
+	for path, content := range files {
+		full := filepath.Join(root, path)
+		if content == nil {
+			if err := os.RemoveAll(filepath.Dir(full)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(full, content, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func addr(m service.Module) string { return service.EnvName(m.Name + "-addr") }
+
+func lines(mods []service.Module, line func(service.Module) string) string {
+	var b strings.Builder
+	for _, m := range mods {
+		b.WriteString(line(m))
+	}
+	return b.String()
+}
+
+// replaceRegion puts content between a region's marker lines, keeping the markers.
+func replaceRegion(b []byte, name, content string) ([]byte, error) {
+	begin, end := "# BEGIN generated: "+name, "# END generated: "+name
+	i := bytes.Index(b, []byte(begin))
+	j := bytes.Index(b, []byte(end))
+	if i < 0 || j < i {
+		return nil, fmt.Errorf("no region %q (markers %q ... %q)", name, begin, end)
+	}
+	startOfContent := i + bytes.IndexByte(b[i:], '\n') + 1
+	endOfContent := bytes.LastIndexByte(b[:j], '\n') + 1
+	var out bytes.Buffer
+	out.Write(b[:startOfContent])
+	out.WriteString(content)
+	out.Write(b[endOfContent:])
+	return out.Bytes(), nil
+}
+
+func composeService(m service.Module) string {
+	return fmt.Sprintf(`  %[1]s:
+    <<: *collabd
+    command: ["--services=%[1]s"]
+    environment:
+      <<: *service-env
+      %[2]s: ""   # runs here
+    depends_on: *depends-on-mongo
+
+`, m.Name, addr(m))
+}
+
+// overlay is a service's Kubernetes overlay: the service base made into this service.
+func overlay(m service.Module) string {
+	return fmt.Sprintf(`# Rendered from services.All() by scripts/generate (deploy.Render): do not edit.
+#
+# The %[1]s service: the service base (../../service-base) made into this service: its names
+# (%[1]s, %[1]s-headless), its app.kubernetes.io/name label, --services=%[1]s and the peer
+# address it blanks (%[2]s).
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - ../../service-base
+labels:
+  - pairs:
+      app.kubernetes.io/name: %[1]s
+    includeSelectors: true
+    includeTemplates: true
+patches:
+  - target: {kind: Deployment, name: collab-service}
+    options: {allowNameChange: true}
+    patch: |-
+      - {op: replace, path: /metadata/name, value: %[1]s}
+      - {op: replace, path: /spec/template/spec/containers/0/args, value: ["--services=%[1]s"]}
+      - {op: replace, path: /spec/template/spec/containers/0/env/0/name, value: %[2]s}
+      - {op: replace, path: /spec/template/spec/topologySpreadConstraints/0/labelSelector/matchLabels/app.kubernetes.io~1name, value: %[1]s}
+  - target: {kind: Service, name: collab-service}
+    options: {allowNameChange: true}
+    patch: |-
+      - {op: replace, path: /metadata/name, value: %[1]s}
+  - target: {kind: Service, name: collab-service-headless}
+    options: {allowNameChange: true}
+    patch: |-
+      - {op: replace, path: /metadata/name, value: %[1]s-headless}
+`, m.Name, addr(m))
+}
