@@ -39,22 +39,39 @@ func Ref(id, generation string) string {
 	return id + "\x1e" + generation
 }
 
-// DeletedDocuments returns the store keys (Ref) of the documents a document.deleted event names;
-// an event from before generations names the documents of that time.
-func DeletedDocuments(e *lifecyclev1.Event, p *lifecyclev1.DocumentsDeleted) ([]string, error) {
+// Incarnation names one generation of a resource.
+type Incarnation struct {
+	ID         string
+	Generation string
+}
+
+// Ref is the key of records about the incarnation (the package-level Ref).
+func (i Incarnation) Ref() string { return Ref(i.ID, i.Generation) }
+
+// DeletedDocuments returns the documents a document.deleted event names, each with its
+// generation; an event from before generations names those of the empty one.
+func DeletedDocuments(e *lifecyclev1.Event, p *lifecyclev1.DocumentsDeleted) ([]Incarnation, error) {
 	ids, gens := p.GetDocumentIds(), p.GetGenerations()
 	if len(gens) != 0 && len(gens) != len(ids) {
 		return nil, Invalid(e, "generation for every document")
 	}
-	out := make([]string, len(ids))
+	out := make([]Incarnation, len(ids))
 	for i, id := range ids {
-		gen := ""
+		out[i].ID = id
 		if len(gens) > 0 {
-			gen = gens[i]
+			out[i].Generation = gens[i]
 		}
-		out[i] = Ref(id, gen)
 	}
 	return out, nil
+}
+
+// Refs returns the keys of the incarnations.
+func Refs(in []Incarnation) []string {
+	out := make([]string, len(in))
+	for i, v := range in {
+		out[i] = v.Ref()
+	}
+	return out
 }
 
 // NewGeneration returns the generation of a resource being created.

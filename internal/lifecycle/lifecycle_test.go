@@ -63,3 +63,25 @@ func TestScoped(t *testing.T) {
 		}
 	}
 }
+
+// Refs of two generations of one id differ, and the empty generation keys by the bare id, so
+// records from before generations keep working.
+func TestRefsAndDeletedDocuments(t *testing.T) {
+	if Ref("d", "") != "d" || Ref("d", "g1") == Ref("d", "g2") || Ref("d", "g1") == "d" {
+		t.Fatalf("refs %q %q %q", Ref("d", ""), Ref("d", "g1"), Ref("d", "g2"))
+	}
+	if a, b := NewGeneration(), NewGeneration(); a == b || len(a) < 16 {
+		t.Fatalf("generations %q %q", a, b)
+	}
+	e := &lifecyclev1.Event{Id: "e", Type: DocumentDeleted}
+	got, err := DeletedDocuments(e, &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"a", "b"}, Generations: []string{"ga", "gb"}})
+	if err != nil || len(got) != 2 || got[1] != (Incarnation{ID: "b", Generation: "gb"}) || Refs(got)[0] != Ref("a", "ga") {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if got, err := DeletedDocuments(e, &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"a"}}); err != nil || got[0].Ref() != "a" {
+		t.Fatalf("an event from before generations: %+v %v", got, err)
+	}
+	if _, err := DeletedDocuments(e, &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"a", "b"}, Generations: []string{"ga"}}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("generations missing: %v", err)
+	}
+}

@@ -23,10 +23,11 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 	case *lifecyclev1.Event_OrganizationDeleted:
 		apply = func(apiKey, orgRef string) error { return s.store.DeleteOrganization(ctx, apiKey, orgRef) }
 	case *lifecyclev1.Event_DocumentsDeleted:
-		docs, err := lifecycle.DeletedDocuments(e, p.DocumentsDeleted)
+		deleted, err := lifecycle.DeletedDocuments(e, p.DocumentsDeleted)
 		if err != nil {
 			return err
 		}
+		docs := lifecycle.Refs(deleted)
 		apply = func(apiKey, orgRef string) error {
 			return s.store.DeleteResourceGrants(ctx, apiKey, orgRef, ResourceDocument, docs)
 		}

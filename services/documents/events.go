@@ -24,7 +24,7 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 	case *lifecyclev1.Event_OrganizationDeleted:
 		apply = func(apiKey, org string) error { return s.store.DeleteOrganization(ctx, apiKey, org, orgGen) }
 	case *lifecyclev1.Event_DocumentsDeleted:
-		docs, err := deletedDocuments(e, p.DocumentsDeleted)
+		docs, err := lifecycle.DeletedDocuments(e, p.DocumentsDeleted)
 		if err != nil {
 			return err
 		}
@@ -57,23 +57,6 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 	}
 	s.log.DebugContext(ctx, "documents: event applied", "event_id", e.GetId(), "type", e.GetType(), "organization_id", org)
 	return nil
-}
-
-// deletedDocuments pairs the ids of a document.deleted event with their generations; an event
-// from before generations has none, which names the documents of that time.
-func deletedDocuments(e *lifecyclev1.Event, p *lifecyclev1.DocumentsDeleted) ([]DocumentRef, error) {
-	ids, gens := p.GetDocumentIds(), p.GetGenerations()
-	if len(gens) != 0 && len(gens) != len(ids) {
-		return nil, lifecycle.Invalid(e, "generation for every document")
-	}
-	out := make([]DocumentRef, len(ids))
-	for i, id := range ids {
-		out[i].ID = id
-		if len(gens) > 0 {
-			out[i].Generation = gens[i]
-		}
-	}
-	return out, nil
 }
 
 // applyFolderDeleted removes a folder that is still empty. One that gained a subfolder or a

@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"sync"
+
+	"github.com/collab/collab/internal/lifecycle"
 )
 
 // MemoryStore keeps everything in the process. Records are copied in and out, so callers never
@@ -209,7 +211,7 @@ func (s *MemoryStore) UpdateDocument(_ context.Context, apiKey, orgID, id string
 	return copyOf(c), nil
 }
 
-func (s *MemoryStore) DeleteDocuments(_ context.Context, apiKey, orgID string, docs []DocumentRef) error {
+func (s *MemoryStore) DeleteDocuments(_ context.Context, apiKey, orgID string, docs []lifecycle.Incarnation) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range docs {

@@ -11,6 +11,7 @@ import (
 	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/ids"
+	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/outbox"
 	"github.com/collab/collab/internal/validate"
 )
@@ -132,7 +133,7 @@ func (s *Server) applyMigration(ctx context.Context, apiKey, org string, m *life
 				return err
 			}
 		}
-		if err := s.store.DeleteDocuments(ctx, apiKey, org, []DocumentRef{{ID: from, Generation: src.Generation}}); err != nil {
+		if err := s.store.DeleteDocuments(ctx, apiKey, org, []lifecycle.Incarnation{{ID: from, Generation: src.Generation}}); err != nil {
 			return fmt.Errorf("remove migrated document: %w", err)
 		}
 		return nil

@@ -51,12 +51,6 @@ type Document struct {
 	MigrationID string `bson:"migrationId"`
 }
 
-// DocumentRef names one generation of a document.
-type DocumentRef struct {
-	ID         string
-	Generation string
-}
-
 // Position is a place in a listing: records are ordered by CreatedAt, then by id.
 type Position struct {
 	CreatedAt time.Time

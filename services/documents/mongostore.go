@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/mongodb"
 )
 
@@ -287,7 +288,7 @@ func (s *MongoStore) UpdateDocument(ctx context.Context, apiKey, orgID, id strin
 	return &r.Document, nil
 }
 
-func (s *MongoStore) DeleteDocuments(ctx context.Context, apiKey, orgID string, docs []DocumentRef) error {
+func (s *MongoStore) DeleteDocuments(ctx context.Context, apiKey, orgID string, docs []lifecycle.Incarnation) error {
 	for _, r := range docs {
 		if _, err := s.documents.DeleteOne(ctx, with(bson.M{"_id": mongodb.Key(apiKey, orgID, r.ID)}, generation("generation", r.Generation))); err != nil {
 			return fmt.Errorf("documents store: delete documents: %w", err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/collab/collab/internal/lifecycle"
 )
 
 // Store errors. Implementations return them (possibly wrapped) so the server can tell the caller
@@ -56,7 +58,7 @@ type Store interface {
 	// UpdateDocument applies the patch and returns the document after it, or ErrNotFound.
 	UpdateDocument(ctx context.Context, apiKey, orgID, id string, patch DocumentPatch) (*Document, error)
 	// DeleteDocuments removes the documents named that exist in the generation named.
-	DeleteDocuments(ctx context.Context, apiKey, orgID string, docs []DocumentRef) error
+	DeleteDocuments(ctx context.Context, apiKey, orgID string, docs []lifecycle.Incarnation) error
 
 	// Ping reports whether the store can serve requests.
 	Ping(ctx context.Context) error

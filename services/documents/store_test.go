@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/mongotest"
 )
 
@@ -388,14 +389,14 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			t.Fatalf("after the g1 sweep: %v %v", folderIDs(f), documentIDs(d))
 		}
 		// A document or folder of another generation than the one named stays.
-		must(t, s.DeleteDocuments(ctx, "k1", "o", []DocumentRef{{ID: "d-g2", Generation: "other"}}))
+		must(t, s.DeleteDocuments(ctx, "k1", "o", []lifecycle.Incarnation{{ID: "d-g2", Generation: "other"}}))
 		must(t, s.DeleteFolder(ctx, "k1", "o", "f-g2", "other"))
 		f, _ = s.ListFolders(ctx, "k1", "o", FolderFilter{}, nil, 0)
 		d, _ = s.ListDocuments(ctx, "k1", "o", DocumentFilter{}, nil, 0)
 		if len(f) != 1 || len(d) != 1 {
 			t.Fatalf("a deletion of another generation removed %v %v", folderIDs(f), documentIDs(d))
 		}
-		must(t, s.DeleteDocuments(ctx, "k1", "o", []DocumentRef{{ID: "d-g2", Generation: "dg"}}))
+		must(t, s.DeleteDocuments(ctx, "k1", "o", []lifecycle.Incarnation{{ID: "d-g2", Generation: "dg"}}))
 		must(t, s.DeleteFolder(ctx, "k1", "o", "f-g2", "fg"))
 		f, _ = s.ListFolders(ctx, "k1", "o", FolderFilter{}, nil, 0)
 		d, _ = s.ListDocuments(ctx, "k1", "o", DocumentFilter{}, nil, 0)
@@ -464,8 +465,8 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 }
 
 // refs names documents of the empty generation.
-func refs(ids ...string) []DocumentRef {
-	out := make([]DocumentRef, len(ids))
+func refs(ids ...string) []lifecycle.Incarnation {
+	out := make([]lifecycle.Incarnation, len(ids))
 	for i, id := range ids {
 		out[i].ID = id
 	}
