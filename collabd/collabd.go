@@ -363,8 +363,9 @@ type builder struct {
 }
 
 func (b *builder) build(ctx context.Context, m service.Module) (*service.Instance, error) {
-	if m.Setup == nil {
-		return nil, errors.New("module has no Setup")
+	build, ok := b.cfg.builds[m.Name]
+	if !ok {
+		return nil, errors.New("not set up: the module has no Setup, or the Config did not come from ParseFlags")
 	}
 	publicURL := b.cfg.PublicURL
 	if publicURL == "" {
@@ -382,7 +383,7 @@ func (b *builder) build(ctx context.Context, m service.Module) (*service.Instanc
 		}
 		env.Outbox = ob
 	}
-	inst, err := b.cfg.builds[m.Name](ctx, env)
+	inst, err := build(ctx, env)
 	if err != nil {
 		return nil, err
 	}

@@ -43,8 +43,8 @@ type Module struct {
 	// Consumes are the event types its Instance.Events handles, in the order of the module list
 	// (a producer is usually the first consumer of its own events).
 	Consumes []string
-	// Setup declares the service's own flags and returns how to build it once they are
-	// parsed. Nil for a service without flags of its own that needs only Build.
+	// Setup declares the service's own flags (none, for most) and returns how to build the
+	// service once they are parsed. Required.
 	Setup func(f *Flags) BuildFunc
 }
 

@@ -28,9 +28,11 @@ func Module() service.Module {
 	}
 }
 
-// published are the development credentials the README and docs publish; tokens an operator
+// publishedDev are the development credentials the README and docs publish; tokens an operator
 // chose instead are secrets like any other.
-var published = service.DevCredentials{WorkspaceID: "dev-workspace", WorkspaceToken: "dev-workspace-token", APIKey: "dev-api-key", AuthToken: "dev-auth-token"}
+func publishedDev() service.DevCredentials {
+	return service.DevCredentials{WorkspaceID: "dev-workspace", WorkspaceToken: "dev-workspace-token", APIKey: "dev-api-key", AuthToken: "dev-auth-token"}
+}
 
 // setup declares the workspace service's flags: rate limits, the email grace period and the
 // development workspace.
@@ -41,21 +43,22 @@ func setup(f *service.Flags) service.BuildFunc {
 		return err
 	})
 	grace := f.Duration("email-grace-period", DefaultEmailGracePeriod, "how long API keys work before the owner email is verified")
-	// The development workspace: "" means on unless data lives in an operator's MongoDB.
-	var devWanted *bool
+	// The development workspace: "auto" makes it unless data lives in an operator's MongoDB.
+	devMode := "auto"
 	f.Func("dev-workspace", "", "create the development workspace: true or false; default true unless --mongo-uri is set", func(v string) error {
 		switch strings.ToLower(strings.TrimSpace(v)) {
 		case "":
-			devWanted = nil
+			devMode = "auto"
 		case "true", "1", "on", "yes":
-			devWanted = &[]bool{true}[0]
+			devMode = "on"
 		case "false", "0", "off", "no":
-			devWanted = &[]bool{false}[0]
+			devMode = "off"
 		default:
 			return fmt.Errorf("want true or false, got %q", v)
 		}
 		return nil
 	})
+	published := publishedDev()
 	devID := f.String("dev-workspace-id", published.WorkspaceID, "development workspace id")
 	devToken := f.Secret("dev-workspace-token", published.WorkspaceToken, "development workspace auth token")
 	devKey := f.String("dev-api-key", published.APIKey, "development API key")
@@ -82,11 +85,7 @@ func setup(f *service.Flags) service.BuildFunc {
 			Ping:          ws.Ping,
 			Authenticator: ws,
 		}
-		wanted := env.Storage != service.StorageMongoDB
-		if devWanted != nil {
-			wanted = *devWanted
-		}
-		if wanted {
+		if devMode == "on" || devMode == "auto" && env.Storage != service.StorageMongoDB {
 			dev := service.DevCredentials{WorkspaceID: *devID, WorkspaceToken: *devToken, APIKey: *devKey, AuthToken: *devAuth, OwnerEmail: *devEmail}
 			dev.Published = dev.WorkspaceToken == published.WorkspaceToken && dev.AuthToken == published.AuthToken
 			if err := ws.EnsureDevWorkspace(ctx, dev); err != nil {
