@@ -135,7 +135,20 @@ func (s *Server) documentsByID(ctx context.Context, apiKey, org string, ids []st
 
 // existingFolders returns which of ids exist, in one query.
 func (s *Server) existingFolders(ctx context.Context, apiKey, org string, ids []string) (map[string]bool, error) {
-	out := map[string]bool{}
+	folders, err := s.foldersByID(ctx, apiKey, org, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(folders))
+	for id := range folders {
+		out[id] = true
+	}
+	return out, nil
+}
+
+// foldersByID returns those of ids that exist, by id, in one query.
+func (s *Server) foldersByID(ctx context.Context, apiKey, org string, ids []string) (map[string]*Folder, error) {
+	out := map[string]*Folder{}
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -144,7 +157,7 @@ func (s *Server) existingFolders(ctx context.Context, apiKey, org string, ids []
 		return nil, fmt.Errorf("read folders: %w", err)
 	}
 	for _, f := range folders {
-		out[f.ID] = true
+		out[f.ID] = f
 	}
 	return out, nil
 }

@@ -127,13 +127,11 @@ func (s *Server) EnsureResources(ctx context.Context, req *documentsv1.EnsureRes
 		existingDoc    *Document
 	)
 	if orgExists && folder != "" {
-		found, err := s.store.ListFolders(ctx, apiKey, org, FolderFilter{IDs: []string{folder}}, nil, 1)
+		found, err := s.foldersByID(ctx, apiKey, org, []string{folder})
 		if err != nil {
-			return nil, fmt.Errorf("read folder: %w", err)
+			return nil, err
 		}
-		if len(found) > 0 {
-			existingFolder = found[0]
-		}
+		existingFolder = found[folder]
 	}
 	if orgExists && doc != "" {
 		found, err := s.documentsByID(ctx, apiKey, org, []string{doc})

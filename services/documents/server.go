@@ -223,14 +223,14 @@ func (s *Server) createRootFolder(ctx context.Context, apiKey, org, orgGen, id s
 	case !errors.Is(err, ErrExists):
 		return "", fmt.Errorf("create folder: %w", err)
 	}
-	existing, err := s.store.ListFolders(ctx, apiKey, org, FolderFilter{IDs: []string{id}}, nil, 1)
+	found, err := s.foldersByID(ctx, apiKey, org, []string{id})
 	if err != nil {
-		return "", fmt.Errorf("read folder: %w", err)
+		return "", err
 	}
-	if len(existing) == 0 {
+	if found[id] == nil {
 		return "", apierr.NotFound(msgFolderMissing)
 	}
-	return existing[0].Generation, nil
+	return found[id].Generation, nil
 }
 
 // event returns a new event of one generation of the tenant's organization.
