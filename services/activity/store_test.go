@@ -21,7 +21,74 @@ func TestMain(m *testing.M) { os.Exit(mongotest.Run(m)) }
 
 // The conformance suite: every Store implementation must pass it unchanged.
 func TestMemoryStore(t *testing.T) {
-	runStoreSuite(t, func(t *testing.T) Store { return NewMemoryStore() })
+	runStoreSuite(t, func(t *testing.T) Store {
+		s := NewMemoryStore()
+		t.Cleanup(func() { checkMemoryStore(t, s) })
+		return s
+	})
+}
+
+// checkMemoryStore asserts the memory store's invariants: each organization's lists are sorted
+// and hold exactly its records, each list of a value exactly the records with that value.
+func checkMemoryStore(t *testing.T, s *MemoryStore) {
+	t.Helper()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sorted := func(what string, l sortedRecords) {
+		t.Helper()
+		for i := 1; i < len(l); i++ {
+			if compareKey(l[i-1], l[i].Timestamp, l[i].ID) >= 0 {
+				t.Errorf("%s: %s before %s", what, l[i-1].ID, l[i].ID)
+			}
+		}
+	}
+	for k, o := range s.orgs {
+		if len(o.byID) == 0 {
+			t.Errorf("%v: kept without records", k)
+		}
+		sorted(fmt.Sprint(k), o.all)
+		if len(o.all) != len(o.byID) {
+			t.Errorf("%v: %d listed, %d records", k, len(o.all), len(o.byID))
+		}
+		for _, r := range o.all {
+			if o.byID[r.ID] != r {
+				t.Errorf("%v: %s listed, not a record", k, r.ID)
+			}
+		}
+		for _, by := range []struct {
+			name  string
+			m     map[string]sortedRecords
+			value func(*Record) string
+		}{
+			{"document", o.byDoc, func(r *Record) string { return r.DocumentID }},
+			{"target", o.byTarget, func(r *Record) string { return r.TargetEntityID }},
+			{"user", o.byUser, func(r *Record) string { return r.ActionUser.UserID }},
+		} {
+			n := 0
+			for v, l := range by.m {
+				what := fmt.Sprintf("%v %s %q", k, by.name, v)
+				if len(l) == 0 || v == "" {
+					t.Errorf("%s: kept", what)
+				}
+				sorted(what, l)
+				for _, r := range l {
+					if o.byID[r.ID] != r || by.value(r) != v {
+						t.Errorf("%s: holds %s", what, r.ID)
+					}
+				}
+				n += len(l)
+			}
+			want := 0
+			for _, r := range o.byID {
+				if by.value(r) != "" {
+					want++
+				}
+			}
+			if n != want {
+				t.Errorf("%v: %d records in %s lists, want %d", k, n, by.name, want)
+			}
+		}
+	}
 }
 
 func TestMongoStore(t *testing.T) {
@@ -60,6 +127,33 @@ func skipOnFerretDB(t *testing.T, s Store, why string) {
 	}
 	if _, err := info.LookupErr("ferretdbVersion"); err == nil {
 		t.Skip("FerretDB: " + why + "; set " + mongotest.EnvURI + " to run this against MongoDB")
+	}
+}
+
+// What MongoStore writes: records under their compound _id; a config created by a patch that
+// does not set isEnabled stores it false, and leaves immutability and triggers out.
+func TestMongoStoreDocuments(t *testing.T) {
+	s := newMongoStore(t)
+	ctx := context.Background()
+	insert(t, s, rec("a1", 1))
+	var raw bson.M
+	if err := s.activities.FindOne(ctx, bson.M{"_id": "k1\x1fo1\x1fa1"}).Decode(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if raw["id"] != "a1" || raw["apiKey"] != "k1" || raw["organizationId"] != "o1" || raw["ts"] != int64(1) {
+		t.Fatalf("stored record: %v", raw)
+	}
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := s.UpdateConfig(ctx, "k1", ConfigPatch{Triggers: map[string]map[string]bool{"comments": {"add": true}}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	raw = nil
+	if err := s.configs.FindOne(ctx, bson.M{"_id": "k1"}).Decode(&raw); err != nil {
+		t.Fatal(err)
+	}
+	keys := slices.Sorted(maps.Keys(raw))
+	if enabled, ok := raw["isEnabled"]; !ok || enabled != false || !slices.Equal(keys, []string{"_id", "isEnabled", "triggers", "updatedAt"}) {
+		t.Fatalf("stored config: %v", raw)
 	}
 }
 
@@ -491,19 +585,25 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Run("delete", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		insert(t, s, rec("x1", 1, doc("d1", "g"), user("u1")), rec("x2", 2, doc("d1", "g"), user("u1")), rec("x3", 3, doc("d1", "g")),
+		in1 := func(r *Record) { doc("d1", "g")(r); user("u1")(r); target("t1")(r) }
+		in2 := func(r *Record) { doc("d2", "g")(r); user("u2")(r); target("t2")(r) }
+		insert(t, s, rec("x1", 1, in1), rec("x2", 2, in1), rec("x3", 3, in1),
+			rec("y1", 4, in2), rec("y2", 5, in2), rec("y3", 6, in2), rec("y4", 7, in2),
 			rec("x1", 1, scope("k1", "o2")), rec("x1", 1, scope("k2", "o1")))
-		must(t, s.Delete(ctx, "k1", "o1", []string{"x1", "nope", "x3"}))
+		must(t, s.Delete(ctx, "k1", "o1", []string{"x1", "nope", "x3", "y4"}))
 		must(t, s.Delete(ctx, "k1", "o1", nil))
 		must(t, s.Delete(ctx, "k1", "nope", []string{"x2"}))
-		o1(t, s, "left", Filter{}, nil, false, 0, "x2")
+		o1(t, s, "left", Filter{}, nil, false, 0, "x2", "y1", "y2", "y3")
 		o1(t, s, "left in the document", Filter{DocumentID: "d1"}, nil, true, 0, "x2")
 		o1(t, s, "left of the user", Filter{UserID: "u1"}, nil, false, 0, "x2")
+		o1(t, s, "left on the target", Filter{TargetEntityID: "t1"}, nil, false, 0, "x2")
+		o1(t, s, "left of user u2", Filter{UserID: "u2"}, nil, true, 0, "y3", "y2", "y1")
+		must(t, s.Delete(ctx, "k1", "o1", []string{"y1", "y2", "y3"}))
 		list(t, s, "k1/o2", "k1", "o2", Filter{}, nil, false, 0, "x1")
 		list(t, s, "k2/o1", "k2", "o1", Filter{}, nil, false, 0, "x1")
 		// A deleted id can be written again.
 		insert(t, s, rec("x1", 9, icon("again")))
-		o1(t, s, "written again", Filter{DocumentID: ""}, nil, false, 0, "x2", "x1")
+		o1(t, s, "written again", Filter{}, nil, false, 0, "x2", "x1")
 		must(t, s.Delete(ctx, "k1", "o1", []string{"x1", "x2"}))
 		o1(t, s, "all gone", Filter{}, nil, false, 0)
 		o1(t, s, "all gone from the document", Filter{DocumentID: "d1"}, nil, false, 0)
@@ -535,11 +635,12 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		}
 
 		// A new generation's records stay when the older one is deleted again.
-		insert(t, s, rec("a", 7, orgGen("g3")), rec("g", 8, orgGen("")))
+		insert(t, s, rec("a", 7, orgGen("g3")), rec("g", 8, orgGen("")), rec("h", 9, orgGen("g9"), user("u2")))
 		must(t, s.DeleteOrganization(ctx, "k1", "o1", "g2"))
-		o1(t, s, "after deleting g2", Filter{}, nil, false, 0, "a")
+		o1(t, s, "after deleting g2", Filter{}, nil, false, 0, "a", "h")
 		must(t, s.DeleteOrganization(ctx, "k1", "o1", "g3"))
-		o1(t, s, "after deleting g3", Filter{}, nil, false, 0)
+		o1(t, s, "after deleting g3", Filter{}, nil, false, 0, "h")
+		o1(t, s, "after deleting g3, of u1", Filter{UserID: "u1"}, nil, false, 0)
 		must(t, s.DeleteOrganization(ctx, "k1", "nope", "g1"))
 	})
 
@@ -601,6 +702,12 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		must(t, s.MoveDocument(ctx, "k1", "o1", "d3", "d3", "g1"))
 		o1(t, s, "onto itself", Filter{DocumentID: "d3"}, nil, false, 0, "a", "x", "b", "y")
 		must(t, s.MoveDocument(ctx, "k1", "nope", "d3", "d4", "g1"))
+		// Moving every record of a document leaves it empty.
+		insert(t, s, rec("z1", 50, doc("d6", "")), rec("z2", 60, doc("d6", "g6")))
+		must(t, s.MoveDocument(ctx, "k1", "o1", "d6", "d7", "g6"))
+		o1(t, s, "all of d6 moved", Filter{DocumentID: "d7"}, nil, true, 0, "z2", "z1")
+		o1(t, s, "d6 is empty", Filter{DocumentID: "d6"}, nil, false, 0)
+		o1(t, s, "all, after the moves", Filter{}, nil, false, 0, "a", "c", "x", "b", "y", "z1", "z2")
 	})
 
 	t.Run("bury", func(t *testing.T) {
