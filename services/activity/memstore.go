@@ -266,6 +266,9 @@ func (s *MemoryStore) List(_ context.Context, apiKey, orgID string, f Filter, af
 	}
 	m := newMatcher(f)
 	var found []*Record
+	if limit > 0 {
+		found = make([]*Record, 0, min(limit, len(list)))
+	}
 	take := func(r *Record) bool {
 		if m.match(r) {
 			found = append(found, r)

@@ -105,9 +105,9 @@ type Store interface {
 	// organization; existing names the ids skipped. An error may leave the records before the
 	// failing one written.
 	Insert(ctx context.Context, recs []*Record) (existing []string, err error)
-	// List returns up to limit records of the organization matching f, ordered by
-	// (Timestamp, ID) ascending, or descending when desc, starting strictly after `after` when
-	// it is not nil. Its cost does not grow with how deep `after` is.
+	// List returns up to limit records (limit <= 0: all) of the organization matching f,
+	// ordered by (Timestamp, ID) ascending, or descending when desc, starting strictly after
+	// `after` when it is not nil. Its cost does not grow with how deep `after` is.
 	List(ctx context.Context, apiKey, orgID string, f Filter, after *Position, desc bool, limit int) ([]*Record, error)
 	// Get returns the records among ids that exist, keyed by id.
 	Get(ctx context.Context, apiKey, orgID string, ids []string) (map[string]*Record, error)
