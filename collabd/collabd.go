@@ -377,7 +377,7 @@ func (b *builder) build(ctx context.Context, m service.Module) (*service.Instanc
 		Conn: func(name string) grpc.ClientConnInterface { return b.internal[name] },
 	}
 	if len(m.Publishes) > 0 {
-		ob, err := b.outbox(ctx, m.Name)
+		ob, err := b.outbox(ctx, m)
 		if err != nil {
 			return nil, err
 		}
@@ -395,23 +395,24 @@ func (b *builder) build(ctx context.Context, m service.Module) (*service.Instanc
 
 // outbox builds the event outbox of a producing service, in that service's own database; it
 // delivers each event type to the services consuming it.
-func (b *builder) outbox(ctx context.Context, service string) (*outbox.Outbox, error) {
+func (b *builder) outbox(ctx context.Context, m service.Module) (*outbox.Outbox, error) {
 	var store outbox.Store = outbox.NewMemoryStore()
 	if b.mongo != nil {
-		s, err := outbox.NewMongoStore(ctx, b.mongo.Database(service))
+		s, err := outbox.NewMongoStore(ctx, b.mongo.Database(m.Name))
 		if err != nil {
 			return nil, err
 		}
 		store = s
 	}
 	clients := map[string]lifecyclev1.LifecycleServiceClient{}
-	for _, m := range b.cfg.Modules {
-		if len(m.Consumes) > 0 {
-			clients[m.Name] = lifecyclev1.NewLifecycleServiceClient(b.internal[m.Name])
+	for _, c := range b.cfg.Modules {
+		if len(c.Consumes) > 0 {
+			clients[c.Name] = lifecyclev1.NewLifecycleServiceClient(b.internal[c.Name])
 		}
 	}
-	ob := outbox.New(store, outbox.GRPCDeliverer{Clients: clients}, b.cfg.Consumers,
-		outbox.WithClock(b.deps.Clock), outbox.WithLogger(b.log.With("outbox", service)))
+	routes := outbox.Routes{For: b.cfg.Consumers, All: b.cfg.ConsumersOf(m.Publishes)}
+	ob := outbox.New(m.Name, store, outbox.GRPCDeliverer{Clients: clients}, routes,
+		outbox.WithClock(b.deps.Clock), outbox.WithLogger(b.log.With("outbox", m.Name)))
 	b.outboxes = append(b.outboxes, ob)
 	return ob, nil
 }

@@ -179,20 +179,33 @@ func (c Config) Needs(name string) []string {
 	for _, s := range m.Calls {
 		add(s)
 	}
-	for _, t := range m.Publishes {
-		for _, s := range c.Consumers(t) {
-			add(s)
+	for _, s := range c.ConsumersOf(m.Publishes) {
+		add(s)
+	}
+	return out
+}
+
+// Consumers are the services that consume an event type, in the order of the module list.
+func (c Config) Consumers(eventType string) []string {
+	var out []string
+	for _, m := range c.Modules {
+		if service.ConsumesType(m.Consumes, eventType) {
+			out = append(out, m.Name)
 		}
 	}
 	return out
 }
 
-// Consumers are the services that consume an event type, in delivery order.
-func (c Config) Consumers(eventType string) []string {
+// ConsumersOf are the services that consume any of the published types or patterns: the lanes
+// of a producer's outbox.
+func (c Config) ConsumersOf(published []string) []string {
 	var out []string
 	for _, m := range c.Modules {
-		if slices.Contains(m.Consumes, eventType) {
-			out = append(out, m.Name)
+		for _, p := range published {
+			if service.Overlap(m.Consumes, p) {
+				out = append(out, m.Name)
+				break
+			}
 		}
 	}
 	return out

@@ -1,22 +1,45 @@
 package e2e
 
 import (
+	"net"
 	"testing"
 )
 
-// The services and the gateway in three processes: workspace alone, the data services
-// together, the gateway alone. Every call crosses process boundaries over gRPC, and events
-// travel between the data services and back.
+// freeAddr returns a loopback address no one listens on now, for a process whose peers must
+// know its address before it starts.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// The services and the gateway in four processes: workspace alone, the data services
+// together, events and activity together, the gateway alone. Every call crosses process
+// boundaries over gRPC, and events travel between the processes: deletions from documents to
+// users, access and activity, a published event from events to activity.
 func TestSplitProcesses(t *testing.T) {
 	ws := start(t, config(t, "--services=workspace", "--internal-token="+testInternalToken))
 	if ws.proc.HTTPAddr != "" {
 		t.Fatalf("workspace-only process serves HTTP at %s", ws.proc.HTTPAddr)
 	}
-	data := start(t, config(t, "--services=documents,users,access", "--workspace-addr="+ws.proc.GRPCAddr, "--internal-token="+testInternalToken))
-	peers := []string{"--workspace-addr=" + ws.proc.GRPCAddr}
+	// events and activity call documents, and documents delivers its deletions to activity:
+	// the second process's address is chosen before either starts.
+	feedAddr := freeAddr(t)
+	data := start(t, config(t, "--services=documents,users,access", "--workspace-addr="+ws.proc.GRPCAddr, "--internal-token="+testInternalToken,
+		"--events-addr="+feedAddr, "--activity-addr="+feedAddr))
+	peers := []string{"--workspace-addr=" + ws.proc.GRPCAddr, "--events-addr=" + feedAddr, "--activity-addr=" + feedAddr}
 	for _, s := range []string{"documents", "users", "access"} {
 		peers = append(peers, "--"+s+"-addr="+data.proc.GRPCAddr)
 	}
+	start(t, config(t, "--services=events,activity", "--grpc-addr="+feedAddr, "--internal-token="+testInternalToken,
+		"--workspace-addr="+ws.proc.GRPCAddr, "--documents-addr="+data.proc.GRPCAddr))
 	gw := start(t, config(t, append([]string{"--services=gateway", "--internal-token=" + testInternalToken}, peers...)...))
 	id, token := gw.newWorkspace("split@example.com")
 	key, auth := gw.newKey(id, token)
@@ -33,6 +56,20 @@ func TestSplitProcesses(t *testing.T) {
 	if got := gw.call("/v1/users/get", k, map[string]any{"organizationId": "o", "documentId": "d"}).ok(t)["data"].([]any); len(got) != 0 {
 		t.Fatalf("document contact list survived the deletion: %v", got)
 	}
+	// A published event crosses from events to activity in its process, and the organization's
+	// deletion from documents removes the record.
+	gw.call("/v2/workspace/activityconfig/update", k, map[string]any{"isEnabled": true}).data(t, "Activity config updated successfully.")
+	gw.call("/v2/events/publish", k, map[string]any{"id": "e1", "type": "comment.add", "organizationId": "o"}).data(t, "Event published successfully.")
+	logs := func() []any {
+		return gw.call("/v2/activities/get", k, map[string]any{"organizationId": "o"}).ok(t)["data"].([]any)
+	}
+	if got := logs(); len(got) != 1 || got[0].(map[string]any)["id"] != "e1" {
+		t.Fatalf("activity across processes: %v", got)
+	}
+	gw.call("/v2/organizations/delete", k, map[string]any{"organizationIds": []string{"o"}}).data(t, "")
+	if got := logs(); len(got) != 0 {
+		t.Fatalf("activity outlived its organization: %v", got)
+	}
 	r := gw.do("GET", "/readyz", nil, nil)
 	if r.status != 200 {
 		t.Fatalf("readyz through peers: %d %s", r.status, r.raw)
@@ -41,7 +78,7 @@ func TestSplitProcesses(t *testing.T) {
 
 func TestSplitProcessesNotReadyWithoutPeer(t *testing.T) {
 	args := []string{"--services=gateway"}
-	for _, s := range []string{"workspace", "documents", "users", "access"} {
+	for _, s := range []string{"workspace", "documents", "users", "access", "events", "activity"} {
 		args = append(args, "--"+s+"-addr=127.0.0.1:1")
 	}
 	gw := start(t, config(t, args...))

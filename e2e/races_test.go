@@ -178,3 +178,35 @@ func TestNoGrantOrContactOutlivesItsDocument(t *testing.T) {
 		}
 	}
 }
+
+// An organization deleted while events are published and activities added for it leaves no
+// activity record behind: once it is created again, its log is empty.
+func TestNoActivityOutlivesItsOrganization(t *testing.T) {
+	s := persistentSystem(t)
+	k := s.devKey()
+	s.call("/v2/workspace/activityconfig/update", k, map[string]any{"isEnabled": true}).data(t, "")
+	for round := range 8 {
+		org := fmt.Sprintf("org-%d", round)
+		s.call("/v2/organizations/add", k, map[string]any{"organizations": []any{map[string]any{"organizationId": org, "organizationName": "O"}}}).data(t, "")
+		calls := []func() error{func() error {
+			_, _, err := s.concurrentCall("/v2/organizations/delete", k, map[string]any{"organizationIds": []string{org}})
+			return err
+		}}
+		for i := range 8 {
+			calls = append(calls, func() error {
+				_, _, err := s.concurrentCall("/v2/events/publish", k, map[string]any{"type": "comment.add", "organizationId": org, "id": fmt.Sprintf("e%d", i)})
+				return err
+			}, func() error {
+				_, _, err := s.concurrentCall("/v2/activities/add", k, map[string]any{"organizationId": org,
+					"activities": []any{map[string]any{"featureType": "custom", "actionType": "custom.x"}}})
+				return err
+			})
+		}
+		together(t, calls...)
+		s.call("/v2/organizations/delete", k, map[string]any{"organizationIds": []string{org}})
+		s.call("/v2/organizations/add", k, map[string]any{"organizations": []any{map[string]any{"organizationId": org, "organizationName": "O"}}}).data(t, "")
+		if recs := s.call("/v2/activities/get", k, map[string]any{"organizationId": org}).ok(t)["data"].([]any); len(recs) != 0 {
+			t.Fatalf("round %d: %d activity records outlived their organization: %v", round, len(recs), recs)
+		}
+	}
+}

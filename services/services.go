@@ -6,18 +6,23 @@ package services
 import (
 	"github.com/collab/collab/internal/service"
 	"github.com/collab/collab/services/access"
+	"github.com/collab/collab/services/activity"
 	"github.com/collab/collab/services/documents"
+	"github.com/collab/collab/services/events"
 	"github.com/collab/collab/services/users"
 	"github.com/collab/collab/services/workspace"
 )
 
-// All lists the services in the order their events are delivered: documents first, so a
-// migration that conflicts there stops before any other service moves data.
+// All lists every service. A producer's own handler gets its events first (the outbox's gate:
+// a migration that conflicts in documents stops before any other service moves data); the
+// other consumers get them independently, each in its own lane.
 func All() []service.Module {
 	return []service.Module{
 		workspace.Module(),
 		documents.Module(),
 		users.Module(),
 		access.Module(),
+		events.Module(),
+		activity.Module(),
 	}
 }

@@ -85,3 +85,23 @@ func TestRefsAndDeletedDocuments(t *testing.T) {
 		t.Fatalf("generations missing: %v", err)
 	}
 }
+
+func TestDomainKeyIsPerTenantAndStable(t *testing.T) {
+	a, b, c := DomainKey("k1", "e"), DomainKey("k1", "e"), DomainKey("k2", "e")
+	if a != b || a == c || DomainKey("k1", "e2") == a {
+		t.Fatalf("%s %s %s", a, b, c)
+	}
+	// No concatenation of key and id collides with another split of the same text.
+	if DomainKey("k1e", "") == DomainKey("k1", "e") {
+		t.Fatal("split ambiguity")
+	}
+}
+
+func TestReservedTypes(t *testing.T) {
+	for typ, want := range map[string]bool{"document.deleted": true, "organization.deleted": true, "message.attempt.exhausted": true,
+		"comment.add": false, "document.opened": false, "custom.message": false} {
+		if Reserved(typ) != want {
+			t.Errorf("Reserved(%q) = %v", typ, !want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -20,14 +21,28 @@ func copyRecord(r *Record) *Record {
 	c := *r
 	c.Event = slices.Clone(r.Event)
 	c.Subscribers = slices.Clone(r.Subscribers)
+	c.Pending = slices.Clone(r.Pending)
 	c.Delivered = slices.Clone(r.Delivered)
+	c.Refused = slices.Clone(r.Refused)
+	c.Lanes = maps.Clone(r.Lanes)
+	if r.DoneAt != nil {
+		t := *r.DoneAt
+		c.DoneAt = &t
+	}
 	return &c
 }
 
 func (s *MemoryStore) Add(_ context.Context, r *Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.events[r.ID] = copyRecord(r)
+	if _, ok := s.events[r.ID]; ok {
+		return ErrDuplicate
+	}
+	c := copyRecord(r)
+	if c.Lanes == nil {
+		c.Lanes = map[string]Lane{}
+	}
+	s.events[r.ID] = c
 	return nil
 }
 
@@ -41,11 +56,11 @@ func (s *MemoryStore) Get(_ context.Context, id string) (*Record, error) {
 	return copyRecord(r), nil
 }
 
-func (s *MemoryStore) Due(_ context.Context, now time.Time, limit int) ([]*Record, error) {
+func (s *MemoryStore) Due(_ context.Context, subscriber string, now time.Time, limit int) ([]*Record, error) {
 	s.mu.Lock()
 	var out []*Record
 	for _, r := range s.events {
-		if !r.Finished && !r.NextAttempt.After(now) {
+		if slices.Contains(r.Pending, subscriber) && !r.Lanes[subscriber].NextAttempt.After(now) {
 			out = append(out, copyRecord(r))
 		}
 	}
@@ -76,25 +91,64 @@ func (s *MemoryStore) update(id string, f func(r *Record)) error {
 	return nil
 }
 
-func (s *MemoryStore) MarkDelivered(_ context.Context, id, subscriber string) error {
+// settle stamps DoneAt once nothing is pending.
+func settle(r *Record, now time.Time) {
+	if len(r.Pending) == 0 && r.DoneAt == nil {
+		t := now
+		r.DoneAt = &t
+	}
+}
+
+func (s *MemoryStore) Delivered(_ context.Context, id, subscriber string, release []string, now time.Time) error {
 	return s.update(id, func(r *Record) {
-		if !slices.Contains(r.Delivered, subscriber) {
-			r.Delivered = append(r.Delivered, subscriber)
+		if !slices.Contains(r.Pending, subscriber) {
+			return
+		}
+		r.Pending = slices.DeleteFunc(r.Pending, func(p string) bool { return p == subscriber })
+		r.Delivered = append(r.Delivered, subscriber)
+		for _, n := range release {
+			if !slices.Contains(r.Pending, n) && !slices.Contains(r.Delivered, n) && !slices.Contains(r.Refused, n) {
+				r.Pending = append(r.Pending, n)
+				r.Lanes[n] = Lane{NextAttempt: now}
+			}
+		}
+		settle(r, now)
+	})
+}
+
+func (s *MemoryStore) Retry(_ context.Context, id, subscriber string, lane Lane) error {
+	return s.update(id, func(r *Record) {
+		if slices.Contains(r.Pending, subscriber) {
+			r.Lanes[subscriber] = lane
 		}
 	})
 }
 
-func (s *MemoryStore) Retry(_ context.Context, id string, attempts int, next time.Time, lastErr string) error {
+func (s *MemoryStore) Refuse(_ context.Context, id, subscriber, reason string, now time.Time) error {
 	return s.update(id, func(r *Record) {
-		r.Attempts, r.NextAttempt, r.LastError = attempts, next, lastErr
+		if !slices.Contains(r.Pending, subscriber) {
+			return
+		}
+		r.Pending = slices.DeleteFunc(r.Pending, func(p string) bool { return p == subscriber })
+		r.Refused = append(r.Refused, subscriber)
+		l := r.Lanes[subscriber]
+		l.LastError = reason
+		r.Lanes[subscriber] = l
+		settle(r, now)
 	})
 }
 
-func (s *MemoryStore) Finish(_ context.Context, id string, failed bool, lastErr string) error {
-	return s.update(id, func(r *Record) {
-		r.Finished, r.Failed = true, failed
-		if lastErr != "" {
-			r.LastError = lastErr
+func (s *MemoryStore) Prune(_ context.Context, before time.Time) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for id, r := range s.events {
+		if r.DoneAt != nil && r.DoneAt.Before(before) {
+			delete(s.events, id)
+			n++
 		}
-	})
+	}
+	return n, nil
 }
+
+func (s *MemoryStore) Ping(context.Context) error { return nil }

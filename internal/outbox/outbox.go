@@ -1,19 +1,26 @@
 // Package outbox is the durable event path between services (DESIGN "Events"). A producing
 // service writes an event to its outbox, in its own store; the relay delivers it at least once
-// to every subscribing service, in order, through LifecycleService.HandleEvent, retrying with
-// backoff; handlers are idempotent. A change that other services must follow (a deletion, a
-// migration) is itself carried out by the producer's own handler of its event, so the one write
-// at request time is the event: nothing is done that the event does not also finish.
+// to every subscribing service through LifecycleService.HandleEvent, retrying with backoff;
+// handlers are idempotent. Each subscriber has its own lane: one that fails or is slow delays
+// only its own deliveries. A change that other services must follow (a deletion, a migration)
+// is carried out by the producer's own handler of its event, which runs before every other
+// subscriber (the gate), so the one write at request time is the event, and a change the
+// producer refuses (a migration onto an existing document) reaches nobody.
 package outbox
 
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 )
 
-// ErrNotFound is returned for an unknown event id.
-var ErrNotFound = errors.New("event not found")
+var (
+	// ErrNotFound is returned for an unknown event id.
+	ErrNotFound = errors.New("event not found")
+	// ErrDuplicate is returned by Add for an id that is stored already.
+	ErrDuplicate = errors.New("event id already stored")
+)
 
 // Record is a stored event and its delivery state.
 type Record struct {
@@ -24,44 +31,84 @@ type Record struct {
 	APIKey         string `bson:"apiKey"`
 	OrganizationID string `bson:"organizationId"`
 	Type           string `bson:"type"`
-	// Subscribers in delivery order; Delivered is the prefix of them that handled it.
-	Subscribers []string  `bson:"subscribers"`
-	Delivered   []string  `bson:"delivered"`
-	Attempts    int       `bson:"attempts"`
-	NextAttempt time.Time `bson:"nextAttempt"`
-	LastError   string    `bson:"lastError"`
-	// Finished: delivered to every subscriber, or failed for good.
-	Finished  bool      `bson:"finished"`
-	Failed    bool      `bson:"failed"`
-	CreatedAt time.Time `bson:"createdAt"`
+	// Subscribers are every service the event is for, fixed when it is stored.
+	Subscribers []string `bson:"subscribers"`
+	// Gate is the subscriber every other one waits for (the producer's own handler), or "".
+	// While it is pending it is the only one pending; if it refuses the event, nobody else
+	// gets it.
+	Gate string `bson:"gate"`
+	// Pending are the subscribers due for a delivery, now or after a retry; Delivered those that
+	// handled it; Refused those that failed it for good.
+	Pending   []string `bson:"pending"`
+	Delivered []string `bson:"delivered"`
+	Refused   []string `bson:"refused"`
+	// Lanes hold each subscriber's attempts, keyed by subscriber.
+	Lanes map[string]Lane `bson:"lanes"`
+	// DoneAt is set once nothing is pending; old finished events are pruned by it.
+	DoneAt    *time.Time `bson:"doneAt,omitempty"`
+	CreatedAt time.Time  `bson:"createdAt"`
 }
 
-// Store keeps one producer's events.
+// Lane is one subscriber's delivery state.
+type Lane struct {
+	Attempts    int       `bson:"attempts"`
+	NextAttempt time.Time `bson:"next"`
+	LastError   string    `bson:"lastError,omitempty"`
+}
+
+// Store keeps one producer's events. Every method is one single-document write or a read, so
+// lanes of different subscribers may update one event concurrently.
 type Store interface {
-	// Add stores a new event.
+	// Add stores a new event, or returns ErrDuplicate when its id is taken.
 	Add(ctx context.Context, r *Record) error
 	// Get returns the event, or ErrNotFound.
 	Get(ctx context.Context, id string) (*Record, error)
-	// Due returns up to limit unfinished events whose NextAttempt is not after now, oldest
-	// first.
-	Due(ctx context.Context, now time.Time, limit int) ([]*Record, error)
-	// MarkDelivered appends subscriber to Delivered unless it is there already.
-	MarkDelivered(ctx context.Context, id, subscriber string) error
-	// Retry records a failed attempt and when to try again.
-	Retry(ctx context.Context, id string, attempts int, next time.Time, lastErr string) error
-	// Finish marks the event finished, failed or not.
-	Finish(ctx context.Context, id string, failed bool, lastErr string) error
+	// Due returns up to limit events pending for subscriber whose lane's next attempt is not
+	// after now, oldest first.
+	Due(ctx context.Context, subscriber string, now time.Time, limit int) ([]*Record, error)
+	// Delivered moves subscriber from Pending to Delivered and makes release pending, due at now
+	// (the subscribers that waited for the gate). ErrNotFound for an unknown event.
+	Delivered(ctx context.Context, id, subscriber string, release []string, now time.Time) error
+	// Retry records a failed attempt of subscriber and when to try again.
+	Retry(ctx context.Context, id, subscriber string, lane Lane) error
+	// Refuse moves subscriber from Pending to Refused, with the reason.
+	Refuse(ctx context.Context, id, subscriber, reason string, now time.Time) error
+	// Prune deletes events that finished before the time, and reports how many.
+	Prune(ctx context.Context, before time.Time) (int, error)
+	// Ping reports whether the store answers.
+	Ping(ctx context.Context) error
 }
 
-// pending reports the subscribers not yet delivered to, in order.
-func (r *Record) pending() []string {
-	done := map[string]bool{}
-	for _, d := range r.Delivered {
-		done[d] = true
+// Finished reports whether no subscriber is waiting for the event.
+func (r *Record) Finished() bool { return len(r.Pending) == 0 }
+
+// Failed reports whether a subscriber refused the event.
+func (r *Record) Failed() bool { return len(r.Refused) > 0 }
+
+// Attempts is the number of failed attempts over all lanes.
+func (r *Record) Attempts() int {
+	n := 0
+	for _, l := range r.Lanes {
+		n += l.Attempts
 	}
+	return n
+}
+
+// LastError is the latest failure of any lane, for logs and status.
+func (r *Record) LastError() string {
+	for _, s := range r.Subscribers {
+		if l := r.Lanes[s]; l.LastError != "" {
+			return s + ": " + l.LastError
+		}
+	}
+	return ""
+}
+
+// waiting are the subscribers that have not got the event yet, pending or held by the gate.
+func (r *Record) waiting() []string {
 	var out []string
 	for _, s := range r.Subscribers {
-		if !done[s] {
+		if !slices.Contains(r.Delivered, s) && !slices.Contains(r.Refused, s) {
 			out = append(out, s)
 		}
 	}
@@ -71,13 +118,16 @@ func (r *Record) pending() []string {
 // State is the event's progress as callers see it (a migration's status).
 func (r *Record) State() string {
 	switch {
-	case r.Finished && r.Failed:
+	case r.Failed():
 		return "failed"
-	case r.Finished:
+	case r.Finished():
 		return "completed"
-	case r.Attempts > 0 || len(r.Delivered) > 0:
+	case r.Attempts() > 0 || len(r.Delivered) > 0:
 		return "in_progress"
 	default:
 		return "pending"
 	}
 }
+
+// RefusedByGate reports whether the producer's own handler refused the event, so nobody got it.
+func (r *Record) RefusedByGate() bool { return r.Gate != "" && slices.Contains(r.Refused, r.Gate) }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,26 +39,34 @@ func (g GRPCDeliverer) Deliver(ctx context.Context, subscriber string, e *lifecy
 	return err
 }
 
-// Router names the services that consume an event type, in delivery order.
-type Router func(eventType string) []string
+// Routes says who consumes what.
+type Routes struct {
+	// For names the services that consume an event type.
+	For func(eventType string) []string
+	// All are every service For can name: the relay runs one lane for each.
+	All []string
+}
 
 // To routes every event type to the same subscribers (tests, and single-consumer producers).
-func To(subscribers ...string) Router {
-	return func(string) []string { return subscribers }
+func To(subscribers ...string) Routes {
+	return Routes{For: func(string) []string { return subscribers }, All: subscribers}
 }
 
 // Outbox publishes one producer's events and relays them.
 type Outbox struct {
+	producer  string
 	store     Store
 	deliverer Deliverer
-	route     Router
+	routes    Routes
 	clock     clock.Clock
 	log       *slog.Logger
+	retention time.Duration
 
-	wake chan struct{}
-	// locks keeps one delivery of an event at a time in this process. Two replicas may still
-	// deliver the same event at once; handlers are idempotent, so that costs work, not data.
-	locks sync.Map // event id -> *sync.Mutex
+	wake map[string]chan struct{} // per lane
+	// locks keeps one delivery of an event to a subscriber at a time in this process. Two
+	// replicas may still deliver the same event at once; handlers are idempotent, so that costs
+	// work, not data.
+	locks sync.Map // event id + subscriber -> *sync.Mutex
 }
 
 // Option configures an Outbox.
@@ -66,51 +75,77 @@ type Option func(*Outbox)
 func WithClock(c clock.Clock) Option   { return func(o *Outbox) { o.clock = c } }
 func WithLogger(l *slog.Logger) Option { return func(o *Outbox) { o.log = l } }
 
-// New returns an Outbox delivering each event to the subscribers route names for its type, in
-// that order. The subscribers are fixed when the event is stored, so a redelivery after a
-// restart goes where the first attempt was going.
-func New(store Store, deliverer Deliverer, route Router, opts ...Option) *Outbox {
-	o := &Outbox{store: store, deliverer: deliverer, route: route, clock: clock.Real(), log: slog.Default(), wake: make(chan struct{}, 1)}
+// WithRetention sets how long finished events are kept (default 7 days): a migration's status
+// is readable that long, and a repeated event id is recognised that long.
+func WithRetention(d time.Duration) Option { return func(o *Outbox) { o.retention = d } }
+
+// New returns the outbox of producer, delivering each event to the subscribers routes names for
+// its type. When the producer consumes the event itself it is the gate: it gets the event
+// first, and the others only after it handled it. The subscribers are fixed when the event is
+// stored, so a redelivery after a restart goes where the first attempt was going.
+func New(producer string, store Store, deliverer Deliverer, routes Routes, opts ...Option) *Outbox {
+	o := &Outbox{producer: producer, store: store, deliverer: deliverer, routes: routes, clock: clock.Real(),
+		log: slog.Default(), retention: 7 * 24 * time.Hour, wake: map[string]chan struct{}{}}
 	for _, opt := range opts {
 		opt(o)
+	}
+	for _, s := range routes.All {
+		o.wake[s] = make(chan struct{}, 1)
 	}
 	return o
 }
 
 // Delivery limits.
 const (
-	firstRetry   = time.Second
-	maxRetry     = 5 * time.Minute
-	deliverNow   = 10 * time.Second // how long Publish waits for the first delivery
-	batch        = 50
-	pollInterval = time.Second
+	firstRetry     = time.Second
+	maxRetry       = 5 * time.Minute
+	deliverNow     = 10 * time.Second // how long Publish waits for the first deliveries
+	deliverTimeout = 30 * time.Second // one delivery attempt
+	batch          = 50
+	pollInterval   = time.Second
+	pruneInterval  = time.Hour
 )
 
-// Publish stores the event, then tries to deliver it at once so callers read their own writes;
-// whatever is not delivered within a few seconds the background loop finishes.
+// Publish stores the event, then tries to deliver it at once (the gate, then every other
+// subscriber side by side) so callers read their own writes; whatever is not delivered within
+// a few seconds the lanes finish. ErrDuplicate, with the stored record, when an event with the
+// id was published before.
 func (o *Outbox) Publish(ctx context.Context, e *lifecyclev1.Event) (*Record, error) {
 	r, err := o.add(ctx, e)
 	if err != nil {
-		return nil, err
+		return r, err
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliverNow)
 	defer cancel()
-	o.deliver(dctx, r.ID)
+	if r.Gate != "" {
+		o.deliver(dctx, r.ID, r.Gate)
+		if got, err := o.store.Get(ctx, r.ID); err == nil {
+			r = got
+		}
+	}
+	var wg sync.WaitGroup
+	for _, sub := range r.Pending {
+		if sub == r.Gate {
+			continue
+		}
+		wg.Go(func() { o.deliver(dctx, r.ID, sub) })
+	}
+	wg.Wait()
 	if got, err := o.store.Get(ctx, r.ID); err == nil {
 		r = got
 	}
-	o.notify()
+	o.notify(r.Pending)
 	return r, nil
 }
 
-// PublishAsync stores the event and leaves its delivery to the background loop (woken at
-// once), for jobs whose caller asks for their status later (migrations).
+// PublishAsync stores the event and leaves its delivery to the lanes (woken at once), for jobs
+// whose caller asks for their status later (migrations).
 func (o *Outbox) PublishAsync(ctx context.Context, e *lifecyclev1.Event) (*Record, error) {
 	r, err := o.add(ctx, e)
 	if err != nil {
-		return nil, err
+		return r, err
 	}
-	o.notify()
+	o.notify(r.Pending)
 	return r, nil
 }
 
@@ -126,54 +161,115 @@ func (o *Outbox) add(ctx context.Context, e *lifecyclev1.Event) (*Record, error)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: marshal event: %w", err)
 	}
+	// Only subscribers with a lane: a type the module did not declare reaches no one rather
+	// than sitting undelivered.
+	subs := slices.DeleteFunc(slices.Clone(o.routes.For(e.GetType())), func(s string) bool { return !slices.Contains(o.routes.All, s) })
 	r := &Record{
 		ID: e.GetId(), Event: raw, APIKey: e.GetApiKey(), OrganizationID: e.GetOrganizationId(), Type: e.GetType(),
-		Subscribers: append([]string{}, o.route(e.GetType())...), Delivered: []string{}, NextAttempt: now, CreatedAt: now,
+		Subscribers: subs, Delivered: []string{}, Refused: []string{}, Lanes: map[string]Lane{}, CreatedAt: now,
+	}
+	if slices.Contains(subs, o.producer) {
+		r.Gate = o.producer
+		r.Pending = []string{o.producer}
+	} else {
+		r.Pending = subs
+	}
+	for _, s := range r.Pending {
+		r.Lanes[s] = Lane{NextAttempt: now}
+	}
+	if len(r.Pending) == 0 {
+		r.DoneAt = &now
 	}
 	if err := o.store.Add(ctx, r); err != nil {
+		if errors.Is(err, ErrDuplicate) {
+			if stored, gerr := o.store.Get(ctx, r.ID); gerr == nil {
+				return stored, ErrDuplicate
+			}
+			return nil, ErrDuplicate
+		}
 		return nil, fmt.Errorf("outbox: publish %s: %w", e.GetType(), err)
 	}
 	return r, nil
 }
 
+// Ping reports whether the outbox's store answers.
+func (o *Outbox) Ping(ctx context.Context) error { return o.store.Ping(ctx) }
+
 // Get returns an event's record.
 func (o *Outbox) Get(ctx context.Context, id string) (*Record, error) { return o.store.Get(ctx, id) }
 
-func (o *Outbox) notify() {
-	select {
-	case o.wake <- struct{}{}:
-	default:
+func (o *Outbox) notify(subs []string) {
+	for _, s := range subs {
+		select {
+		case o.wake[s] <- struct{}{}:
+		default:
+		}
 	}
 }
 
-// Run delivers due events until ctx ends: at start (events left by a previous run), when woken,
-// and every second.
+// Run runs every lane until ctx ends, and prunes finished events hourly.
 func (o *Outbox) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, s := range o.routes.All {
+		wg.Go(func() { o.runLane(ctx, s) })
+	}
+	wg.Go(func() { o.prune(ctx) })
+	wg.Wait()
+}
+
+// runLane delivers one subscriber's due events: at start (events left by a previous run), when
+// woken, and every second.
+func (o *Outbox) runLane(ctx context.Context, sub string) {
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
 	for {
-		o.RunDue(ctx)
+		o.runDue(ctx, sub)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-o.wake:
+		case <-o.wake[sub]:
 		}
 	}
 }
 
-// RunDue delivers every event that is due now.
+func (o *Outbox) prune(ctx context.Context) {
+	t := time.NewTicker(pruneInterval)
+	defer t.Stop()
+	for {
+		if n, err := o.store.Prune(ctx, o.clock.Now().Add(-o.retention)); err != nil {
+			if ctx.Err() == nil {
+				o.log.ErrorContext(ctx, "outbox: pruning finished events", "error", err)
+			}
+		} else if n > 0 {
+			o.log.InfoContext(ctx, "outbox: pruned finished events", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RunDue delivers every event that is due now, lane by lane (tests step the relay with it).
 func (o *Outbox) RunDue(ctx context.Context) {
+	for _, s := range o.routes.All {
+		o.runDue(ctx, s)
+	}
+}
+
+func (o *Outbox) runDue(ctx context.Context, sub string) {
 	for ctx.Err() == nil {
-		due, err := o.store.Due(ctx, o.clock.Now(), batch)
+		due, err := o.store.Due(ctx, sub, o.clock.Now(), batch)
 		if err != nil {
 			if ctx.Err() == nil {
-				o.log.ErrorContext(ctx, "outbox: reading due events", "error", err)
+				o.log.ErrorContext(ctx, "outbox: reading due events", "subscriber", sub, "error", err)
 			}
 			return
 		}
 		for _, r := range due {
-			o.deliver(ctx, r.ID)
+			o.deliver(ctx, r.ID, sub)
 		}
 		if len(due) < batch {
 			return
@@ -181,61 +277,68 @@ func (o *Outbox) RunDue(ctx context.Context) {
 	}
 }
 
-// deliver hands the event to each subscriber still waiting for it, in order, stopping at the
-// first failure.
-func (o *Outbox) deliver(ctx context.Context, id string) {
-	lock, _ := o.locks.LoadOrStore(id, &sync.Mutex{})
+// deliver hands the event to one subscriber if it is still pending and due there, and records
+// the outcome: delivered (releasing the others when it is the gate), retried with backoff, or
+// refused for good.
+func (o *Outbox) deliver(ctx context.Context, id, sub string) {
+	key := id + "\x00" + sub
+	lock, _ := o.locks.LoadOrStore(key, &sync.Mutex{})
 	mu := lock.(*sync.Mutex)
 	mu.Lock()
 	defer func() {
 		mu.Unlock()
-		o.locks.Delete(id)
+		o.locks.Delete(key)
 	}()
 	r, err := o.store.Get(ctx, id)
 	if err != nil {
 		o.log.ErrorContext(ctx, "outbox: reading event", "event_id", id, "error", err)
 		return
 	}
-	if r.Finished || r.NextAttempt.After(o.clock.Now()) {
+	if !slices.Contains(r.Pending, sub) || r.Lanes[sub].NextAttempt.After(o.clock.Now()) {
 		return
 	}
 	var e lifecyclev1.Event
 	if err := proto.Unmarshal(r.Event, &e); err != nil {
-		o.finish(ctx, r, true, fmt.Sprintf("undecodable event: %v", err))
+		o.refuse(ctx, r, sub, fmt.Sprintf("undecodable event: %v", err))
 		return
 	}
-	for _, sub := range r.pending() {
-		err := o.deliverer.Deliver(ctx, sub, &e)
-		if err == nil {
-			if err := o.store.MarkDelivered(ctx, id, sub); err != nil {
-				o.log.ErrorContext(ctx, "outbox: recording delivery", "event_id", id, "error", err)
-				return
-			}
-			continue
+	dctx, cancel := context.WithTimeout(ctx, deliverTimeout)
+	err = o.deliverer.Deliver(dctx, sub, &e)
+	cancel()
+	if err == nil {
+		var release []string
+		if sub == r.Gate {
+			release = slices.DeleteFunc(r.waiting(), func(s string) bool { return s == sub })
 		}
-		msg := fmt.Sprintf("%s: %v", sub, err)
-		if lifecycle.Permanent(err) {
-			o.log.WarnContext(ctx, "outbox: event failed", "event_id", id, "type", r.Type, "error", msg)
-			o.finish(ctx, r, true, msg)
+		if err := o.store.Delivered(ctx, id, sub, release, o.clock.Now()); err != nil {
+			o.log.ErrorContext(ctx, "outbox: recording delivery", "event_id", id, "subscriber", sub, "error", err)
 			return
 		}
-		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
-			return // shutting down or the caller gave up waiting: the loop picks it up
-		}
-		attempts := r.Attempts + 1
-		next := o.clock.Now().Add(backoff(attempts))
-		o.log.WarnContext(ctx, "outbox: delivery failed, will retry", "event_id", id, "type", r.Type, "attempt", attempts, "retry_at", next, "error", msg)
-		if err := o.store.Retry(ctx, id, attempts, next, msg); err != nil {
-			o.log.ErrorContext(ctx, "outbox: recording retry", "event_id", id, "error", err)
-		}
+		o.notify(release)
 		return
 	}
-	o.finish(ctx, r, false, "")
+	if lifecycle.Permanent(err) {
+		o.log.WarnContext(ctx, "outbox: event refused", "event_id", id, "type", r.Type, "subscriber", sub, "error", err)
+		o.refuse(ctx, r, sub, err.Error())
+		return
+	}
+	if ctx.Err() != nil {
+		return // shutting down or the caller gave up waiting: the lane picks it up
+	}
+	lane := r.Lanes[sub]
+	lane.Attempts++
+	lane.NextAttempt = o.clock.Now().Add(backoff(lane.Attempts))
+	lane.LastError = err.Error()
+	o.log.WarnContext(ctx, "outbox: delivery failed, will retry", "event_id", id, "type", r.Type, "subscriber", sub,
+		"attempt", lane.Attempts, "retry_at", lane.NextAttempt, "error", err)
+	if err := o.store.Retry(ctx, id, sub, lane); err != nil {
+		o.log.ErrorContext(ctx, "outbox: recording retry", "event_id", id, "error", err)
+	}
 }
 
-func (o *Outbox) finish(ctx context.Context, r *Record, failed bool, msg string) {
-	if err := o.store.Finish(ctx, r.ID, failed, msg); err != nil {
-		o.log.ErrorContext(ctx, "outbox: finishing event", "event_id", r.ID, "error", err)
+func (o *Outbox) refuse(ctx context.Context, r *Record, sub, reason string) {
+	if err := o.store.Refuse(ctx, r.ID, sub, reason, o.clock.Now()); err != nil {
+		o.log.ErrorContext(ctx, "outbox: recording refusal", "event_id", r.ID, "error", err)
 	}
 }
 

@@ -9,6 +9,7 @@ package service
 import (
 	"context"
 	"log/slog"
+	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -37,11 +38,12 @@ type Module struct {
 	// Calls are the services it calls directly, besides the authenticating one, which every
 	// service needs.
 	Calls []string
-	// Publishes are the event types it writes to its outbox; the process gives it an outbox
-	// (Env.Outbox) that delivers each type to the services consuming it.
+	// Publishes are the event types (or patterns, below) it writes to its outbox; the process
+	// gives it an outbox (Env.Outbox) that delivers each type to the services consuming it.
 	Publishes []string
-	// Consumes are the event types its Instance.Events handles, in the order of the module list
-	// (a producer is usually the first consumer of its own events).
+	// Consumes are the event types (or patterns, below) its Instance.Events handles. A producer
+	// that consumes its own event gets it before anyone else (the outbox's gate); other
+	// consumers get it independently of each other.
 	Consumes []string
 	// Setup declares the service's own flags (none, for most) and returns how to build the
 	// service once they are parsed. Required.
@@ -107,4 +109,41 @@ type DevCredentials struct {
 	// Published is true when the tokens are the well-known ones the docs print; otherwise an
 	// operator chose them, and they are secrets (the banner does not print them).
 	Published bool
+}
+
+// Event type patterns in Module.Publishes and Module.Consumes: an exact type
+// ("document.deleted"), every action of a feature ("comment.*"), or every type ("*").
+
+// ConsumesType reports whether any of the patterns takes the event type.
+func ConsumesType(patterns []string, eventType string) bool {
+	for _, p := range patterns {
+		if matches(p, eventType) {
+			return true
+		}
+	}
+	return false
+}
+
+// Overlap reports whether some event type matches both one of the consumer's patterns and the
+// published pattern. A published pattern never covers the reserved types (lifecycle.Reserved):
+// only their producers publish them, by exact name, so the events service's "*" does not make
+// it a producer of document.deleted.
+func Overlap(consumes []string, published string) bool {
+	for _, c := range consumes {
+		if c == published || matches(c, published) || matches(published, c) && !lifecycle.Reserved(c) {
+			return true
+		}
+	}
+	return false
+}
+
+func matches(pattern, eventType string) bool {
+	switch {
+	case pattern == "*":
+		return true
+	case strings.HasSuffix(pattern, ".*"):
+		return strings.HasPrefix(eventType, strings.TrimSuffix(pattern, "*"))
+	default:
+		return pattern == eventType
+	}
 }

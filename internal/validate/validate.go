@@ -173,3 +173,47 @@ func IsHTTPURL(v string) bool {
 	u, err := url.Parse(v)
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && len(v) <= MaxURLLength
 }
+
+// MaxEventTypeLength bounds an event type.
+const MaxEventTypeLength = 100
+
+// EventType checks a required `<feature>.<action>` type: lowercase words of letters, digits and
+// "_", each starting with a letter, joined by dots (at least one dot).
+func EventType(field, v string) error {
+	if v == "" {
+		return apierr.InvalidArgument("%s is required.", field)
+	}
+	if len(v) > MaxEventTypeLength {
+		return apierr.InvalidArgument("%s must be at most %d characters.", field, MaxEventTypeLength)
+	}
+	words := strings.Split(v, ".")
+	ok := len(words) >= 2
+	for _, w := range words {
+		ok = ok && w != "" && w[0] >= 'a' && w[0] <= 'z' &&
+			strings.IndexFunc(w, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') }) < 0
+	}
+	if !ok {
+		return apierr.InvalidArgument("%s must have the form <feature>.<action>: lowercase letters, digits and _, joined by dots (e.g. comment.add).", field)
+	}
+	return nil
+}
+
+// MaxTokenIDLength bounds ids of the restricted form TokenID checks.
+const MaxTokenIDLength = 128
+
+// TokenID checks an optional id a caller may choose for a record we would otherwise name
+// (an event, an activity): letters, digits, "_" and "-" only.
+func TokenID(field, v string) error {
+	if v == "" {
+		return nil
+	}
+	if len(v) > MaxTokenIDLength {
+		return apierr.InvalidArgument("%s must be at most %d characters.", field, MaxTokenIDLength)
+	}
+	if strings.IndexFunc(v, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-')
+	}) >= 0 {
+		return apierr.InvalidArgument("%s may contain only letters, digits, _ and -.", field)
+	}
+	return nil
+}

@@ -129,3 +129,47 @@ func TestIsEmailAndURL(t *testing.T) {
 		}
 	}
 }
+
+func TestEventType(t *testing.T) {
+	for _, ok := range []string{"comment.add", "crdt.update_data", "message.attempt.exhausted", "comment_annotation.status_change", "a1.b2"} {
+		if err := EventType("type", ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	form := "type must have the form <feature>.<action>: lowercase letters, digits and _, joined by dots (e.g. comment.add)."
+	for v, want := range map[string]string{
+		"":                       "type is required.",
+		"comment":                form,
+		"Comment.add":            form,
+		"comment.":               form,
+		".add":                   form,
+		"comment..add":           form,
+		"comment.add ":           form,
+		"comment.1add":           form,
+		"comment.a-b":            form,
+		"comment.ädd":            form,
+		strings.Repeat("a.", 60): "type must be at most 100 characters.",
+	} {
+		if got := msg(EventType("type", v)); got != want {
+			t.Errorf("EventType(%q) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+func TestTokenID(t *testing.T) {
+	for _, ok := range []string{"", "evt_1", "A-b_9", strings.Repeat("x", 128)} {
+		if err := TokenID("id", ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	for v, want := range map[string]string{
+		"has space":              "id may contain only letters, digits, _ and -.",
+		"slash/":                 "id may contain only letters, digits, _ and -.",
+		"é":                      "id may contain only letters, digits, _ and -.",
+		strings.Repeat("x", 129): "id must be at most 128 characters.",
+	} {
+		if got := msg(TokenID("id", v)); got != want {
+			t.Errorf("TokenID(%q) = %q, want %q", v, got, want)
+		}
+	}
+}

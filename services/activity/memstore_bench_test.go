@@ -3,9 +3,16 @@ package activity
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	activityv1 "github.com/collab/collab/proto/collab/activity/v1"
+
+	"github.com/collab/collab/internal/authn"
 )
 
 const benchRecords = 1_000_000
@@ -15,7 +22,7 @@ var (
 	benchStore *MemoryStore
 )
 
-var benchFeatures = []string{"comments", "reactions", "presence", "mentions", "tasks"}
+var benchFeatures = []string{"comment", "reaction", "recorder", "crdt", "custom"}
 
 // benchTimestamp is record i's: 1 ms after the one before, except that every thousandth
 // record shares the timestamp of the one before it, its id breaking the tie.
@@ -86,8 +93,8 @@ func BenchmarkMemoryList(b *testing.B) {
 		// before record 99,999.
 		{"document/first page", Filter{DocumentID: "d42"}, nil, benchID(999_942)},
 		{"document/deep page", Filter{DocumentID: "d42"}, after, benchID(99_942)},
-		{"features/first page", Filter{FeatureTypes: []string{"presence"}}, nil, benchID(999_997)},
-		{"features/deep page", Filter{FeatureTypes: []string{"presence"}}, after, benchID(99_997)},
+		{"features/first page", Filter{FeatureTypes: []string{"recorder"}}, nil, benchID(999_997)},
+		{"features/deep page", Filter{FeatureTypes: []string{"recorder"}}, after, benchID(99_997)},
 	} {
 		got, err := s.List(context.Background(), "k1", "o1", c.f, c.after, true, 1000)
 		if err != nil || len(got) != 1000 || got[0].ID != c.first {
@@ -102,4 +109,60 @@ func BenchmarkMemoryList(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkGetActivityLogs is the whole read of Get Activity Logs at the handler (checks, page
+// token, store, records to messages) over the same million records, pages of 1000.
+func BenchmarkGetActivityLogs(b *testing.B) {
+	s := benchData(b)
+	srv, err := New(s, &fakeDocs{}, make([]byte, 32), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := authn.WithCaller(context.Background(), authn.Caller{APIKey: "k1", WorkspaceID: "w"})
+	for _, c := range []struct {
+		name string
+		req  *activityv1.GetActivityLogsRequest
+	}{
+		{"no filter", &activityv1.GetActivityLogsRequest{OrganizationId: "o1"}},
+		{"document", &activityv1.GetActivityLogsRequest{OrganizationId: "o1", DocumentId: "d42"}},
+		{"feature type", &activityv1.GetActivityLogsRequest{OrganizationId: "o1", FeatureTypes: []string{"recorder"}}},
+	} {
+		// The token of the page 900,000 records deep: page through once to get it.
+		first, err := srv.GetActivityLogs(ctx, c.req)
+		if err != nil || len(first.GetData()) != 1000 {
+			b.Fatalf("%s: %v", c.name, err)
+		}
+		deep := proto.Clone(c.req).(*activityv1.GetActivityLogsRequest)
+		at := benchRecords - 1 - 900_000
+		tok, err := srv.pages.Seal((&listing{org: "o1", filter: filterOf(c.req), desc: true}).scope("k1"), tokenPosition{Timestamp: benchTimestamp(at), ID: benchID(at)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		deep.PageToken = tok
+		if page, err := srv.GetActivityLogs(ctx, deep); err != nil || len(page.GetData()) != 1000 {
+			b.Fatalf("%s deep: %v", c.name, err)
+		}
+		for _, p := range []struct {
+			name string
+			req  *activityv1.GetActivityLogsRequest
+		}{{"first page", c.req}, {"deep page", deep}} {
+			b.Run(c.name+"/"+p.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := srv.GetActivityLogs(ctx, p.req); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func filterOf(req *activityv1.GetActivityLogsRequest) Filter {
+	l, err := checkGet(req)
+	if err != nil {
+		panic(err)
+	}
+	return l.filter
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -26,6 +27,12 @@ import (
 // organizationId, [documentId | targetEntityId | actionUser.userId,] ts, id) from a keyset
 // condition, never skipping, so a deep page costs what the first does.
 type MongoStore struct {
+	// configMu serialises this process's config updates. On MongoDB each update is one atomic
+	// findAndModify; FerretDB's reads, patches and writes the document back without a lock, so
+	// two concurrent partial updates could lose a field. The embedded FerretDB serves one
+	// process, which the lock covers.
+	configMu sync.Mutex
+
 	db         *mongo.Database
 	activities *mongo.Collection
 	tombstones *mongo.Collection
@@ -311,6 +318,8 @@ func (s *MongoStore) UpdateConfig(ctx context.Context, apiKey string, p ConfigPa
 		update["$setOnInsert"] = bson.M{"isEnabled": false}
 	}
 	opts := options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)
+	s.configMu.Lock()
+	defer s.configMu.Unlock()
 	var (
 		c   Config
 		err error

@@ -114,22 +114,6 @@ func TestMongoStoreStartsTwice(t *testing.T) {
 	}
 }
 
-// skipOnFerretDB skips the test when s is a MongoStore on FerretDB, saying why.
-func skipOnFerretDB(t *testing.T, s Store, why string) {
-	t.Helper()
-	ms, ok := s.(*MongoStore)
-	if !ok {
-		return
-	}
-	info, err := ms.db.RunCommand(context.Background(), bson.D{{Key: "buildInfo", Value: 1}}).Raw()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := info.LookupErr("ferretdbVersion"); err == nil {
-		t.Skip("FerretDB: " + why + "; set " + mongotest.EnvURI + " to run this against MongoDB")
-	}
-}
-
 // What MongoStore writes: records under their compound _id; a config created by a patch that
 // does not set isEnabled stores it false, and leaves immutability and triggers out.
 func TestMongoStoreDocuments(t *testing.T) {
@@ -809,8 +793,6 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Run("concurrent config updates all land", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		skipOnFerretDB(t, s, "its findAndModify reads, patches in the server's memory and writes the "+
-			"document back without a lock, so concurrent updates of one config lose fields")
 		t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 		_, err := s.UpdateConfig(ctx, "old", ConfigPatch{Triggers: map[string]map[string]bool{"comments": {"add": false}}}, t0)
 		must(t, err)

@@ -329,7 +329,7 @@ func (s *Server) DeleteFolders(ctx context.Context, req *documentsv1.DeleteFolde
 			return nil, fmt.Errorf("delete folder: %w", err)
 		}
 		// Our handler refuses for good when something moved into the folder meanwhile.
-		if r.Finished && r.Failed {
+		if r.RefusedByGate() {
 			data[id] = itemResult(id, false, msgFolderNotEmpty)
 			continue
 		}

@@ -102,7 +102,7 @@ func (h *harness) start() {
 		}
 		return apierr.ToStatus(ctx, quiet, h.srv.HandleEvent(ctx, e))
 	})
-	h.ob = outbox.New(h.box, deliver, outbox.To("documents"), outbox.WithClock(h.clock), outbox.WithLogger(quiet))
+	h.ob = outbox.New("documents", h.box, deliver, outbox.To("documents"), outbox.WithClock(h.clock), outbox.WithLogger(quiet))
 	h.pub = &recordingPublisher{Outbox: h.ob}
 	srv, err := New(h.store, []byte("0123456789abcdef0123456789abcdef"), h.pub, WithClock(h.clock), WithLogger(quiet))
 	if err != nil {

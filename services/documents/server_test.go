@@ -1161,8 +1161,8 @@ func TestMigrationConflictFails(t *testing.T) {
 		t.Fatalf("conflict: %s", st)
 	}
 	r, _ := h.ob.Get(context.Background(), id)
-	if !strings.Contains(r.LastError, "A document with id b already exists.") {
-		t.Fatalf("last error %q", r.LastError)
+	if !strings.Contains(r.LastError(), "A document with id b already exists.") {
+		t.Fatalf("last error %q", r.LastError())
 	}
 	if h.document("k1", "o", "a") == nil || h.document("k1", "o", "b").MigrationID != "" {
 		t.Fatal("a conflicting migration changed documents")

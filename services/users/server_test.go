@@ -230,7 +230,7 @@ func newHarness(t *testing.T) *harness {
 	discard := slog.New(slog.DiscardHandler)
 	fake := clock.NewFake(t0)
 	deliverer := &handlerDeliverer{}
-	h.box = outbox.New(outbox.NewMemoryStore(), deliverer, outbox.To("users"), outbox.WithClock(fake), outbox.WithLogger(discard))
+	h.box = outbox.New("users", outbox.NewMemoryStore(), deliverer, outbox.To("users"), outbox.WithClock(fake), outbox.WithLogger(discard))
 	h.events = &recordingPublisher{box: h.box}
 	srv, err := New(h.store, h.docs, h.access, h.events, WithClock(fake), WithLogger(discard))
 	if err != nil {

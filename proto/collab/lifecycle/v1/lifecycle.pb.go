@@ -21,6 +21,7 @@
 package lifecyclev1
 
 import (
+	v1 "github.com/collab/collab/proto/collab/events/v1"
 	_ "github.com/collab/collab/proto/collab/options/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -146,6 +147,7 @@ type Event struct {
 	//	*Event_LocationDataDeleted
 	//	*Event_UsersRemoved
 	//	*Event_FolderDeleted
+	//	*Event_Domain
 	Payload       isEvent_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -284,6 +286,15 @@ func (x *Event) GetFolderDeleted() *FolderDeleted {
 	return nil
 }
 
+func (x *Event) GetDomain() *v1.Event {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_Domain); ok {
+			return x.Domain
+		}
+	}
+	return nil
+}
+
 type isEvent_Payload interface {
 	isEvent_Payload()
 }
@@ -312,6 +323,12 @@ type Event_FolderDeleted struct {
 	FolderDeleted *FolderDeleted `protobuf:"bytes,15,opt,name=folder_deleted,json=folderDeleted,proto3,oneof"`
 }
 
+type Event_Domain struct {
+	// A domain event (<feature>.<action>: comment.add, crdt.update_data, ...) riding the same
+	// relay; id, type, api_key, organization_id and created_at above mirror its own fields.
+	Domain *v1.Event `protobuf:"bytes,16,opt,name=domain,proto3,oneof"`
+}
+
 func (*Event_OrganizationDeleted) isEvent_Payload() {}
 
 func (*Event_DocumentsDeleted) isEvent_Payload() {}
@@ -323,6 +340,8 @@ func (*Event_LocationDataDeleted) isEvent_Payload() {}
 func (*Event_UsersRemoved) isEvent_Payload() {}
 
 func (*Event_FolderDeleted) isEvent_Payload() {}
+
+func (*Event_Domain) isEvent_Payload() {}
 
 // organization.deleted: every record of the organization goes.
 type OrganizationDeleted struct {
@@ -684,11 +703,11 @@ var File_collab_lifecycle_v1_lifecycle_proto protoreflect.FileDescriptor
 
 const file_collab_lifecycle_v1_lifecycle_proto_rawDesc = "" +
 	"\n" +
-	"#collab/lifecycle/v1/lifecycle.proto\x12\x13collab.lifecycle.v1\x1a\x1fcollab/options/v1/options.proto\"`\n" +
+	"#collab/lifecycle/v1/lifecycle.proto\x12\x13collab.lifecycle.v1\x1a\x1dcollab/events/v1/events.proto\x1a\x1fcollab/options/v1/options.proto\"`\n" +
 	"\x12HandleEventRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x120\n" +
 	"\x05event\x18\x02 \x01(\v2\x1a.collab.lifecycle.v1.EventR\x05event\"\x15\n" +
-	"\x13HandleEventResponse\"\xd2\x05\n" +
+	"\x13HandleEventResponse\"\x85\x06\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x17\n" +
@@ -703,7 +722,8 @@ const file_collab_lifecycle_v1_lifecycle_proto_rawDesc = "" +
 	"\x11document_migrated\x18\f \x01(\v2%.collab.lifecycle.v1.DocumentMigratedH\x00R\x10documentMigrated\x12^\n" +
 	"\x15location_data_deleted\x18\r \x01(\v2(.collab.lifecycle.v1.LocationDataDeletedH\x00R\x13locationDataDeleted\x12H\n" +
 	"\rusers_removed\x18\x0e \x01(\v2!.collab.lifecycle.v1.UsersRemovedH\x00R\fusersRemoved\x12K\n" +
-	"\x0efolder_deleted\x18\x0f \x01(\v2\".collab.lifecycle.v1.FolderDeletedH\x00R\rfolderDeletedB\t\n" +
+	"\x0efolder_deleted\x18\x0f \x01(\v2\".collab.lifecycle.v1.FolderDeletedH\x00R\rfolderDeleted\x121\n" +
+	"\x06domain\x18\x10 \x01(\v2\x17.collab.events.v1.EventH\x00R\x06domainB\t\n" +
 	"\apayload\"\x15\n" +
 	"\x13OrganizationDeleted\"W\n" +
 	"\x10DocumentsDeleted\x12!\n" +
@@ -760,6 +780,7 @@ var file_collab_lifecycle_v1_lifecycle_proto_goTypes = []any{
 	(*DocumentMigrated)(nil),    // 6: collab.lifecycle.v1.DocumentMigrated
 	(*LocationDataDeleted)(nil), // 7: collab.lifecycle.v1.LocationDataDeleted
 	(*UsersRemoved)(nil),        // 8: collab.lifecycle.v1.UsersRemoved
+	(*v1.Event)(nil),            // 9: collab.events.v1.Event
 }
 var file_collab_lifecycle_v1_lifecycle_proto_depIdxs = []int32{
 	2, // 0: collab.lifecycle.v1.HandleEventRequest.event:type_name -> collab.lifecycle.v1.Event
@@ -769,13 +790,14 @@ var file_collab_lifecycle_v1_lifecycle_proto_depIdxs = []int32{
 	7, // 4: collab.lifecycle.v1.Event.location_data_deleted:type_name -> collab.lifecycle.v1.LocationDataDeleted
 	8, // 5: collab.lifecycle.v1.Event.users_removed:type_name -> collab.lifecycle.v1.UsersRemoved
 	5, // 6: collab.lifecycle.v1.Event.folder_deleted:type_name -> collab.lifecycle.v1.FolderDeleted
-	0, // 7: collab.lifecycle.v1.LifecycleService.HandleEvent:input_type -> collab.lifecycle.v1.HandleEventRequest
-	1, // 8: collab.lifecycle.v1.LifecycleService.HandleEvent:output_type -> collab.lifecycle.v1.HandleEventResponse
-	8, // [8:9] is the sub-list for method output_type
-	7, // [7:8] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	9, // 7: collab.lifecycle.v1.Event.domain:type_name -> collab.events.v1.Event
+	0, // 8: collab.lifecycle.v1.LifecycleService.HandleEvent:input_type -> collab.lifecycle.v1.HandleEventRequest
+	1, // 9: collab.lifecycle.v1.LifecycleService.HandleEvent:output_type -> collab.lifecycle.v1.HandleEventResponse
+	9, // [9:10] is the sub-list for method output_type
+	8, // [8:9] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_collab_lifecycle_v1_lifecycle_proto_init() }
@@ -790,6 +812,7 @@ func file_collab_lifecycle_v1_lifecycle_proto_init() {
 		(*Event_LocationDataDeleted)(nil),
 		(*Event_UsersRemoved)(nil),
 		(*Event_FolderDeleted)(nil),
+		(*Event_Domain)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

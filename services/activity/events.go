@@ -1,0 +1,177 @@
+package activity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	eventsv1 "github.com/collab/collab/proto/collab/events/v1"
+	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
+
+	"github.com/collab/collab/internal/lifecycle"
+)
+
+// consumes are the event types the activity service takes: the lifecycle events its records
+// follow, and the domain events of every feature an activity record can have.
+var consumes = []string{
+	lifecycle.OrganizationDeleted, lifecycle.DocumentDeleted, lifecycle.DocumentMigrated,
+	"comment.*", "reaction.*", "recorder.*", "crdt.*", "custom.*",
+}
+
+// HandleEvent files a domain event as an activity record when the tenant's config records it,
+// and applies the lifecycle events to the records. Idempotent: a record's id is its event's id,
+// and deletions and moves may run twice.
+func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
+	switch p := e.GetPayload().(type) {
+	case *lifecyclev1.Event_Domain:
+		return s.record(ctx, p.Domain)
+	case *lifecyclev1.Event_OrganizationDeleted:
+		apiKey, org, err := lifecycle.Scoped(e)
+		if err != nil {
+			return err
+		}
+		gen := e.GetOrganizationGeneration()
+		// Buried first: a writer that checks after this sees it and sweeps its own records.
+		if gen != "" {
+			if err := s.store.Bury(ctx, apiKey, org, KindOrganization, org, gen); err != nil {
+				return err
+			}
+		}
+		return s.store.DeleteOrganization(ctx, apiKey, org, gen)
+	case *lifecyclev1.Event_DocumentsDeleted:
+		apiKey, org, err := lifecycle.Scoped(e)
+		if err != nil {
+			return err
+		}
+		docs, err := lifecycle.DeletedDocuments(e, p.DocumentsDeleted)
+		if err != nil {
+			return err
+		}
+		for _, d := range docs {
+			if d.Generation != "" {
+				if err := s.store.Bury(ctx, apiKey, org, KindDocument, d.ID, d.Generation); err != nil {
+					return err
+				}
+			}
+			if err := s.store.DeleteDocument(ctx, apiKey, org, d.ID, d.Generation); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *lifecyclev1.Event_DocumentMigrated:
+		apiKey, org, err := lifecycle.Scoped(e)
+		if err != nil {
+			return err
+		}
+		m := p.DocumentMigrated
+		return s.store.MoveDocument(ctx, apiKey, org, m.GetFromDocumentId(), m.GetToDocumentId(), m.GetGeneration())
+	}
+	return nil // a type this service takes no action on
+}
+
+// record files one domain event, unless its feature has no activity, the config is off, or its
+// trigger is switched off.
+func (s *Server) record(ctx context.Context, e *eventsv1.Event) error {
+	feature, action, ok := strings.Cut(e.GetType(), ".")
+	if !ok || !contains(featureTypes, feature) {
+		return nil
+	}
+	if e.GetId() == "" || e.GetApiKey() == "" || e.GetOrganizationId() == "" {
+		return lifecycle.Invalid(lifecycle.Domain(e), "id, api key or organization")
+	}
+	cfg, err := s.store.Config(ctx, e.GetApiKey())
+	if errors.Is(err, ErrNotFound) {
+		return nil // never configured: disabled
+	}
+	if err != nil {
+		return fmt.Errorf("read activity config: %w", err)
+	}
+	if !cfg.Enabled {
+		return nil
+	}
+	if on, set := cfg.Triggers[feature][action]; set && !on {
+		return nil
+	}
+	r := fromEvent(e)
+	r.Immutable = cfg.Immutable != nil && *cfg.Immutable
+	existing, err := s.store.Insert(ctx, []*Record{r})
+	if err != nil {
+		return fmt.Errorf("record %s: %w", e.GetType(), err)
+	}
+	if len(existing) > 0 {
+		return nil // delivered before
+	}
+	// The organization or document may have been deleted since the event was published: the
+	// record goes with it.
+	_, err = s.sweepIfBuried(ctx, r.APIKey, r.OrganizationID, r.OrganizationGeneration, r.DocumentID, r.DocumentGeneration, []string{r.ID})
+	return err
+}
+
+// fromEvent is the record of a domain event. The event's data may carry the record's display
+// fields (displayMessageTemplate, displayMessageTemplateData, changes, entityData,
+// entityTargetData, actionIcon); without a template the record gets the default one, filled
+// from the event's data with actionUser and actionType added (docs/events.md).
+func fromEvent(e *eventsv1.Event) *Record {
+	feature, _, _ := strings.Cut(e.GetType(), ".")
+	r := &Record{
+		APIKey: e.GetApiKey(), OrganizationID: e.GetOrganizationId(), ID: e.GetId(),
+		OrganizationGeneration: e.GetOrganizationGeneration(), DocumentID: e.GetDocumentId(), DocumentGeneration: e.GetDocumentGeneration(),
+		FeatureType: feature, ActionType: e.GetType(), ActionUser: userOf(e.GetActionUser()),
+		TargetEntityID: e.GetTargetEntityId(), Timestamp: int64(e.GetTimestamp()),
+	}
+	data := e.GetData().GetFields()
+	text := func(v *structpb.Value) string {
+		if v == nil {
+			return ""
+		}
+		b, err := protojson.Marshal(v)
+		if err != nil || len(b) > maxJSONBytes {
+			return ""
+		}
+		return string(b)
+	}
+	if t, ok := data["displayMessageTemplate"].GetKind().(*structpb.Value_StringValue); ok && len(t.StringValue) <= maxTemplateLength {
+		r.DisplayMessageTemplate = t.StringValue
+	} else {
+		r.DisplayMessageTemplate = defaultTemplate
+	}
+	if v := data["displayMessageTemplateData"]; v.GetStructValue() != nil {
+		r.DisplayMessageTemplateData = text(v)
+	} else {
+		r.DisplayMessageTemplateData = text(structpb.NewStructValue(templateData(e)))
+	}
+	if v := data["changes"]; v.GetStructValue() != nil && checkChanges("changes", v.GetStructValue()) == nil {
+		r.Changes = text(v)
+	}
+	r.EntityData, r.EntityTargetData = text(data["entityData"]), text(data["entityTargetData"])
+	if icon, ok := data["actionIcon"].GetKind().(*structpb.Value_StringValue); ok && len(icon.StringValue) <= maxIconLength {
+		r.ActionIcon = icon.StringValue
+	}
+	return r
+}
+
+// defaultTemplate reads, for comment.add by Ada, "Ada: comment.add".
+const defaultTemplate = "{{actionUser.name}}: {{actionType}}"
+
+// templateData is the event's data with actionUser and actionType added (the data's own keys
+// win).
+func templateData(e *eventsv1.Event) *structpb.Struct {
+	out := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	for k, v := range e.GetData().GetFields() {
+		out.Fields[k] = v
+	}
+	if _, ok := out.Fields["actionUser"]; !ok {
+		u := e.GetActionUser()
+		out.Fields["actionUser"] = structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			"userId": structpb.NewStringValue(u.GetUserId()), "name": structpb.NewStringValue(u.GetName()), "email": structpb.NewStringValue(u.GetEmail()),
+		}})
+	}
+	if _, ok := out.Fields["actionType"]; !ok {
+		out.Fields["actionType"] = structpb.NewStringValue(e.GetType())
+	}
+	return out
+}
