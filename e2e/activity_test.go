@@ -20,6 +20,19 @@ func (s *system) activityIDs(t *testing.T, k map[string]string, query map[string
 	return ids, tok
 }
 
+// onBothStores runs test on a process with the memory store and on one with the embedded
+// FerretDB (--data-dir), side by side.
+func onBothStores(t *testing.T, test func(t *testing.T, s *system)) {
+	t.Run("memory", func(t *testing.T) {
+		t.Parallel()
+		test(t, newSystem(t))
+	})
+	t.Run("ferretdb", func(t *testing.T) {
+		t.Parallel()
+		test(t, persistentSystem(t))
+	})
+}
+
 func (s *system) addOrganization(t *testing.T, k map[string]string, org string) {
 	t.Helper()
 	s.call("/v2/organizations/add", k, map[string]any{"organizations": []any{map[string]any{"organizationId": org, "organizationName": "O"}}}).data(t, "")
@@ -32,7 +45,10 @@ func (s *system) publish(t *testing.T, k map[string]string, event map[string]any
 
 // Events published over HTTP become activity records as the config says.
 func TestPublishedEventsBecomeActivityPerConfig(t *testing.T) {
-	s := newSystem(t)
+	onBothStores(t, testPublishedEventsBecomeActivityPerConfig)
+}
+
+func testPublishedEventsBecomeActivityPerConfig(t *testing.T, s *system) {
 	k := s.devKey()
 	s.addOrganization(t, k, "o")
 
@@ -101,7 +117,10 @@ func TestPublishedEventsBecomeActivityPerConfig(t *testing.T) {
 }
 
 func TestActivityFiltersOrderAndPages(t *testing.T) {
-	s := newSystem(t)
+	onBothStores(t, testActivityFiltersOrderAndPages)
+}
+
+func testActivityFiltersOrderAndPages(t *testing.T, s *system) {
 	k := s.devKey()
 	s.addOrganization(t, k, "o")
 	var adds []any
@@ -183,7 +202,10 @@ func countOf(list []string, v string) int {
 }
 
 func TestUpdateActivityLogsAndImmutability(t *testing.T) {
-	s := newSystem(t)
+	onBothStores(t, testUpdateActivityLogsAndImmutability)
+}
+
+func testUpdateActivityLogsAndImmutability(t *testing.T, s *system) {
 	k := s.devKey()
 	s.addOrganization(t, k, "o")
 	add := func(id string) {
@@ -216,8 +238,9 @@ func TestUpdateActivityLogsAndImmutability(t *testing.T) {
 	}
 }
 
-func TestActivityBadInput(t *testing.T) {
-	s := newSystem(t)
+func TestActivityBadInput(t *testing.T) { onBothStores(t, testActivityBadInput) }
+
+func testActivityBadInput(t *testing.T, s *system) {
 	k := s.devKey()
 	s.addOrganization(t, k, "o")
 	bad := func(path string, data map[string]any, msg string) {
