@@ -30,6 +30,120 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type FilterReadersRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ApiKey         string                 `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	OrganizationId string                 `protobuf:"bytes,2,opt,name=organization_id,json=organizationId,proto3" json:"organization_id,omitempty"`
+	DocumentId     string                 `protobuf:"bytes,3,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
+	// At most 10000.
+	UserIds       []string `protobuf:"bytes,4,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FilterReadersRequest) Reset() {
+	*x = FilterReadersRequest{}
+	mi := &file_collab_access_v1_access_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FilterReadersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FilterReadersRequest) ProtoMessage() {}
+
+func (x *FilterReadersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_collab_access_v1_access_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FilterReadersRequest.ProtoReflect.Descriptor instead.
+func (*FilterReadersRequest) Descriptor() ([]byte, []int) {
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *FilterReadersRequest) GetApiKey() string {
+	if x != nil {
+		return x.ApiKey
+	}
+	return ""
+}
+
+func (x *FilterReadersRequest) GetOrganizationId() string {
+	if x != nil {
+		return x.OrganizationId
+	}
+	return ""
+}
+
+func (x *FilterReadersRequest) GetDocumentId() string {
+	if x != nil {
+		return x.DocumentId
+	}
+	return ""
+}
+
+func (x *FilterReadersRequest) GetUserIds() []string {
+	if x != nil {
+		return x.UserIds
+	}
+	return nil
+}
+
+type FilterReadersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The users among user_ids who can read the document, in the order asked.
+	UserIds       []string `protobuf:"bytes,1,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FilterReadersResponse) Reset() {
+	*x = FilterReadersResponse{}
+	mi := &file_collab_access_v1_access_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FilterReadersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FilterReadersResponse) ProtoMessage() {}
+
+func (x *FilterReadersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_collab_access_v1_access_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FilterReadersResponse.ProtoReflect.Descriptor instead.
+func (*FilterReadersResponse) Descriptor() ([]byte, []int) {
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *FilterReadersResponse) GetUserIds() []string {
+	if x != nil {
+		return x.UserIds
+	}
+	return nil
+}
+
 // PermissionEntry is one folder's or document's answer for one user.
 type PermissionEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -48,7 +162,7 @@ type PermissionEntry struct {
 
 func (x *PermissionEntry) Reset() {
 	*x = PermissionEntry{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[0]
+	mi := &file_collab_access_v1_access_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -60,7 +174,7 @@ func (x *PermissionEntry) String() string {
 func (*PermissionEntry) ProtoMessage() {}
 
 func (x *PermissionEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[0]
+	mi := &file_collab_access_v1_access_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -73,7 +187,7 @@ func (x *PermissionEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionEntry.ProtoReflect.Descriptor instead.
 func (*PermissionEntry) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{0}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PermissionEntry) GetAccessRole() string {
@@ -120,7 +234,7 @@ type OrganizationAccess struct {
 
 func (x *OrganizationAccess) Reset() {
 	*x = OrganizationAccess{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[1]
+	mi := &file_collab_access_v1_access_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -132,7 +246,7 @@ func (x *OrganizationAccess) String() string {
 func (*OrganizationAccess) ProtoMessage() {}
 
 func (x *OrganizationAccess) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[1]
+	mi := &file_collab_access_v1_access_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -145,7 +259,7 @@ func (x *OrganizationAccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrganizationAccess.ProtoReflect.Descriptor instead.
 func (*OrganizationAccess) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{1}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *OrganizationAccess) GetAccessRole() string {
@@ -165,7 +279,7 @@ type AccessContext struct {
 
 func (x *AccessContext) Reset() {
 	*x = AccessContext{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[2]
+	mi := &file_collab_access_v1_access_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -177,7 +291,7 @@ func (x *AccessContext) String() string {
 func (*AccessContext) ProtoMessage() {}
 
 func (x *AccessContext) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[2]
+	mi := &file_collab_access_v1_access_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -190,7 +304,7 @@ func (x *AccessContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccessContext.ProtoReflect.Descriptor instead.
 func (*AccessContext) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{2}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AccessContext) GetAccessFields() []string {
@@ -214,7 +328,7 @@ type UserPermissions struct {
 
 func (x *UserPermissions) Reset() {
 	*x = UserPermissions{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[3]
+	mi := &file_collab_access_v1_access_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -226,7 +340,7 @@ func (x *UserPermissions) String() string {
 func (*UserPermissions) ProtoMessage() {}
 
 func (x *UserPermissions) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[3]
+	mi := &file_collab_access_v1_access_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -239,7 +353,7 @@ func (x *UserPermissions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserPermissions.ProtoReflect.Descriptor instead.
 func (*UserPermissions) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{3}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *UserPermissions) GetFolders() map[string]*PermissionEntry {
@@ -282,7 +396,7 @@ type GetPermissionsRequest struct {
 
 func (x *GetPermissionsRequest) Reset() {
 	*x = GetPermissionsRequest{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[4]
+	mi := &file_collab_access_v1_access_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +408,7 @@ func (x *GetPermissionsRequest) String() string {
 func (*GetPermissionsRequest) ProtoMessage() {}
 
 func (x *GetPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[4]
+	mi := &file_collab_access_v1_access_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +421,7 @@ func (x *GetPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*GetPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{4}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetPermissionsRequest) GetOrganizationId() string {
@@ -349,7 +463,7 @@ type GetPermissionsResponse struct {
 
 func (x *GetPermissionsResponse) Reset() {
 	*x = GetPermissionsResponse{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[5]
+	mi := &file_collab_access_v1_access_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -361,7 +475,7 @@ func (x *GetPermissionsResponse) String() string {
 func (*GetPermissionsResponse) ProtoMessage() {}
 
 func (x *GetPermissionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[5]
+	mi := &file_collab_access_v1_access_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -374,7 +488,7 @@ func (x *GetPermissionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPermissionsResponse.ProtoReflect.Descriptor instead.
 func (*GetPermissionsResponse) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{5}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetPermissionsResponse) GetStatus() string {
@@ -414,7 +528,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[6]
+	mi := &file_collab_access_v1_access_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -426,7 +540,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[6]
+	mi := &file_collab_access_v1_access_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -439,7 +553,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{6}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Resource) GetType() string {
@@ -487,7 +601,7 @@ type ContextAccess struct {
 
 func (x *ContextAccess) Reset() {
 	*x = ContextAccess{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[7]
+	mi := &file_collab_access_v1_access_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +613,7 @@ func (x *ContextAccess) String() string {
 func (*ContextAccess) ProtoMessage() {}
 
 func (x *ContextAccess) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[7]
+	mi := &file_collab_access_v1_access_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +626,7 @@ func (x *ContextAccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextAccess.ProtoReflect.Descriptor instead.
 func (*ContextAccess) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{7}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ContextAccess) GetAccess() *structpb.Struct {
@@ -533,7 +647,7 @@ type Permissions struct {
 
 func (x *Permissions) Reset() {
 	*x = Permissions{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[8]
+	mi := &file_collab_access_v1_access_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +659,7 @@ func (x *Permissions) String() string {
 func (*Permissions) ProtoMessage() {}
 
 func (x *Permissions) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[8]
+	mi := &file_collab_access_v1_access_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +672,7 @@ func (x *Permissions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permissions.ProtoReflect.Descriptor instead.
 func (*Permissions) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{8}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Permissions) GetResources() []*Resource {
@@ -584,7 +698,7 @@ type UserRef struct {
 
 func (x *UserRef) Reset() {
 	*x = UserRef{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[9]
+	mi := &file_collab_access_v1_access_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -596,7 +710,7 @@ func (x *UserRef) String() string {
 func (*UserRef) ProtoMessage() {}
 
 func (x *UserRef) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[9]
+	mi := &file_collab_access_v1_access_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -609,7 +723,7 @@ func (x *UserRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserRef.ProtoReflect.Descriptor instead.
 func (*UserRef) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{9}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UserRef) GetUserId() string {
@@ -629,7 +743,7 @@ type AddPermissionsRequest struct {
 
 func (x *AddPermissionsRequest) Reset() {
 	*x = AddPermissionsRequest{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[10]
+	mi := &file_collab_access_v1_access_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +755,7 @@ func (x *AddPermissionsRequest) String() string {
 func (*AddPermissionsRequest) ProtoMessage() {}
 
 func (x *AddPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[10]
+	mi := &file_collab_access_v1_access_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +768,7 @@ func (x *AddPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*AddPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{10}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AddPermissionsRequest) GetUser() *UserRef {
@@ -681,7 +795,7 @@ type RemovePermissionsRequest struct {
 
 func (x *RemovePermissionsRequest) Reset() {
 	*x = RemovePermissionsRequest{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[11]
+	mi := &file_collab_access_v1_access_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +807,7 @@ func (x *RemovePermissionsRequest) String() string {
 func (*RemovePermissionsRequest) ProtoMessage() {}
 
 func (x *RemovePermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[11]
+	mi := &file_collab_access_v1_access_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +820,7 @@ func (x *RemovePermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePermissionsRequest.ProtoReflect.Descriptor instead.
 func (*RemovePermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{11}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RemovePermissionsRequest) GetUserId() string {
@@ -735,7 +849,7 @@ type PermissionsChangedResponse struct {
 
 func (x *PermissionsChangedResponse) Reset() {
 	*x = PermissionsChangedResponse{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[12]
+	mi := &file_collab_access_v1_access_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +861,7 @@ func (x *PermissionsChangedResponse) String() string {
 func (*PermissionsChangedResponse) ProtoMessage() {}
 
 func (x *PermissionsChangedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[12]
+	mi := &file_collab_access_v1_access_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +874,7 @@ func (x *PermissionsChangedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionsChangedResponse.ProtoReflect.Descriptor instead.
 func (*PermissionsChangedResponse) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{12}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PermissionsChangedResponse) GetStatus() string {
@@ -795,7 +909,7 @@ type UserPropertiesV1 struct {
 
 func (x *UserPropertiesV1) Reset() {
 	*x = UserPropertiesV1{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[13]
+	mi := &file_collab_access_v1_access_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +921,7 @@ func (x *UserPropertiesV1) String() string {
 func (*UserPropertiesV1) ProtoMessage() {}
 
 func (x *UserPropertiesV1) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[13]
+	mi := &file_collab_access_v1_access_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +934,7 @@ func (x *UserPropertiesV1) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserPropertiesV1.ProtoReflect.Descriptor instead.
 func (*UserPropertiesV1) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{13}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UserPropertiesV1) GetOrganizationId() string {
@@ -856,7 +970,7 @@ type GenerateTokenV1Request struct {
 
 func (x *GenerateTokenV1Request) Reset() {
 	*x = GenerateTokenV1Request{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[14]
+	mi := &file_collab_access_v1_access_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +982,7 @@ func (x *GenerateTokenV1Request) String() string {
 func (*GenerateTokenV1Request) ProtoMessage() {}
 
 func (x *GenerateTokenV1Request) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[14]
+	mi := &file_collab_access_v1_access_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +995,7 @@ func (x *GenerateTokenV1Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateTokenV1Request.ProtoReflect.Descriptor instead.
 func (*GenerateTokenV1Request) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{14}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GenerateTokenV1Request) GetApiKey() string {
@@ -924,7 +1038,7 @@ type UserProperties struct {
 
 func (x *UserProperties) Reset() {
 	*x = UserProperties{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[15]
+	mi := &file_collab_access_v1_access_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1050,7 @@ func (x *UserProperties) String() string {
 func (*UserProperties) ProtoMessage() {}
 
 func (x *UserProperties) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[15]
+	mi := &file_collab_access_v1_access_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1063,7 @@ func (x *UserProperties) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserProperties.ProtoReflect.Descriptor instead.
 func (*UserProperties) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{15}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UserProperties) GetName() string {
@@ -992,7 +1106,7 @@ type GenerateTokenRequest struct {
 
 func (x *GenerateTokenRequest) Reset() {
 	*x = GenerateTokenRequest{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[16]
+	mi := &file_collab_access_v1_access_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1118,7 @@ func (x *GenerateTokenRequest) String() string {
 func (*GenerateTokenRequest) ProtoMessage() {}
 
 func (x *GenerateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[16]
+	mi := &file_collab_access_v1_access_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1131,7 @@ func (x *GenerateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateTokenRequest.ProtoReflect.Descriptor instead.
 func (*GenerateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{16}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GenerateTokenRequest) GetUserId() string {
@@ -1050,7 +1164,7 @@ type Token struct {
 
 func (x *Token) Reset() {
 	*x = Token{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[17]
+	mi := &file_collab_access_v1_access_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1176,7 @@ func (x *Token) String() string {
 func (*Token) ProtoMessage() {}
 
 func (x *Token) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[17]
+	mi := &file_collab_access_v1_access_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1189,7 @@ func (x *Token) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Token.ProtoReflect.Descriptor instead.
 func (*Token) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{17}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Token) GetToken() string {
@@ -1096,7 +1210,7 @@ type GenerateTokenResponse struct {
 
 func (x *GenerateTokenResponse) Reset() {
 	*x = GenerateTokenResponse{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[18]
+	mi := &file_collab_access_v1_access_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1108,7 +1222,7 @@ func (x *GenerateTokenResponse) String() string {
 func (*GenerateTokenResponse) ProtoMessage() {}
 
 func (x *GenerateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[18]
+	mi := &file_collab_access_v1_access_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1121,7 +1235,7 @@ func (x *GenerateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateTokenResponse.ProtoReflect.Descriptor instead.
 func (*GenerateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{18}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GenerateTokenResponse) GetStatus() string {
@@ -1153,7 +1267,7 @@ type GetJwksRequest struct {
 
 func (x *GetJwksRequest) Reset() {
 	*x = GetJwksRequest{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[19]
+	mi := &file_collab_access_v1_access_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1279,7 @@ func (x *GetJwksRequest) String() string {
 func (*GetJwksRequest) ProtoMessage() {}
 
 func (x *GetJwksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[19]
+	mi := &file_collab_access_v1_access_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1292,7 @@ func (x *GetJwksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJwksRequest.ProtoReflect.Descriptor instead.
 func (*GetJwksRequest) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{19}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{21}
 }
 
 // A JSON Web Key Set (RFC 7517): Ed25519 public keys (kty OKP, crv Ed25519).
@@ -1191,7 +1305,7 @@ type Jwks struct {
 
 func (x *Jwks) Reset() {
 	*x = Jwks{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[20]
+	mi := &file_collab_access_v1_access_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1317,7 @@ func (x *Jwks) String() string {
 func (*Jwks) ProtoMessage() {}
 
 func (x *Jwks) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[20]
+	mi := &file_collab_access_v1_access_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1330,7 @@ func (x *Jwks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Jwks.ProtoReflect.Descriptor instead.
 func (*Jwks) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{20}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Jwks) GetKeys() []*Jwk {
@@ -1240,7 +1354,7 @@ type Jwk struct {
 
 func (x *Jwk) Reset() {
 	*x = Jwk{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[21]
+	mi := &file_collab_access_v1_access_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1366,7 @@ func (x *Jwk) String() string {
 func (*Jwk) ProtoMessage() {}
 
 func (x *Jwk) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[21]
+	mi := &file_collab_access_v1_access_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1379,7 @@ func (x *Jwk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Jwk.ProtoReflect.Descriptor instead.
 func (*Jwk) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{21}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Jwk) GetKty() string {
@@ -1332,7 +1446,7 @@ type SetRolesRequest struct {
 
 func (x *SetRolesRequest) Reset() {
 	*x = SetRolesRequest{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[22]
+	mi := &file_collab_access_v1_access_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1458,7 @@ func (x *SetRolesRequest) String() string {
 func (*SetRolesRequest) ProtoMessage() {}
 
 func (x *SetRolesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[22]
+	mi := &file_collab_access_v1_access_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1471,7 @@ func (x *SetRolesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolesRequest.ProtoReflect.Descriptor instead.
 func (*SetRolesRequest) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{22}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetRolesRequest) GetApiKey() string {
@@ -1431,7 +1545,7 @@ type SetRolesResponse struct {
 
 func (x *SetRolesResponse) Reset() {
 	*x = SetRolesResponse{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[23]
+	mi := &file_collab_access_v1_access_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1443,7 +1557,7 @@ func (x *SetRolesResponse) String() string {
 func (*SetRolesResponse) ProtoMessage() {}
 
 func (x *SetRolesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[23]
+	mi := &file_collab_access_v1_access_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1456,7 +1570,7 @@ func (x *SetRolesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolesResponse.ProtoReflect.Descriptor instead.
 func (*SetRolesResponse) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{23}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{25}
 }
 
 type VerifyTokenRequest struct {
@@ -1473,7 +1587,7 @@ type VerifyTokenRequest struct {
 
 func (x *VerifyTokenRequest) Reset() {
 	*x = VerifyTokenRequest{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[24]
+	mi := &file_collab_access_v1_access_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1599,7 @@ func (x *VerifyTokenRequest) String() string {
 func (*VerifyTokenRequest) ProtoMessage() {}
 
 func (x *VerifyTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[24]
+	mi := &file_collab_access_v1_access_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1612,7 @@ func (x *VerifyTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyTokenRequest.ProtoReflect.Descriptor instead.
 func (*VerifyTokenRequest) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{24}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *VerifyTokenRequest) GetToken() string {
@@ -1537,7 +1651,7 @@ type VerifyTokenResponse struct {
 
 func (x *VerifyTokenResponse) Reset() {
 	*x = VerifyTokenResponse{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[25]
+	mi := &file_collab_access_v1_access_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1663,7 @@ func (x *VerifyTokenResponse) String() string {
 func (*VerifyTokenResponse) ProtoMessage() {}
 
 func (x *VerifyTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[25]
+	mi := &file_collab_access_v1_access_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1676,7 @@ func (x *VerifyTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyTokenResponse.ProtoReflect.Descriptor instead.
 func (*VerifyTokenResponse) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{25}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *VerifyTokenResponse) GetUserId() string {
@@ -1639,7 +1753,15 @@ var File_collab_access_v1_access_proto protoreflect.FileDescriptor
 
 const file_collab_access_v1_access_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcollab/access/v1/access.proto\x12\x10collab.access.v1\x1a\x1fcollab/options/v1/options.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x88\x02\n" +
+	"\x1dcollab/access/v1/access.proto\x12\x10collab.access.v1\x1a\x1fcollab/options/v1/options.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x94\x01\n" +
+	"\x14FilterReadersRequest\x12\x17\n" +
+	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12'\n" +
+	"\x0forganization_id\x18\x02 \x01(\tR\x0eorganizationId\x12\x1f\n" +
+	"\vdocument_id\x18\x03 \x01(\tR\n" +
+	"documentId\x12\x19\n" +
+	"\buser_ids\x18\x04 \x03(\tR\auserIds\"2\n" +
+	"\x15FilterReadersResponse\x12\x19\n" +
+	"\buser_ids\x18\x01 \x03(\tR\auserIds\"\x88\x02\n" +
 	"\x0fPermissionEntry\x12$\n" +
 	"\vaccess_role\x18\x01 \x01(\tH\x00R\n" +
 	"accessRole\x88\x01\x01\x12$\n" +
@@ -1780,7 +1902,7 @@ const file_collab_access_v1_access_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\t \x01(\x03R\texpiresAt\x12\x19\n" +
 	"\btoken_id\x18\n" +
-	" \x01(\tR\atokenId2\xb8\x06\n" +
+	" \x01(\tR\atokenId2\xa0\a\n" +
 	"\rAccessService\x12i\n" +
 	"\x0eGetPermissions\x12'.collab.access.v1.GetPermissionsRequest\x1a(.collab.access.v1.GetPermissionsResponse\"\x04\xc8\xf3\x18\x01\x12m\n" +
 	"\x0eAddPermissions\x12'.collab.access.v1.AddPermissionsRequest\x1a,.collab.access.v1.PermissionsChangedResponse\"\x04\xc8\xf3\x18\x01\x12s\n" +
@@ -1789,7 +1911,8 @@ const file_collab_access_v1_access_proto_rawDesc = "" +
 	"\rGenerateToken\x12&.collab.access.v1.GenerateTokenRequest\x1a'.collab.access.v1.GenerateTokenResponse\"\x04\xc8\xf3\x18\x01\x12I\n" +
 	"\aGetJwks\x12 .collab.access.v1.GetJwksRequest\x1a\x16.collab.access.v1.Jwks\"\x04\xc8\xf3\x18\x04\x12W\n" +
 	"\bSetRoles\x12!.collab.access.v1.SetRolesRequest\x1a\".collab.access.v1.SetRolesResponse\"\x04\xc8\xf3\x18\x05\x12`\n" +
-	"\vVerifyToken\x12$.collab.access.v1.VerifyTokenRequest\x1a%.collab.access.v1.VerifyTokenResponse\"\x04\xc8\xf3\x18\x05B:Z8github.com/collab/collab/proto/collab/access/v1;accessv1b\x06proto3"
+	"\vVerifyToken\x12$.collab.access.v1.VerifyTokenRequest\x1a%.collab.access.v1.VerifyTokenResponse\"\x04\xc8\xf3\x18\x05\x12f\n" +
+	"\rFilterReaders\x12&.collab.access.v1.FilterReadersRequest\x1a'.collab.access.v1.FilterReadersResponse\"\x04\xc8\xf3\x18\x05B:Z8github.com/collab/collab/proto/collab/access/v1;accessv1b\x06proto3"
 
 var (
 	file_collab_access_v1_access_proto_rawDescOnce sync.Once
@@ -1803,80 +1926,84 @@ func file_collab_access_v1_access_proto_rawDescGZIP() []byte {
 	return file_collab_access_v1_access_proto_rawDescData
 }
 
-var file_collab_access_v1_access_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_collab_access_v1_access_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_collab_access_v1_access_proto_goTypes = []any{
-	(*PermissionEntry)(nil),            // 0: collab.access.v1.PermissionEntry
-	(*OrganizationAccess)(nil),         // 1: collab.access.v1.OrganizationAccess
-	(*AccessContext)(nil),              // 2: collab.access.v1.AccessContext
-	(*UserPermissions)(nil),            // 3: collab.access.v1.UserPermissions
-	(*GetPermissionsRequest)(nil),      // 4: collab.access.v1.GetPermissionsRequest
-	(*GetPermissionsResponse)(nil),     // 5: collab.access.v1.GetPermissionsResponse
-	(*Resource)(nil),                   // 6: collab.access.v1.Resource
-	(*ContextAccess)(nil),              // 7: collab.access.v1.ContextAccess
-	(*Permissions)(nil),                // 8: collab.access.v1.Permissions
-	(*UserRef)(nil),                    // 9: collab.access.v1.UserRef
-	(*AddPermissionsRequest)(nil),      // 10: collab.access.v1.AddPermissionsRequest
-	(*RemovePermissionsRequest)(nil),   // 11: collab.access.v1.RemovePermissionsRequest
-	(*PermissionsChangedResponse)(nil), // 12: collab.access.v1.PermissionsChangedResponse
-	(*UserPropertiesV1)(nil),           // 13: collab.access.v1.UserPropertiesV1
-	(*GenerateTokenV1Request)(nil),     // 14: collab.access.v1.GenerateTokenV1Request
-	(*UserProperties)(nil),             // 15: collab.access.v1.UserProperties
-	(*GenerateTokenRequest)(nil),       // 16: collab.access.v1.GenerateTokenRequest
-	(*Token)(nil),                      // 17: collab.access.v1.Token
-	(*GenerateTokenResponse)(nil),      // 18: collab.access.v1.GenerateTokenResponse
-	(*GetJwksRequest)(nil),             // 19: collab.access.v1.GetJwksRequest
-	(*Jwks)(nil),                       // 20: collab.access.v1.Jwks
-	(*Jwk)(nil),                        // 21: collab.access.v1.Jwk
-	(*SetRolesRequest)(nil),            // 22: collab.access.v1.SetRolesRequest
-	(*SetRolesResponse)(nil),           // 23: collab.access.v1.SetRolesResponse
-	(*VerifyTokenRequest)(nil),         // 24: collab.access.v1.VerifyTokenRequest
-	(*VerifyTokenResponse)(nil),        // 25: collab.access.v1.VerifyTokenResponse
-	nil,                                // 26: collab.access.v1.UserPermissions.FoldersEntry
-	nil,                                // 27: collab.access.v1.UserPermissions.DocumentsEntry
-	nil,                                // 28: collab.access.v1.UserPermissions.OrganizationEntry
-	nil,                                // 29: collab.access.v1.GetPermissionsResponse.DataEntry
-	(*structpb.Struct)(nil),            // 30: google.protobuf.Struct
+	(*FilterReadersRequest)(nil),       // 0: collab.access.v1.FilterReadersRequest
+	(*FilterReadersResponse)(nil),      // 1: collab.access.v1.FilterReadersResponse
+	(*PermissionEntry)(nil),            // 2: collab.access.v1.PermissionEntry
+	(*OrganizationAccess)(nil),         // 3: collab.access.v1.OrganizationAccess
+	(*AccessContext)(nil),              // 4: collab.access.v1.AccessContext
+	(*UserPermissions)(nil),            // 5: collab.access.v1.UserPermissions
+	(*GetPermissionsRequest)(nil),      // 6: collab.access.v1.GetPermissionsRequest
+	(*GetPermissionsResponse)(nil),     // 7: collab.access.v1.GetPermissionsResponse
+	(*Resource)(nil),                   // 8: collab.access.v1.Resource
+	(*ContextAccess)(nil),              // 9: collab.access.v1.ContextAccess
+	(*Permissions)(nil),                // 10: collab.access.v1.Permissions
+	(*UserRef)(nil),                    // 11: collab.access.v1.UserRef
+	(*AddPermissionsRequest)(nil),      // 12: collab.access.v1.AddPermissionsRequest
+	(*RemovePermissionsRequest)(nil),   // 13: collab.access.v1.RemovePermissionsRequest
+	(*PermissionsChangedResponse)(nil), // 14: collab.access.v1.PermissionsChangedResponse
+	(*UserPropertiesV1)(nil),           // 15: collab.access.v1.UserPropertiesV1
+	(*GenerateTokenV1Request)(nil),     // 16: collab.access.v1.GenerateTokenV1Request
+	(*UserProperties)(nil),             // 17: collab.access.v1.UserProperties
+	(*GenerateTokenRequest)(nil),       // 18: collab.access.v1.GenerateTokenRequest
+	(*Token)(nil),                      // 19: collab.access.v1.Token
+	(*GenerateTokenResponse)(nil),      // 20: collab.access.v1.GenerateTokenResponse
+	(*GetJwksRequest)(nil),             // 21: collab.access.v1.GetJwksRequest
+	(*Jwks)(nil),                       // 22: collab.access.v1.Jwks
+	(*Jwk)(nil),                        // 23: collab.access.v1.Jwk
+	(*SetRolesRequest)(nil),            // 24: collab.access.v1.SetRolesRequest
+	(*SetRolesResponse)(nil),           // 25: collab.access.v1.SetRolesResponse
+	(*VerifyTokenRequest)(nil),         // 26: collab.access.v1.VerifyTokenRequest
+	(*VerifyTokenResponse)(nil),        // 27: collab.access.v1.VerifyTokenResponse
+	nil,                                // 28: collab.access.v1.UserPermissions.FoldersEntry
+	nil,                                // 29: collab.access.v1.UserPermissions.DocumentsEntry
+	nil,                                // 30: collab.access.v1.UserPermissions.OrganizationEntry
+	nil,                                // 31: collab.access.v1.GetPermissionsResponse.DataEntry
+	(*structpb.Struct)(nil),            // 32: google.protobuf.Struct
 }
 var file_collab_access_v1_access_proto_depIdxs = []int32{
-	26, // 0: collab.access.v1.UserPermissions.folders:type_name -> collab.access.v1.UserPermissions.FoldersEntry
-	27, // 1: collab.access.v1.UserPermissions.documents:type_name -> collab.access.v1.UserPermissions.DocumentsEntry
-	28, // 2: collab.access.v1.UserPermissions.organization:type_name -> collab.access.v1.UserPermissions.OrganizationEntry
-	2,  // 3: collab.access.v1.UserPermissions.context:type_name -> collab.access.v1.AccessContext
-	29, // 4: collab.access.v1.GetPermissionsResponse.data:type_name -> collab.access.v1.GetPermissionsResponse.DataEntry
-	30, // 5: collab.access.v1.ContextAccess.access:type_name -> google.protobuf.Struct
-	6,  // 6: collab.access.v1.Permissions.resources:type_name -> collab.access.v1.Resource
-	7,  // 7: collab.access.v1.Permissions.context:type_name -> collab.access.v1.ContextAccess
-	9,  // 8: collab.access.v1.AddPermissionsRequest.user:type_name -> collab.access.v1.UserRef
-	8,  // 9: collab.access.v1.AddPermissionsRequest.permissions:type_name -> collab.access.v1.Permissions
-	8,  // 10: collab.access.v1.RemovePermissionsRequest.permissions:type_name -> collab.access.v1.Permissions
-	30, // 11: collab.access.v1.PermissionsChangedResponse.data:type_name -> google.protobuf.Struct
-	13, // 12: collab.access.v1.GenerateTokenV1Request.user_properties:type_name -> collab.access.v1.UserPropertiesV1
-	15, // 13: collab.access.v1.GenerateTokenRequest.user_properties:type_name -> collab.access.v1.UserProperties
-	8,  // 14: collab.access.v1.GenerateTokenRequest.permissions:type_name -> collab.access.v1.Permissions
-	17, // 15: collab.access.v1.GenerateTokenResponse.data:type_name -> collab.access.v1.Token
-	21, // 16: collab.access.v1.Jwks.keys:type_name -> collab.access.v1.Jwk
-	0,  // 17: collab.access.v1.UserPermissions.FoldersEntry.value:type_name -> collab.access.v1.PermissionEntry
-	0,  // 18: collab.access.v1.UserPermissions.DocumentsEntry.value:type_name -> collab.access.v1.PermissionEntry
-	1,  // 19: collab.access.v1.UserPermissions.OrganizationEntry.value:type_name -> collab.access.v1.OrganizationAccess
-	3,  // 20: collab.access.v1.GetPermissionsResponse.DataEntry.value:type_name -> collab.access.v1.UserPermissions
-	4,  // 21: collab.access.v1.AccessService.GetPermissions:input_type -> collab.access.v1.GetPermissionsRequest
-	10, // 22: collab.access.v1.AccessService.AddPermissions:input_type -> collab.access.v1.AddPermissionsRequest
-	11, // 23: collab.access.v1.AccessService.RemovePermissions:input_type -> collab.access.v1.RemovePermissionsRequest
-	14, // 24: collab.access.v1.AccessService.GenerateTokenV1:input_type -> collab.access.v1.GenerateTokenV1Request
-	16, // 25: collab.access.v1.AccessService.GenerateToken:input_type -> collab.access.v1.GenerateTokenRequest
-	19, // 26: collab.access.v1.AccessService.GetJwks:input_type -> collab.access.v1.GetJwksRequest
-	22, // 27: collab.access.v1.AccessService.SetRoles:input_type -> collab.access.v1.SetRolesRequest
-	24, // 28: collab.access.v1.AccessService.VerifyToken:input_type -> collab.access.v1.VerifyTokenRequest
-	5,  // 29: collab.access.v1.AccessService.GetPermissions:output_type -> collab.access.v1.GetPermissionsResponse
-	12, // 30: collab.access.v1.AccessService.AddPermissions:output_type -> collab.access.v1.PermissionsChangedResponse
-	12, // 31: collab.access.v1.AccessService.RemovePermissions:output_type -> collab.access.v1.PermissionsChangedResponse
-	18, // 32: collab.access.v1.AccessService.GenerateTokenV1:output_type -> collab.access.v1.GenerateTokenResponse
-	18, // 33: collab.access.v1.AccessService.GenerateToken:output_type -> collab.access.v1.GenerateTokenResponse
-	20, // 34: collab.access.v1.AccessService.GetJwks:output_type -> collab.access.v1.Jwks
-	23, // 35: collab.access.v1.AccessService.SetRoles:output_type -> collab.access.v1.SetRolesResponse
-	25, // 36: collab.access.v1.AccessService.VerifyToken:output_type -> collab.access.v1.VerifyTokenResponse
-	29, // [29:37] is the sub-list for method output_type
-	21, // [21:29] is the sub-list for method input_type
+	28, // 0: collab.access.v1.UserPermissions.folders:type_name -> collab.access.v1.UserPermissions.FoldersEntry
+	29, // 1: collab.access.v1.UserPermissions.documents:type_name -> collab.access.v1.UserPermissions.DocumentsEntry
+	30, // 2: collab.access.v1.UserPermissions.organization:type_name -> collab.access.v1.UserPermissions.OrganizationEntry
+	4,  // 3: collab.access.v1.UserPermissions.context:type_name -> collab.access.v1.AccessContext
+	31, // 4: collab.access.v1.GetPermissionsResponse.data:type_name -> collab.access.v1.GetPermissionsResponse.DataEntry
+	32, // 5: collab.access.v1.ContextAccess.access:type_name -> google.protobuf.Struct
+	8,  // 6: collab.access.v1.Permissions.resources:type_name -> collab.access.v1.Resource
+	9,  // 7: collab.access.v1.Permissions.context:type_name -> collab.access.v1.ContextAccess
+	11, // 8: collab.access.v1.AddPermissionsRequest.user:type_name -> collab.access.v1.UserRef
+	10, // 9: collab.access.v1.AddPermissionsRequest.permissions:type_name -> collab.access.v1.Permissions
+	10, // 10: collab.access.v1.RemovePermissionsRequest.permissions:type_name -> collab.access.v1.Permissions
+	32, // 11: collab.access.v1.PermissionsChangedResponse.data:type_name -> google.protobuf.Struct
+	15, // 12: collab.access.v1.GenerateTokenV1Request.user_properties:type_name -> collab.access.v1.UserPropertiesV1
+	17, // 13: collab.access.v1.GenerateTokenRequest.user_properties:type_name -> collab.access.v1.UserProperties
+	10, // 14: collab.access.v1.GenerateTokenRequest.permissions:type_name -> collab.access.v1.Permissions
+	19, // 15: collab.access.v1.GenerateTokenResponse.data:type_name -> collab.access.v1.Token
+	23, // 16: collab.access.v1.Jwks.keys:type_name -> collab.access.v1.Jwk
+	2,  // 17: collab.access.v1.UserPermissions.FoldersEntry.value:type_name -> collab.access.v1.PermissionEntry
+	2,  // 18: collab.access.v1.UserPermissions.DocumentsEntry.value:type_name -> collab.access.v1.PermissionEntry
+	3,  // 19: collab.access.v1.UserPermissions.OrganizationEntry.value:type_name -> collab.access.v1.OrganizationAccess
+	5,  // 20: collab.access.v1.GetPermissionsResponse.DataEntry.value:type_name -> collab.access.v1.UserPermissions
+	6,  // 21: collab.access.v1.AccessService.GetPermissions:input_type -> collab.access.v1.GetPermissionsRequest
+	12, // 22: collab.access.v1.AccessService.AddPermissions:input_type -> collab.access.v1.AddPermissionsRequest
+	13, // 23: collab.access.v1.AccessService.RemovePermissions:input_type -> collab.access.v1.RemovePermissionsRequest
+	16, // 24: collab.access.v1.AccessService.GenerateTokenV1:input_type -> collab.access.v1.GenerateTokenV1Request
+	18, // 25: collab.access.v1.AccessService.GenerateToken:input_type -> collab.access.v1.GenerateTokenRequest
+	21, // 26: collab.access.v1.AccessService.GetJwks:input_type -> collab.access.v1.GetJwksRequest
+	24, // 27: collab.access.v1.AccessService.SetRoles:input_type -> collab.access.v1.SetRolesRequest
+	26, // 28: collab.access.v1.AccessService.VerifyToken:input_type -> collab.access.v1.VerifyTokenRequest
+	0,  // 29: collab.access.v1.AccessService.FilterReaders:input_type -> collab.access.v1.FilterReadersRequest
+	7,  // 30: collab.access.v1.AccessService.GetPermissions:output_type -> collab.access.v1.GetPermissionsResponse
+	14, // 31: collab.access.v1.AccessService.AddPermissions:output_type -> collab.access.v1.PermissionsChangedResponse
+	14, // 32: collab.access.v1.AccessService.RemovePermissions:output_type -> collab.access.v1.PermissionsChangedResponse
+	20, // 33: collab.access.v1.AccessService.GenerateTokenV1:output_type -> collab.access.v1.GenerateTokenResponse
+	20, // 34: collab.access.v1.AccessService.GenerateToken:output_type -> collab.access.v1.GenerateTokenResponse
+	22, // 35: collab.access.v1.AccessService.GetJwks:output_type -> collab.access.v1.Jwks
+	25, // 36: collab.access.v1.AccessService.SetRoles:output_type -> collab.access.v1.SetRolesResponse
+	27, // 37: collab.access.v1.AccessService.VerifyToken:output_type -> collab.access.v1.VerifyTokenResponse
+	1,  // 38: collab.access.v1.AccessService.FilterReaders:output_type -> collab.access.v1.FilterReadersResponse
+	30, // [30:39] is the sub-list for method output_type
+	21, // [21:30] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -1887,17 +2014,17 @@ func file_collab_access_v1_access_proto_init() {
 	if File_collab_access_v1_access_proto != nil {
 		return
 	}
-	file_collab_access_v1_access_proto_msgTypes[0].OneofWrappers = []any{}
-	file_collab_access_v1_access_proto_msgTypes[3].OneofWrappers = []any{}
-	file_collab_access_v1_access_proto_msgTypes[6].OneofWrappers = []any{}
+	file_collab_access_v1_access_proto_msgTypes[2].OneofWrappers = []any{}
+	file_collab_access_v1_access_proto_msgTypes[5].OneofWrappers = []any{}
 	file_collab_access_v1_access_proto_msgTypes[8].OneofWrappers = []any{}
+	file_collab_access_v1_access_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_collab_access_v1_access_proto_rawDesc), len(file_collab_access_v1_access_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

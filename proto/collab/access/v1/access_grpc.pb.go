@@ -34,6 +34,7 @@ const (
 	AccessService_GetJwks_FullMethodName           = "/collab.access.v1.AccessService/GetJwks"
 	AccessService_SetRoles_FullMethodName          = "/collab.access.v1.AccessService/SetRoles"
 	AccessService_VerifyToken_FullMethodName       = "/collab.access.v1.AccessService/VerifyToken"
+	AccessService_FilterReaders_FullMethodName     = "/collab.access.v1.AccessService/FilterReaders"
 )
 
 // AccessServiceClient is the client API for AccessService service.
@@ -57,6 +58,10 @@ type AccessServiceClient interface {
 	// its API key is usable and its auth token has not been reset since the token was made.
 	// UNAUTHENTICATED with the reason when it is refused. Internal only: no HTTP route.
 	VerifyToken(ctx context.Context, in *VerifyTokenRequest, opts ...grpc.CallOption) (*VerifyTokenResponse, error)
+	// FilterReaders tells which of the users can read a document (viewer or editor, by the
+	// resolution of Get Permissions), for the notifications service's verifyUserPermissions.
+	// NOT_FOUND when the organization or document does not exist. Internal only.
+	FilterReaders(ctx context.Context, in *FilterReadersRequest, opts ...grpc.CallOption) (*FilterReadersResponse, error)
 }
 
 type accessServiceClient struct {
@@ -147,6 +152,16 @@ func (c *accessServiceClient) VerifyToken(ctx context.Context, in *VerifyTokenRe
 	return out, nil
 }
 
+func (c *accessServiceClient) FilterReaders(ctx context.Context, in *FilterReadersRequest, opts ...grpc.CallOption) (*FilterReadersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FilterReadersResponse)
+	err := c.cc.Invoke(ctx, AccessService_FilterReaders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AccessServiceServer is the server API for AccessService service.
 // All implementations must embed UnimplementedAccessServiceServer
 // for forward compatibility.
@@ -168,6 +183,10 @@ type AccessServiceServer interface {
 	// its API key is usable and its auth token has not been reset since the token was made.
 	// UNAUTHENTICATED with the reason when it is refused. Internal only: no HTTP route.
 	VerifyToken(context.Context, *VerifyTokenRequest) (*VerifyTokenResponse, error)
+	// FilterReaders tells which of the users can read a document (viewer or editor, by the
+	// resolution of Get Permissions), for the notifications service's verifyUserPermissions.
+	// NOT_FOUND when the organization or document does not exist. Internal only.
+	FilterReaders(context.Context, *FilterReadersRequest) (*FilterReadersResponse, error)
 	mustEmbedUnimplementedAccessServiceServer()
 }
 
@@ -201,6 +220,9 @@ func (UnimplementedAccessServiceServer) SetRoles(context.Context, *SetRolesReque
 }
 func (UnimplementedAccessServiceServer) VerifyToken(context.Context, *VerifyTokenRequest) (*VerifyTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method VerifyToken not implemented")
+}
+func (UnimplementedAccessServiceServer) FilterReaders(context.Context, *FilterReadersRequest) (*FilterReadersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FilterReaders not implemented")
 }
 func (UnimplementedAccessServiceServer) mustEmbedUnimplementedAccessServiceServer() {}
 func (UnimplementedAccessServiceServer) testEmbeddedByValue()                       {}
@@ -367,6 +389,24 @@ func _AccessService_VerifyToken_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AccessService_FilterReaders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FilterReadersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AccessServiceServer).FilterReaders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AccessService_FilterReaders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AccessServiceServer).FilterReaders(ctx, req.(*FilterReadersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AccessService_ServiceDesc is the grpc.ServiceDesc for AccessService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -405,6 +445,10 @@ var AccessService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "VerifyToken",
 			Handler:    _AccessService_VerifyToken_Handler,
+		},
+		{
+			MethodName: "FilterReaders",
+			Handler:    _AccessService_FilterReaders_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

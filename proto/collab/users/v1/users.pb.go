@@ -28,6 +28,129 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ListMembersRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ApiKey         string                 `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	OrganizationId string                 `protobuf:"bytes,2,opt,name=organization_id,json=organizationId,proto3" json:"organization_id,omitempty"`
+	// The members after this user id (exclusive); empty: from the first.
+	After string `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
+	// 1 to 5000; 0 means 1000.
+	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMembersRequest) Reset() {
+	*x = ListMembersRequest{}
+	mi := &file_collab_users_v1_users_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersRequest) ProtoMessage() {}
+
+func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_collab_users_v1_users_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
+func (*ListMembersRequest) Descriptor() ([]byte, []int) {
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListMembersRequest) GetApiKey() string {
+	if x != nil {
+		return x.ApiKey
+	}
+	return ""
+}
+
+func (x *ListMembersRequest) GetOrganizationId() string {
+	if x != nil {
+		return x.OrganizationId
+	}
+	return ""
+}
+
+func (x *ListMembersRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *ListMembersRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListMembersResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Members []*UserInfo            `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	// More members follow the last one.
+	More          bool `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMembersResponse) Reset() {
+	*x = ListMembersResponse{}
+	mi := &file_collab_users_v1_users_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersResponse) ProtoMessage() {}
+
+func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_collab_users_v1_users_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
+func (*ListMembersResponse) Descriptor() ([]byte, []int) {
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListMembersResponse) GetMembers() []*UserInfo {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *ListMembersResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
 type User struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	UserId   string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -42,7 +165,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[0]
+	mi := &file_collab_users_v1_users_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -54,7 +177,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[0]
+	mi := &file_collab_users_v1_users_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -67,7 +190,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{0}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *User) GetUserId() string {
@@ -116,7 +239,7 @@ type UserResult struct {
 
 func (x *UserResult) Reset() {
 	*x = UserResult{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[1]
+	mi := &file_collab_users_v1_users_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -128,7 +251,7 @@ func (x *UserResult) String() string {
 func (*UserResult) ProtoMessage() {}
 
 func (x *UserResult) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[1]
+	mi := &file_collab_users_v1_users_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -141,7 +264,7 @@ func (x *UserResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserResult.ProtoReflect.Descriptor instead.
 func (*UserResult) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{1}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *UserResult) GetSuccess() bool {
@@ -176,7 +299,7 @@ type UserResultsResponse struct {
 
 func (x *UserResultsResponse) Reset() {
 	*x = UserResultsResponse{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[2]
+	mi := &file_collab_users_v1_users_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -188,7 +311,7 @@ func (x *UserResultsResponse) String() string {
 func (*UserResultsResponse) ProtoMessage() {}
 
 func (x *UserResultsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[2]
+	mi := &file_collab_users_v1_users_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -201,7 +324,7 @@ func (x *UserResultsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserResultsResponse.ProtoReflect.Descriptor instead.
 func (*UserResultsResponse) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{2}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *UserResultsResponse) GetStatus() string {
@@ -240,7 +363,7 @@ type AddUsersRequest struct {
 
 func (x *AddUsersRequest) Reset() {
 	*x = AddUsersRequest{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[3]
+	mi := &file_collab_users_v1_users_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -252,7 +375,7 @@ func (x *AddUsersRequest) String() string {
 func (*AddUsersRequest) ProtoMessage() {}
 
 func (x *AddUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[3]
+	mi := &file_collab_users_v1_users_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -265,7 +388,7 @@ func (x *AddUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddUsersRequest.ProtoReflect.Descriptor instead.
 func (*AddUsersRequest) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{3}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AddUsersRequest) GetOrganizationId() string {
@@ -329,7 +452,7 @@ type GetUsersRequest struct {
 
 func (x *GetUsersRequest) Reset() {
 	*x = GetUsersRequest{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[4]
+	mi := &file_collab_users_v1_users_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -341,7 +464,7 @@ func (x *GetUsersRequest) String() string {
 func (*GetUsersRequest) ProtoMessage() {}
 
 func (x *GetUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[4]
+	mi := &file_collab_users_v1_users_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -354,7 +477,7 @@ func (x *GetUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsersRequest.ProtoReflect.Descriptor instead.
 func (*GetUsersRequest) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{4}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetUsersRequest) GetOrganizationId() string {
@@ -396,7 +519,7 @@ type UserInfo struct {
 
 func (x *UserInfo) Reset() {
 	*x = UserInfo{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[5]
+	mi := &file_collab_users_v1_users_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -408,7 +531,7 @@ func (x *UserInfo) String() string {
 func (*UserInfo) ProtoMessage() {}
 
 func (x *UserInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[5]
+	mi := &file_collab_users_v1_users_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -421,7 +544,7 @@ func (x *UserInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserInfo.ProtoReflect.Descriptor instead.
 func (*UserInfo) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{5}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UserInfo) GetEmail() string {
@@ -456,7 +579,7 @@ type GetUsersResponse struct {
 
 func (x *GetUsersResponse) Reset() {
 	*x = GetUsersResponse{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[6]
+	mi := &file_collab_users_v1_users_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -468,7 +591,7 @@ func (x *GetUsersResponse) String() string {
 func (*GetUsersResponse) ProtoMessage() {}
 
 func (x *GetUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[6]
+	mi := &file_collab_users_v1_users_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -481,7 +604,7 @@ func (x *GetUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsersResponse.ProtoReflect.Descriptor instead.
 func (*GetUsersResponse) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{6}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetUsersResponse) GetStatus() string {
@@ -518,7 +641,7 @@ type UserUpdate struct {
 
 func (x *UserUpdate) Reset() {
 	*x = UserUpdate{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[7]
+	mi := &file_collab_users_v1_users_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +653,7 @@ func (x *UserUpdate) String() string {
 func (*UserUpdate) ProtoMessage() {}
 
 func (x *UserUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[7]
+	mi := &file_collab_users_v1_users_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +666,7 @@ func (x *UserUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserUpdate.ProtoReflect.Descriptor instead.
 func (*UserUpdate) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{7}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UserUpdate) GetUserId() string {
@@ -593,7 +716,7 @@ type UpdateUsersRequest struct {
 
 func (x *UpdateUsersRequest) Reset() {
 	*x = UpdateUsersRequest{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[8]
+	mi := &file_collab_users_v1_users_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -605,7 +728,7 @@ func (x *UpdateUsersRequest) String() string {
 func (*UpdateUsersRequest) ProtoMessage() {}
 
 func (x *UpdateUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[8]
+	mi := &file_collab_users_v1_users_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -618,7 +741,7 @@ func (x *UpdateUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUsersRequest.ProtoReflect.Descriptor instead.
 func (*UpdateUsersRequest) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{8}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpdateUsersRequest) GetOrganizationId() string {
@@ -661,7 +784,7 @@ type DeleteUsersRequest struct {
 
 func (x *DeleteUsersRequest) Reset() {
 	*x = DeleteUsersRequest{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[9]
+	mi := &file_collab_users_v1_users_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +796,7 @@ func (x *DeleteUsersRequest) String() string {
 func (*DeleteUsersRequest) ProtoMessage() {}
 
 func (x *DeleteUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[9]
+	mi := &file_collab_users_v1_users_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +809,7 @@ func (x *DeleteUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUsersRequest.ProtoReflect.Descriptor instead.
 func (*DeleteUsersRequest) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{9}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteUsersRequest) GetOrganizationId() string {
@@ -727,7 +850,7 @@ type DeleteResult struct {
 
 func (x *DeleteResult) Reset() {
 	*x = DeleteResult{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[10]
+	mi := &file_collab_users_v1_users_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +862,7 @@ func (x *DeleteResult) String() string {
 func (*DeleteResult) ProtoMessage() {}
 
 func (x *DeleteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[10]
+	mi := &file_collab_users_v1_users_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +875,7 @@ func (x *DeleteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResult.ProtoReflect.Descriptor instead.
 func (*DeleteResult) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{10}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteResult) GetSuccess() bool {
@@ -780,7 +903,7 @@ type DeleteUsersResponse struct {
 
 func (x *DeleteUsersResponse) Reset() {
 	*x = DeleteUsersResponse{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[11]
+	mi := &file_collab_users_v1_users_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +915,7 @@ func (x *DeleteUsersResponse) String() string {
 func (*DeleteUsersResponse) ProtoMessage() {}
 
 func (x *DeleteUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[11]
+	mi := &file_collab_users_v1_users_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +928,7 @@ func (x *DeleteUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUsersResponse.ProtoReflect.Descriptor instead.
 func (*DeleteUsersResponse) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{11}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteUsersResponse) GetStatus() string {
@@ -839,7 +962,7 @@ type UserGroup struct {
 
 func (x *UserGroup) Reset() {
 	*x = UserGroup{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[12]
+	mi := &file_collab_users_v1_users_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +974,7 @@ func (x *UserGroup) String() string {
 func (*UserGroup) ProtoMessage() {}
 
 func (x *UserGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[12]
+	mi := &file_collab_users_v1_users_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +987,7 @@ func (x *UserGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserGroup.ProtoReflect.Descriptor instead.
 func (*UserGroup) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{12}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UserGroup) GetGroupId() string {
@@ -891,7 +1014,7 @@ type AddUserGroupsRequest struct {
 
 func (x *AddUserGroupsRequest) Reset() {
 	*x = AddUserGroupsRequest{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[13]
+	mi := &file_collab_users_v1_users_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +1026,7 @@ func (x *AddUserGroupsRequest) String() string {
 func (*AddUserGroupsRequest) ProtoMessage() {}
 
 func (x *AddUserGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[13]
+	mi := &file_collab_users_v1_users_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1039,7 @@ func (x *AddUserGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddUserGroupsRequest.ProtoReflect.Descriptor instead.
 func (*AddUserGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{13}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AddUserGroupsRequest) GetOrganizationId() string {
@@ -944,7 +1067,7 @@ type AddUsersToGroupRequest struct {
 
 func (x *AddUsersToGroupRequest) Reset() {
 	*x = AddUsersToGroupRequest{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[14]
+	mi := &file_collab_users_v1_users_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1079,7 @@ func (x *AddUsersToGroupRequest) String() string {
 func (*AddUsersToGroupRequest) ProtoMessage() {}
 
 func (x *AddUsersToGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[14]
+	mi := &file_collab_users_v1_users_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1092,7 @@ func (x *AddUsersToGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddUsersToGroupRequest.ProtoReflect.Descriptor instead.
 func (*AddUsersToGroupRequest) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{14}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AddUsersToGroupRequest) GetOrganizationId() string {
@@ -1004,7 +1127,7 @@ type DeleteUsersFromGroupRequest struct {
 
 func (x *DeleteUsersFromGroupRequest) Reset() {
 	*x = DeleteUsersFromGroupRequest{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[15]
+	mi := &file_collab_users_v1_users_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1139,7 @@ func (x *DeleteUsersFromGroupRequest) String() string {
 func (*DeleteUsersFromGroupRequest) ProtoMessage() {}
 
 func (x *DeleteUsersFromGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[15]
+	mi := &file_collab_users_v1_users_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1152,7 @@ func (x *DeleteUsersFromGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUsersFromGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteUsersFromGroupRequest) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{15}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteUsersFromGroupRequest) GetOrganizationId() string {
@@ -1057,7 +1180,15 @@ var File_collab_users_v1_users_proto protoreflect.FileDescriptor
 
 const file_collab_users_v1_users_proto_rawDesc = "" +
 	"\n" +
-	"\x1bcollab/users/v1/users.proto\x12\x0fcollab.users.v1\x1a\x1fcollab/options/v1/options.proto\"\x87\x01\n" +
+	"\x1bcollab/users/v1/users.proto\x12\x0fcollab.users.v1\x1a\x1fcollab/options/v1/options.proto\"\x82\x01\n" +
+	"\x12ListMembersRequest\x12\x17\n" +
+	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12'\n" +
+	"\x0forganization_id\x18\x02 \x01(\tR\x0eorganizationId\x12\x14\n" +
+	"\x05after\x18\x03 \x01(\tR\x05after\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\"^\n" +
+	"\x13ListMembersResponse\x123\n" +
+	"\amembers\x18\x01 \x03(\v2\x19.collab.users.v1.UserInfoR\amembers\x12\x12\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"\x87\x01\n" +
 	"\x04User\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -1149,7 +1280,7 @@ const file_collab_users_v1_users_proto_rawDesc = "" +
 	"\x1bDeleteUsersFromGroupRequest\x12'\n" +
 	"\x0forganization_id\x18\x01 \x01(\tR\x0eorganizationId\x12;\n" +
 	"\x1aorganization_user_group_id\x18\x02 \x01(\tR\x17organizationUserGroupId\x12\x19\n" +
-	"\buser_ids\x18\x03 \x03(\tR\auserIds2\xbd\x05\n" +
+	"\buser_ids\x18\x03 \x03(\tR\auserIds2\x9d\x06\n" +
 	"\fUsersService\x12X\n" +
 	"\bAddUsers\x12 .collab.users.v1.AddUsersRequest\x1a$.collab.users.v1.UserResultsResponse\"\x04\xc8\xf3\x18\x01\x12U\n" +
 	"\bGetUsers\x12 .collab.users.v1.GetUsersRequest\x1a!.collab.users.v1.GetUsersResponse\"\x04\xc8\xf3\x18\x01\x12^\n" +
@@ -1157,7 +1288,8 @@ const file_collab_users_v1_users_proto_rawDesc = "" +
 	"\vDeleteUsers\x12#.collab.users.v1.DeleteUsersRequest\x1a$.collab.users.v1.DeleteUsersResponse\"\x04\xc8\xf3\x18\x01\x12b\n" +
 	"\rAddUserGroups\x12%.collab.users.v1.AddUserGroupsRequest\x1a$.collab.users.v1.UserResultsResponse\"\x04\xc8\xf3\x18\x01\x12f\n" +
 	"\x0fAddUsersToGroup\x12'.collab.users.v1.AddUsersToGroupRequest\x1a$.collab.users.v1.UserResultsResponse\"\x04\xc8\xf3\x18\x01\x12p\n" +
-	"\x14DeleteUsersFromGroup\x12,.collab.users.v1.DeleteUsersFromGroupRequest\x1a$.collab.users.v1.UserResultsResponse\"\x04\xc8\xf3\x18\x01B8Z6github.com/collab/collab/proto/collab/users/v1;usersv1b\x06proto3"
+	"\x14DeleteUsersFromGroup\x12,.collab.users.v1.DeleteUsersFromGroupRequest\x1a$.collab.users.v1.UserResultsResponse\"\x04\xc8\xf3\x18\x01\x12^\n" +
+	"\vListMembers\x12#.collab.users.v1.ListMembersRequest\x1a$.collab.users.v1.ListMembersResponse\"\x04\xc8\xf3\x18\x05B8Z6github.com/collab/collab/proto/collab/users/v1;usersv1b\x06proto3"
 
 var (
 	file_collab_users_v1_users_proto_rawDescOnce sync.Once
@@ -1171,55 +1303,60 @@ func file_collab_users_v1_users_proto_rawDescGZIP() []byte {
 	return file_collab_users_v1_users_proto_rawDescData
 }
 
-var file_collab_users_v1_users_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_collab_users_v1_users_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_collab_users_v1_users_proto_goTypes = []any{
-	(*User)(nil),                        // 0: collab.users.v1.User
-	(*UserResult)(nil),                  // 1: collab.users.v1.UserResult
-	(*UserResultsResponse)(nil),         // 2: collab.users.v1.UserResultsResponse
-	(*AddUsersRequest)(nil),             // 3: collab.users.v1.AddUsersRequest
-	(*GetUsersRequest)(nil),             // 4: collab.users.v1.GetUsersRequest
-	(*UserInfo)(nil),                    // 5: collab.users.v1.UserInfo
-	(*GetUsersResponse)(nil),            // 6: collab.users.v1.GetUsersResponse
-	(*UserUpdate)(nil),                  // 7: collab.users.v1.UserUpdate
-	(*UpdateUsersRequest)(nil),          // 8: collab.users.v1.UpdateUsersRequest
-	(*DeleteUsersRequest)(nil),          // 9: collab.users.v1.DeleteUsersRequest
-	(*DeleteResult)(nil),                // 10: collab.users.v1.DeleteResult
-	(*DeleteUsersResponse)(nil),         // 11: collab.users.v1.DeleteUsersResponse
-	(*UserGroup)(nil),                   // 12: collab.users.v1.UserGroup
-	(*AddUserGroupsRequest)(nil),        // 13: collab.users.v1.AddUserGroupsRequest
-	(*AddUsersToGroupRequest)(nil),      // 14: collab.users.v1.AddUsersToGroupRequest
-	(*DeleteUsersFromGroupRequest)(nil), // 15: collab.users.v1.DeleteUsersFromGroupRequest
-	nil,                                 // 16: collab.users.v1.UserResultsResponse.DataEntry
-	nil,                                 // 17: collab.users.v1.DeleteUsersResponse.DataEntry
+	(*ListMembersRequest)(nil),          // 0: collab.users.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),         // 1: collab.users.v1.ListMembersResponse
+	(*User)(nil),                        // 2: collab.users.v1.User
+	(*UserResult)(nil),                  // 3: collab.users.v1.UserResult
+	(*UserResultsResponse)(nil),         // 4: collab.users.v1.UserResultsResponse
+	(*AddUsersRequest)(nil),             // 5: collab.users.v1.AddUsersRequest
+	(*GetUsersRequest)(nil),             // 6: collab.users.v1.GetUsersRequest
+	(*UserInfo)(nil),                    // 7: collab.users.v1.UserInfo
+	(*GetUsersResponse)(nil),            // 8: collab.users.v1.GetUsersResponse
+	(*UserUpdate)(nil),                  // 9: collab.users.v1.UserUpdate
+	(*UpdateUsersRequest)(nil),          // 10: collab.users.v1.UpdateUsersRequest
+	(*DeleteUsersRequest)(nil),          // 11: collab.users.v1.DeleteUsersRequest
+	(*DeleteResult)(nil),                // 12: collab.users.v1.DeleteResult
+	(*DeleteUsersResponse)(nil),         // 13: collab.users.v1.DeleteUsersResponse
+	(*UserGroup)(nil),                   // 14: collab.users.v1.UserGroup
+	(*AddUserGroupsRequest)(nil),        // 15: collab.users.v1.AddUserGroupsRequest
+	(*AddUsersToGroupRequest)(nil),      // 16: collab.users.v1.AddUsersToGroupRequest
+	(*DeleteUsersFromGroupRequest)(nil), // 17: collab.users.v1.DeleteUsersFromGroupRequest
+	nil,                                 // 18: collab.users.v1.UserResultsResponse.DataEntry
+	nil,                                 // 19: collab.users.v1.DeleteUsersResponse.DataEntry
 }
 var file_collab_users_v1_users_proto_depIdxs = []int32{
-	16, // 0: collab.users.v1.UserResultsResponse.data:type_name -> collab.users.v1.UserResultsResponse.DataEntry
-	0,  // 1: collab.users.v1.AddUsersRequest.users:type_name -> collab.users.v1.User
-	5,  // 2: collab.users.v1.GetUsersResponse.data:type_name -> collab.users.v1.UserInfo
-	7,  // 3: collab.users.v1.UpdateUsersRequest.users:type_name -> collab.users.v1.UserUpdate
-	17, // 4: collab.users.v1.DeleteUsersResponse.data:type_name -> collab.users.v1.DeleteUsersResponse.DataEntry
-	12, // 5: collab.users.v1.AddUserGroupsRequest.organization_user_groups:type_name -> collab.users.v1.UserGroup
-	1,  // 6: collab.users.v1.UserResultsResponse.DataEntry.value:type_name -> collab.users.v1.UserResult
-	10, // 7: collab.users.v1.DeleteUsersResponse.DataEntry.value:type_name -> collab.users.v1.DeleteResult
-	3,  // 8: collab.users.v1.UsersService.AddUsers:input_type -> collab.users.v1.AddUsersRequest
-	4,  // 9: collab.users.v1.UsersService.GetUsers:input_type -> collab.users.v1.GetUsersRequest
-	8,  // 10: collab.users.v1.UsersService.UpdateUsers:input_type -> collab.users.v1.UpdateUsersRequest
-	9,  // 11: collab.users.v1.UsersService.DeleteUsers:input_type -> collab.users.v1.DeleteUsersRequest
-	13, // 12: collab.users.v1.UsersService.AddUserGroups:input_type -> collab.users.v1.AddUserGroupsRequest
-	14, // 13: collab.users.v1.UsersService.AddUsersToGroup:input_type -> collab.users.v1.AddUsersToGroupRequest
-	15, // 14: collab.users.v1.UsersService.DeleteUsersFromGroup:input_type -> collab.users.v1.DeleteUsersFromGroupRequest
-	2,  // 15: collab.users.v1.UsersService.AddUsers:output_type -> collab.users.v1.UserResultsResponse
-	6,  // 16: collab.users.v1.UsersService.GetUsers:output_type -> collab.users.v1.GetUsersResponse
-	2,  // 17: collab.users.v1.UsersService.UpdateUsers:output_type -> collab.users.v1.UserResultsResponse
-	11, // 18: collab.users.v1.UsersService.DeleteUsers:output_type -> collab.users.v1.DeleteUsersResponse
-	2,  // 19: collab.users.v1.UsersService.AddUserGroups:output_type -> collab.users.v1.UserResultsResponse
-	2,  // 20: collab.users.v1.UsersService.AddUsersToGroup:output_type -> collab.users.v1.UserResultsResponse
-	2,  // 21: collab.users.v1.UsersService.DeleteUsersFromGroup:output_type -> collab.users.v1.UserResultsResponse
-	15, // [15:22] is the sub-list for method output_type
-	8,  // [8:15] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	7,  // 0: collab.users.v1.ListMembersResponse.members:type_name -> collab.users.v1.UserInfo
+	18, // 1: collab.users.v1.UserResultsResponse.data:type_name -> collab.users.v1.UserResultsResponse.DataEntry
+	2,  // 2: collab.users.v1.AddUsersRequest.users:type_name -> collab.users.v1.User
+	7,  // 3: collab.users.v1.GetUsersResponse.data:type_name -> collab.users.v1.UserInfo
+	9,  // 4: collab.users.v1.UpdateUsersRequest.users:type_name -> collab.users.v1.UserUpdate
+	19, // 5: collab.users.v1.DeleteUsersResponse.data:type_name -> collab.users.v1.DeleteUsersResponse.DataEntry
+	14, // 6: collab.users.v1.AddUserGroupsRequest.organization_user_groups:type_name -> collab.users.v1.UserGroup
+	3,  // 7: collab.users.v1.UserResultsResponse.DataEntry.value:type_name -> collab.users.v1.UserResult
+	12, // 8: collab.users.v1.DeleteUsersResponse.DataEntry.value:type_name -> collab.users.v1.DeleteResult
+	5,  // 9: collab.users.v1.UsersService.AddUsers:input_type -> collab.users.v1.AddUsersRequest
+	6,  // 10: collab.users.v1.UsersService.GetUsers:input_type -> collab.users.v1.GetUsersRequest
+	10, // 11: collab.users.v1.UsersService.UpdateUsers:input_type -> collab.users.v1.UpdateUsersRequest
+	11, // 12: collab.users.v1.UsersService.DeleteUsers:input_type -> collab.users.v1.DeleteUsersRequest
+	15, // 13: collab.users.v1.UsersService.AddUserGroups:input_type -> collab.users.v1.AddUserGroupsRequest
+	16, // 14: collab.users.v1.UsersService.AddUsersToGroup:input_type -> collab.users.v1.AddUsersToGroupRequest
+	17, // 15: collab.users.v1.UsersService.DeleteUsersFromGroup:input_type -> collab.users.v1.DeleteUsersFromGroupRequest
+	0,  // 16: collab.users.v1.UsersService.ListMembers:input_type -> collab.users.v1.ListMembersRequest
+	4,  // 17: collab.users.v1.UsersService.AddUsers:output_type -> collab.users.v1.UserResultsResponse
+	8,  // 18: collab.users.v1.UsersService.GetUsers:output_type -> collab.users.v1.GetUsersResponse
+	4,  // 19: collab.users.v1.UsersService.UpdateUsers:output_type -> collab.users.v1.UserResultsResponse
+	13, // 20: collab.users.v1.UsersService.DeleteUsers:output_type -> collab.users.v1.DeleteUsersResponse
+	4,  // 21: collab.users.v1.UsersService.AddUserGroups:output_type -> collab.users.v1.UserResultsResponse
+	4,  // 22: collab.users.v1.UsersService.AddUsersToGroup:output_type -> collab.users.v1.UserResultsResponse
+	4,  // 23: collab.users.v1.UsersService.DeleteUsersFromGroup:output_type -> collab.users.v1.UserResultsResponse
+	1,  // 24: collab.users.v1.UsersService.ListMembers:output_type -> collab.users.v1.ListMembersResponse
+	17, // [17:25] is the sub-list for method output_type
+	9,  // [9:17] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_collab_users_v1_users_proto_init() }
@@ -1227,14 +1364,14 @@ func file_collab_users_v1_users_proto_init() {
 	if File_collab_users_v1_users_proto != nil {
 		return
 	}
-	file_collab_users_v1_users_proto_msgTypes[7].OneofWrappers = []any{}
+	file_collab_users_v1_users_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_collab_users_v1_users_proto_rawDesc), len(file_collab_users_v1_users_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

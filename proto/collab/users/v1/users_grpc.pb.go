@@ -32,6 +32,7 @@ const (
 	UsersService_AddUserGroups_FullMethodName        = "/collab.users.v1.UsersService/AddUserGroups"
 	UsersService_AddUsersToGroup_FullMethodName      = "/collab.users.v1.UsersService/AddUsersToGroup"
 	UsersService_DeleteUsersFromGroup_FullMethodName = "/collab.users.v1.UsersService/DeleteUsersFromGroup"
+	UsersService_ListMembers_FullMethodName          = "/collab.users.v1.UsersService/ListMembers"
 )
 
 // UsersServiceClient is the client API for UsersService service.
@@ -47,6 +48,10 @@ type UsersServiceClient interface {
 	AddUserGroups(ctx context.Context, in *AddUserGroupsRequest, opts ...grpc.CallOption) (*UserResultsResponse, error)
 	AddUsersToGroup(ctx context.Context, in *AddUsersToGroupRequest, opts ...grpc.CallOption) (*UserResultsResponse, error)
 	DeleteUsersFromGroup(ctx context.Context, in *DeleteUsersFromGroupRequest, opts ...grpc.CallOption) (*UserResultsResponse, error)
+	// ListMembers pages through an organization's members (its contact list) in user-id order,
+	// with their names and emails, for the notifications service's notifyAll. NOT_FOUND when the
+	// organization does not exist. Internal only.
+	ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error)
 }
 
 type usersServiceClient struct {
@@ -127,6 +132,16 @@ func (c *usersServiceClient) DeleteUsersFromGroup(ctx context.Context, in *Delet
 	return out, nil
 }
 
+func (c *usersServiceClient) ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMembersResponse)
+	err := c.cc.Invoke(ctx, UsersService_ListMembers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // UsersServiceServer is the server API for UsersService service.
 // All implementations must embed UnimplementedUsersServiceServer
 // for forward compatibility.
@@ -140,6 +155,10 @@ type UsersServiceServer interface {
 	AddUserGroups(context.Context, *AddUserGroupsRequest) (*UserResultsResponse, error)
 	AddUsersToGroup(context.Context, *AddUsersToGroupRequest) (*UserResultsResponse, error)
 	DeleteUsersFromGroup(context.Context, *DeleteUsersFromGroupRequest) (*UserResultsResponse, error)
+	// ListMembers pages through an organization's members (its contact list) in user-id order,
+	// with their names and emails, for the notifications service's notifyAll. NOT_FOUND when the
+	// organization does not exist. Internal only.
+	ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error)
 	mustEmbedUnimplementedUsersServiceServer()
 }
 
@@ -170,6 +189,9 @@ func (UnimplementedUsersServiceServer) AddUsersToGroup(context.Context, *AddUser
 }
 func (UnimplementedUsersServiceServer) DeleteUsersFromGroup(context.Context, *DeleteUsersFromGroupRequest) (*UserResultsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteUsersFromGroup not implemented")
+}
+func (UnimplementedUsersServiceServer) ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMembers not implemented")
 }
 func (UnimplementedUsersServiceServer) mustEmbedUnimplementedUsersServiceServer() {}
 func (UnimplementedUsersServiceServer) testEmbeddedByValue()                      {}
@@ -318,6 +340,24 @@ func _UsersService_DeleteUsersFromGroup_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _UsersService_ListMembers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UsersServiceServer).ListMembers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UsersService_ListMembers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UsersServiceServer).ListMembers(ctx, req.(*ListMembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // UsersService_ServiceDesc is the grpc.ServiceDesc for UsersService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -352,6 +392,10 @@ var UsersService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteUsersFromGroup",
 			Handler:    _UsersService_DeleteUsersFromGroup_Handler,
+		},
+		{
+			MethodName: "ListMembers",
+			Handler:    _UsersService_ListMembers_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

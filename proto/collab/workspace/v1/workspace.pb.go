@@ -29,6 +29,94 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type GetSlackWebhookRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkspaceId   string                 `protobuf:"bytes,1,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSlackWebhookRequest) Reset() {
+	*x = GetSlackWebhookRequest{}
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSlackWebhookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSlackWebhookRequest) ProtoMessage() {}
+
+func (x *GetSlackWebhookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSlackWebhookRequest.ProtoReflect.Descriptor instead.
+func (*GetSlackWebhookRequest) Descriptor() ([]byte, []int) {
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GetSlackWebhookRequest) GetWorkspaceId() string {
+	if x != nil {
+		return x.WorkspaceId
+	}
+	return ""
+}
+
+type GetSlackWebhookResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSlackWebhookResponse) Reset() {
+	*x = GetSlackWebhookResponse{}
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSlackWebhookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSlackWebhookResponse) ProtoMessage() {}
+
+func (x *GetSlackWebhookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSlackWebhookResponse.ProtoReflect.Descriptor instead.
+func (*GetSlackWebhookResponse) Descriptor() ([]byte, []int) {
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GetSlackWebhookResponse) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
 type Owner struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Email         string                 `protobuf:"bytes,1,opt,name=email,proto3" json:"email,omitempty"`
@@ -41,7 +129,7 @@ type Owner struct {
 
 func (x *Owner) Reset() {
 	*x = Owner{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[0]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -53,7 +141,7 @@ func (x *Owner) String() string {
 func (*Owner) ProtoMessage() {}
 
 func (x *Owner) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[0]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -66,7 +154,7 @@ func (x *Owner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Owner.ProtoReflect.Descriptor instead.
 func (*Owner) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{0}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Owner) GetEmail() string {
@@ -109,7 +197,7 @@ type ApiKeyInfo struct {
 
 func (x *ApiKeyInfo) Reset() {
 	*x = ApiKeyInfo{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[1]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -121,7 +209,7 @@ func (x *ApiKeyInfo) String() string {
 func (*ApiKeyInfo) ProtoMessage() {}
 
 func (x *ApiKeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[1]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -134,7 +222,7 @@ func (x *ApiKeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKeyInfo.ProtoReflect.Descriptor instead.
 func (*ApiKeyInfo) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{1}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ApiKeyInfo) GetApiKeyName() string {
@@ -167,13 +255,16 @@ type Settings struct {
 	Notifications bool `protobuf:"varint,2,opt,name=notifications,proto3" json:"notifications,omitempty"`
 	// Advanced webhooks available to the workspace.
 	AdvancedWebhooks bool `protobuf:"varint,3,opt,name=advanced_webhooks,json=advancedWebhooks,proto3" json:"advanced_webhooks,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The Slack incoming-webhook URL notifications are posted to, masked (a secret: the scheme,
+	// the host and the last four characters); empty when none is set.
+	SlackWebhookUrl string `protobuf:"bytes,4,opt,name=slack_webhook_url,json=slackWebhookUrl,proto3" json:"slack_webhook_url,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Settings) Reset() {
 	*x = Settings{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[2]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -185,7 +276,7 @@ func (x *Settings) String() string {
 func (*Settings) ProtoMessage() {}
 
 func (x *Settings) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[2]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -198,7 +289,7 @@ func (x *Settings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settings.ProtoReflect.Descriptor instead.
 func (*Settings) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{2}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Settings) GetAdvancedQueries() bool {
@@ -222,6 +313,13 @@ func (x *Settings) GetAdvancedWebhooks() bool {
 	return false
 }
 
+func (x *Settings) GetSlackWebhookUrl() string {
+	if x != nil {
+		return x.SlackWebhookUrl
+	}
+	return ""
+}
+
 type Workspace struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -239,7 +337,7 @@ type Workspace struct {
 
 func (x *Workspace) Reset() {
 	*x = Workspace{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[3]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -251,7 +349,7 @@ func (x *Workspace) String() string {
 func (*Workspace) ProtoMessage() {}
 
 func (x *Workspace) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[3]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -264,7 +362,7 @@ func (x *Workspace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Workspace.ProtoReflect.Descriptor instead.
 func (*Workspace) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{3}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Workspace) GetId() string {
@@ -330,7 +428,7 @@ type CreateWorkspaceRequest struct {
 
 func (x *CreateWorkspaceRequest) Reset() {
 	*x = CreateWorkspaceRequest{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[4]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -342,7 +440,7 @@ func (x *CreateWorkspaceRequest) String() string {
 func (*CreateWorkspaceRequest) ProtoMessage() {}
 
 func (x *CreateWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[4]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -355,7 +453,7 @@ func (x *CreateWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{4}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateWorkspaceRequest) GetOwnerEmail() string {
@@ -397,7 +495,7 @@ type CreateWorkspaceResponse struct {
 
 func (x *CreateWorkspaceResponse) Reset() {
 	*x = CreateWorkspaceResponse{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[5]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -409,7 +507,7 @@ func (x *CreateWorkspaceResponse) String() string {
 func (*CreateWorkspaceResponse) ProtoMessage() {}
 
 func (x *CreateWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[5]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -422,7 +520,7 @@ func (x *CreateWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{5}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateWorkspaceResponse) GetStatus() string {
@@ -454,7 +552,7 @@ type GetWorkspaceRequest struct {
 
 func (x *GetWorkspaceRequest) Reset() {
 	*x = GetWorkspaceRequest{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[6]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -466,7 +564,7 @@ func (x *GetWorkspaceRequest) String() string {
 func (*GetWorkspaceRequest) ProtoMessage() {}
 
 func (x *GetWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[6]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -479,7 +577,7 @@ func (x *GetWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*GetWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{6}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{8}
 }
 
 type GetWorkspaceResponse struct {
@@ -493,7 +591,7 @@ type GetWorkspaceResponse struct {
 
 func (x *GetWorkspaceResponse) Reset() {
 	*x = GetWorkspaceResponse{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[7]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +603,7 @@ func (x *GetWorkspaceResponse) String() string {
 func (*GetWorkspaceResponse) ProtoMessage() {}
 
 func (x *GetWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[7]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +616,7 @@ func (x *GetWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*GetWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{7}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetWorkspaceResponse) GetStatus() string {
@@ -547,13 +645,15 @@ type UpdateWorkspaceSettingsRequest struct {
 	AdvancedQueries  *bool                  `protobuf:"varint,1,opt,name=advanced_queries,json=advancedQueries,proto3,oneof" json:"advanced_queries,omitempty"`
 	Notifications    *bool                  `protobuf:"varint,2,opt,name=notifications,proto3,oneof" json:"notifications,omitempty"`
 	AdvancedWebhooks *bool                  `protobuf:"varint,3,opt,name=advanced_webhooks,json=advancedWebhooks,proto3,oneof" json:"advanced_webhooks,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// An http(s) URL (Slack's are https://hooks.slack.com/services/...); "" removes it.
+	SlackWebhookUrl *string `protobuf:"bytes,4,opt,name=slack_webhook_url,json=slackWebhookUrl,proto3,oneof" json:"slack_webhook_url,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *UpdateWorkspaceSettingsRequest) Reset() {
 	*x = UpdateWorkspaceSettingsRequest{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[8]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +665,7 @@ func (x *UpdateWorkspaceSettingsRequest) String() string {
 func (*UpdateWorkspaceSettingsRequest) ProtoMessage() {}
 
 func (x *UpdateWorkspaceSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[8]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +678,7 @@ func (x *UpdateWorkspaceSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateWorkspaceSettingsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateWorkspaceSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{8}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpdateWorkspaceSettingsRequest) GetAdvancedQueries() bool {
@@ -602,6 +702,13 @@ func (x *UpdateWorkspaceSettingsRequest) GetAdvancedWebhooks() bool {
 	return false
 }
 
+func (x *UpdateWorkspaceSettingsRequest) GetSlackWebhookUrl() string {
+	if x != nil && x.SlackWebhookUrl != nil {
+		return *x.SlackWebhookUrl
+	}
+	return ""
+}
+
 type UpdateWorkspaceSettingsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Status        string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
@@ -613,7 +720,7 @@ type UpdateWorkspaceSettingsResponse struct {
 
 func (x *UpdateWorkspaceSettingsResponse) Reset() {
 	*x = UpdateWorkspaceSettingsResponse{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[9]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +732,7 @@ func (x *UpdateWorkspaceSettingsResponse) String() string {
 func (*UpdateWorkspaceSettingsResponse) ProtoMessage() {}
 
 func (x *UpdateWorkspaceSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[9]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +745,7 @@ func (x *UpdateWorkspaceSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateWorkspaceSettingsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateWorkspaceSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{9}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateWorkspaceSettingsResponse) GetStatus() string {
@@ -676,7 +783,7 @@ type CreateApiKeyRequest struct {
 
 func (x *CreateApiKeyRequest) Reset() {
 	*x = CreateApiKeyRequest{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[10]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +795,7 @@ func (x *CreateApiKeyRequest) String() string {
 func (*CreateApiKeyRequest) ProtoMessage() {}
 
 func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[10]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +808,7 @@ func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{10}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateApiKeyRequest) GetType() string {
@@ -742,7 +849,7 @@ type CreatedApiKey struct {
 
 func (x *CreatedApiKey) Reset() {
 	*x = CreatedApiKey{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[11]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +861,7 @@ func (x *CreatedApiKey) String() string {
 func (*CreatedApiKey) ProtoMessage() {}
 
 func (x *CreatedApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[11]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +874,7 @@ func (x *CreatedApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatedApiKey.ProtoReflect.Descriptor instead.
 func (*CreatedApiKey) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{11}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreatedApiKey) GetApiKey() string {
@@ -795,7 +902,7 @@ type CreateApiKeyResponse struct {
 
 func (x *CreateApiKeyResponse) Reset() {
 	*x = CreateApiKeyResponse{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[12]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +914,7 @@ func (x *CreateApiKeyResponse) String() string {
 func (*CreateApiKeyResponse) ProtoMessage() {}
 
 func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[12]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +927,7 @@ func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateApiKeyResponse) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{12}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateApiKeyResponse) GetStatus() string {
@@ -854,7 +961,7 @@ type ListApiKeysRequest struct {
 
 func (x *ListApiKeysRequest) Reset() {
 	*x = ListApiKeysRequest{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[13]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +973,7 @@ func (x *ListApiKeysRequest) String() string {
 func (*ListApiKeysRequest) ProtoMessage() {}
 
 func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[13]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +986,7 @@ func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApiKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListApiKeysRequest) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{13}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListApiKeysRequest) GetPageSize() int32 {
@@ -908,7 +1015,7 @@ type ListApiKeysResponse struct {
 
 func (x *ListApiKeysResponse) Reset() {
 	*x = ListApiKeysResponse{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[14]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +1027,7 @@ func (x *ListApiKeysResponse) String() string {
 func (*ListApiKeysResponse) ProtoMessage() {}
 
 func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[14]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +1040,7 @@ func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApiKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListApiKeysResponse) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{14}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListApiKeysResponse) GetStatus() string {
@@ -976,7 +1083,7 @@ type AuthToken struct {
 
 func (x *AuthToken) Reset() {
 	*x = AuthToken{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[15]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +1095,7 @@ func (x *AuthToken) String() string {
 func (*AuthToken) ProtoMessage() {}
 
 func (x *AuthToken) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[15]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1108,7 @@ func (x *AuthToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthToken.ProtoReflect.Descriptor instead.
 func (*AuthToken) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{15}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AuthToken) GetToken() string {
@@ -1034,7 +1141,7 @@ type ListAuthTokensRequest struct {
 
 func (x *ListAuthTokensRequest) Reset() {
 	*x = ListAuthTokensRequest{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[16]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +1153,7 @@ func (x *ListAuthTokensRequest) String() string {
 func (*ListAuthTokensRequest) ProtoMessage() {}
 
 func (x *ListAuthTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[16]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +1166,7 @@ func (x *ListAuthTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuthTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListAuthTokensRequest) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{16}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListAuthTokensRequest) GetApiKey() string {
@@ -1079,7 +1186,7 @@ type ApiKeyAuthTokens struct {
 
 func (x *ApiKeyAuthTokens) Reset() {
 	*x = ApiKeyAuthTokens{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[17]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1198,7 @@ func (x *ApiKeyAuthTokens) String() string {
 func (*ApiKeyAuthTokens) ProtoMessage() {}
 
 func (x *ApiKeyAuthTokens) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[17]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1211,7 @@ func (x *ApiKeyAuthTokens) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKeyAuthTokens.ProtoReflect.Descriptor instead.
 func (*ApiKeyAuthTokens) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{17}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ApiKeyAuthTokens) GetApiKey() string {
@@ -1132,7 +1239,7 @@ type ListAuthTokensResponse struct {
 
 func (x *ListAuthTokensResponse) Reset() {
 	*x = ListAuthTokensResponse{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[18]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1251,7 @@ func (x *ListAuthTokensResponse) String() string {
 func (*ListAuthTokensResponse) ProtoMessage() {}
 
 func (x *ListAuthTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[18]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1264,7 @@ func (x *ListAuthTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuthTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListAuthTokensResponse) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{18}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListAuthTokensResponse) GetStatus() string {
@@ -1190,7 +1297,7 @@ type ResetAuthTokenRequest struct {
 
 func (x *ResetAuthTokenRequest) Reset() {
 	*x = ResetAuthTokenRequest{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[19]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1309,7 @@ func (x *ResetAuthTokenRequest) String() string {
 func (*ResetAuthTokenRequest) ProtoMessage() {}
 
 func (x *ResetAuthTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[19]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1322,7 @@ func (x *ResetAuthTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetAuthTokenRequest.ProtoReflect.Descriptor instead.
 func (*ResetAuthTokenRequest) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{19}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ResetAuthTokenRequest) GetApiKey() string {
@@ -1235,7 +1342,7 @@ type NewAuthToken struct {
 
 func (x *NewAuthToken) Reset() {
 	*x = NewAuthToken{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[20]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1354,7 @@ func (x *NewAuthToken) String() string {
 func (*NewAuthToken) ProtoMessage() {}
 
 func (x *NewAuthToken) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[20]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1367,7 @@ func (x *NewAuthToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewAuthToken.ProtoReflect.Descriptor instead.
 func (*NewAuthToken) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{20}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NewAuthToken) GetApiKey() string {
@@ -1288,7 +1395,7 @@ type ResetAuthTokenResponse struct {
 
 func (x *ResetAuthTokenResponse) Reset() {
 	*x = ResetAuthTokenResponse{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[21]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1407,7 @@ func (x *ResetAuthTokenResponse) String() string {
 func (*ResetAuthTokenResponse) ProtoMessage() {}
 
 func (x *ResetAuthTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[21]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1420,7 @@ func (x *ResetAuthTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetAuthTokenResponse.ProtoReflect.Descriptor instead.
 func (*ResetAuthTokenResponse) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{21}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResetAuthTokenResponse) GetStatus() string {
@@ -1345,7 +1452,7 @@ type GetDomainsRequest struct {
 
 func (x *GetDomainsRequest) Reset() {
 	*x = GetDomainsRequest{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[22]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1464,7 @@ func (x *GetDomainsRequest) String() string {
 func (*GetDomainsRequest) ProtoMessage() {}
 
 func (x *GetDomainsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[22]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1477,7 @@ func (x *GetDomainsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDomainsRequest.ProtoReflect.Descriptor instead.
 func (*GetDomainsRequest) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{22}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{24}
 }
 
 type AllowedDomains struct {
@@ -1382,7 +1489,7 @@ type AllowedDomains struct {
 
 func (x *AllowedDomains) Reset() {
 	*x = AllowedDomains{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[23]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1394,7 +1501,7 @@ func (x *AllowedDomains) String() string {
 func (*AllowedDomains) ProtoMessage() {}
 
 func (x *AllowedDomains) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[23]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1407,7 +1514,7 @@ func (x *AllowedDomains) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllowedDomains.ProtoReflect.Descriptor instead.
 func (*AllowedDomains) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{23}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AllowedDomains) GetAllowedDomains() []string {
@@ -1428,7 +1535,7 @@ type GetDomainsResponse struct {
 
 func (x *GetDomainsResponse) Reset() {
 	*x = GetDomainsResponse{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[24]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1547,7 @@ func (x *GetDomainsResponse) String() string {
 func (*GetDomainsResponse) ProtoMessage() {}
 
 func (x *GetDomainsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[24]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1560,7 @@ func (x *GetDomainsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDomainsResponse.ProtoReflect.Descriptor instead.
 func (*GetDomainsResponse) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{24}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetDomainsResponse) GetStatus() string {
@@ -1486,7 +1593,7 @@ type UpdateAllowedDomainsRequest struct {
 
 func (x *UpdateAllowedDomainsRequest) Reset() {
 	*x = UpdateAllowedDomainsRequest{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[25]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1605,7 @@ func (x *UpdateAllowedDomainsRequest) String() string {
 func (*UpdateAllowedDomainsRequest) ProtoMessage() {}
 
 func (x *UpdateAllowedDomainsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[25]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1618,7 @@ func (x *UpdateAllowedDomainsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAllowedDomainsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateAllowedDomainsRequest) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{25}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UpdateAllowedDomainsRequest) GetAllowedDomains() []string {
@@ -1532,7 +1639,7 @@ type UpdateAllowedDomainsResponse struct {
 
 func (x *UpdateAllowedDomainsResponse) Reset() {
 	*x = UpdateAllowedDomainsResponse{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[26]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1651,7 @@ func (x *UpdateAllowedDomainsResponse) String() string {
 func (*UpdateAllowedDomainsResponse) ProtoMessage() {}
 
 func (x *UpdateAllowedDomainsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[26]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1664,7 @@ func (x *UpdateAllowedDomainsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAllowedDomainsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateAllowedDomainsResponse) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{26}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpdateAllowedDomainsResponse) GetStatus() string {
@@ -1590,7 +1697,7 @@ type GetEmailVerificationStatusRequest struct {
 
 func (x *GetEmailVerificationStatusRequest) Reset() {
 	*x = GetEmailVerificationStatusRequest{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[27]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1709,7 @@ func (x *GetEmailVerificationStatusRequest) String() string {
 func (*GetEmailVerificationStatusRequest) ProtoMessage() {}
 
 func (x *GetEmailVerificationStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[27]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1722,7 @@ func (x *GetEmailVerificationStatusRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use GetEmailVerificationStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetEmailVerificationStatusRequest) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{27}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetEmailVerificationStatusRequest) GetOwnerEmail() string {
@@ -1634,7 +1741,7 @@ type EmailVerificationStatus struct {
 
 func (x *EmailVerificationStatus) Reset() {
 	*x = EmailVerificationStatus{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[28]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1753,7 @@ func (x *EmailVerificationStatus) String() string {
 func (*EmailVerificationStatus) ProtoMessage() {}
 
 func (x *EmailVerificationStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[28]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1766,7 @@ func (x *EmailVerificationStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmailVerificationStatus.ProtoReflect.Descriptor instead.
 func (*EmailVerificationStatus) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{28}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *EmailVerificationStatus) GetVerified() bool {
@@ -1680,7 +1787,7 @@ type GetEmailVerificationStatusResponse struct {
 
 func (x *GetEmailVerificationStatusResponse) Reset() {
 	*x = GetEmailVerificationStatusResponse{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[29]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1799,7 @@ func (x *GetEmailVerificationStatusResponse) String() string {
 func (*GetEmailVerificationStatusResponse) ProtoMessage() {}
 
 func (x *GetEmailVerificationStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[29]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1812,7 @@ func (x *GetEmailVerificationStatusResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use GetEmailVerificationStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetEmailVerificationStatusResponse) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{29}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetEmailVerificationStatusResponse) GetStatus() string {
@@ -1738,7 +1845,7 @@ type VerifyOwnerEmailRequest struct {
 
 func (x *VerifyOwnerEmailRequest) Reset() {
 	*x = VerifyOwnerEmailRequest{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[30]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +1857,7 @@ func (x *VerifyOwnerEmailRequest) String() string {
 func (*VerifyOwnerEmailRequest) ProtoMessage() {}
 
 func (x *VerifyOwnerEmailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[30]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +1870,7 @@ func (x *VerifyOwnerEmailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyOwnerEmailRequest.ProtoReflect.Descriptor instead.
 func (*VerifyOwnerEmailRequest) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{30}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *VerifyOwnerEmailRequest) GetToken() string {
@@ -1783,7 +1890,7 @@ type VerifiedOwnerEmail struct {
 
 func (x *VerifiedOwnerEmail) Reset() {
 	*x = VerifiedOwnerEmail{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[31]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +1902,7 @@ func (x *VerifiedOwnerEmail) String() string {
 func (*VerifiedOwnerEmail) ProtoMessage() {}
 
 func (x *VerifiedOwnerEmail) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[31]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +1915,7 @@ func (x *VerifiedOwnerEmail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifiedOwnerEmail.ProtoReflect.Descriptor instead.
 func (*VerifiedOwnerEmail) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{31}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *VerifiedOwnerEmail) GetOwnerEmail() string {
@@ -1836,7 +1943,7 @@ type VerifyOwnerEmailResponse struct {
 
 func (x *VerifyOwnerEmailResponse) Reset() {
 	*x = VerifyOwnerEmailResponse{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[32]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +1955,7 @@ func (x *VerifyOwnerEmailResponse) String() string {
 func (*VerifyOwnerEmailResponse) ProtoMessage() {}
 
 func (x *VerifyOwnerEmailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[32]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +1968,7 @@ func (x *VerifyOwnerEmailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyOwnerEmailResponse.ProtoReflect.Descriptor instead.
 func (*VerifyOwnerEmailResponse) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{32}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *VerifyOwnerEmailResponse) GetStatus() string {
@@ -1898,7 +2005,7 @@ type AuthenticateRequest struct {
 
 func (x *AuthenticateRequest) Reset() {
 	*x = AuthenticateRequest{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[33]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2017,7 @@ func (x *AuthenticateRequest) String() string {
 func (*AuthenticateRequest) ProtoMessage() {}
 
 func (x *AuthenticateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[33]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2030,7 @@ func (x *AuthenticateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthenticateRequest.ProtoReflect.Descriptor instead.
 func (*AuthenticateRequest) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{33}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AuthenticateRequest) GetCredentials() isAuthenticateRequest_Credentials {
@@ -1977,7 +2084,7 @@ type ApiKeyCredentials struct {
 
 func (x *ApiKeyCredentials) Reset() {
 	*x = ApiKeyCredentials{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[34]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1989,7 +2096,7 @@ func (x *ApiKeyCredentials) String() string {
 func (*ApiKeyCredentials) ProtoMessage() {}
 
 func (x *ApiKeyCredentials) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[34]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2002,7 +2109,7 @@ func (x *ApiKeyCredentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKeyCredentials.ProtoReflect.Descriptor instead.
 func (*ApiKeyCredentials) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{34}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ApiKeyCredentials) GetApiKey() string {
@@ -2029,7 +2136,7 @@ type WorkspaceCredentials struct {
 
 func (x *WorkspaceCredentials) Reset() {
 	*x = WorkspaceCredentials{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[35]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2148,7 @@ func (x *WorkspaceCredentials) String() string {
 func (*WorkspaceCredentials) ProtoMessage() {}
 
 func (x *WorkspaceCredentials) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[35]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2161,7 @@ func (x *WorkspaceCredentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkspaceCredentials.ProtoReflect.Descriptor instead.
 func (*WorkspaceCredentials) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{35}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WorkspaceCredentials) GetWorkspaceId() string {
@@ -2088,7 +2195,7 @@ type AuthenticateResponse struct {
 
 func (x *AuthenticateResponse) Reset() {
 	*x = AuthenticateResponse{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[36]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2207,7 @@ func (x *AuthenticateResponse) String() string {
 func (*AuthenticateResponse) ProtoMessage() {}
 
 func (x *AuthenticateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[36]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2220,7 @@ func (x *AuthenticateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthenticateResponse.ProtoReflect.Descriptor instead.
 func (*AuthenticateResponse) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{36}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AuthenticateResponse) GetWorkspaceId() string {
@@ -2160,7 +2267,7 @@ type GetTokenGenerationRequest struct {
 
 func (x *GetTokenGenerationRequest) Reset() {
 	*x = GetTokenGenerationRequest{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[37]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2172,7 +2279,7 @@ func (x *GetTokenGenerationRequest) String() string {
 func (*GetTokenGenerationRequest) ProtoMessage() {}
 
 func (x *GetTokenGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[37]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2185,7 +2292,7 @@ func (x *GetTokenGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTokenGenerationRequest.ProtoReflect.Descriptor instead.
 func (*GetTokenGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{37}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetTokenGenerationRequest) GetApiKey() string {
@@ -2205,7 +2312,7 @@ type GetTokenGenerationResponse struct {
 
 func (x *GetTokenGenerationResponse) Reset() {
 	*x = GetTokenGenerationResponse{}
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[38]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2324,7 @@ func (x *GetTokenGenerationResponse) String() string {
 func (*GetTokenGenerationResponse) ProtoMessage() {}
 
 func (x *GetTokenGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[38]
+	mi := &file_collab_workspace_v1_workspace_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2337,7 @@ func (x *GetTokenGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTokenGenerationResponse.ProtoReflect.Descriptor instead.
 func (*GetTokenGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{38}
+	return file_collab_workspace_v1_workspace_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetTokenGenerationResponse) GetWorkspaceId() string {
@@ -2251,7 +2358,11 @@ var File_collab_workspace_v1_workspace_proto protoreflect.FileDescriptor
 
 const file_collab_workspace_v1_workspace_proto_rawDesc = "" +
 	"\n" +
-	"#collab/workspace/v1/workspace.proto\x12\x13collab.workspace.v1\x1a\x1fcollab/options/v1/options.proto\"Y\n" +
+	"#collab/workspace/v1/workspace.proto\x12\x13collab.workspace.v1\x1a\x1fcollab/options/v1/options.proto\";\n" +
+	"\x16GetSlackWebhookRequest\x12!\n" +
+	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\"+\n" +
+	"\x17GetSlackWebhookResponse\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\"Y\n" +
 	"\x05Owner\x12\x14\n" +
 	"\x05email\x18\x01 \x01(\tR\x05email\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
@@ -2262,11 +2373,12 @@ const file_collab_workspace_v1_workspace_proto_rawDesc = "" +
 	"\fapi_key_name\x18\x01 \x01(\tR\n" +
 	"apiKeyName\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
-	"\x04type\x18\x03 \x01(\tR\x04type\"\x88\x01\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\"\xb4\x01\n" +
 	"\bSettings\x12)\n" +
 	"\x10advanced_queries\x18\x01 \x01(\bR\x0fadvancedQueries\x12$\n" +
 	"\rnotifications\x18\x02 \x01(\bR\rnotifications\x12+\n" +
-	"\x11advanced_webhooks\x18\x03 \x01(\bR\x10advancedWebhooks\"\x94\x03\n" +
+	"\x11advanced_webhooks\x18\x03 \x01(\bR\x10advancedWebhooks\x12*\n" +
+	"\x11slack_webhook_url\x18\x04 \x01(\tR\x0fslackWebhookUrl\"\x94\x03\n" +
 	"\tWorkspace\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x120\n" +
@@ -2294,14 +2406,16 @@ const file_collab_workspace_v1_workspace_proto_rawDesc = "" +
 	"\x14GetWorkspaceResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x122\n" +
-	"\x04data\x18\x03 \x01(\v2\x1e.collab.workspace.v1.WorkspaceR\x04data\"\xea\x01\n" +
+	"\x04data\x18\x03 \x01(\v2\x1e.collab.workspace.v1.WorkspaceR\x04data\"\xb1\x02\n" +
 	"\x1eUpdateWorkspaceSettingsRequest\x12.\n" +
 	"\x10advanced_queries\x18\x01 \x01(\bH\x00R\x0fadvancedQueries\x88\x01\x01\x12)\n" +
 	"\rnotifications\x18\x02 \x01(\bH\x01R\rnotifications\x88\x01\x01\x120\n" +
-	"\x11advanced_webhooks\x18\x03 \x01(\bH\x02R\x10advancedWebhooks\x88\x01\x01B\x13\n" +
+	"\x11advanced_webhooks\x18\x03 \x01(\bH\x02R\x10advancedWebhooks\x88\x01\x01\x12/\n" +
+	"\x11slack_webhook_url\x18\x04 \x01(\tH\x03R\x0fslackWebhookUrl\x88\x01\x01B\x13\n" +
 	"\x11_advanced_queriesB\x10\n" +
 	"\x0e_notificationsB\x14\n" +
-	"\x12_advanced_webhooks\"\x86\x01\n" +
+	"\x12_advanced_webhooksB\x14\n" +
+	"\x12_slack_webhook_url\"\x86\x01\n" +
 	"\x1fUpdateWorkspaceSettingsResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x121\n" +
@@ -2409,7 +2523,7 @@ const file_collab_workspace_v1_workspace_proto_rawDesc = "" +
 	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\"j\n" +
 	"\x1aGetTokenGenerationResponse\x12!\n" +
 	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12)\n" +
-	"\x10token_generation\x18\x02 \x01(\x03R\x0ftokenGeneration2\x91\f\n" +
+	"\x10token_generation\x18\x02 \x01(\x03R\x0ftokenGeneration2\x85\r\n" +
 	"\x10WorkspaceService\x12r\n" +
 	"\x0fCreateWorkspace\x12+.collab.workspace.v1.CreateWorkspaceRequest\x1a,.collab.workspace.v1.CreateWorkspaceResponse\"\x04\xc8\xf3\x18\x04\x12i\n" +
 	"\fGetWorkspace\x12(.collab.workspace.v1.GetWorkspaceRequest\x1a).collab.workspace.v1.GetWorkspaceResponse\"\x04\xc8\xf3\x18\x03\x12\x8a\x01\n" +
@@ -2424,7 +2538,8 @@ const file_collab_workspace_v1_workspace_proto_rawDesc = "" +
 	"\x1aGetEmailVerificationStatus\x126.collab.workspace.v1.GetEmailVerificationStatusRequest\x1a7.collab.workspace.v1.GetEmailVerificationStatusResponse\"\x04\xc8\xf3\x18\x04\x12u\n" +
 	"\x10VerifyOwnerEmail\x12,.collab.workspace.v1.VerifyOwnerEmailRequest\x1a-.collab.workspace.v1.VerifyOwnerEmailResponse\"\x04\xc8\xf3\x18\x04\x12i\n" +
 	"\fAuthenticate\x12(.collab.workspace.v1.AuthenticateRequest\x1a).collab.workspace.v1.AuthenticateResponse\"\x04\xc8\xf3\x18\x05\x12{\n" +
-	"\x12GetTokenGeneration\x12..collab.workspace.v1.GetTokenGenerationRequest\x1a/.collab.workspace.v1.GetTokenGenerationResponse\"\x04\xc8\xf3\x18\x05B@Z>github.com/collab/collab/proto/collab/workspace/v1;workspacev1b\x06proto3"
+	"\x12GetTokenGeneration\x12..collab.workspace.v1.GetTokenGenerationRequest\x1a/.collab.workspace.v1.GetTokenGenerationResponse\"\x04\xc8\xf3\x18\x05\x12r\n" +
+	"\x0fGetSlackWebhook\x12+.collab.workspace.v1.GetSlackWebhookRequest\x1a,.collab.workspace.v1.GetSlackWebhookResponse\"\x04\xc8\xf3\x18\x05B@Z>github.com/collab/collab/proto/collab/workspace/v1;workspacev1b\x06proto3"
 
 var (
 	file_collab_workspace_v1_workspace_proto_rawDescOnce sync.Once
@@ -2438,98 +2553,102 @@ func file_collab_workspace_v1_workspace_proto_rawDescGZIP() []byte {
 	return file_collab_workspace_v1_workspace_proto_rawDescData
 }
 
-var file_collab_workspace_v1_workspace_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_collab_workspace_v1_workspace_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_collab_workspace_v1_workspace_proto_goTypes = []any{
-	(*Owner)(nil),                              // 0: collab.workspace.v1.Owner
-	(*ApiKeyInfo)(nil),                         // 1: collab.workspace.v1.ApiKeyInfo
-	(*Settings)(nil),                           // 2: collab.workspace.v1.Settings
-	(*Workspace)(nil),                          // 3: collab.workspace.v1.Workspace
-	(*CreateWorkspaceRequest)(nil),             // 4: collab.workspace.v1.CreateWorkspaceRequest
-	(*CreateWorkspaceResponse)(nil),            // 5: collab.workspace.v1.CreateWorkspaceResponse
-	(*GetWorkspaceRequest)(nil),                // 6: collab.workspace.v1.GetWorkspaceRequest
-	(*GetWorkspaceResponse)(nil),               // 7: collab.workspace.v1.GetWorkspaceResponse
-	(*UpdateWorkspaceSettingsRequest)(nil),     // 8: collab.workspace.v1.UpdateWorkspaceSettingsRequest
-	(*UpdateWorkspaceSettingsResponse)(nil),    // 9: collab.workspace.v1.UpdateWorkspaceSettingsResponse
-	(*CreateApiKeyRequest)(nil),                // 10: collab.workspace.v1.CreateApiKeyRequest
-	(*CreatedApiKey)(nil),                      // 11: collab.workspace.v1.CreatedApiKey
-	(*CreateApiKeyResponse)(nil),               // 12: collab.workspace.v1.CreateApiKeyResponse
-	(*ListApiKeysRequest)(nil),                 // 13: collab.workspace.v1.ListApiKeysRequest
-	(*ListApiKeysResponse)(nil),                // 14: collab.workspace.v1.ListApiKeysResponse
-	(*AuthToken)(nil),                          // 15: collab.workspace.v1.AuthToken
-	(*ListAuthTokensRequest)(nil),              // 16: collab.workspace.v1.ListAuthTokensRequest
-	(*ApiKeyAuthTokens)(nil),                   // 17: collab.workspace.v1.ApiKeyAuthTokens
-	(*ListAuthTokensResponse)(nil),             // 18: collab.workspace.v1.ListAuthTokensResponse
-	(*ResetAuthTokenRequest)(nil),              // 19: collab.workspace.v1.ResetAuthTokenRequest
-	(*NewAuthToken)(nil),                       // 20: collab.workspace.v1.NewAuthToken
-	(*ResetAuthTokenResponse)(nil),             // 21: collab.workspace.v1.ResetAuthTokenResponse
-	(*GetDomainsRequest)(nil),                  // 22: collab.workspace.v1.GetDomainsRequest
-	(*AllowedDomains)(nil),                     // 23: collab.workspace.v1.AllowedDomains
-	(*GetDomainsResponse)(nil),                 // 24: collab.workspace.v1.GetDomainsResponse
-	(*UpdateAllowedDomainsRequest)(nil),        // 25: collab.workspace.v1.UpdateAllowedDomainsRequest
-	(*UpdateAllowedDomainsResponse)(nil),       // 26: collab.workspace.v1.UpdateAllowedDomainsResponse
-	(*GetEmailVerificationStatusRequest)(nil),  // 27: collab.workspace.v1.GetEmailVerificationStatusRequest
-	(*EmailVerificationStatus)(nil),            // 28: collab.workspace.v1.EmailVerificationStatus
-	(*GetEmailVerificationStatusResponse)(nil), // 29: collab.workspace.v1.GetEmailVerificationStatusResponse
-	(*VerifyOwnerEmailRequest)(nil),            // 30: collab.workspace.v1.VerifyOwnerEmailRequest
-	(*VerifiedOwnerEmail)(nil),                 // 31: collab.workspace.v1.VerifiedOwnerEmail
-	(*VerifyOwnerEmailResponse)(nil),           // 32: collab.workspace.v1.VerifyOwnerEmailResponse
-	(*AuthenticateRequest)(nil),                // 33: collab.workspace.v1.AuthenticateRequest
-	(*ApiKeyCredentials)(nil),                  // 34: collab.workspace.v1.ApiKeyCredentials
-	(*WorkspaceCredentials)(nil),               // 35: collab.workspace.v1.WorkspaceCredentials
-	(*AuthenticateResponse)(nil),               // 36: collab.workspace.v1.AuthenticateResponse
-	(*GetTokenGenerationRequest)(nil),          // 37: collab.workspace.v1.GetTokenGenerationRequest
-	(*GetTokenGenerationResponse)(nil),         // 38: collab.workspace.v1.GetTokenGenerationResponse
-	nil,                                        // 39: collab.workspace.v1.Workspace.ApiKeyListEntry
+	(*GetSlackWebhookRequest)(nil),             // 0: collab.workspace.v1.GetSlackWebhookRequest
+	(*GetSlackWebhookResponse)(nil),            // 1: collab.workspace.v1.GetSlackWebhookResponse
+	(*Owner)(nil),                              // 2: collab.workspace.v1.Owner
+	(*ApiKeyInfo)(nil),                         // 3: collab.workspace.v1.ApiKeyInfo
+	(*Settings)(nil),                           // 4: collab.workspace.v1.Settings
+	(*Workspace)(nil),                          // 5: collab.workspace.v1.Workspace
+	(*CreateWorkspaceRequest)(nil),             // 6: collab.workspace.v1.CreateWorkspaceRequest
+	(*CreateWorkspaceResponse)(nil),            // 7: collab.workspace.v1.CreateWorkspaceResponse
+	(*GetWorkspaceRequest)(nil),                // 8: collab.workspace.v1.GetWorkspaceRequest
+	(*GetWorkspaceResponse)(nil),               // 9: collab.workspace.v1.GetWorkspaceResponse
+	(*UpdateWorkspaceSettingsRequest)(nil),     // 10: collab.workspace.v1.UpdateWorkspaceSettingsRequest
+	(*UpdateWorkspaceSettingsResponse)(nil),    // 11: collab.workspace.v1.UpdateWorkspaceSettingsResponse
+	(*CreateApiKeyRequest)(nil),                // 12: collab.workspace.v1.CreateApiKeyRequest
+	(*CreatedApiKey)(nil),                      // 13: collab.workspace.v1.CreatedApiKey
+	(*CreateApiKeyResponse)(nil),               // 14: collab.workspace.v1.CreateApiKeyResponse
+	(*ListApiKeysRequest)(nil),                 // 15: collab.workspace.v1.ListApiKeysRequest
+	(*ListApiKeysResponse)(nil),                // 16: collab.workspace.v1.ListApiKeysResponse
+	(*AuthToken)(nil),                          // 17: collab.workspace.v1.AuthToken
+	(*ListAuthTokensRequest)(nil),              // 18: collab.workspace.v1.ListAuthTokensRequest
+	(*ApiKeyAuthTokens)(nil),                   // 19: collab.workspace.v1.ApiKeyAuthTokens
+	(*ListAuthTokensResponse)(nil),             // 20: collab.workspace.v1.ListAuthTokensResponse
+	(*ResetAuthTokenRequest)(nil),              // 21: collab.workspace.v1.ResetAuthTokenRequest
+	(*NewAuthToken)(nil),                       // 22: collab.workspace.v1.NewAuthToken
+	(*ResetAuthTokenResponse)(nil),             // 23: collab.workspace.v1.ResetAuthTokenResponse
+	(*GetDomainsRequest)(nil),                  // 24: collab.workspace.v1.GetDomainsRequest
+	(*AllowedDomains)(nil),                     // 25: collab.workspace.v1.AllowedDomains
+	(*GetDomainsResponse)(nil),                 // 26: collab.workspace.v1.GetDomainsResponse
+	(*UpdateAllowedDomainsRequest)(nil),        // 27: collab.workspace.v1.UpdateAllowedDomainsRequest
+	(*UpdateAllowedDomainsResponse)(nil),       // 28: collab.workspace.v1.UpdateAllowedDomainsResponse
+	(*GetEmailVerificationStatusRequest)(nil),  // 29: collab.workspace.v1.GetEmailVerificationStatusRequest
+	(*EmailVerificationStatus)(nil),            // 30: collab.workspace.v1.EmailVerificationStatus
+	(*GetEmailVerificationStatusResponse)(nil), // 31: collab.workspace.v1.GetEmailVerificationStatusResponse
+	(*VerifyOwnerEmailRequest)(nil),            // 32: collab.workspace.v1.VerifyOwnerEmailRequest
+	(*VerifiedOwnerEmail)(nil),                 // 33: collab.workspace.v1.VerifiedOwnerEmail
+	(*VerifyOwnerEmailResponse)(nil),           // 34: collab.workspace.v1.VerifyOwnerEmailResponse
+	(*AuthenticateRequest)(nil),                // 35: collab.workspace.v1.AuthenticateRequest
+	(*ApiKeyCredentials)(nil),                  // 36: collab.workspace.v1.ApiKeyCredentials
+	(*WorkspaceCredentials)(nil),               // 37: collab.workspace.v1.WorkspaceCredentials
+	(*AuthenticateResponse)(nil),               // 38: collab.workspace.v1.AuthenticateResponse
+	(*GetTokenGenerationRequest)(nil),          // 39: collab.workspace.v1.GetTokenGenerationRequest
+	(*GetTokenGenerationResponse)(nil),         // 40: collab.workspace.v1.GetTokenGenerationResponse
+	nil,                                        // 41: collab.workspace.v1.Workspace.ApiKeyListEntry
 }
 var file_collab_workspace_v1_workspace_proto_depIdxs = []int32{
-	0,  // 0: collab.workspace.v1.Workspace.owner:type_name -> collab.workspace.v1.Owner
-	39, // 1: collab.workspace.v1.Workspace.api_key_list:type_name -> collab.workspace.v1.Workspace.ApiKeyListEntry
-	2,  // 2: collab.workspace.v1.Workspace.settings:type_name -> collab.workspace.v1.Settings
-	3,  // 3: collab.workspace.v1.CreateWorkspaceResponse.data:type_name -> collab.workspace.v1.Workspace
-	3,  // 4: collab.workspace.v1.GetWorkspaceResponse.data:type_name -> collab.workspace.v1.Workspace
-	2,  // 5: collab.workspace.v1.UpdateWorkspaceSettingsResponse.data:type_name -> collab.workspace.v1.Settings
-	11, // 6: collab.workspace.v1.CreateApiKeyResponse.data:type_name -> collab.workspace.v1.CreatedApiKey
-	1,  // 7: collab.workspace.v1.ListApiKeysResponse.data:type_name -> collab.workspace.v1.ApiKeyInfo
-	15, // 8: collab.workspace.v1.ApiKeyAuthTokens.auth_tokens:type_name -> collab.workspace.v1.AuthToken
-	17, // 9: collab.workspace.v1.ListAuthTokensResponse.data:type_name -> collab.workspace.v1.ApiKeyAuthTokens
-	15, // 10: collab.workspace.v1.NewAuthToken.new_auth_token:type_name -> collab.workspace.v1.AuthToken
-	20, // 11: collab.workspace.v1.ResetAuthTokenResponse.data:type_name -> collab.workspace.v1.NewAuthToken
-	23, // 12: collab.workspace.v1.GetDomainsResponse.data:type_name -> collab.workspace.v1.AllowedDomains
-	23, // 13: collab.workspace.v1.UpdateAllowedDomainsResponse.data:type_name -> collab.workspace.v1.AllowedDomains
-	28, // 14: collab.workspace.v1.GetEmailVerificationStatusResponse.data:type_name -> collab.workspace.v1.EmailVerificationStatus
-	31, // 15: collab.workspace.v1.VerifyOwnerEmailResponse.data:type_name -> collab.workspace.v1.VerifiedOwnerEmail
-	34, // 16: collab.workspace.v1.AuthenticateRequest.api_key:type_name -> collab.workspace.v1.ApiKeyCredentials
-	35, // 17: collab.workspace.v1.AuthenticateRequest.workspace:type_name -> collab.workspace.v1.WorkspaceCredentials
-	2,  // 18: collab.workspace.v1.AuthenticateResponse.settings:type_name -> collab.workspace.v1.Settings
-	1,  // 19: collab.workspace.v1.Workspace.ApiKeyListEntry.value:type_name -> collab.workspace.v1.ApiKeyInfo
-	4,  // 20: collab.workspace.v1.WorkspaceService.CreateWorkspace:input_type -> collab.workspace.v1.CreateWorkspaceRequest
-	6,  // 21: collab.workspace.v1.WorkspaceService.GetWorkspace:input_type -> collab.workspace.v1.GetWorkspaceRequest
-	8,  // 22: collab.workspace.v1.WorkspaceService.UpdateWorkspaceSettings:input_type -> collab.workspace.v1.UpdateWorkspaceSettingsRequest
-	10, // 23: collab.workspace.v1.WorkspaceService.CreateApiKey:input_type -> collab.workspace.v1.CreateApiKeyRequest
-	13, // 24: collab.workspace.v1.WorkspaceService.ListApiKeys:input_type -> collab.workspace.v1.ListApiKeysRequest
-	16, // 25: collab.workspace.v1.WorkspaceService.ListAuthTokens:input_type -> collab.workspace.v1.ListAuthTokensRequest
-	19, // 26: collab.workspace.v1.WorkspaceService.ResetAuthToken:input_type -> collab.workspace.v1.ResetAuthTokenRequest
-	22, // 27: collab.workspace.v1.WorkspaceService.GetDomains:input_type -> collab.workspace.v1.GetDomainsRequest
-	25, // 28: collab.workspace.v1.WorkspaceService.UpdateAllowedDomains:input_type -> collab.workspace.v1.UpdateAllowedDomainsRequest
-	27, // 29: collab.workspace.v1.WorkspaceService.GetEmailVerificationStatus:input_type -> collab.workspace.v1.GetEmailVerificationStatusRequest
-	30, // 30: collab.workspace.v1.WorkspaceService.VerifyOwnerEmail:input_type -> collab.workspace.v1.VerifyOwnerEmailRequest
-	33, // 31: collab.workspace.v1.WorkspaceService.Authenticate:input_type -> collab.workspace.v1.AuthenticateRequest
-	37, // 32: collab.workspace.v1.WorkspaceService.GetTokenGeneration:input_type -> collab.workspace.v1.GetTokenGenerationRequest
-	5,  // 33: collab.workspace.v1.WorkspaceService.CreateWorkspace:output_type -> collab.workspace.v1.CreateWorkspaceResponse
-	7,  // 34: collab.workspace.v1.WorkspaceService.GetWorkspace:output_type -> collab.workspace.v1.GetWorkspaceResponse
-	9,  // 35: collab.workspace.v1.WorkspaceService.UpdateWorkspaceSettings:output_type -> collab.workspace.v1.UpdateWorkspaceSettingsResponse
-	12, // 36: collab.workspace.v1.WorkspaceService.CreateApiKey:output_type -> collab.workspace.v1.CreateApiKeyResponse
-	14, // 37: collab.workspace.v1.WorkspaceService.ListApiKeys:output_type -> collab.workspace.v1.ListApiKeysResponse
-	18, // 38: collab.workspace.v1.WorkspaceService.ListAuthTokens:output_type -> collab.workspace.v1.ListAuthTokensResponse
-	21, // 39: collab.workspace.v1.WorkspaceService.ResetAuthToken:output_type -> collab.workspace.v1.ResetAuthTokenResponse
-	24, // 40: collab.workspace.v1.WorkspaceService.GetDomains:output_type -> collab.workspace.v1.GetDomainsResponse
-	26, // 41: collab.workspace.v1.WorkspaceService.UpdateAllowedDomains:output_type -> collab.workspace.v1.UpdateAllowedDomainsResponse
-	29, // 42: collab.workspace.v1.WorkspaceService.GetEmailVerificationStatus:output_type -> collab.workspace.v1.GetEmailVerificationStatusResponse
-	32, // 43: collab.workspace.v1.WorkspaceService.VerifyOwnerEmail:output_type -> collab.workspace.v1.VerifyOwnerEmailResponse
-	36, // 44: collab.workspace.v1.WorkspaceService.Authenticate:output_type -> collab.workspace.v1.AuthenticateResponse
-	38, // 45: collab.workspace.v1.WorkspaceService.GetTokenGeneration:output_type -> collab.workspace.v1.GetTokenGenerationResponse
-	33, // [33:46] is the sub-list for method output_type
-	20, // [20:33] is the sub-list for method input_type
+	2,  // 0: collab.workspace.v1.Workspace.owner:type_name -> collab.workspace.v1.Owner
+	41, // 1: collab.workspace.v1.Workspace.api_key_list:type_name -> collab.workspace.v1.Workspace.ApiKeyListEntry
+	4,  // 2: collab.workspace.v1.Workspace.settings:type_name -> collab.workspace.v1.Settings
+	5,  // 3: collab.workspace.v1.CreateWorkspaceResponse.data:type_name -> collab.workspace.v1.Workspace
+	5,  // 4: collab.workspace.v1.GetWorkspaceResponse.data:type_name -> collab.workspace.v1.Workspace
+	4,  // 5: collab.workspace.v1.UpdateWorkspaceSettingsResponse.data:type_name -> collab.workspace.v1.Settings
+	13, // 6: collab.workspace.v1.CreateApiKeyResponse.data:type_name -> collab.workspace.v1.CreatedApiKey
+	3,  // 7: collab.workspace.v1.ListApiKeysResponse.data:type_name -> collab.workspace.v1.ApiKeyInfo
+	17, // 8: collab.workspace.v1.ApiKeyAuthTokens.auth_tokens:type_name -> collab.workspace.v1.AuthToken
+	19, // 9: collab.workspace.v1.ListAuthTokensResponse.data:type_name -> collab.workspace.v1.ApiKeyAuthTokens
+	17, // 10: collab.workspace.v1.NewAuthToken.new_auth_token:type_name -> collab.workspace.v1.AuthToken
+	22, // 11: collab.workspace.v1.ResetAuthTokenResponse.data:type_name -> collab.workspace.v1.NewAuthToken
+	25, // 12: collab.workspace.v1.GetDomainsResponse.data:type_name -> collab.workspace.v1.AllowedDomains
+	25, // 13: collab.workspace.v1.UpdateAllowedDomainsResponse.data:type_name -> collab.workspace.v1.AllowedDomains
+	30, // 14: collab.workspace.v1.GetEmailVerificationStatusResponse.data:type_name -> collab.workspace.v1.EmailVerificationStatus
+	33, // 15: collab.workspace.v1.VerifyOwnerEmailResponse.data:type_name -> collab.workspace.v1.VerifiedOwnerEmail
+	36, // 16: collab.workspace.v1.AuthenticateRequest.api_key:type_name -> collab.workspace.v1.ApiKeyCredentials
+	37, // 17: collab.workspace.v1.AuthenticateRequest.workspace:type_name -> collab.workspace.v1.WorkspaceCredentials
+	4,  // 18: collab.workspace.v1.AuthenticateResponse.settings:type_name -> collab.workspace.v1.Settings
+	3,  // 19: collab.workspace.v1.Workspace.ApiKeyListEntry.value:type_name -> collab.workspace.v1.ApiKeyInfo
+	6,  // 20: collab.workspace.v1.WorkspaceService.CreateWorkspace:input_type -> collab.workspace.v1.CreateWorkspaceRequest
+	8,  // 21: collab.workspace.v1.WorkspaceService.GetWorkspace:input_type -> collab.workspace.v1.GetWorkspaceRequest
+	10, // 22: collab.workspace.v1.WorkspaceService.UpdateWorkspaceSettings:input_type -> collab.workspace.v1.UpdateWorkspaceSettingsRequest
+	12, // 23: collab.workspace.v1.WorkspaceService.CreateApiKey:input_type -> collab.workspace.v1.CreateApiKeyRequest
+	15, // 24: collab.workspace.v1.WorkspaceService.ListApiKeys:input_type -> collab.workspace.v1.ListApiKeysRequest
+	18, // 25: collab.workspace.v1.WorkspaceService.ListAuthTokens:input_type -> collab.workspace.v1.ListAuthTokensRequest
+	21, // 26: collab.workspace.v1.WorkspaceService.ResetAuthToken:input_type -> collab.workspace.v1.ResetAuthTokenRequest
+	24, // 27: collab.workspace.v1.WorkspaceService.GetDomains:input_type -> collab.workspace.v1.GetDomainsRequest
+	27, // 28: collab.workspace.v1.WorkspaceService.UpdateAllowedDomains:input_type -> collab.workspace.v1.UpdateAllowedDomainsRequest
+	29, // 29: collab.workspace.v1.WorkspaceService.GetEmailVerificationStatus:input_type -> collab.workspace.v1.GetEmailVerificationStatusRequest
+	32, // 30: collab.workspace.v1.WorkspaceService.VerifyOwnerEmail:input_type -> collab.workspace.v1.VerifyOwnerEmailRequest
+	35, // 31: collab.workspace.v1.WorkspaceService.Authenticate:input_type -> collab.workspace.v1.AuthenticateRequest
+	39, // 32: collab.workspace.v1.WorkspaceService.GetTokenGeneration:input_type -> collab.workspace.v1.GetTokenGenerationRequest
+	0,  // 33: collab.workspace.v1.WorkspaceService.GetSlackWebhook:input_type -> collab.workspace.v1.GetSlackWebhookRequest
+	7,  // 34: collab.workspace.v1.WorkspaceService.CreateWorkspace:output_type -> collab.workspace.v1.CreateWorkspaceResponse
+	9,  // 35: collab.workspace.v1.WorkspaceService.GetWorkspace:output_type -> collab.workspace.v1.GetWorkspaceResponse
+	11, // 36: collab.workspace.v1.WorkspaceService.UpdateWorkspaceSettings:output_type -> collab.workspace.v1.UpdateWorkspaceSettingsResponse
+	14, // 37: collab.workspace.v1.WorkspaceService.CreateApiKey:output_type -> collab.workspace.v1.CreateApiKeyResponse
+	16, // 38: collab.workspace.v1.WorkspaceService.ListApiKeys:output_type -> collab.workspace.v1.ListApiKeysResponse
+	20, // 39: collab.workspace.v1.WorkspaceService.ListAuthTokens:output_type -> collab.workspace.v1.ListAuthTokensResponse
+	23, // 40: collab.workspace.v1.WorkspaceService.ResetAuthToken:output_type -> collab.workspace.v1.ResetAuthTokenResponse
+	26, // 41: collab.workspace.v1.WorkspaceService.GetDomains:output_type -> collab.workspace.v1.GetDomainsResponse
+	28, // 42: collab.workspace.v1.WorkspaceService.UpdateAllowedDomains:output_type -> collab.workspace.v1.UpdateAllowedDomainsResponse
+	31, // 43: collab.workspace.v1.WorkspaceService.GetEmailVerificationStatus:output_type -> collab.workspace.v1.GetEmailVerificationStatusResponse
+	34, // 44: collab.workspace.v1.WorkspaceService.VerifyOwnerEmail:output_type -> collab.workspace.v1.VerifyOwnerEmailResponse
+	38, // 45: collab.workspace.v1.WorkspaceService.Authenticate:output_type -> collab.workspace.v1.AuthenticateResponse
+	40, // 46: collab.workspace.v1.WorkspaceService.GetTokenGeneration:output_type -> collab.workspace.v1.GetTokenGenerationResponse
+	1,  // 47: collab.workspace.v1.WorkspaceService.GetSlackWebhook:output_type -> collab.workspace.v1.GetSlackWebhookResponse
+	34, // [34:48] is the sub-list for method output_type
+	20, // [20:34] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name
 	20, // [20:20] is the sub-list for extension extendee
 	0,  // [0:20] is the sub-list for field type_name
@@ -2540,11 +2659,11 @@ func file_collab_workspace_v1_workspace_proto_init() {
 	if File_collab_workspace_v1_workspace_proto != nil {
 		return
 	}
-	file_collab_workspace_v1_workspace_proto_msgTypes[8].OneofWrappers = []any{}
 	file_collab_workspace_v1_workspace_proto_msgTypes[10].OneofWrappers = []any{}
-	file_collab_workspace_v1_workspace_proto_msgTypes[11].OneofWrappers = []any{}
-	file_collab_workspace_v1_workspace_proto_msgTypes[14].OneofWrappers = []any{}
-	file_collab_workspace_v1_workspace_proto_msgTypes[33].OneofWrappers = []any{
+	file_collab_workspace_v1_workspace_proto_msgTypes[12].OneofWrappers = []any{}
+	file_collab_workspace_v1_workspace_proto_msgTypes[13].OneofWrappers = []any{}
+	file_collab_workspace_v1_workspace_proto_msgTypes[16].OneofWrappers = []any{}
+	file_collab_workspace_v1_workspace_proto_msgTypes[35].OneofWrappers = []any{
 		(*AuthenticateRequest_ApiKey)(nil),
 		(*AuthenticateRequest_Workspace)(nil),
 	}
@@ -2554,7 +2673,7 @@ func file_collab_workspace_v1_workspace_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_collab_workspace_v1_workspace_proto_rawDesc), len(file_collab_workspace_v1_workspace_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

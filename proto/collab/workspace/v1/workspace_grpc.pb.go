@@ -39,6 +39,7 @@ const (
 	WorkspaceService_VerifyOwnerEmail_FullMethodName           = "/collab.workspace.v1.WorkspaceService/VerifyOwnerEmail"
 	WorkspaceService_Authenticate_FullMethodName               = "/collab.workspace.v1.WorkspaceService/Authenticate"
 	WorkspaceService_GetTokenGeneration_FullMethodName         = "/collab.workspace.v1.WorkspaceService/GetTokenGeneration"
+	WorkspaceService_GetSlackWebhook_FullMethodName            = "/collab.workspace.v1.WorkspaceService/GetSlackWebhook"
 )
 
 // WorkspaceServiceClient is the client API for WorkspaceService service.
@@ -70,6 +71,9 @@ type WorkspaceServiceClient interface {
 	// Authenticate's: PERMISSION_DENIED for an unknown key or one expired for an unverified owner
 	// email. Internal only.
 	GetTokenGeneration(ctx context.Context, in *GetTokenGenerationRequest, opts ...grpc.CallOption) (*GetTokenGenerationResponse, error)
+	// GetSlackWebhook tells the notifications service the workspace's Slack incoming-webhook URL
+	// in full (empty when none is set). Internal only: callers only ever see it masked.
+	GetSlackWebhook(ctx context.Context, in *GetSlackWebhookRequest, opts ...grpc.CallOption) (*GetSlackWebhookResponse, error)
 }
 
 type workspaceServiceClient struct {
@@ -210,6 +214,16 @@ func (c *workspaceServiceClient) GetTokenGeneration(ctx context.Context, in *Get
 	return out, nil
 }
 
+func (c *workspaceServiceClient) GetSlackWebhook(ctx context.Context, in *GetSlackWebhookRequest, opts ...grpc.CallOption) (*GetSlackWebhookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetSlackWebhookResponse)
+	err := c.cc.Invoke(ctx, WorkspaceService_GetSlackWebhook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkspaceServiceServer is the server API for WorkspaceService service.
 // All implementations must embed UnimplementedWorkspaceServiceServer
 // for forward compatibility.
@@ -239,6 +253,9 @@ type WorkspaceServiceServer interface {
 	// Authenticate's: PERMISSION_DENIED for an unknown key or one expired for an unverified owner
 	// email. Internal only.
 	GetTokenGeneration(context.Context, *GetTokenGenerationRequest) (*GetTokenGenerationResponse, error)
+	// GetSlackWebhook tells the notifications service the workspace's Slack incoming-webhook URL
+	// in full (empty when none is set). Internal only: callers only ever see it masked.
+	GetSlackWebhook(context.Context, *GetSlackWebhookRequest) (*GetSlackWebhookResponse, error)
 	mustEmbedUnimplementedWorkspaceServiceServer()
 }
 
@@ -287,6 +304,9 @@ func (UnimplementedWorkspaceServiceServer) Authenticate(context.Context, *Authen
 }
 func (UnimplementedWorkspaceServiceServer) GetTokenGeneration(context.Context, *GetTokenGenerationRequest) (*GetTokenGenerationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetTokenGeneration not implemented")
+}
+func (UnimplementedWorkspaceServiceServer) GetSlackWebhook(context.Context, *GetSlackWebhookRequest) (*GetSlackWebhookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSlackWebhook not implemented")
 }
 func (UnimplementedWorkspaceServiceServer) mustEmbedUnimplementedWorkspaceServiceServer() {}
 func (UnimplementedWorkspaceServiceServer) testEmbeddedByValue()                          {}
@@ -543,6 +563,24 @@ func _WorkspaceService_GetTokenGeneration_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkspaceService_GetSlackWebhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSlackWebhookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkspaceServiceServer).GetSlackWebhook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkspaceService_GetSlackWebhook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkspaceServiceServer).GetSlackWebhook(ctx, req.(*GetSlackWebhookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkspaceService_ServiceDesc is the grpc.ServiceDesc for WorkspaceService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -601,6 +639,10 @@ var WorkspaceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetTokenGeneration",
 			Handler:    _WorkspaceService_GetTokenGeneration_Handler,
+		},
+		{
+			MethodName: "GetSlackWebhook",
+			Handler:    _WorkspaceService_GetSlackWebhook_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
