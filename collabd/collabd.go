@@ -148,6 +148,9 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 			if inst.Dev != nil {
 				p.Dev = inst.Dev
 			}
+			if inst.Run != nil {
+				b.background = append(b.background, inst.Run)
+			}
 		}
 		if events {
 			lifecyclev1.RegisterLifecycleServiceServer(local, dispatcher)
@@ -359,7 +362,8 @@ type builder struct {
 	internal map[string]grpc.ClientConnInterface
 	p        *Process
 
-	outboxes []*outbox.Outbox
+	outboxes   []*outbox.Outbox
+	background []func(ctx context.Context)
 }
 
 func (b *builder) build(ctx context.Context, m service.Module) (*service.Instance, error) {
@@ -396,10 +400,14 @@ func (b *builder) build(ctx context.Context, m service.Module) (*service.Instanc
 // outbox builds the event outbox of a producing service, in that service's own database; it
 // delivers each event type to the services consuming it.
 func (b *builder) outbox(ctx context.Context, m service.Module) (*outbox.Outbox, error) {
+	routes := outbox.Routes{For: b.cfg.Consumers, All: b.cfg.ConsumersOf(m.Publishes)}
 	var store outbox.Store = outbox.NewMemoryStore()
 	if b.mongo != nil {
 		s, err := outbox.NewMongoStore(ctx, b.mongo.Database(m.Name))
 		if err != nil {
+			return nil, err
+		}
+		if err := s.IndexLanes(ctx, routes.All); err != nil {
 			return nil, err
 		}
 		store = s
@@ -410,26 +418,25 @@ func (b *builder) outbox(ctx context.Context, m service.Module) (*outbox.Outbox,
 			clients[c.Name] = lifecyclev1.NewLifecycleServiceClient(b.internal[c.Name])
 		}
 	}
-	routes := outbox.Routes{For: b.cfg.Consumers, All: b.cfg.ConsumersOf(m.Publishes)}
 	ob := outbox.New(m.Name, store, outbox.GRPCDeliverer{Clients: clients}, routes,
 		outbox.WithClock(b.deps.Clock), outbox.WithLogger(b.log.With("outbox", m.Name)))
 	b.outboxes = append(b.outboxes, ob)
 	return ob, nil
 }
 
-// startRelays runs every outbox's delivery loop until shutdown.
+// startRelays runs every outbox's delivery loop and every service's background work until
+// shutdown.
 func (b *builder) startRelays() {
-	if len(b.outboxes) == 0 {
+	if len(b.outboxes)+len(b.background) == 0 {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, ob := range b.outboxes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ob.Run(ctx)
-		}()
+		wg.Go(func() { ob.Run(ctx) })
+	}
+	for _, run := range b.background {
+		wg.Go(func() { run(ctx) })
 	}
 	b.p.closers = append(b.p.closers, func(context.Context) error {
 		cancel()

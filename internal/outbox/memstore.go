@@ -106,6 +106,7 @@ func (s *MemoryStore) Delivered(_ context.Context, id, subscriber string, releas
 		}
 		r.Pending = slices.DeleteFunc(r.Pending, func(p string) bool { return p == subscriber })
 		r.Delivered = append(r.Delivered, subscriber)
+		r.Lanes[subscriber] = Lane{Attempts: r.Lanes[subscriber].Attempts}
 		for _, n := range release {
 			if !slices.Contains(r.Pending, n) && !slices.Contains(r.Delivered, n) && !slices.Contains(r.Refused, n) {
 				r.Pending = append(r.Pending, n)
@@ -138,11 +139,12 @@ func (s *MemoryStore) Refuse(_ context.Context, id, subscriber, reason string, n
 	})
 }
 
-func (s *MemoryStore) Prune(_ context.Context, before time.Time) (int, error) {
+func (s *MemoryStore) Prune(_ context.Context, before, now time.Time) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
 	for id, r := range s.events {
+		settle(r, now)
 		if r.DoneAt != nil && r.DoneAt.Before(before) {
 			delete(s.events, id)
 			n++

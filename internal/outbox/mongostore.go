@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"slices"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -17,10 +20,17 @@ import (
 // names are service names (letters only), so they are safe as field names under "lanes".
 type MongoStore struct {
 	coll *mongo.Collection
+	// events serialises this process's updates of one event. MongoDB applies each update
+	// atomically, so lanes of several processes never lose each other's writes; FerretDB reads,
+	// patches and writes a document back, so two lanes updating one event at once could. The
+	// embedded FerretDB serves one process, which the locks cover.
+	events [64]sync.Mutex
 }
 
 // NewMongoStore returns a store on db and creates its indexes: pending events per subscriber
-// in age order (the lanes' polls), and finished ones by age (pruning).
+// in age order (the lanes' polls; IndexLanes adds one per lane on its next attempt), and
+// finished ones by age (pruning). Events written by the outbox before lanes (without
+// "pending") are converted first.
 func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error) {
 	coll := db.Collection("outbox")
 	if err := mongodb.EnsureIndexes(ctx, coll,
@@ -29,7 +39,91 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 	); err != nil {
 		return nil, fmt.Errorf("outbox store: %w", err)
 	}
-	return &MongoStore{coll: coll}, nil
+	s := &MongoStore{coll: coll}
+	if err := s.convertLegacy(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// IndexLanes creates, for each subscriber, the index its lane's poll uses: pending for it, by
+// its next attempt. Without it a lane whose consumer is down would read its whole backlog on
+// every poll to find the few that are due.
+func (s *MongoStore) IndexLanes(ctx context.Context, subscribers []string) error {
+	for _, sub := range subscribers {
+		if err := mongodb.EnsureIndexes(ctx, s.coll, mongodb.Index("lane_"+sub, "pending", "lanes."+sub+".next")); err != nil {
+			return fmt.Errorf("outbox store: %w", err)
+		}
+	}
+	return nil
+}
+
+// legacyRecord is an event as the outbox stored it before lanes: one delivery state for all
+// subscribers, delivered in order.
+type legacyRecord struct {
+	ID          string    `bson:"_id"`
+	Subscribers []string  `bson:"subscribers"`
+	Delivered   []string  `bson:"delivered"`
+	Attempts    int       `bson:"attempts"`
+	NextAttempt time.Time `bson:"nextAttempt"`
+	LastError   string    `bson:"lastError"`
+	Finished    bool      `bson:"finished"`
+	Failed      bool      `bson:"failed"`
+}
+
+// convertLegacy gives events of the old format their lanes: a finished one is done (refused by
+// its first undelivered subscriber when it failed); an unfinished one is pending for every
+// subscriber it did not reach, due when it was, with no gate (its producer's part, the first,
+// was delivered before the others in the old order, or is pending with them).
+func (s *MongoStore) convertLegacy(ctx context.Context) error {
+	cur, err := s.coll.Find(ctx, bson.M{"pending": bson.M{"$exists": false}})
+	if err != nil {
+		return fmt.Errorf("outbox store: read old events: %w", err)
+	}
+	var old []legacyRecord
+	if err := cur.All(ctx, &old); err != nil {
+		return fmt.Errorf("outbox store: read old events: %w", err)
+	}
+	now := time.Now().UTC()
+	for _, r := range old {
+		var waiting []string
+		for _, sub := range r.Subscribers {
+			if !slices.Contains(r.Delivered, sub) {
+				waiting = append(waiting, sub)
+			}
+		}
+		set := bson.M{"gate": "", "refused": []string{}, "lanes": map[string]Lane{}, "pending": []string{}}
+		switch {
+		case r.Finished && r.Failed && len(waiting) > 0:
+			set["refused"] = waiting[:1]
+			set["lanes"] = map[string]Lane{waiting[0]: {Attempts: r.Attempts, LastError: r.LastError}}
+			set["doneAt"] = now
+		case r.Finished:
+			set["doneAt"] = now
+		default:
+			lanes := map[string]Lane{}
+			for _, sub := range waiting {
+				lanes[sub] = Lane{Attempts: r.Attempts, NextAttempt: r.NextAttempt, LastError: r.LastError}
+			}
+			set["pending"], set["lanes"] = append([]string{}, waiting...), lanes
+			if len(waiting) == 0 {
+				set["doneAt"] = now
+			}
+		}
+		if _, err := s.coll.UpdateOne(ctx, bson.M{"_id": r.ID, "pending": bson.M{"$exists": false}}, bson.M{"$set": set}); err != nil {
+			return fmt.Errorf("outbox store: convert old event %s: %w", r.ID, err)
+		}
+	}
+	return nil
+}
+
+// lock holds the process's lock of one event until the returned func runs.
+func (s *MongoStore) lock(id string) func() {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	m := &s.events[h.Sum32()%uint32(len(s.events))]
+	m.Lock()
+	return m.Unlock
 }
 
 func (s *MongoStore) Add(ctx context.Context, r *Record) error {
@@ -82,6 +176,7 @@ func (s *MongoStore) Due(ctx context.Context, subscriber string, now time.Time, 
 // exists with the subscriber no longer pending is left alone (a concurrent delivery got there
 // first).
 func (s *MongoStore) updatePending(ctx context.Context, id, subscriber string, update bson.M) error {
+	defer s.lock(id)()
 	res, err := s.coll.UpdateOne(ctx, bson.M{"_id": id, "pending": subscriber}, update)
 	if err != nil {
 		return fmt.Errorf("outbox store: update: %w", err)
@@ -98,6 +193,7 @@ func (s *MongoStore) updatePending(ctx context.Context, id, subscriber string, u
 // crash between the two leaves a finished event without doneAt: it is never due again, only
 // never pruned.
 func (s *MongoStore) settle(ctx context.Context, id string, now time.Time) error {
+	defer s.lock(id)()
 	_, err := s.coll.UpdateOne(ctx, bson.M{"_id": id, "pending": bson.M{"$size": 0}, "doneAt": bson.M{"$exists": false}},
 		bson.M{"$set": bson.M{"doneAt": now}})
 	if err != nil {
@@ -107,15 +203,16 @@ func (s *MongoStore) settle(ctx context.Context, id string, now time.Time) error
 }
 
 func (s *MongoStore) Delivered(ctx context.Context, id, subscriber string, release []string, now time.Time) error {
-	update := bson.M{"$push": bson.M{"delivered": subscriber}}
+	// The lane keeps its attempts; its last error is gone with the delivery.
+	set := bson.M{"lanes." + subscriber + ".lastError": ""}
+	update := bson.M{"$push": bson.M{"delivered": subscriber}, "$set": set}
 	if len(release) > 0 {
 		// Only the gate releases, and while it is pending it is the only one pending, so the
 		// others become the whole pending list.
-		set := bson.M{"pending": release}
+		set["pending"] = release
 		for _, n := range release {
 			set["lanes."+n] = Lane{NextAttempt: now}
 		}
-		update["$set"] = set
 	} else {
 		update["$pull"] = bson.M{"pending": subscriber}
 	}
@@ -140,7 +237,10 @@ func (s *MongoStore) Refuse(ctx context.Context, id, subscriber, reason string, 
 	return s.settle(ctx, id, now)
 }
 
-func (s *MongoStore) Prune(ctx context.Context, before time.Time) (int, error) {
+func (s *MongoStore) Prune(ctx context.Context, before, now time.Time) (int, error) {
+	if _, err := s.coll.UpdateMany(ctx, bson.M{"pending": bson.M{"$size": 0}, "doneAt": bson.M{"$exists": false}}, bson.M{"$set": bson.M{"doneAt": now}}); err != nil {
+		return 0, fmt.Errorf("outbox store: prune: %w", err)
+	}
 	res, err := s.coll.DeleteMany(ctx, bson.M{"doneAt": bson.M{"$lt": before}})
 	if err != nil {
 		return 0, fmt.Errorf("outbox store: prune: %w", err)

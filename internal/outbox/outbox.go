@@ -57,7 +57,8 @@ type Lane struct {
 }
 
 // Store keeps one producer's events. Every method is one single-document write or a read, so
-// lanes of different subscribers may update one event concurrently.
+// lanes of different subscribers may update one event concurrently (stores whose server does
+// not apply single-document updates atomically serialise them per event in the process).
 type Store interface {
 	// Add stores a new event, or returns ErrDuplicate when its id is taken.
 	Add(ctx context.Context, r *Record) error
@@ -73,8 +74,10 @@ type Store interface {
 	Retry(ctx context.Context, id, subscriber string, lane Lane) error
 	// Refuse moves subscriber from Pending to Refused, with the reason.
 	Refuse(ctx context.Context, id, subscriber, reason string, now time.Time) error
-	// Prune deletes events that finished before the time, and reports how many.
-	Prune(ctx context.Context, before time.Time) (int, error)
+	// Prune deletes events that finished before the time, and reports how many. A finished
+	// event without DoneAt (a crash between its last update and the stamp) is stamped now, so
+	// it goes a retention later.
+	Prune(ctx context.Context, before, now time.Time) (int, error)
 	// Ping reports whether the store answers.
 	Ping(ctx context.Context) error
 }
@@ -94,7 +97,8 @@ func (r *Record) Attempts() int {
 	return n
 }
 
-// LastError is the latest failure of any lane, for logs and status.
+// LastError is the failure still recorded on a lane (a delivery clears its lane's), the first
+// subscriber's in delivery order, for logs and status.
 func (r *Record) LastError() string {
 	for _, s := range r.Subscribers {
 		if l := r.Lanes[s]; l.LastError != "" {
@@ -115,10 +119,11 @@ func (r *Record) waiting() []string {
 	return out
 }
 
-// State is the event's progress as callers see it (a migration's status).
+// State is the event's progress as callers see it (a migration's status): failed once the gate
+// refused it, or once every lane is done and one refused.
 func (r *Record) State() string {
 	switch {
-	case r.Failed():
+	case r.RefusedByGate() || r.Finished() && r.Failed():
 		return "failed"
 	case r.Finished():
 		return "completed"

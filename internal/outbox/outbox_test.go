@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -25,6 +26,48 @@ func TestMain(m *testing.M) { os.Exit(mongotest.Run(m)) }
 
 func TestMemoryStore(t *testing.T) {
 	runStoreSuite(t, func(t *testing.T) Store { return NewMemoryStore() })
+}
+
+// Events stored by the outbox before lanes are converted when the store starts.
+func TestMongoStoreConvertsEventsOfTheOldFormat(t *testing.T) {
+	ctx := context.Background()
+	db := mongotest.Connect(t).Database("documents")
+	old := db.Collection("outbox")
+	for _, doc := range []bson.M{
+		{"_id": "mig_failed", "event": []byte{}, "type": "document.migrated", "subscribers": []string{"documents", "users", "access"},
+			"delivered": []string{}, "attempts": 0, "nextAttempt": t0, "finished": true, "failed": true, "lastError": "exists", "createdAt": t0},
+		{"_id": "del_pending", "event": []byte{}, "type": "document.deleted", "subscribers": []string{"documents", "users", "access"},
+			"delivered": []string{"documents"}, "attempts": 2, "nextAttempt": t0, "finished": false, "failed": false, "createdAt": t0},
+		{"_id": "done", "event": []byte{}, "type": "document.deleted", "subscribers": []string{"documents"},
+			"delivered": []string{"documents"}, "finished": true, "failed": false, "createdAt": t0},
+	} {
+		if _, err := old.InsertOne(ctx, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := NewMongoStore(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"mig_failed": "failed", "del_pending": "in_progress", "done": "completed"} {
+		if r, err := s.Get(ctx, id); err != nil || r.State() != want {
+			t.Errorf("%s: %v %v, want %s", id, r, err, want)
+		}
+	}
+	for _, sub := range []string{"users", "access"} {
+		if due, _ := s.Due(ctx, sub, t0.Add(time.Hour), 10); !slices.Equal(idsOf(due), []string{"del_pending"}) {
+			t.Errorf("due for %s: %v", sub, idsOf(due))
+		}
+	}
+	if due, _ := s.Due(ctx, "documents", t0.Add(time.Hour), 10); len(due) != 0 {
+		t.Errorf("due again for documents: %v", idsOf(due))
+	}
+	if n, err := s.Prune(ctx, time.Now().Add(time.Hour), time.Now()); err != nil || n != 2 {
+		t.Errorf("converted finished events not pruned: %d %v", n, err)
+	}
+	if _, err := NewMongoStore(ctx, db); err != nil { // converting again finds nothing to do
+		t.Fatal(err)
+	}
 }
 
 func TestMongoStore(t *testing.T) {
@@ -146,6 +189,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			t.Fatalf("%+v", got)
 		}
 	})
+	t.Run("concurrent lanes", func(t *testing.T) { runConcurrentLanes(t, newStore(t)) })
 	t.Run("prune removes old finished events only", func(t *testing.T) {
 		s := newStore(t)
 		for _, id := range []string{"old", "recent", "open"} {
@@ -155,7 +199,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			_ = s.Delivered(ctx, "old", sub, nil, t0)
 			_ = s.Delivered(ctx, "recent", sub, nil, t0.Add(48*time.Hour))
 		}
-		n, err := s.Prune(ctx, t0.Add(24*time.Hour))
+		n, err := s.Prune(ctx, t0.Add(24*time.Hour), t0.Add(72*time.Hour))
 		if err != nil || n != 1 {
 			t.Fatalf("pruned %d, %v", n, err)
 		}
@@ -165,6 +209,44 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			}
 		}
 	})
+}
+
+// Lanes of one event update it at once: none loses another's write (on FerretDB, whose updates
+// are not atomic, thanks to the store's per-event locks).
+func runConcurrentLanes(t *testing.T, s Store) {
+	ctx := context.Background()
+	subs := []string{"a", "b", "c", "d", "e", "f"}
+	for i := range 10 {
+		r := rec(fmt.Sprint("c", i), 0)
+		r.Subscribers, r.Pending = subs, slices.Clone(subs)
+		r.Lanes = map[string]Lane{}
+		for _, sub := range subs {
+			r.Lanes[sub] = Lane{NextAttempt: t0}
+		}
+		if err := s.Add(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, sub := range subs {
+		wg.Go(func() {
+			for i := range 10 {
+				if err := s.Retry(ctx, fmt.Sprint("c", i), sub, Lane{Attempts: 1, NextAttempt: t0, LastError: "x"}); err != nil {
+					t.Error(err)
+				}
+				if err := s.Delivered(ctx, fmt.Sprint("c", i), sub, nil, t0); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range 10 {
+		r, err := s.Get(ctx, fmt.Sprint("c", i))
+		if err != nil || len(r.Pending) != 0 || len(r.Delivered) != len(subs) || r.DoneAt == nil || r.State() != "completed" || r.LastError() != "" {
+			t.Fatalf("event %d after concurrent lanes: %+v %v", i, r, err)
+		}
+	}
 }
 
 func idsOf(rs []*Record) []string {

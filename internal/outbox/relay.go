@@ -118,7 +118,7 @@ func (o *Outbox) Publish(ctx context.Context, e *lifecyclev1.Event) (*Record, er
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliverNow)
 	defer cancel()
 	if r.Gate != "" {
-		o.deliver(dctx, r.ID, r.Gate)
+		o.deliver(dctx, r.ID, r.Gate, false)
 		if got, err := o.store.Get(ctx, r.ID); err == nil {
 			r = got
 		}
@@ -128,7 +128,7 @@ func (o *Outbox) Publish(ctx context.Context, e *lifecyclev1.Event) (*Record, er
 		if sub == r.Gate {
 			continue
 		}
-		wg.Go(func() { o.deliver(dctx, r.ID, sub) })
+		wg.Go(func() { o.deliver(dctx, r.ID, sub, false) })
 	}
 	wg.Wait()
 	if got, err := o.store.Get(ctx, r.ID); err == nil {
@@ -237,7 +237,7 @@ func (o *Outbox) prune(ctx context.Context) {
 	t := time.NewTicker(pruneInterval)
 	defer t.Stop()
 	for {
-		if n, err := o.store.Prune(ctx, o.clock.Now().Add(-o.retention)); err != nil {
+		if n, err := o.store.Prune(ctx, o.clock.Now().Add(-o.retention), o.clock.Now()); err != nil {
 			if ctx.Err() == nil {
 				o.log.ErrorContext(ctx, "outbox: pruning finished events", "error", err)
 			}
@@ -269,7 +269,7 @@ func (o *Outbox) runDue(ctx context.Context, sub string) {
 			return
 		}
 		for _, r := range due {
-			o.deliver(ctx, r.ID, sub)
+			o.deliver(ctx, r.ID, sub, true)
 		}
 		if len(due) < batch {
 			return
@@ -279,12 +279,19 @@ func (o *Outbox) runDue(ctx context.Context, sub string) {
 
 // deliver hands the event to one subscriber if it is still pending and due there, and records
 // the outcome: delivered (releasing the others when it is the gate), retried with backoff, or
-// refused for good.
-func (o *Outbox) deliver(ctx context.Context, id, sub string) {
+// refused for good. Without wait it leaves an event a lane is delivering to the lane, so
+// Publish never waits longer than its own bound.
+func (o *Outbox) deliver(ctx context.Context, id, sub string, wait bool) {
 	key := id + "\x00" + sub
 	lock, _ := o.locks.LoadOrStore(key, &sync.Mutex{})
 	mu := lock.(*sync.Mutex)
-	mu.Lock()
+	if !wait {
+		if !mu.TryLock() {
+			return
+		}
+	} else {
+		mu.Lock()
+	}
 	defer func() {
 		mu.Unlock()
 		o.locks.Delete(key)

@@ -92,6 +92,10 @@ type Instance struct {
 	Ping func(ctx context.Context) error
 	// Events handles the event types of Module.Consumes.
 	Events lifecycle.Handler
+	// Run, when set, is the service's background work (a delivery queue): the process runs it
+	// once the service is registered and cancels its context at shutdown, before the gRPC
+	// server stops.
+	Run func(ctx context.Context)
 	// Authenticator checks credentials; set by the Authenticates module only.
 	Authenticator authn.Authenticator
 	// Dev holds the development workspace's credentials when the service made one.
