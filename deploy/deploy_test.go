@@ -3,6 +3,7 @@ package deploy
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -260,5 +261,49 @@ func TestKubernetesOverlayPerService(t *testing.T) {
 		if strings.HasSuffix(k, "_ADDR") && !slices.ContainsFunc(names(), func(n string) bool { return addrVar(n) == k }) {
 			t.Errorf("config.yaml has %s, which names no service", k)
 		}
+	}
+}
+
+// The image's build context keeps every directory the binary is built from: .dockerignore
+// once excluded collabd/ with a pattern meant for a built binary.
+func TestDockerContextHoldsTheSources(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.Dir}}{{end}}", "../cmd/collabd").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile("../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patterns []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			patterns = append(patterns, strings.TrimPrefix(line, "/"))
+		}
+	}
+	checked := 0
+	for _, dir := range strings.Fields(string(out)) {
+		rel, err := filepath.Rel(root, dir)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			continue // a module from the cache
+		}
+		checked++
+		// Docker excludes a directory when a pattern matches it or any directory above it.
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		for i := range parts {
+			prefix := strings.Join(parts[:i+1], "/")
+			for _, p := range patterns {
+				if ok, _ := filepath.Match(strings.TrimPrefix(p, "**/"), prefix); ok {
+					t.Errorf(".dockerignore pattern %q excludes %s, which the binary is built from", p, rel)
+				}
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("only %d of the binary's packages found in the repository", checked)
 	}
 }
