@@ -290,6 +290,8 @@ func testActivityBadInput(t *testing.T, s *system) {
 	bad(cfg, map[string]any{"triggers": map[string]any{"comment": map[string]any{"add": "yes"}}}, "triggers.comment.add must be a boolean.")
 	bad(cfg, map[string]any{"triggers": map[string]any{"comment": map[string]any{"Add Now": true}}}, `triggers.comment has an invalid event name "Add Now": use the action (e.g. add) or the whole type (e.g. comment.add).`)
 	bad(cfg, map[string]any{"isEnabled": "yes"}, "")
+	bad(cfg, map[string]any{"triggers": map[string]any{"custom": map[string]any{"my.thing": false}}}, `triggers.custom has an invalid event name "my.thing": use the action (e.g. add) or the whole type (e.g. custom.add).`)
+	bad(cfg, map[string]any{"triggers": map[string]any{"comment": map[string]any{"add": false, "comment.add": true}}}, "triggers.comment names the event add twice.")
 
 	pub := "/v2/events/publish"
 	bad(pub, map[string]any{"organizationId": "o"}, "type is required.")

@@ -68,6 +68,12 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 			return err
 		}
 		m := p.DocumentMigrated
+		// Marked first: a writer that checks after this follows the move with its record.
+		if m.GetGeneration() != "" {
+			if err := s.store.MarkMoved(ctx, apiKey, org, m.GetFromDocumentId(), m.GetGeneration(), m.GetToDocumentId()); err != nil {
+				return err
+			}
+		}
 		return s.store.MoveDocument(ctx, apiKey, org, m.GetFromDocumentId(), m.GetToDocumentId(), m.GetGeneration())
 	}
 	return nil // a type this service takes no action on
@@ -98,16 +104,13 @@ func (s *Server) record(ctx context.Context, e *eventsv1.Event) error {
 	}
 	r := fromEvent(e)
 	r.Immutable = cfg.Immutable != nil && *cfg.Immutable
-	existing, err := s.store.Insert(ctx, []*Record{r})
-	if err != nil {
+	if _, err := s.store.Insert(ctx, []*Record{r}); err != nil {
 		return fmt.Errorf("record %s: %w", e.GetType(), err)
 	}
-	if len(existing) > 0 {
-		return nil // delivered before
-	}
-	// The organization or document may have been deleted since the event was published: the
-	// record goes with it.
-	_, err = s.sweepIfBuried(ctx, r.APIKey, r.OrganizationID, r.OrganizationGeneration, r.DocumentID, r.DocumentGeneration, []string{r.ID})
+	// The organization or document may have been deleted or migrated since the event was
+	// published: the record goes or moves with it. Run on a redelivery too (a record that
+	// exists already), so a settle that failed is finished.
+	_, err = s.settle(ctx, r.APIKey, r.OrganizationID, r.OrganizationGeneration, r.DocumentID, r.DocumentGeneration)
 	return err
 }
 

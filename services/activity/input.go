@@ -340,8 +340,12 @@ func checkTriggers(s *structpb.Struct) (map[string]map[string]bool, error) {
 		out[feature] = map[string]bool{}
 		for event, on := range events.GetFields() {
 			action := strings.TrimPrefix(event, feature+".")
-			if validate.EventType("", feature+"."+action) != nil {
+			// One word: the stores keep actions as keys, where a dot would mean nesting.
+			if strings.Contains(action, ".") || validate.EventType("", feature+"."+action) != nil {
 				return nil, apierr.InvalidArgument("triggers.%s has an invalid event name %q: use the action (e.g. add) or the whole type (e.g. %s.add).", feature, event, feature)
+			}
+			if _, dup := out[feature][action]; dup {
+				return nil, apierr.InvalidArgument("triggers.%s names the event %s twice.", feature, action)
 			}
 			b, ok := on.GetKind().(*structpb.Value_BoolValue)
 			if !ok {

@@ -22,6 +22,7 @@ type MemoryStore struct {
 	mu         sync.RWMutex
 	orgs       map[orgKey]*orgRecords
 	tombstones map[tombKey]struct{}
+	moves      map[tombKey]string
 	configs    map[string]*Config
 }
 
@@ -42,7 +43,7 @@ type orgRecords struct {
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{orgs: map[orgKey]*orgRecords{}, tombstones: map[tombKey]struct{}{}, configs: map[string]*Config{}}
+	return &MemoryStore{orgs: map[orgKey]*orgRecords{}, tombstones: map[tombKey]struct{}{}, moves: map[tombKey]string{}, configs: map[string]*Config{}}
 }
 
 // sortedRecords is ordered by (Timestamp, ID) ascending.
@@ -453,6 +454,19 @@ func (s *MemoryStore) Buried(_ context.Context, apiKey, orgID, kind, id, gen str
 	defer s.mu.RUnlock()
 	_, ok := s.tombstones[tombKey{apiKey, orgID, kind, id, gen}]
 	return ok, nil
+}
+
+func (s *MemoryStore) MarkMoved(_ context.Context, apiKey, orgID, docID, gen, to string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.moves[tombKey{apiKey, orgID, KindDocument, docID, gen}] = to
+	return nil
+}
+
+func (s *MemoryStore) MovedTo(_ context.Context, apiKey, orgID, docID, gen string) (string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.moves[tombKey{apiKey, orgID, KindDocument, docID, gen}], nil
 }
 
 func copyConfig(c *Config) *Config {

@@ -289,6 +289,31 @@ func (s *MongoStore) Buried(ctx context.Context, apiKey, orgID, kind, id, gen st
 	return true, nil
 }
 
+// Moves live beside the tombstones, under the kind "moved".
+func (s *MongoStore) MarkMoved(ctx context.Context, apiKey, orgID, docID, gen, to string) error {
+	_, err := s.tombstones.UpdateOne(ctx, bson.M{"_id": tombstoneKey(apiKey, orgID, "moved", docID, gen)}, bson.M{"$set": bson.M{
+		"apiKey": apiKey, "organizationId": orgID, "kind": "moved", "id": docID, "gen": gen, "to": to,
+	}}, options.UpdateOne().SetUpsert(true))
+	if err != nil && !mongodb.IsDuplicateKey(err) {
+		return fmt.Errorf("activity store: mark moved: %w", err)
+	}
+	return nil
+}
+
+func (s *MongoStore) MovedTo(ctx context.Context, apiKey, orgID, docID, gen string) (string, error) {
+	var doc struct {
+		To string `bson:"to"`
+	}
+	err := s.tombstones.FindOne(ctx, bson.M{"_id": tombstoneKey(apiKey, orgID, "moved", docID, gen)}).Decode(&doc)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("activity store: moved to: %w", err)
+	}
+	return doc.To, nil
+}
+
 func (s *MongoStore) Config(ctx context.Context, apiKey string) (*Config, error) {
 	var c Config
 	if err := s.configs.FindOne(ctx, bson.M{"_id": apiKey}).Decode(&c); err != nil {

@@ -198,13 +198,8 @@ func (s *Server) AddActivities(ctx context.Context, req *activityv1.AddActivitie
 	if err != nil {
 		return nil, fmt.Errorf("add activities: %w", err)
 	}
-	var written []string
-	for _, r := range recs {
-		if !contains(existing, r.ID) {
-			written = append(written, r.ID)
-		}
-	}
-	if gone, err := s.sweepIfBuried(ctx, c.APIKey, org, orgGen, doc, docGen, written); err != nil {
+	// Also when every id existed: a retry after a failed settle finishes it.
+	if gone, err := s.settle(ctx, c.APIKey, org, orgGen, doc, docGen); err != nil {
 		return nil, err
 	} else if gone != "" {
 		return nil, apierr.NotFound("%s", gone)
@@ -251,33 +246,56 @@ func (s *Server) generations(ctx context.Context, apiKey, org, doc string) (stri
 	return res.GetOrganizationGeneration(), docGen, nil
 }
 
-// sweepIfBuried runs after records were written under the generations: if the organization or
-// document was deleted meanwhile, the records go too, as if the deletion had come after them,
-// and it names what is gone.
-func (s *Server) sweepIfBuried(ctx context.Context, apiKey, org, orgGen, doc, docGen string, written []string) (string, error) {
-	if len(written) == 0 {
-		return "", nil
-	}
-	for _, g := range []struct{ kind, id, gen, msg string }{
-		{KindOrganization, org, orgGen, msgOrgMissing},
-		{KindDocument, doc, docGen, msgDocumentMissing},
-	} {
-		if g.gen == "" {
-			continue
-		}
-		buried, err := s.store.Buried(ctx, apiKey, org, g.kind, g.id, g.gen)
+// settle runs after records were written under the generations, and again on every retry of
+// the write (it is idempotent): if the organization or document was deleted meanwhile, its
+// generation's records go, as if the deletion had come after them, and it names what is gone;
+// if the document was migrated meanwhile, its records follow it to the new id.
+func (s *Server) settle(ctx context.Context, apiKey, org, orgGen, doc, docGen string) (string, error) {
+	if orgGen != "" {
+		buried, err := s.store.Buried(ctx, apiKey, org, KindOrganization, org, orgGen)
 		if err != nil {
-			return "", fmt.Errorf("check %s generation: %w", g.kind, err)
+			return "", fmt.Errorf("check organization generation: %w", err)
 		}
 		if buried {
-			if err := s.store.Delete(ctx, apiKey, org, written); err != nil {
-				return "", fmt.Errorf("sweep activities of a deleted %s: %w", g.kind, err)
+			if err := s.store.DeleteOrganization(ctx, apiKey, org, orgGen); err != nil {
+				return "", fmt.Errorf("sweep activities of a deleted organization: %w", err)
 			}
-			return g.msg, nil
+			return msgOrgMissing, nil
 		}
+	}
+	if doc == "" || docGen == "" {
+		return "", nil
+	}
+	// A chain of migrations is followed to its end (bounded: ids cannot repeat within one
+	// generation, but a corrupt store must not loop).
+	for range maxMoves {
+		buried, err := s.store.Buried(ctx, apiKey, org, KindDocument, doc, docGen)
+		if err != nil {
+			return "", fmt.Errorf("check document generation: %w", err)
+		}
+		if buried {
+			if err := s.store.DeleteDocument(ctx, apiKey, org, doc, docGen); err != nil {
+				return "", fmt.Errorf("sweep activities of a deleted document: %w", err)
+			}
+			return msgDocumentMissing, nil
+		}
+		to, err := s.store.MovedTo(ctx, apiKey, org, doc, docGen)
+		if err != nil {
+			return "", fmt.Errorf("check document migration: %w", err)
+		}
+		if to == "" {
+			return "", nil
+		}
+		if err := s.store.MoveDocument(ctx, apiKey, org, doc, to, docGen); err != nil {
+			return "", fmt.Errorf("move activities of a migrated document: %w", err)
+		}
+		doc = to
 	}
 	return "", nil
 }
+
+// maxMoves bounds the migrations settle follows.
+const maxMoves = 16
 
 // immutable reports whether records written now are immutable.
 func (s *Server) immutable(ctx context.Context, apiKey string) (bool, error) {

@@ -2,6 +2,7 @@ package activity
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"testing"
@@ -203,7 +204,7 @@ func TestConfigPartialUpdates(t *testing.T) {
 	}
 }
 
-// A deep page token seeks: records added before the position never shift a page.
+// Pages follow each other by position, and an expired token is refused as such.
 func TestPagesByPosition(t *testing.T) {
 	h := newHarness(t)
 	for i := range 7 {
@@ -237,6 +238,57 @@ func TestPagesByPosition(t *testing.T) {
 	_, err := h.srv.GetActivityLogs(k1, &activityv1.GetActivityLogsRequest{OrganizationId: "o", PageSize: &size, PageToken: resp.GetPageToken()})
 	if st := status.Convert(apierr.ToStatus(context.Background(), slog.New(slog.DiscardHandler), err)); st.Message() != "pageToken has expired; request the first page again." {
 		t.Fatalf("expired token: %v", err)
+	}
+}
+
+// flakyBuried fails the first Buried check, as a timeout would.
+type flakyBuried struct {
+	*MemoryStore
+	failed bool
+}
+
+func (f *flakyBuried) Buried(ctx context.Context, k, o, kind, id, g string) (bool, error) {
+	if !f.failed {
+		f.failed = true
+		return false, errors.New("transient")
+	}
+	return f.MemoryStore.Buried(ctx, k, o, kind, id, g)
+}
+
+// A redelivery after a failed check still sweeps the record of a deleted document.
+func TestRedeliveryAfterAFailedCheckSweeps(t *testing.T) {
+	h := newHarness(t)
+	h.srv.store = &flakyBuried{MemoryStore: h.store}
+	h.configure(t, &activityv1.UpdateActivityConfigRequest{IsEnabled: on(true)})
+	h.deliver(t, &lifecyclev1.Event{Id: "del", Type: lifecycle.DocumentDeleted, ApiKey: "k1", OrganizationId: "o", OrganizationGeneration: "g1",
+		Payload: &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"d"}, Generations: []string{"dg1"}}}})
+	late := domain("late", "comment.add", "d")
+	if err := h.srv.HandleEvent(context.Background(), late); err == nil {
+		t.Fatal("the failed check was not reported")
+	}
+	h.deliver(t, late)
+	if got := h.ids(t, &activityv1.GetActivityLogsRequest{}); len(got) != 0 {
+		t.Fatalf("survived the redelivery: %v", got)
+	}
+}
+
+// An event published before a migration and delivered after it files its record under the new
+// id, through chains of migrations too.
+func TestALateEventFollowsMigrations(t *testing.T) {
+	h := newHarness(t)
+	h.configure(t, &activityv1.UpdateActivityConfigRequest{IsEnabled: on(true)})
+	migrate := func(from, to string) {
+		h.deliver(t, &lifecyclev1.Event{Id: "m-" + from, Type: lifecycle.DocumentMigrated, ApiKey: "k1", OrganizationId: "o", OrganizationGeneration: "g1",
+			Payload: &lifecyclev1.Event_DocumentMigrated{DocumentMigrated: &lifecyclev1.DocumentMigrated{FromDocumentId: from, ToDocumentId: to, Generation: "dg1"}}})
+	}
+	migrate("d", "d2")
+	migrate("d2", "d3")
+	h.deliver(t, domain("late", "comment.add", "d"))
+	if got := h.ids(t, &activityv1.GetActivityLogsRequest{DocumentId: "d3"}); !slices.Equal(got, []string{"late"}) {
+		t.Fatalf("d3 has %v", got)
+	}
+	if got := h.ids(t, &activityv1.GetActivityLogsRequest{DocumentId: "d"}); len(got) != 0 {
+		t.Fatalf("left under d: %v", got)
 	}
 }
 

@@ -132,6 +132,11 @@ type Store interface {
 	// its organization or document was being deleted does not survive it.
 	Bury(ctx context.Context, apiKey, orgID, kind, id, gen string) error
 	Buried(ctx context.Context, apiKey, orgID, kind, id, gen string) (bool, error)
+	// MarkMoved records that a document incarnation was migrated to another id; MovedTo tells
+	// where ("" when it was not). Writers follow it after writing, so a record written from an
+	// event published before the migration ends up under the new id too.
+	MarkMoved(ctx context.Context, apiKey, orgID, docID, gen, to string) error
+	MovedTo(ctx context.Context, apiKey, orgID, docID, gen string) (string, error)
 
 	// Config returns the tenant's config, or ErrNotFound when it was never set.
 	Config(ctx context.Context, apiKey string) (*Config, error)

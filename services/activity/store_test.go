@@ -718,6 +718,30 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		buried("k2", "o1", KindDocument, "d1", "g1", false)
 	})
 
+	t.Run("moves", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		movedTo := func(apiKey, orgID, doc, gen, want string) {
+			t.Helper()
+			got, err := s.MovedTo(ctx, apiKey, orgID, doc, gen)
+			if err != nil || got != want {
+				t.Fatalf("MovedTo(%s %s %s %s): %q %v, want %q", apiKey, orgID, doc, gen, got, err, want)
+			}
+		}
+		movedTo("k1", "o1", "d1", "g1", "")
+		must(t, s.MarkMoved(ctx, "k1", "o1", "d1", "g1", "d2"))
+		must(t, s.MarkMoved(ctx, "k1", "o1", "d1", "g1", "d2")) // again: no error
+		movedTo("k1", "o1", "d1", "g1", "d2")
+		movedTo("k1", "o1", "d1", "g2", "")
+		movedTo("k1", "o2", "d1", "g1", "")
+		movedTo("k2", "o1", "d1", "g1", "")
+		// A document's burial is not a move, nor the other way round.
+		buried, err := s.Buried(ctx, "k1", "o1", KindDocument, "d1", "g1")
+		if err != nil || buried {
+			t.Fatalf("a move reads as a burial: %v %v", buried, err)
+		}
+	})
+
 	t.Run("config", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -26,6 +27,9 @@ import (
 const (
 	maxDataBytes   = 256 << 10 // data, encoded
 	maxFieldLength = 256       // targetEntityId, channel, actionUser fields
+	// maxTimestamp is the year 9999 in Unix milliseconds: a timestamp internal callers set
+	// beyond it is a mistake.
+	maxTimestamp = 253402300799999
 )
 
 const (
@@ -185,6 +189,9 @@ func check(e *eventsv1.Event) error {
 	}
 	if email := e.GetActionUser().GetEmail(); email != "" && !validate.IsEmail(email) {
 		return apierr.InvalidArgument("actionUser.email must be a valid email address.")
+	}
+	if t := e.GetTimestamp(); math.IsNaN(t) || math.IsInf(t, 0) || t < 0 || t > maxTimestamp {
+		return apierr.InvalidArgument("timestamp must be Unix milliseconds.")
 	}
 	if e.GetData() != nil && proto.Size(e.GetData()) > maxDataBytes {
 		return apierr.InvalidArgument("data must be at most %d KiB.", maxDataBytes>>10)

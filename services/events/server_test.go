@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -198,6 +199,12 @@ func TestInternalPublishNamesItsTenantAndCannotForgeGenerations(t *testing.T) {
 	}
 	if _, err := s.Publish(ctx, &eventsv1.PublishRequest{}); err == nil {
 		t.Fatal("no event accepted")
+	}
+	for _, ts := range []float64{math.NaN(), math.Inf(1), -1, 1e300} {
+		_, err := s.Publish(ctx, &eventsv1.PublishRequest{Event: &eventsv1.Event{Type: "comment.add", ApiKey: "k1", WorkspaceId: "w", OrganizationId: "o", Timestamp: ts}})
+		if st := status.Convert(apierr.ToStatus(ctx, slog.New(slog.DiscardHandler), err)); st.Message() != "timestamp must be Unix milliseconds." {
+			t.Fatalf("timestamp %v: %v", ts, err)
+		}
 	}
 	resp, err := s.Publish(ctx, &eventsv1.PublishRequest{Event: &eventsv1.Event{
 		Id: "n1", Type: "notification.add", ApiKey: "k1", WorkspaceId: "w", OrganizationId: "o", OrganizationGeneration: "forged", Timestamp: 5,
