@@ -20,12 +20,15 @@ const (
 	// maxGetUsers bounds the answer of Get Users, which the spec does not page.
 	maxGetUsers   = 50000
 	maxGroups     = 100 // organizationUserGroups per Add User Groups
-	// ListMembers pages: limit 0 means defaultListMembers, at most maxListMembers; a page is
-	// cut short before its members pass maxListMembersBytes, well inside a gRPC message.
+	maxNameLength = 200
+)
+
+// ListMembers pages: limit 0 means defaultListMembers, at most maxListMembers; a page is cut
+// short before its members pass maxListMembersBytes, well inside a gRPC message.
+const (
 	defaultListMembers  = 1000
 	maxListMembers      = 5000
 	maxListMembersBytes = grpcserver.MaxMessageBytes - 64<<10
-	maxNameLength = 200
 )
 
 const msgEitherScope = "Provide either documentId or folderId, not both."
