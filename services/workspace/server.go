@@ -222,6 +222,8 @@ func (s *Server) Authenticate(ctx context.Context, req *workspacev1.Authenticate
 	if err != nil {
 		return nil, err
 	}
+	// The three switches only: the Slack webhook URL is no part of the caller, so it never
+	// reaches other processes' authentication caches.
 	return &workspacev1.AuthenticateResponse{
 		WorkspaceId: c.WorkspaceID, ApiKey: c.APIKey, AllowedDomains: c.AllowedDomains, TokenGeneration: c.TokenGeneration,
 		Settings: &workspacev1.Settings{AdvancedQueries: c.Settings.AdvancedQueries, Notifications: c.Settings.Notifications, AdvancedWebhooks: c.Settings.AdvancedWebhooks},
