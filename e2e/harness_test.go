@@ -39,8 +39,15 @@ func config(t *testing.T, args ...string) collabd.Config {
 
 func start(t *testing.T, cfg collabd.Config) *system {
 	t.Helper()
+	return startLogging(t, cfg, io.Discard)
+}
+
+// startLogging is start with the process's log written to logOut (which must be safe for
+// concurrent writes).
+func startLogging(t *testing.T, cfg collabd.Config, logOut io.Writer) *system {
+	t.Helper()
 	s := &system{t: t, mail: &email.Memory{}, clock: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
-	p, err := collabd.Start(context.Background(), cfg, collabd.Deps{Clock: s.clock, Email: s.mail, LogOutput: io.Discard})
+	p, err := collabd.Start(context.Background(), cfg, collabd.Deps{Clock: s.clock, Email: s.mail, LogOutput: logOut})
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}

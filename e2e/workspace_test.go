@@ -1,14 +1,26 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
+
+	"github.com/collab/collab/internal/authn"
 )
 
 // The definition of done: a newcomer creates a workspace through the API, gets an API
@@ -499,4 +511,104 @@ func TestRateLimitGetWorkspaceIsPerWorkspace(t *testing.T) {
 	s.call("/v2/workspace/get", s.devWorkspace(), map[string]any{}).data(t, "")
 	s.call("/v2/workspace/get", s.devWorkspace(), map[string]any{}).fails(t, 429, "RESOURCE_EXHAUSTED", "")
 	s.call("/v2/workspace/get", workspaceHeaders(id, token), map[string]any{}).data(t, "")
+}
+
+// lockedBuffer collects a process's log; the process writes from many goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// The Slack webhook URL over HTTP with the workspace credentials: set, read back masked by
+// the update's answer and Get Workspace, a bad URL refused, "" removes it; in full only through
+// the internal GetSlackWebhook; never in the log, even at debug level.
+func TestWorkspaceSlackWebhook(t *testing.T) {
+	logged := &lockedBuffer{}
+	cfg := config(t, "--internal-token="+testInternalToken, "--log-level=debug")
+	s := startLogging(t, cfg, logged)
+	w := s.devWorkspace()
+	const secretPart = "T0AAAAAAA/B0BBBBBBB/XXXXXXXXXXXXXXXXXXXXabcd"
+	webhook := "https://hooks.slack.com/services/" + secretPart
+	const masked = "https://hooks.slack.com/…abcd"
+
+	conn, err := grpc.NewClient(s.proc.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	internal := metadata.AppendToOutgoingContext(context.Background(), authn.HeaderInternalToken, testInternalToken)
+	stored := func() string {
+		t.Helper()
+		resp, err := workspacev1.NewWorkspaceServiceClient(conn).GetSlackWebhook(internal, &workspacev1.GetSlackWebhookRequest{WorkspaceId: s.proc.Dev.WorkspaceID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetUrl()
+	}
+	settings := func() map[string]any {
+		t.Helper()
+		return s.call("/v2/workspace/get", w, map[string]any{}).data(t, "Workspace retrieved successfully")["settings"].(map[string]any)
+	}
+	if got := settings()["slackWebhookUrl"]; got != "" || stored() != "" {
+		t.Fatalf("a new workspace has a webhook: %v", got)
+	}
+
+	d := s.call("/v2/workspace/settings/update", w, map[string]any{"slackWebhookUrl": webhook}).data(t, "Workspace settings updated successfully.")
+	if d["slackWebhookUrl"] != masked || d["notifications"] != true {
+		t.Fatalf("update answer %v", d)
+	}
+	if got := settings(); got["slackWebhookUrl"] != masked || got["advancedQueries"] != true {
+		t.Fatalf("Get Workspace shows %v", got)
+	}
+	if got := stored(); got != webhook {
+		t.Fatalf("GetSlackWebhook: %q", got)
+	}
+	// Key-level calls authenticate through the same settings; they work and carry no URL.
+	s.call("/v2/workspace/domains/get", s.devKey(), map[string]any{}).data(t, "")
+
+	for _, bad := range []any{"hooks.slack.com/services/x", "ftp://hooks.slack.com/x", "https://", "https://hooks.slack.com/a b",
+		"https://hooks.slack.com/\u0007", "https://hooks.slack.com/" + strings.Repeat("x", 2048)} {
+		s.call("/v2/workspace/settings/update", w, map[string]any{"slackWebhookUrl": bad}).fails(t, 400, "INVALID_ARGUMENT", "slackWebhookUrl must be a valid http(s) URL.")
+	}
+	s.call("/v2/workspace/settings/update", w, map[string]any{"slackWebhookUrl": 7}).fails(t, 400, "INVALID_ARGUMENT", "")
+	if got := stored(); got != webhook {
+		t.Fatalf("a refused update changed the URL to %q", got)
+	}
+	// Another switch leaves it alone.
+	d = s.call("/v2/workspace/settings/update", w, map[string]any{"advancedWebhooks": false}).data(t, "")
+	if d["slackWebhookUrl"] != masked || d["advancedWebhooks"] != false {
+		t.Fatalf("after another switch %v", d)
+	}
+
+	d = s.call("/v2/workspace/settings/update", w, map[string]any{"slackWebhookUrl": ""}).data(t, "Workspace settings updated successfully.")
+	if d["slackWebhookUrl"] != "" {
+		t.Fatalf("after removing %v", d)
+	}
+	if got := settings()["slackWebhookUrl"]; got != "" || stored() != "" {
+		t.Fatalf("removed, Get Workspace shows %v", got)
+	}
+	_, err = workspacev1.NewWorkspaceServiceClient(conn).GetSlackWebhook(internal, &workspacev1.GetSlackWebhookRequest{WorkspaceId: "nope"})
+	if st := status.Convert(err); st.Code() != codes.NotFound || st.Message() != "Workspace not found." {
+		t.Fatalf("unknown workspace: %v", st)
+	}
+	s.call("/v2/workspace/slack_webhook/get", w, map[string]any{}).fails(t, 404, "NOT_FOUND", "")
+
+	if !strings.Contains(logged.String(), "UpdateWorkspaceSettings") {
+		t.Fatalf("the debug log does not show the calls:\n%s", logged.String())
+	}
+	if strings.Contains(logged.String(), secretPart) || strings.Contains(logged.String(), "hooks.slack.com") {
+		t.Fatalf("the log holds the webhook:\n%s", logged.String())
+	}
 }

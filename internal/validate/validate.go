@@ -59,6 +59,11 @@ func IDs(field string, vs []string, required bool, max int) ([]string, error) {
 		return nil, apierr.InvalidArgument("%s must contain at most %d ids.", field, max)
 	}
 	out := make([]string, 0, len(vs))
+	// Short lists are searched; long ones (the internal operations take thousands) keep a set.
+	var seen map[string]struct{}
+	if len(vs) > 64 {
+		seen = make(map[string]struct{}, len(vs))
+	}
 	for i, v := range vs {
 		if v == "" {
 			return nil, apierr.InvalidArgument("%s[%d] must not be empty.", field, i)
@@ -66,9 +71,15 @@ func IDs(field string, vs []string, required bool, max int) ([]string, error) {
 		if err := idForm(field+"["+strconv.Itoa(i)+"]", v); err != nil {
 			return nil, err
 		}
-		if !slices.Contains(out, v) {
-			out = append(out, v)
+		if seen != nil {
+			if _, dup := seen[v]; dup {
+				continue
+			}
+			seen[v] = struct{}{}
+		} else if slices.Contains(out, v) {
+			continue
 		}
+		out = append(out, v)
 	}
 	return out, nil
 }

@@ -60,6 +60,16 @@ func TestIDs(t *testing.T) {
 	if got, err := IDs("x", nil, false, 0); err != nil || len(got) != 0 {
 		t.Fatalf("optional empty list: %v %v", got, err)
 	}
+	// A long list keeps the first-seen order without duplicates, as a short one does.
+	long, want := make([]string, 0, 20_000), make([]string, 0, 10_000)
+	for i := range 10_000 {
+		id := "u" + strconv.Itoa((i*7919)%10_000)
+		long = append(long, id, id)
+		want = append(want, id)
+	}
+	if got, err := IDs("userIds", long, true, 0); err != nil || !slices.Equal(got, want) {
+		t.Fatalf("long list: %d ids, %v", len(got), err)
+	}
 }
 
 func TestAccessTypeAndRole(t *testing.T) {

@@ -24,9 +24,11 @@ import (
 // Limits. Every request is checked whole before anything is written, so a refused request
 // leaves no trace.
 const (
-	maxUserIDs        = 100 // userIds of Get Permissions and Set Roles
-	maxResourceIDs    = 30  // folderIds, documentIds of Get Permissions (spec section 8)
-	maxResources      = 100 // permissions.resources
+	maxUserIDs        = 100   // userIds of Get Permissions and Set Roles
+	maxResourceIDs    = 30    // folderIds, documentIds of Get Permissions (spec section 8)
+	maxReaderUserIDs  = 10000 // userIds of FilterReaders
+	readerBatch       = 1000  // users per grant read of FilterReaders
+	maxResources      = 100   // permissions.resources
 	maxContextValues  = 1000
 	maxContextValue   = 1000 // characters of one context value
 	maxNameLength     = 200

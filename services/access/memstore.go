@@ -110,6 +110,32 @@ func (s *MemoryStore) Grants(_ context.Context, apiKey, orgID string, userIDs []
 	return out, nil
 }
 
+func (s *MemoryStore) GrantsOn(_ context.Context, apiKey, orgID string, userIDs []string, on []Resource, now time.Time) ([]Grant, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := []Grant{}
+	refs := make([]resourceRef, 0, len(on))
+	for _, r := range on {
+		if ref := (resourceRef{r.Type, r.ID}); !slices.Contains(refs, ref) { // named twice, read once
+			refs = append(refs, ref)
+		}
+	}
+	seen := make(map[string]bool, len(userIDs))
+	for _, u := range userIDs {
+		if seen[u] {
+			continue
+		}
+		seen[u] = true
+		held := s.grants[userScope{apiKey, orgID, u}]
+		for _, r := range refs {
+			if v, ok := held[r]; ok && v.inEffect(now) {
+				out = append(out, Grant{OrganizationID: orgID, ResourceType: r.resourceType, ResourceID: r.resourceID, UserID: u, AccessRole: v.role, ExpiresAt: v.expiresAt})
+			}
+		}
+	}
+	return out, nil
+}
+
 func (s *MemoryStore) DeleteResourceGrants(_ context.Context, apiKey, orgID, resourceType string, resourceIDs []string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -198,6 +198,39 @@ func (s *MongoStore) Grants(ctx context.Context, apiKey, orgID string, userIDs [
 	return out, nil
 }
 
+func (s *MongoStore) GrantsOn(ctx context.Context, apiKey, orgID string, userIDs []string, on []Resource, now time.Time) ([]Grant, error) {
+	out := []Grant{}
+	if len(userIDs) == 0 || len(on) == 0 {
+		return out, nil
+	}
+	// The users' grants in the organization (the org_users index), narrowed to the resources:
+	// one clause per resource type.
+	byType := map[string][]string{}
+	var types []string
+	for _, r := range on {
+		if _, ok := byType[r.Type]; !ok {
+			types = append(types, r.Type)
+		}
+		byType[r.Type] = append(byType[r.Type], r.ID)
+	}
+	resources := make(bson.A, 0, len(types))
+	for _, typ := range types {
+		resources = append(resources, bson.M{"resourceType": typ, "resourceId": bson.M{"$in": byType[typ]}})
+	}
+	filter := bson.M{
+		"apiKey": apiKey, "organizationId": orgID, "userId": bson.M{"$in": userIDs},
+		"$and": bson.A{inEffect(now), bson.M{"$or": resources}},
+	}
+	docs, err := s.findGrants(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range docs {
+		out = append(out, d.grant())
+	}
+	return out, nil
+}
+
 func (s *MongoStore) findGrants(ctx context.Context, filter bson.M) ([]grantDoc, error) {
 	cur, err := s.grants.Find(ctx, filter)
 	if err != nil {

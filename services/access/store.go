@@ -33,6 +33,12 @@ type Grant struct {
 	ExpiresAt time.Time
 }
 
+// Resource names what a grant can be on: a type and an id (for an organization, its id).
+type Resource struct {
+	Type string
+	ID   string
+}
+
 // GrantRef names a grant without its role.
 type GrantRef struct {
 	OrganizationID string
@@ -84,6 +90,12 @@ type Store interface {
 	// the organization, its folders and its documents), in no particular order. It is one
 	// query whatever the number of users.
 	Grants(ctx context.Context, apiKey, orgID string, userIDs []string, now time.Time) ([]Grant, error)
+	// GrantsOn returns the grants in effect at now that the users hold on the named resources
+	// of the organization, in no particular order: Grants narrowed to the resources one
+	// decision needs (a document, its folder chain and the organization), so a read for
+	// thousands of users does not carry their grants on everything else. It is one query
+	// whatever the numbers of users and resources.
+	GrantsOn(ctx context.Context, apiKey, orgID string, userIDs []string, on []Resource, now time.Time) ([]Grant, error)
 	// DeleteResourceGrants deletes every user's grants on the resources of one type.
 	DeleteResourceGrants(ctx context.Context, apiKey, orgID, resourceType string, resourceIDs []string) error
 	// MoveDocumentGrants moves the grants in effect on document from to document to: a user

@@ -176,6 +176,59 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		}
 	})
 
+	t.Run("grants on named resources", func(t *testing.T) {
+		s := newStore(t)
+		exp := t0.Add(time.Hour)
+		put(t, s, "k1",
+			orgGrant("o", "u1", "editor"),
+			docGrant("o", "d", "u1", "viewer"),
+			docGrant("o", "other", "u1", "editor"),
+			folderGrant("o", "f1", "u2", "editor"),
+			folderGrant("o", "f9", "u2", "viewer"),
+			expiring(folderGrant("o", "f2", "u3", "viewer"), exp),
+			expiring(orgGrant("o", "u3", "viewer"), exp.Add(time.Hour)),
+			folderGrant("o", "d", "u4", "editor"), // a folder whose id is the document's
+			docGrant("o2", "d", "u1", "editor"),
+		)
+		put(t, s, "k2", docGrant("o", "d", "u1", "editor"))
+		on := []Resource{{ResourceOrganization, "o"}, {ResourceDocument, "d"}, {ResourceFolder, "f1"}, {ResourceFolder, "f2"}, {ResourceDocument, "d"}}
+		grantsOn := func(apiKey, org string, users []string, on []Resource, now time.Time) []Grant {
+			t.Helper()
+			gs, err := s.GrantsOn(ctx, apiKey, org, users, on, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gs == nil {
+				t.Fatal("nil grants")
+			}
+			return gs
+		}
+		sameGrants(t, "named resources", grantsOn("k1", "o", []string{"u1", "u2", "u3", "u4", "u1", "nobody"}, on, t0), []Grant{
+			orgGrant("o", "u1", "editor"), docGrant("o", "d", "u1", "viewer"), folderGrant("o", "f1", "u2", "editor"),
+			expiring(folderGrant("o", "f2", "u3", "viewer"), exp), expiring(orgGrant("o", "u3", "viewer"), exp.Add(time.Hour)),
+		})
+		sameGrants(t, "after a lapse", grantsOn("k1", "o", []string{"u3"}, on, exp), []Grant{expiring(orgGrant("o", "u3", "viewer"), exp.Add(time.Hour))})
+		sameGrants(t, "some users", grantsOn("k1", "o", []string{"u2"}, on, t0), []Grant{folderGrant("o", "f1", "u2", "editor")})
+		sameGrants(t, "another tenant", grantsOn("k2", "o", []string{"u1"}, on, t0), []Grant{docGrant("o", "d", "u1", "editor")})
+		sameGrants(t, "another organization", grantsOn("k1", "o2", []string{"u1"}, on, t0), []Grant{docGrant("o2", "d", "u1", "editor")})
+		sameGrants(t, "no users", grantsOn("k1", "o", nil, on, t0), nil)
+		sameGrants(t, "no resources", grantsOn("k1", "o", []string{"u1"}, nil, t0), nil)
+
+		// Thousands of users in one read (few of them with grants: writing is slow on FerretDB).
+		var many []Grant
+		users := make([]string, 3000)
+		for i := range users {
+			users[i] = fmt.Sprintf("user-%04d", i)
+			if i%30 == 0 {
+				many = append(many, docGrant("big", "d", users[i], "viewer"), docGrant("big", "elsewhere", users[i], "editor"))
+			}
+		}
+		put(t, s, "k1", many...)
+		if got := grantsOn("k1", "big", users, []Resource{{ResourceDocument, "d"}, {ResourceOrganization, "big"}}, t0); len(got) != 100 {
+			t.Fatalf("%d grants of 3000 users, want 100", len(got))
+		}
+	})
+
 	t.Run("put if absent keeps grants in effect and replaces lapsed ones", func(t *testing.T) {
 		s := newStore(t)
 		exp := t0.Add(time.Hour)

@@ -7,6 +7,7 @@ import (
 	usersv1 "github.com/collab/collab/proto/collab/users/v1"
 
 	"github.com/collab/collab/internal/apierr"
+	"github.com/collab/collab/internal/grpcserver"
 	"github.com/collab/collab/internal/validate"
 )
 
@@ -20,6 +21,14 @@ const (
 	maxGetUsers   = 50000
 	maxGroups     = 100 // organizationUserGroups per Add User Groups
 	maxNameLength = 200
+)
+
+// ListMembers pages: limit 0 means defaultListMembers, at most maxListMembers; a page is cut
+// short before its members pass maxListMembersBytes, well inside a gRPC message.
+const (
+	defaultListMembers  = 1000
+	maxListMembers      = 5000
+	maxListMembersBytes = grpcserver.MaxMessageBytes - 64<<10
 )
 
 const msgEitherScope = "Provide either documentId or folderId, not both."

@@ -138,6 +138,26 @@ func (s *MemoryStore) Members(_ context.Context, apiKey, orgID string, only []st
 	return out, nil
 }
 
+func (s *MemoryStore) MembersAfter(_ context.Context, apiKey, orgID, after string, limit int) ([]string, error) {
+	out := []string{}
+	if limit <= 0 {
+		return out, nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	// The set has no order: one pass keeps the ids after after, and only those are sorted.
+	for id := range s.members[orgKey{apiKey, orgID}] {
+		if id > after {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	if len(out) > limit {
+		out = slices.Clip(out[:limit])
+	}
+	return out, nil
+}
+
 func (s *MemoryStore) RemoveUsers(_ context.Context, apiKey, orgID string, userIDs []string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

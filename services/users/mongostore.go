@@ -203,6 +203,18 @@ func (s *MongoStore) Members(ctx context.Context, apiKey, orgID string, only []s
 	return userIDs(ctx, s.members, scoped(apiKey, orgID, only), limit)
 }
 
+func (s *MongoStore) MembersAfter(ctx context.Context, apiKey, orgID, after string, limit int) ([]string, error) {
+	if limit <= 0 {
+		return []string{}, nil
+	}
+	// The org_users index (apiKey, organizationId, userId) serves the range and the order.
+	filter := bson.M{"apiKey": apiKey, "organizationId": orgID}
+	if after != "" {
+		filter["userId"] = bson.M{"$gt": after}
+	}
+	return userIDs(ctx, s.members, filter, limit)
+}
+
 func (s *MongoStore) RemoveUsers(ctx context.Context, apiKey, orgID string, ids []string) error {
 	if len(ids) == 0 {
 		return nil

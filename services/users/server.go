@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"google.golang.org/protobuf/proto"
+
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
@@ -345,6 +347,69 @@ func (s *Server) DeleteUsers(ctx context.Context, req *usersv1.DeleteUsersReques
 		}
 	}
 	return &usersv1.DeleteUsersResponse{Status: statusSuccess, Message: msgUsersDeleted, Data: data}, nil
+}
+
+// ListMembers pages through an organization's members (its contact list, under the
+// organization's current generation) in user-id order, with their names and emails, for the
+// notifications service. Internal: the tenant is the request's apiKey. A page holds limit
+// members, or fewer when more would not fit a gRPC message (more then still says so).
+func (s *Server) ListMembers(ctx context.Context, req *usersv1.ListMembersRequest) (*usersv1.ListMembersResponse, error) {
+	apiKey, org, after := req.GetApiKey(), req.GetOrganizationId(), req.GetAfter()
+	if err := validate.ID("apiKey", apiKey); err != nil {
+		return nil, err
+	}
+	if err := validate.ID("organizationId", org); err != nil {
+		return nil, err
+	}
+	if err := validate.OptionalID("after", after); err != nil {
+		return nil, err
+	}
+	limit := int(req.GetLimit())
+	if limit == 0 {
+		limit = defaultListMembers
+	}
+	if limit < 1 || limit > maxListMembers {
+		return nil, apierr.InvalidArgument("limit must be between 1 and %d.", maxListMembers)
+	}
+	res, err := s.docs.ResolveResources(ctx, &documentsv1.ResolveResourcesRequest{ApiKey: apiKey, OrganizationId: org})
+	if err != nil {
+		return nil, apierr.FromPeer("resolve resources", err)
+	}
+	if !res.GetOrganizationExists() {
+		return nil, apierr.NotFound(msgOrgMissing)
+	}
+	// One more than the page tells whether more follow.
+	ids, err := s.store.MembersAfter(ctx, apiKey, lifecycle.Ref(org, res.GetOrganizationGeneration()), after, limit+1)
+	if err != nil {
+		return nil, fmt.Errorf("list members: %w", err)
+	}
+	resp := &usersv1.ListMembersResponse{Members: make([]*usersv1.UserInfo, 0, min(len(ids), limit))}
+	if len(ids) > limit {
+		ids, resp.More = ids[:limit], true
+	}
+	identities, err := s.store.Users(ctx, apiKey, ids)
+	if err != nil {
+		return nil, fmt.Errorf("list members: %w", err)
+	}
+	byID := make(map[string]*User, len(identities))
+	for _, u := range identities {
+		byID[u.UserID] = u
+	}
+	size := 0
+	for _, id := range ids {
+		info := &usersv1.UserInfo{UserId: id}
+		if u, ok := byID[id]; ok {
+			info.Name, info.Email = u.Name, u.Email
+		}
+		// Each entry costs its size, a tag byte and a length prefix (at most 3 bytes here).
+		if size += proto.Size(info) + 4; size > maxListMembersBytes {
+			// The caller goes on after the last member sent, so nothing is skipped.
+			resp.More = true
+			break
+		}
+		resp.Members = append(resp.Members, info)
+	}
+	return resp, nil
 }
 
 // ---- Groups ----

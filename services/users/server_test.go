@@ -25,6 +25,7 @@ import (
 	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/clock"
+	"github.com/collab/collab/internal/grpcserver"
 	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/outbox"
 )
@@ -1294,5 +1295,171 @@ func TestRecordsFollowGenerations(t *testing.T) {
 	}
 	if got, _ := h.store.Members(bg, "k1", lifecycle.Ref("o", "og1"), nil, 0); len(got) != 0 {
 		t.Fatalf("the old generation's members stayed after its deletion: %v", got)
+	}
+}
+
+// listMembers calls ListMembers and returns the ids, the whole answer, and checks no error.
+func (h *harness) listMembers(t *testing.T, req *usersv1.ListMembersRequest) ([]string, *usersv1.ListMembersResponse) {
+	t.Helper()
+	resp, err := h.srv.ListMembers(bg, req)
+	if err != nil {
+		t.Fatalf("ListMembers(%v): %v", req, err)
+	}
+	out := []string{}
+	for _, m := range resp.GetMembers() {
+		out = append(out, m.GetUserId())
+	}
+	return out, resp
+}
+
+// ListMembers pages an organization's contact list in user-id order with names and emails,
+// under the organization's current generation, scoped to the API key it names.
+func TestListMembers(t *testing.T) {
+	h := newHarness(t)
+	h.docs.recreate("org", "k1", "o", "", "og1")
+	h.add(t, k1, "o", "", "u3", "u1", "u2", "u5", "u4")
+	h.add(t, as("k2"), "o", "", "other")
+	h.add(t, k1, "o2", "", "elsewhere")
+
+	got, resp := h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o"})
+	if !slices.Equal(got, []string{"u1", "u2", "u3", "u4", "u5"}) || resp.GetMore() {
+		t.Fatalf("all: %v more=%v", got, resp.GetMore())
+	}
+	if m := resp.GetMembers()[0]; m.GetName() != "Name u1" || m.GetEmail() != "u1@example.com" {
+		t.Fatalf("first member %v", m)
+	}
+	got, resp = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: 2})
+	if !slices.Equal(got, []string{"u1", "u2"}) || !resp.GetMore() {
+		t.Fatalf("first page: %v more=%v", got, resp.GetMore())
+	}
+	got, resp = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: 2, After: "u2"})
+	if !slices.Equal(got, []string{"u3", "u4"}) || !resp.GetMore() {
+		t.Fatalf("second page: %v more=%v", got, resp.GetMore())
+	}
+	got, resp = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: 2, After: "u4"})
+	if !slices.Equal(got, []string{"u5"}) || resp.GetMore() {
+		t.Fatalf("last page: %v more=%v", got, resp.GetMore())
+	}
+	// Exactly a page left: no more.
+	got, resp = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: 2, After: "u3"})
+	if !slices.Equal(got, []string{"u4", "u5"}) || resp.GetMore() {
+		t.Fatalf("a page that ends the list: %v more=%v", got, resp.GetMore())
+	}
+	got, resp = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", After: "u9"})
+	if len(got) != 0 || resp.GetMore() || resp.GetMembers() == nil {
+		t.Fatalf("after the last: %v", resp)
+	}
+	// A member without a stored identity still shows, without name or email.
+	must(t, h.store.AddMembers(bg, "k1", lifecycle.Ref("o", "og1"), []string{"u0"}))
+	_, resp = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: 1})
+	if m := resp.GetMembers()[0]; m.GetUserId() != "u0" || m.GetName() != "" || m.GetEmail() != "" {
+		t.Fatalf("identity-less member %v", m)
+	}
+	got, _ = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k2", OrganizationId: "o"})
+	if !slices.Equal(got, []string{"other"}) {
+		t.Fatalf("other tenant: %v", got)
+	}
+	// Deleted and made again, the organization starts empty.
+	h.docs.recreate("org", "k1", "o", "", "og2")
+	got, _ = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o"})
+	if len(got) != 0 {
+		t.Fatalf("members of the new generation: %v", got)
+	}
+	if h.docs.callCount() != 3 { // the three adds
+		t.Fatalf("ListMembers created something: %d EnsureResources calls", h.docs.callCount())
+	}
+
+	for _, bad := range []struct {
+		req  *usersv1.ListMembersRequest
+		code codes.Code
+		msg  string
+	}{
+		{&usersv1.ListMembersRequest{OrganizationId: "o"}, codes.InvalidArgument, "apiKey is required."},
+		{&usersv1.ListMembersRequest{ApiKey: "k1"}, codes.InvalidArgument, "organizationId is required."},
+		{&usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: -1}, codes.InvalidArgument, "limit must be between 1 and 5000."},
+		{&usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: 5001}, codes.InvalidArgument, "limit must be between 1 and 5000."},
+		{&usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", After: "a\x00b"}, codes.InvalidArgument, "after must not contain control characters."},
+		{&usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "nope"}, codes.NotFound, "Organization does not exist."},
+		{&usersv1.ListMembersRequest{ApiKey: "k3", OrganizationId: "o"}, codes.NotFound, "Organization does not exist."},
+	} {
+		_, err := h.srv.ListMembers(bg, bad.req)
+		wantStatus(t, fmt.Sprint(bad.req), err, bad.code, bad.msg)
+	}
+	h.docs.err = status.Error(codes.Unavailable, "documents restarting")
+	_, err := h.srv.ListMembers(bg, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o"})
+	wantStatus(t, "documents unavailable", err, codes.Unavailable, "documents restarting")
+}
+
+// Ten thousand members page by the default limit (1000) and the largest (5000), each once and in
+// order; a page of the largest ids, names and emails is cut short to fit a gRPC message and says
+// more follow.
+func TestListMembersLargeOrganization(t *testing.T) {
+	h := newHarness(t)
+	h.docs.recreate("org", "k1", "o", "", "og")
+	ref := lifecycle.Ref("o", "og")
+	ids := make([]string, 10_000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("user-%05d", (i*7919)%10_000)
+		must(t, h.store.UpsertUser(bg, "k1", UserPatch{UserID: ids[i], Name: ptr("N " + ids[i]), Email: ptr(ids[i] + "@example.com")}))
+	}
+	must(t, h.store.AddMembers(bg, "k1", ref, ids))
+	for _, limit := range []int32{0, 5000} {
+		var (
+			all   []string
+			after string
+			pages int
+		)
+		for {
+			got, resp := h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", After: after, Limit: limit})
+			pages++
+			all = append(all, got...)
+			if last := resp.GetMembers()[len(got)-1]; last.GetEmail() != last.GetUserId()+"@example.com" {
+				t.Fatalf("member %v", last)
+			}
+			if !resp.GetMore() {
+				break
+			}
+			after = got[len(got)-1]
+		}
+		want := 10
+		if limit == 5000 {
+			want = 2
+		}
+		if len(all) != 10_000 || !slices.IsSorted(all) || pages != want {
+			t.Fatalf("limit %d: %d members in %d pages", limit, len(all), pages)
+		}
+		if len(slices.Compact(slices.Clone(all))) != 10_000 {
+			t.Fatalf("limit %d: duplicates", limit)
+		}
+	}
+
+	// 5000 members with the longest ids and names (4-byte characters) do not fit 8 MiB.
+	long := func(i int, n int) string { return fmt.Sprintf("%05d", i) + strings.Repeat("😀", n-5) }
+	big := make([]string, 5000)
+	for i := range big {
+		big[i] = long(i, 256)
+		must(t, h.store.UpsertUser(bg, "k1", UserPatch{UserID: big[i], Name: ptr(long(i, 200)), Email: ptr(fmt.Sprintf("u%d@example.com", i))}))
+	}
+	h.docs.recreate("org", "k1", "big", "", "bg")
+	must(t, h.store.AddMembers(bg, "k1", lifecycle.Ref("big", "bg"), big))
+	var all []string
+	after, pages := "", 0
+	for {
+		got, resp := h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "big", After: after, Limit: 5000})
+		pages++
+		if proto.Size(resp) > grpcserver.MaxMessageBytes {
+			t.Fatalf("a page of %d bytes", proto.Size(resp))
+		}
+		all = append(all, got...)
+		if !resp.GetMore() {
+			break
+		}
+		if len(got) == 5000 || len(got) == 0 {
+			t.Fatalf("a page of %d members says more follow", len(got))
+		}
+		after = got[len(got)-1]
+	}
+	if !slices.Equal(all, big) || pages < 2 {
+		t.Fatalf("paged %d of %d long members in %d pages", len(all), len(big), pages)
 	}
 }

@@ -51,6 +51,11 @@ type Store interface {
 	// Members returns the members of the organization among only: the first limit of them by
 	// user id (limit <= 0: all).
 	Members(ctx context.Context, apiKey, orgID string, only []string, limit int) ([]string, error)
+	// MembersAfter pages through the organization's members: the first limit of them (limit
+	// > 0) whose user ids sort after after (byte order; "" starts from the first), by user id.
+	// It seeks to after rather than reading the members before it, so paging through a large
+	// contact list costs each page its own size.
+	MembersAfter(ctx context.Context, apiKey, orgID, after string, limit int) ([]string, error)
 	// RemoveUsers takes the users off the organization's contact list, every document contact
 	// list of the organization and every group of it.
 	RemoveUsers(ctx context.Context, apiKey, orgID string, userIDs []string) error

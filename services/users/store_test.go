@@ -3,6 +3,7 @@ package users
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"sort"
@@ -140,6 +141,59 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		ids(t, "limit: the first by id", got, err, "u1", "u2")
 		got, err = s.Members(ctx, "k1", "o1", []string{"u3", "u2"}, 1)
 		ids(t, "limit within only", got, err, "u2")
+	})
+
+	t.Run("members page after an id", func(t *testing.T) {
+		s := newStore(t)
+		// Ids whose byte order differs from a case- or accent-folding collation.
+		odd := []string{"Zed", "a", "a-b", "a_b", "b", "z", "é", "ü", "日本", "😀"}
+		must(t, s.AddMembers(ctx, "k1", "o1", odd))
+		must(t, s.AddMembers(ctx, "k1", "o2", []string{"a0", "b0"}))
+		must(t, s.AddMembers(ctx, "k2", "o1", []string{"a0", "b0"}))
+		want := slices.Clone(odd)
+		slices.Sort(want)
+
+		got, err := s.MembersAfter(ctx, "k1", "o1", "", 100)
+		ids(t, "all from the start", got, err, want...)
+		got, err = s.MembersAfter(ctx, "k1", "o1", "", 3)
+		ids(t, "the first page", got, err, want[:3]...)
+		got, err = s.MembersAfter(ctx, "k1", "o1", want[2], 3)
+		ids(t, "after the last of a page, exclusive", got, err, want[3:6]...)
+		got, err = s.MembersAfter(ctx, "k1", "o1", "a0", 2)
+		ids(t, "after an id that is no member", got, err, "a_b", "b")
+		got, err = s.MembersAfter(ctx, "k1", "o1", want[len(want)-1], 3)
+		ids(t, "after the last", got, err)
+		got, err = s.MembersAfter(ctx, "k1", "o1", "", 0)
+		ids(t, "limit 0", got, err)
+		got, err = s.MembersAfter(ctx, "k1", "nope", "", 10)
+		ids(t, "unknown organization", got, err)
+		got, err = s.MembersAfter(ctx, "k2", "o1", "a", 10)
+		ids(t, "other tenant", got, err, "a0", "b0")
+
+		// Paging a larger list with its last id as the next start visits each member once, in
+		// order, and members added behind the position show up.
+		many := make([]string, 0, 250)
+		for i := range 250 {
+			many = append(many, fmt.Sprintf("m%04d", (i*37)%250))
+		}
+		must(t, s.AddMembers(ctx, "k1", "big", many))
+		var seen []string
+		after := ""
+		for page := 0; ; page++ {
+			got, err := s.MembersAfter(ctx, "k1", "big", after, 100)
+			must(t, err)
+			seen = append(seen, got...)
+			if len(got) < 100 {
+				break
+			}
+			after = got[len(got)-1]
+			if page == 0 {
+				must(t, s.AddMembers(ctx, "k1", "big", []string{"m0050x", "m9999"})) // one behind, one ahead
+			}
+		}
+		if len(seen) != 251 || !slices.IsSorted(seen) || seen[0] != "m0000" || seen[250] != "m9999" || slices.Contains(seen, "m0050x") {
+			t.Fatalf("paged %d members: %v ... %v", len(seen), seen[:3], seen[len(seen)-3:])
+		}
 	})
 
 	t.Run("remove users from an organization", func(t *testing.T) {

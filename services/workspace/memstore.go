@@ -88,6 +88,9 @@ func (s *MemoryStore) update(id string, change func(w *Workspace) bool) (*Worksp
 func (s *MemoryStore) UpdateSettings(_ context.Context, id string, p SettingsPatch) (*Workspace, error) {
 	return s.update(id, func(w *Workspace) bool {
 		applyPatch(&w.Settings, p)
+		if p.SlackWebhookURL != nil {
+			w.SlackWebhookURL = *p.SlackWebhookURL
+		}
 		return true
 	})
 }

@@ -14,6 +14,11 @@ type Workspace struct {
 	TokenLast4  string    `bson:"tokenLast4"` // for the masked form
 	Settings    Settings  `bson:"settings"`
 	CreatedAt   time.Time `bson:"createdAt"`
+	// SlackWebhookURL is the Slack incoming-webhook URL notifications are posted to; empty when
+	// none is set. A secret: callers see it masked, only the internal GetSlackWebhook gives it
+	// whole, and it is never logged. It is kept out of Settings, which authentication copies
+	// onto the caller (authn.Settings), so it cannot travel with the caller or its cache.
+	SlackWebhookURL string `bson:"slackWebhookUrl"`
 
 	EmailVerified bool `bson:"emailVerified"`
 	// KeysActive means the API keys no longer depend on the grace period: set when the email
@@ -30,11 +35,13 @@ type Settings struct {
 	AdvancedWebhooks bool `bson:"advancedWebhooks"`
 }
 
-// SettingsPatch changes the switches that are not nil.
+// SettingsPatch changes the switches that are not nil, and the Slack webhook URL when it is not
+// nil ("" removes it).
 type SettingsPatch struct {
 	AdvancedQueries  *bool
 	Notifications    *bool
 	AdvancedWebhooks *bool
+	SlackWebhookURL  *string
 }
 
 // APIKey is a key-level credential. The key itself is its id: it travels in headers and is

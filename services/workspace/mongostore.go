@@ -111,6 +111,9 @@ func (s *MongoStore) UpdateSettings(ctx context.Context, id string, p SettingsPa
 	if p.AdvancedWebhooks != nil {
 		set["settings.advancedWebhooks"] = *p.AdvancedWebhooks
 	}
+	if p.SlackWebhookURL != nil {
+		set["slackWebhookUrl"] = *p.SlackWebhookURL
+	}
 	if len(set) == 0 {
 		return s.Workspace(ctx, id)
 	}

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -220,6 +222,8 @@ func (s *Server) Authenticate(ctx context.Context, req *workspacev1.Authenticate
 	if err != nil {
 		return nil, err
 	}
+	// The three switches only: the Slack webhook URL is no part of the caller, so it never
+	// reaches other processes' authentication caches.
 	return &workspacev1.AuthenticateResponse{
 		WorkspaceId: c.WorkspaceID, ApiKey: c.APIKey, AllowedDomains: c.AllowedDomains, TokenGeneration: c.TokenGeneration,
 		Settings: &workspacev1.Settings{AdvancedQueries: c.Settings.AdvancedQueries, Notifications: c.Settings.Notifications, AdvancedWebhooks: c.Settings.AdvancedWebhooks},
@@ -384,7 +388,7 @@ func workspaceProto(ws *Workspace, keys []*APIKey) *workspacev1.Workspace {
 		Owner:         &workspacev1.Owner{Email: ws.OwnerEmail, Id: ws.OwnerID, Name: ws.OwnerName, Avatar: ws.OwnerAvatar},
 		AuthToken:     ids.Mask(ws.TokenLast4),
 		ApiKeyList:    list,
-		Settings:      settingsProto(ws.Settings),
+		Settings:      settingsProto(ws),
 		EmailVerified: ws.EmailVerified,
 	}
 }
@@ -393,8 +397,55 @@ func keyInfo(k *APIKey) *workspacev1.ApiKeyInfo {
 	return &workspacev1.ApiKeyInfo{ApiKeyName: k.Name, Id: k.Key, Type: k.Type}
 }
 
-func settingsProto(st Settings) *workspacev1.Settings {
-	return &workspacev1.Settings{AdvancedQueries: st.AdvancedQueries, Notifications: st.Notifications, AdvancedWebhooks: st.AdvancedWebhooks}
+// settingsProto is the workspace's settings as callers see them: the Slack webhook URL masked.
+func settingsProto(ws *Workspace) *workspacev1.Settings {
+	st := ws.Settings
+	return &workspacev1.Settings{AdvancedQueries: st.AdvancedQueries, Notifications: st.Notifications, AdvancedWebhooks: st.AdvancedWebhooks,
+		SlackWebhookUrl: maskWebhookURL(ws.SlackWebhookURL)}
+}
+
+// webhookTailMin is the shortest part after the host of which the masked form shows the last
+// four characters; of a shorter one it shows none, so the mask never gives most of it away.
+const webhookTailMin = 16
+
+// maskWebhookURL keeps the scheme, the host and the last four characters of a webhook URL:
+// "https://hooks.slack.com/…abcd" (the path, query and any user info hidden behind "…"). It
+// returns "" for "" and never more than four characters of what follows the host.
+func maskWebhookURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	sep := strings.Index(raw, "://")
+	if err != nil || u.Host == "" || sep < 0 {
+		return "…" // stored URLs were checked; this only guards against revealing anything
+	}
+	// What follows the authority (user info and host): the path, query and fragment.
+	var rest []rune
+	if end := strings.IndexAny(raw[sep+3:], "/?#"); end >= 0 {
+		rest = []rune(raw[sep+3+end:])
+	}
+	out := u.Scheme + "://" + u.Host
+	switch {
+	case len(rest) == 0:
+		return out
+	case len(rest) >= webhookTailMin:
+		return out + "/…" + string(rest[len(rest)-4:])
+	default:
+		return out + "/…"
+	}
+}
+
+// validWebhookURL checks a Slack webhook URL to store: "" (remove it), or an http(s) URL with a
+// host, at most validate.MaxURLLength long, without control characters or white space.
+func validWebhookURL(v string) error {
+	if v == "" {
+		return nil
+	}
+	if !utf8.ValidString(v) || strings.IndexFunc(v, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) }) >= 0 || !validate.IsHTTPURL(v) {
+		return apierr.InvalidArgument("slackWebhookUrl must be a valid http(s) URL.")
+	}
+	return nil
 }
 
 func (s *Server) UpdateWorkspaceSettings(ctx context.Context, req *workspacev1.UpdateWorkspaceSettingsRequest) (*workspacev1.UpdateWorkspaceSettingsResponse, error) {
@@ -402,11 +453,15 @@ func (s *Server) UpdateWorkspaceSettings(ctx context.Context, req *workspacev1.U
 	if err != nil {
 		return nil, err
 	}
-	if req.AdvancedQueries == nil && req.Notifications == nil && req.AdvancedWebhooks == nil {
-		return nil, apierr.InvalidArgument("At least one setting must be provided: advancedQueries, notifications or advancedWebhooks.")
+	if req.AdvancedQueries == nil && req.Notifications == nil && req.AdvancedWebhooks == nil && req.SlackWebhookUrl == nil {
+		return nil, apierr.InvalidArgument("At least one setting must be provided: advancedQueries, notifications, advancedWebhooks or slackWebhookUrl.")
+	}
+	if err := validWebhookURL(req.GetSlackWebhookUrl()); err != nil {
+		return nil, err
 	}
 	ws, err := s.store.UpdateSettings(ctx, c.WorkspaceID, SettingsPatch{
 		AdvancedQueries: req.AdvancedQueries, Notifications: req.Notifications, AdvancedWebhooks: req.AdvancedWebhooks,
+		SlackWebhookURL: req.SlackWebhookUrl,
 	})
 	if errors.Is(err, ErrNotFound) {
 		return nil, errNoWorkspace
@@ -414,7 +469,23 @@ func (s *Server) UpdateWorkspaceSettings(ctx context.Context, req *workspacev1.U
 	if err != nil {
 		return nil, fmt.Errorf("update settings: %w", err)
 	}
-	return &workspacev1.UpdateWorkspaceSettingsResponse{Status: statusSuccess, Message: "Workspace settings updated successfully.", Data: settingsProto(ws.Settings)}, nil
+	return &workspacev1.UpdateWorkspaceSettingsResponse{Status: statusSuccess, Message: "Workspace settings updated successfully.", Data: settingsProto(ws)}, nil
+}
+
+// GetSlackWebhook gives the notifications service a workspace's Slack webhook URL in full (""
+// when none is set). The URL is a secret: it is neither logged nor put on any caller.
+func (s *Server) GetSlackWebhook(ctx context.Context, req *workspacev1.GetSlackWebhookRequest) (*workspacev1.GetSlackWebhookResponse, error) {
+	if err := validate.ID("workspaceId", req.GetWorkspaceId()); err != nil {
+		return nil, err
+	}
+	ws, err := s.store.Workspace(ctx, req.GetWorkspaceId())
+	if errors.Is(err, ErrNotFound) {
+		return nil, errNoWorkspace
+	}
+	if err != nil {
+		return nil, fmt.Errorf("slack webhook: %w", err)
+	}
+	return &workspacev1.GetSlackWebhookResponse{Url: ws.SlackWebhookURL}, nil
 }
 
 // ---- API keys and auth tokens ----

@@ -3,6 +3,7 @@ package workspace
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"regexp"
 	"strings"
@@ -386,5 +387,138 @@ func TestTokenGeneration(t *testing.T) {
 	_, err = s.GetTokenGeneration(ctx, &workspacev1.GetTokenGenerationRequest{ApiKey: unverifiedKey})
 	if st := asStatus(err); st.Code() != codes.PermissionDenied || !strings.HasPrefix(st.Message(), "API key expired") {
 		t.Fatalf("expired key: %v", st)
+	}
+}
+
+func TestMaskWebhookURL(t *testing.T) {
+	for raw, want := range map[string]string{
+		"": "",
+		"https://hooks.slack.com/services/T0000/B0000/XXXXXXXXXXXXabcd": "https://hooks.slack.com/…abcd",
+		"http://example.com:8080/hook/0123456789wxyz":                   "http://example.com:8080/…wxyz",
+		"https://user:pass@hooks.example.com/services/0123456789abcdef": "https://hooks.example.com/…cdef",
+		"https://example.com/short":                                     "https://example.com/…",
+		"https://example.com?token=0123456789abcdef":                    "https://example.com/…cdef",
+		"HTTPS://Example.com/services/0123456789ab#frag":                "https://Example.com/…frag",
+		"https://example.com":                                           "https://example.com",
+		"https://example.com/sérvices/ñ0123456789é":                     "https://example.com/…789é",
+	} {
+		if got := maskWebhookURL(raw); got != want {
+			t.Errorf("mask(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+// The Slack webhook URL: set and removed by Update Workspace Settings, read back masked
+// everywhere a caller sees it, in full only through the internal GetSlackWebhook, never on the
+// authenticated caller and never in the log.
+func TestSlackWebhookSetting(t *testing.T) {
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, _ := newTestServer(t, NewMemoryStore(), WithLogger(log))
+	ctx := context.Background()
+	dev := service.DevCredentials{WorkspaceID: "w", WorkspaceToken: "wt-token", APIKey: "k", AuthToken: "t-token", OwnerEmail: "dev@localhost"}
+	if err := s.EnsureDevWorkspace(ctx, dev); err != nil {
+		t.Fatal(err)
+	}
+	caller, err := s.AuthenticateWorkspace(ctx, "w", "wt-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx := authn.WithCaller(ctx, caller)
+	webhook := func() string {
+		t.Helper()
+		resp, err := s.GetSlackWebhook(ctx, &workspacev1.GetSlackWebhookRequest{WorkspaceId: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetUrl()
+	}
+	if got := webhook(); got != "" {
+		t.Fatalf("new workspace: %q", got)
+	}
+
+	const secretPart = "T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXabcd"
+	url := "https://hooks.slack.com/services/" + secretPart
+	const masked = "https://hooks.slack.com/…abcd"
+	upd, err := s.UpdateWorkspaceSettings(wctx, &workspacev1.UpdateWorkspaceSettingsRequest{SlackWebhookUrl: &url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := upd.GetData(); d.GetSlackWebhookUrl() != masked || !d.GetNotifications() || !d.GetAdvancedQueries() || !d.GetAdvancedWebhooks() {
+		t.Fatalf("update answer %v", d)
+	}
+	if got := webhook(); got != url {
+		t.Fatalf("GetSlackWebhook: %q, want %q", got, url)
+	}
+	ws, err := s.GetWorkspace(wctx, &workspacev1.GetWorkspaceRequest{})
+	if err != nil || ws.GetData().GetSettings().GetSlackWebhookUrl() != masked {
+		t.Fatalf("Get Workspace: %v %v", ws.GetData().GetSettings(), err)
+	}
+	// Another switch leaves the URL alone.
+	off := false
+	upd, err = s.UpdateWorkspaceSettings(wctx, &workspacev1.UpdateWorkspaceSettingsRequest{AdvancedQueries: &off})
+	if err != nil || upd.GetData().GetSlackWebhookUrl() != masked || upd.GetData().GetAdvancedQueries() || webhook() != url {
+		t.Fatalf("after another switch: %v %v", upd.GetData(), err)
+	}
+	// Authentication carries the three switches, never the URL.
+	for name, req := range map[string]*workspacev1.AuthenticateRequest{"key": keyReq("k", "t-token"), "workspace": wsReq("w", "wt-token")} {
+		auth, err := s.Authenticate(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth.GetSettings().GetSlackWebhookUrl() != "" || strings.Contains(auth.String(), "hooks.slack.com") {
+			t.Errorf("Authenticate (%s) carries the webhook: %v", name, auth)
+		}
+		if c := authn.CallerFromProto(auth); strings.Contains(fmt.Sprintf("%+v", c), "hooks.slack.com") {
+			t.Errorf("caller (%s) carries the webhook: %+v", name, c)
+		}
+	}
+	if c, err := s.AuthenticateKey(ctx, "k", "t-token"); err != nil || strings.Contains(fmt.Sprintf("%+v", c), "hooks.slack.com") {
+		t.Errorf("key caller %+v %v", c, err)
+	}
+
+	for _, bad := range []string{
+		"hooks.slack.com/services/x", "ftp://hooks.slack.com/x", "https://", "https:///path", "not a url", "javascript:alert(1)",
+		"https://hooks.slack.com/services/a b", "https://hooks.slack.com/\x01x", "https://hooks.slack.com/\u0085x", "https://hooks.slack.com/\tx",
+		"https://hooks.slack.com/" + strings.Repeat("a", 2048),
+	} {
+		_, err := s.UpdateWorkspaceSettings(wctx, &workspacev1.UpdateWorkspaceSettingsRequest{SlackWebhookUrl: &bad})
+		if st := asStatus(err); st.Code() != codes.InvalidArgument || st.Message() != "slackWebhookUrl must be a valid http(s) URL." {
+			t.Errorf("%q: %v", bad, st)
+		}
+	}
+	if got := webhook(); got != url {
+		t.Fatalf("a refused update changed the URL to %q", got)
+	}
+	longest := "https://hooks.slack.com/" + strings.Repeat("a", 2048-len("https://hooks.slack.com/"))
+	if _, err := s.UpdateWorkspaceSettings(wctx, &workspacev1.UpdateWorkspaceSettingsRequest{SlackWebhookUrl: &longest}); err != nil || webhook() != longest {
+		t.Fatalf("a URL of 2048 characters: %v", err)
+	}
+	_, err = s.UpdateWorkspaceSettings(wctx, &workspacev1.UpdateWorkspaceSettingsRequest{})
+	if st := asStatus(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "slackWebhookUrl") {
+		t.Errorf("empty update: %v", st)
+	}
+
+	empty := ""
+	upd, err = s.UpdateWorkspaceSettings(wctx, &workspacev1.UpdateWorkspaceSettingsRequest{SlackWebhookUrl: &empty})
+	if err != nil || upd.GetData().GetSlackWebhookUrl() != "" || webhook() != "" {
+		t.Fatalf("removing: %v %v", upd.GetData(), err)
+	}
+
+	for _, bad := range []struct {
+		id   string
+		code codes.Code
+		msg  string
+	}{
+		{"", codes.InvalidArgument, "workspaceId is required."},
+		{"nope", codes.NotFound, "Workspace not found."},
+	} {
+		_, err := s.GetSlackWebhook(ctx, &workspacev1.GetSlackWebhookRequest{WorkspaceId: bad.id})
+		if st := asStatus(err); st.Code() != bad.code || st.Message() != bad.msg {
+			t.Errorf("GetSlackWebhook(%q): %v", bad.id, st)
+		}
+	}
+	if strings.Contains(logged.String(), secretPart) || strings.Contains(logged.String(), "hooks.slack.com") {
+		t.Errorf("the log holds the webhook:\n%s", logged.String())
 	}
 }

@@ -27,7 +27,8 @@ type Store interface {
 	Workspace(ctx context.Context, id string) (*Workspace, error)
 	// WorkspaceByOwnerEmail returns the workspace owned by email (lower-cased), or ErrNotFound.
 	WorkspaceByOwnerEmail(ctx context.Context, email string) (*Workspace, error)
-	// UpdateSettings applies the patch and returns the workspace after it, or ErrNotFound.
+	// UpdateSettings applies the patch (the switches and the Slack webhook URL) in one atomic
+	// write and returns the workspace after it, or ErrNotFound.
 	UpdateSettings(ctx context.Context, id string, patch SettingsPatch) (*Workspace, error)
 	// SetWorkspaceToken replaces the workspace auth token's hash, or ErrNotFound.
 	SetWorkspaceToken(ctx context.Context, id, hash, last4 string) error

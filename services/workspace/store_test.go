@@ -171,6 +171,44 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		}
 	})
 
+	t.Run("the slack webhook url is set, kept by other patches, and removed", func(t *testing.T) {
+		s := newStore(t)
+		ws, key := sampleWorkspace(1)
+		_ = s.CreateWorkspace(ctx, ws, key)
+		if read, _ := s.Workspace(ctx, ws.ID); read.SlackWebhookURL != "" {
+			t.Fatalf("new workspace has a webhook: %q", read.SlackWebhookURL)
+		}
+		url, on := "https://hooks.slack.com/services/T000/B000/XXXXabcd", true
+		got, err := s.UpdateSettings(ctx, ws.ID, SettingsPatch{SlackWebhookURL: &url, Notifications: &on})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.SlackWebhookURL != url || !got.Settings.Notifications || !got.Settings.AdvancedQueries {
+			t.Fatalf("after setting the url: %+v", got)
+		}
+		off := false
+		got, err = s.UpdateSettings(ctx, ws.ID, SettingsPatch{AdvancedQueries: &off})
+		if err != nil || got.SlackWebhookURL != url {
+			t.Fatalf("a patch without the url changed it: %+v %v", got, err)
+		}
+		if read, _ := s.Workspace(ctx, ws.ID); read.SlackWebhookURL != url || read.Settings.AdvancedQueries {
+			t.Fatalf("read back %+v", read)
+		}
+		other, otherKey := sampleWorkspace(2)
+		_ = s.CreateWorkspace(ctx, other, otherKey)
+		if read, _ := s.Workspace(ctx, other.ID); read.SlackWebhookURL != "" {
+			t.Fatalf("another workspace got the url: %q", read.SlackWebhookURL)
+		}
+		empty := ""
+		got, err = s.UpdateSettings(ctx, ws.ID, SettingsPatch{SlackWebhookURL: &empty})
+		if err != nil || got.SlackWebhookURL != "" {
+			t.Fatalf("removing: %+v %v", got, err)
+		}
+		if read, _ := s.Workspace(ctx, ws.ID); read.SlackWebhookURL != "" || read.Settings.AdvancedQueries || !read.Settings.Notifications {
+			t.Fatalf("read back after removing: %+v", read)
+		}
+	})
+
 	t.Run("verification token is single use and must match", func(t *testing.T) {
 		s := newStore(t)
 		ws, key := sampleWorkspace(1)
