@@ -23,6 +23,8 @@ import (
 //
 // Deliveries are kept by id, per (API key, notification), and the pending ones once more in a
 // set of their own, which is all DueDeliveries walks: sent and failed deliveries cost it nothing.
+// Times are kept as MongoDB keeps them (milliseconds, UTC). Where store.go leaves room, it
+// behaves as MongoStore's comment says.
 type MemoryStore struct {
 	mu   sync.RWMutex
 	orgs map[orgKey]*orgData

@@ -33,6 +33,21 @@ import (
 //
 // Every organization-scoped query names (apiKey, organizationId, orgGen): records written under
 // another generation are neither read nor written, except by the deletes named for them.
+//
+// Where store.go leaves room, both stores (and the suite) hold to this:
+//   - limit <= 0 lists everything (ListNotifications, Inbox, DueDeliveries); a Listing with a
+//     non-nil empty IDs selects nothing; a DocumentID listing covers every incarnation of it.
+//   - ReadBy leaves out the notifications nobody has read; the users are sorted.
+//   - DueDeliveries orders by (NextAttempt, ID); Deliveries by ID.
+//   - DeleteNotifications, DeleteDocument and MoveDocument reach inbox entries through their
+//     notification ids (the entries of a deleted id go even when the notification is already
+//     gone); DeleteDocument and MoveDocument take the notifications whose (documentId, docGen)
+//     are the incarnation's.
+//   - RemoveUsers of a document removes the configs of that incarnation (documentId and
+//     docGen) and the entries whose documentId is the document's (any docGen).
+//   - MoveDocument leaves a config the target incarnation has already as it is.
+//   - FinishDelivery refuses a state that is not pending, sent or failed; it sets SentAt (to
+//     now) only for sent.
 type MongoStore struct {
 	// claimMu serialises this process's delivery claims. On MongoDB a claim is one atomic
 	// conditional update, so two processes never both win it; FerretDB's conditional updates are
@@ -139,7 +154,8 @@ func orgFilter(org Scope) bson.D {
 
 func with(q bson.D, kvs ...bson.E) bson.D { return append(slices.Clone(q), kvs...) }
 
-func in[T any](vs []T) bson.M { return bson.M{"$in": vs} }
+// anyOf matches any of vs.
+func anyOf[T any](vs []T) bson.M { return bson.M{"$in": vs} }
 
 // chunks cuts vs into slices of at most batchSize.
 func chunks[T any](vs []T) [][]T { return slices.Collect(slices.Chunk(vs, batchSize)) }
@@ -203,7 +219,7 @@ func (s *MongoStore) Configs(ctx context.Context, doc Scope, userIDs []string) (
 			keys[i] = configKey(doc, doc.DocumentID, doc.DocGen, u)
 		}
 		var found []configDoc
-		if err := s.findAll(ctx, s.configs, bson.M{"_id": in(keys)}, &found); err != nil {
+		if err := s.findAll(ctx, s.configs, bson.M{"_id": anyOf(keys)}, &found); err != nil {
 			return nil, fmt.Errorf("notifications store: configs: %w", err)
 		}
 		for _, c := range found {
@@ -245,11 +261,25 @@ func (s *MongoStore) Notification(ctx context.Context, org Scope, id string) (*N
 }
 
 func (s *MongoStore) Notifications(ctx context.Context, org Scope, ids []string) (map[string]*Notification, error) {
+	out, err := s.notificationsByID(ctx, org, ids, nil)
+	if err != nil {
+		return nil, fmt.Errorf("notifications store: notifications: %w", err)
+	}
+	return out, nil
+}
+
+// notificationsByID returns the notifications among ids that exist, keyed by id, with the
+// fields of projection (nil: all).
+func (s *MongoStore) notificationsByID(ctx context.Context, org Scope, ids []string, projection any) (map[string]*Notification, error) {
 	out := map[string]*Notification{}
+	opts := options.Find()
+	if projection != nil {
+		opts.SetProjection(projection)
+	}
 	for _, batch := range chunks(distinct(ids)) {
 		var found []*Notification
-		if err := s.findAll(ctx, s.notifications, bson.M{"_id": in(notificationKeys(org, batch))}, &found); err != nil {
-			return nil, fmt.Errorf("notifications store: notifications: %w", err)
+		if err := s.findAll(ctx, s.notifications, bson.M{"_id": anyOf(notificationKeys(org, batch))}, &found, opts); err != nil {
+			return nil, err
 		}
 		for _, n := range found {
 			out[n.ID] = n
@@ -284,7 +314,7 @@ func (s *MongoStore) ListNotifications(ctx context.Context, org Scope, l Listing
 		q = append(q, bson.E{Key: "documentId", Value: l.DocumentID})
 	}
 	if l.IDs != nil {
-		q = append(q, bson.E{Key: "_id", Value: in(notificationKeys(org, distinct(l.IDs)))})
+		q = append(q, bson.E{Key: "_id", Value: anyOf(notificationKeys(org, distinct(l.IDs)))})
 	}
 	q, order := keyset(q, "id", after, desc)
 	opts := options.Find().SetSort(order)
@@ -314,14 +344,14 @@ func (s *MongoStore) FinishFanOut(ctx context.Context, org Scope, id string, rec
 // to be found, and removed whole, by the next.
 func (s *MongoStore) deleteOf(ctx context.Context, org Scope, ids []string) error {
 	for _, batch := range chunks(ids) {
-		if _, err := s.inbox.DeleteMany(ctx, with(orgFilter(org), bson.E{Key: "notificationId", Value: in(batch)})); err != nil {
+		if _, err := s.inbox.DeleteMany(ctx, with(orgFilter(org), bson.E{Key: "notificationId", Value: anyOf(batch)})); err != nil {
 			return fmt.Errorf("inbox: %w", err)
 		}
 		if _, err := s.deliveries.DeleteMany(ctx, with(orgFilter(org),
-			bson.E{Key: "notificationId", Value: in(batch)}, bson.E{Key: "state", Value: StatePending})); err != nil {
+			bson.E{Key: "notificationId", Value: anyOf(batch)}, bson.E{Key: "state", Value: StatePending})); err != nil {
 			return fmt.Errorf("deliveries: %w", err)
 		}
-		if _, err := s.notifications.DeleteMany(ctx, bson.M{"_id": in(notificationKeys(org, batch))}); err != nil {
+		if _, err := s.notifications.DeleteMany(ctx, bson.M{"_id": anyOf(notificationKeys(org, batch))}); err != nil {
 			return fmt.Errorf("notifications: %w", err)
 		}
 	}
@@ -330,7 +360,7 @@ func (s *MongoStore) deleteOf(ctx context.Context, org Scope, ids []string) erro
 
 func (s *MongoStore) DeleteNotifications(ctx context.Context, org Scope, ids []string) ([]string, error) {
 	ids = distinct(ids)
-	found, err := s.Notifications(ctx, org, ids)
+	found, err := s.notificationsByID(ctx, org, ids, bson.M{"id": 1})
 	if err != nil {
 		return nil, fmt.Errorf("notifications store: delete notifications: %w", err)
 	}
@@ -382,7 +412,7 @@ func (s *MongoStore) InboxEntries(ctx context.Context, org Scope, userID string,
 	out := map[string]*InboxEntry{}
 	for _, batch := range chunks(distinct(notificationIDs)) {
 		var found []*InboxEntry
-		if err := s.findAll(ctx, s.inbox, bson.M{"_id": in(s.userEntryKeys(org, userID, batch))}, &found); err != nil {
+		if err := s.findAll(ctx, s.inbox, bson.M{"_id": anyOf(s.userEntryKeys(org, userID, batch))}, &found); err != nil {
 			return nil, fmt.Errorf("notifications store: inbox entries: %w", err)
 		}
 		for _, e := range found {
@@ -399,7 +429,7 @@ func (s *MongoStore) ReadBy(ctx context.Context, org Scope, notificationIDs []st
 			NotificationID string `bson:"notificationId"`
 			UserID         string `bson:"userId"`
 		}
-		q := with(orgFilter(org), bson.E{Key: "notificationId", Value: in(batch)}, bson.E{Key: "read", Value: true})
+		q := with(orgFilter(org), bson.E{Key: "notificationId", Value: anyOf(batch)}, bson.E{Key: "read", Value: true})
 		if err := s.findAll(ctx, s.inbox, q, &found,
 			options.Find().SetProjection(bson.M{"_id": 0, "notificationId": 1, "userId": 1})); err != nil {
 			return nil, fmt.Errorf("notifications store: read by: %w", err)
@@ -421,7 +451,7 @@ func (s *MongoStore) SetRead(ctx context.Context, org Scope, notificationID stri
 		for i, u := range batch {
 			keys[i] = inboxKey(org.APIKey, org.OrganizationID, org.OrgGen, u, notificationID)
 		}
-		res, err := s.inbox.UpdateMany(ctx, bson.M{"_id": in(keys)}, bson.M{"$set": bson.M{"read": read}})
+		res, err := s.inbox.UpdateMany(ctx, bson.M{"_id": anyOf(keys)}, bson.M{"$set": bson.M{"read": read}})
 		if err != nil {
 			return n, fmt.Errorf("notifications store: set read: %w", err)
 		}
@@ -508,7 +538,7 @@ func (s *MongoStore) MoveDocument(ctx context.Context, doc Scope, to string) err
 			return fmt.Errorf("notifications store: move document: configs: %w", err)
 		}
 		for _, batch := range chunks(old) {
-			if _, err := s.configs.DeleteMany(ctx, bson.M{"_id": in(batch)}); err != nil {
+			if _, err := s.configs.DeleteMany(ctx, bson.M{"_id": anyOf(batch)}); err != nil {
 				return fmt.Errorf("notifications store: move document: configs: %w", err)
 			}
 		}
@@ -521,10 +551,10 @@ func (s *MongoStore) MoveDocument(ctx context.Context, doc Scope, to string) err
 	}
 	set := bson.M{"$set": bson.M{"documentId": to}}
 	for _, batch := range chunks(ids) {
-		if _, err := s.inbox.UpdateMany(ctx, with(orgFilter(doc), bson.E{Key: "notificationId", Value: in(batch)}), set); err != nil {
+		if _, err := s.inbox.UpdateMany(ctx, with(orgFilter(doc), bson.E{Key: "notificationId", Value: anyOf(batch)}), set); err != nil {
 			return fmt.Errorf("notifications store: move document: inbox: %w", err)
 		}
-		if _, err := s.notifications.UpdateMany(ctx, bson.M{"_id": in(notificationKeys(doc, batch))}, set); err != nil {
+		if _, err := s.notifications.UpdateMany(ctx, bson.M{"_id": anyOf(notificationKeys(doc, batch))}, set); err != nil {
 			return fmt.Errorf("notifications store: move document: notifications: %w", err)
 		}
 	}
@@ -534,7 +564,7 @@ func (s *MongoStore) MoveDocument(ctx context.Context, doc Scope, to string) err
 func (s *MongoStore) RemoveUsers(ctx context.Context, scope Scope, userIDs []string) error {
 	userIDs = distinct(userIDs)
 	for _, batch := range chunks(userIDs) {
-		configs := with(orgFilter(scope), bson.E{Key: "userId", Value: in(batch)})
+		configs := with(orgFilter(scope), bson.E{Key: "userId", Value: anyOf(batch)})
 		entries := slices.Clone(configs)
 		if scope.DocumentID != "" {
 			configs = append(configs, bson.E{Key: "documentId", Value: scope.DocumentID}, bson.E{Key: "docGen", Value: scope.DocGen})
@@ -551,9 +581,7 @@ func (s *MongoStore) RemoveUsers(ctx context.Context, scope Scope, userIDs []str
 }
 
 func (s *MongoStore) QueueDeliveries(ctx context.Context, ds []*Delivery) error {
-	docs := make([]*Delivery, len(ds))
-	copy(docs, ds)
-	if err := insertNew(ctx, s.deliveries, docs); err != nil {
+	if err := insertNew(ctx, s.deliveries, ds); err != nil {
 		return fmt.Errorf("notifications store: queue deliveries: %w", err)
 	}
 	return nil

@@ -1195,6 +1195,15 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		must(t, s.QueueDeliveries(ctx, again))
 		must(t, s.QueueDeliveries(ctx, nil))
 		getDelivery(t, s, "a", delivery("a", org1, "n1", t0))
+		// Copied out.
+		read, err := s.Delivery(ctx, "a")
+		must(t, err)
+		read.Subject, read.NextAttempt = "mine", at(-100)
+		listed, err := s.DueDeliveries(ctx, t0, 0)
+		must(t, err)
+		listed[0].State = StateFailed
+		getDelivery(t, s, "a", delivery("a", org1, "n1", t0))
+		getDelivery(t, s, "c", delivery("c", org1, "n2", at(-1)))
 		getDelivery(t, s, "b", delivery("b", org1, "n1", at(1), slack))
 		getDelivery(t, s, "i", delivery("i", org1, "n3", t0, func(d *Delivery) { d.CreatedAt = t0.Add(time.Millisecond) }))
 		getDelivery(t, s, "nope", nil)
