@@ -21,7 +21,7 @@ func freeAddr(t *testing.T) string {
 }
 
 // The services and the gateway in four processes: workspace alone, the data services
-// together, events and activity together, the gateway alone. Every call crosses process
+// together, events, activity and notifications together, the gateway alone. Every call crosses process
 // boundaries over gRPC, and events travel between the processes: deletions from documents to
 // users, access and activity, a published event from events to activity.
 func TestSplitProcesses(t *testing.T) {
@@ -33,13 +33,13 @@ func TestSplitProcesses(t *testing.T) {
 	// the second process's address is chosen before either starts.
 	feedAddr := freeAddr(t)
 	data := start(t, config(t, "--services=documents,users,access", "--workspace-addr="+ws.proc.GRPCAddr, "--internal-token="+testInternalToken,
-		"--events-addr="+feedAddr, "--activity-addr="+feedAddr))
-	peers := []string{"--workspace-addr=" + ws.proc.GRPCAddr, "--events-addr=" + feedAddr, "--activity-addr=" + feedAddr}
+		"--events-addr="+feedAddr, "--activity-addr="+feedAddr, "--notifications-addr="+feedAddr))
+	peers := []string{"--workspace-addr=" + ws.proc.GRPCAddr, "--events-addr=" + feedAddr, "--activity-addr=" + feedAddr, "--notifications-addr=" + feedAddr}
 	for _, s := range []string{"documents", "users", "access"} {
 		peers = append(peers, "--"+s+"-addr="+data.proc.GRPCAddr)
 	}
-	start(t, config(t, "--services=events,activity", "--grpc-addr="+feedAddr, "--internal-token="+testInternalToken,
-		"--workspace-addr="+ws.proc.GRPCAddr, "--documents-addr="+data.proc.GRPCAddr))
+	start(t, config(t, "--services=events,activity,notifications", "--grpc-addr="+feedAddr, "--internal-token="+testInternalToken,
+		"--workspace-addr="+ws.proc.GRPCAddr, "--documents-addr="+data.proc.GRPCAddr, "--users-addr="+data.proc.GRPCAddr, "--access-addr="+data.proc.GRPCAddr))
 	gw := start(t, config(t, append([]string{"--services=gateway", "--internal-token=" + testInternalToken}, peers...)...))
 	id, token := gw.newWorkspace("split@example.com")
 	key, auth := gw.newKey(id, token)
@@ -70,6 +70,13 @@ func TestSplitProcesses(t *testing.T) {
 	if got := logs(); len(got) != 0 {
 		t.Fatalf("activity outlived its organization: %v", got)
 	}
+	// A notification fans out in its process, reading members from users in another.
+	gw.call("/v2/users/add", k, map[string]any{"organizationId": "o2", "createOrganization": true, "users": users("u1", "u2")}).data(t, "")
+	gw.call("/v2/notifications/add", k, map[string]any{"organizationId": "o2", "documentId": "d", "createDocument": true, "actionUser": map[string]any{"userId": "u1"},
+		"displayHeadlineMessageTemplate": "hi", "displayBodyMessage": "b"}).data(t, "")
+	eventually(t, "u2's inbox across processes", func() bool {
+		return len(gw.call("/v2/notifications/get", k, map[string]any{"organizationId": "o2", "userId": "u2"}).ok(t)["data"].([]any)) == 1
+	})
 	r := gw.do("GET", "/readyz", nil, nil)
 	if r.status != 200 {
 		t.Fatalf("readyz through peers: %d %s", r.status, r.raw)
@@ -78,7 +85,7 @@ func TestSplitProcesses(t *testing.T) {
 
 func TestSplitProcessesNotReadyWithoutPeer(t *testing.T) {
 	args := []string{"--services=gateway"}
-	for _, s := range []string{"workspace", "documents", "users", "access", "events", "activity"} {
+	for _, s := range []string{"workspace", "documents", "users", "access", "events", "activity", "notifications"} {
 		args = append(args, "--"+s+"-addr=127.0.0.1:1")
 	}
 	gw := start(t, config(t, args...))

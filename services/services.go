@@ -9,6 +9,7 @@ import (
 	"github.com/collab/collab/services/activity"
 	"github.com/collab/collab/services/documents"
 	"github.com/collab/collab/services/events"
+	"github.com/collab/collab/services/notifications"
 	"github.com/collab/collab/services/users"
 	"github.com/collab/collab/services/workspace"
 )
@@ -24,5 +25,6 @@ func All() []service.Module {
 		access.Module(),
 		events.Module(),
 		activity.Module(),
+		notifications.Module(),
 	}
 }

@@ -11,11 +11,12 @@ import (
 )
 
 // Reserved reports whether an event type is one only collab itself publishes: the lifecycle
-// types above, which their consumers apply to stored data, and the webhook engine's own
-// message.* announcements.
+// types above, which their consumers apply to stored data, the notifications service's
+// notification.* (its own handler fans them out), and the webhook engine's own message.*
+// announcements.
 func Reserved(eventType string) bool {
 	return slices.Contains([]string{OrganizationDeleted, DocumentDeleted, FolderDeleted, DocumentMigrated, LocationDataDeleted, UsersRemoved}, eventType) ||
-		strings.HasPrefix(eventType, "message.")
+		strings.HasPrefix(eventType, "message.") || strings.HasPrefix(eventType, "notification.")
 }
 
 // DomainKey is the relay id of a tenant's domain event: the same tenant and event id always

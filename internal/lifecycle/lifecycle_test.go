@@ -98,7 +98,7 @@ func TestDomainKeyIsPerTenantAndStable(t *testing.T) {
 }
 
 func TestReservedTypes(t *testing.T) {
-	for typ, want := range map[string]bool{"document.deleted": true, "organization.deleted": true, "message.attempt.exhausted": true,
+	for typ, want := range map[string]bool{"document.deleted": true, "organization.deleted": true, "message.attempt.exhausted": true, "notification.add": true,
 		"comment.add": false, "document.opened": false, "custom.message": false} {
 		if Reserved(typ) != want {
 			t.Errorf("Reserved(%q) = %v", typ, !want)

@@ -207,12 +207,12 @@ func TestInternalPublishNamesItsTenantAndCannotForgeGenerations(t *testing.T) {
 		}
 	}
 	resp, err := s.Publish(ctx, &eventsv1.PublishRequest{Event: &eventsv1.Event{
-		Id: "n1", Type: "notification.add", ApiKey: "k1", WorkspaceId: "w", OrganizationId: "o", OrganizationGeneration: "forged", Timestamp: 5,
+		Id: "n1", Type: "huddle.join", ApiKey: "k1", WorkspaceId: "w", OrganizationId: "o", OrganizationGeneration: "forged", Timestamp: 5,
 	}})
 	if err != nil || resp.GetEventId() != "n1" || resp.GetDuplicate() {
 		t.Fatalf("%v %v", resp, err)
 	}
-	again, _ := s.Publish(ctx, &eventsv1.PublishRequest{Event: &eventsv1.Event{Id: "n1", Type: "notification.add", ApiKey: "k1", WorkspaceId: "w", OrganizationId: "o"}})
+	again, _ := s.Publish(ctx, &eventsv1.PublishRequest{Event: &eventsv1.Event{Id: "n1", Type: "huddle.join", ApiKey: "k1", WorkspaceId: "w", OrganizationId: "o"}})
 	if !again.GetDuplicate() {
 		t.Fatal("repeat not reported")
 	}

@@ -1,0 +1,334 @@
+package notifications
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	accessv1 "github.com/collab/collab/proto/collab/access/v1"
+	eventsv1 "github.com/collab/collab/proto/collab/events/v1"
+	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
+	notificationsv1 "github.com/collab/collab/proto/collab/notifications/v1"
+	usersv1 "github.com/collab/collab/proto/collab/users/v1"
+	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
+
+	"github.com/collab/collab/internal/lifecycle"
+)
+
+// consumes are the event types the notifications service takes: its own notification.add
+// (the fan-out), and the lifecycle events its records follow.
+var consumes = []string{eventNotificationAdd, lifecycle.OrganizationDeleted, lifecycle.DocumentDeleted, lifecycle.DocumentMigrated, lifecycle.UsersRemoved}
+
+// Batch sizes of the fan-out.
+const (
+	membersPage   = 5000
+	readersBatch  = 10000
+	writeBatch    = 1000
+	configsBatch  = 1000
+)
+
+// HandleEvent fans out notification.add and applies the lifecycle events. Idempotent: every
+// record the fan-out writes is keyed by what it is about, and a finished fan-out is not run
+// again.
+func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
+	switch p := e.GetPayload().(type) {
+	case *lifecyclev1.Event_Domain:
+		if p.Domain.GetType() == eventNotificationAdd {
+			return s.fanOut(ctx, p.Domain)
+		}
+		return nil
+	case *lifecyclev1.Event_OrganizationDeleted:
+		apiKey, org, err := lifecycle.Scoped(e)
+		if err != nil {
+			return err
+		}
+		return s.store.DeleteOrganization(ctx, Scope{APIKey: apiKey, OrganizationID: org, OrgGen: e.GetOrganizationGeneration()})
+	case *lifecyclev1.Event_DocumentsDeleted:
+		apiKey, org, err := lifecycle.Scoped(e)
+		if err != nil {
+			return err
+		}
+		docs, err := lifecycle.DeletedDocuments(e, p.DocumentsDeleted)
+		if err != nil {
+			return err
+		}
+		scope := Scope{APIKey: apiKey, OrganizationID: org, OrgGen: e.GetOrganizationGeneration()}
+		for _, d := range docs {
+			if err := s.store.DeleteDocument(ctx, scope.withDoc(d.ID, d.Generation)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *lifecyclev1.Event_DocumentMigrated:
+		apiKey, org, err := lifecycle.Scoped(e)
+		if err != nil {
+			return err
+		}
+		m := p.DocumentMigrated
+		scope := Scope{APIKey: apiKey, OrganizationID: org, OrgGen: e.GetOrganizationGeneration()}
+		return s.store.MoveDocument(ctx, scope.withDoc(m.GetFromDocumentId(), m.GetGeneration()), m.GetToDocumentId())
+	case *lifecyclev1.Event_UsersRemoved:
+		apiKey, org, err := lifecycle.Scoped(e)
+		if err != nil {
+			return err
+		}
+		r := p.UsersRemoved
+		if r.GetFolderId() != "" && r.GetDocumentId() == "" {
+			return nil // a folder's grants: nothing of ours
+		}
+		scope := Scope{APIKey: apiKey, OrganizationID: org, OrgGen: e.GetOrganizationGeneration()}
+		if r.GetDocumentId() != "" {
+			scope = scope.withDoc(r.GetDocumentId(), r.GetDocumentGeneration())
+		}
+		return s.store.RemoveUsers(ctx, scope, r.GetUserIds())
+	}
+	return nil
+}
+
+// recipient is one resolved recipient.
+type recipient struct {
+	user     User
+	involved bool // named in notifyUsers
+}
+
+// fanOut stores the notification, resolves its recipients once, and writes what each one's
+// config asks for: an inbox entry, an email, a line of the Slack post.
+func (s *Server) fanOut(ctx context.Context, e *eventsv1.Event) error {
+	var req notificationsv1.AddNotificationsRequest
+	raw, err := protojson.Marshal(e.GetData())
+	if err == nil {
+		err = protojson.Unmarshal(raw, &req)
+	}
+	if err != nil {
+		return lifecycle.Invalid(lifecycle.Domain(e), "notification in its data")
+	}
+	org := Scope{APIKey: e.GetApiKey(), OrganizationID: e.GetOrganizationId(), OrgGen: e.GetOrganizationGeneration()}
+	doc := org.withDoc(e.GetDocumentId(), e.GetDocumentGeneration())
+	n := &Notification{
+		APIKey: org.APIKey, OrganizationID: org.OrganizationID, OrgGen: org.OrgGen, ID: req.GetNotificationId(),
+		DocumentID: doc.DocumentID, DocGen: doc.DocGen, WorkspaceID: e.GetWorkspaceId(),
+		ActionUser:       userOf(req.GetActionUser()),
+		HeadlineTemplate: req.GetDisplayHeadlineMessageTemplate(), Body: req.GetDisplayBodyMessage(),
+		HeadlineData:     jsonOf(req.GetDisplayHeadlineMessageTemplateData(), req.DisplayHeadlineMessageTemplateData == nil),
+		Source:           req.GetNotificationSource(),
+		SourceData:       jsonOf(req.GetNotificationSourceData(), req.NotificationSourceData == nil),
+		ContextAccess:    jsonOf(req.GetContext().GetAccess(), req.GetContext().GetAccess() == nil),
+		ResolverUsed:     req.GetIsNotificationResolverUsed(), NotifyAll: req.GetNotifyAll(), VerifyAccess: req.GetVerifyUserPermissions(),
+		Timestamp:        int64(e.GetTimestamp()),
+	}
+	for _, u := range req.GetNotifyUsers() {
+		n.NotifyUsers = append(n.NotifyUsers, userOf(u))
+	}
+	if err := s.store.AddNotification(ctx, n); errors.Is(err, ErrExists) {
+		stored, err := s.store.Notification(ctx, org, n.ID)
+		if err != nil {
+			return err
+		}
+		if stored.FannedOut {
+			return nil // delivered before
+		}
+		n = stored
+	} else if err != nil {
+		return err
+	}
+
+	recipients, err := s.recipients(ctx, n)
+	if status.Code(err) == codes.NotFound {
+		return nil // the organization or document went meanwhile: its deletion removes the record
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.deliver(ctx, n, doc, recipients); err != nil {
+		return err
+	}
+	ids := make([]string, len(recipients))
+	for i, r := range recipients {
+		ids[i] = r.user.UserID
+	}
+	if err := s.store.FinishFanOut(ctx, org, n.ID, ids); err != nil {
+		return err
+	}
+	s.wakeWorker()
+	return nil
+}
+
+func userOf(u *notificationsv1.NotificationUser) User {
+	return User{UserID: u.GetUserId(), Name: u.GetName(), Email: u.GetEmail()}
+}
+
+// recipients are the named users, then (notifyAll) every member of the organization, without
+// the acting user, and (verifyUserPermissions) only those who can read the document.
+func (s *Server) recipients(ctx context.Context, n *Notification) ([]recipient, error) {
+	var out []recipient
+	index := map[string]int{}
+	for _, u := range n.NotifyUsers {
+		index[u.UserID] = len(out)
+		out = append(out, recipient{user: u, involved: true})
+	}
+	if n.NotifyAll {
+		after := ""
+		for {
+			page, err := s.peers.Users.ListMembers(ctx, &usersv1.ListMembersRequest{ApiKey: n.APIKey, OrganizationId: n.OrganizationID, After: after, Limit: membersPage})
+			if err != nil {
+				return nil, fmt.Errorf("list members: %w", err)
+			}
+			for _, m := range page.GetMembers() {
+				member := User{UserID: m.GetUserId(), Name: m.GetName(), Email: m.GetEmail()}
+				if i, ok := index[member.UserID]; ok {
+					// Named by the caller: their words win, the directory fills the gaps.
+					if out[i].user.Name == "" {
+						out[i].user.Name = member.Name
+					}
+					if out[i].user.Email == "" {
+						out[i].user.Email = member.Email
+					}
+					continue
+				}
+				index[member.UserID] = len(out)
+				out = append(out, recipient{user: member})
+			}
+			if len(page.GetMembers()) > 0 {
+				after = page.GetMembers()[len(page.GetMembers())-1].GetUserId()
+			}
+			if !page.GetMore() {
+				break
+			}
+		}
+	}
+	kept := out[:0]
+	for _, r := range out {
+		if r.user.UserID != n.ActionUser.UserID {
+			kept = append(kept, r)
+		}
+	}
+	out = kept
+	if n.VerifyAccess && len(out) > 0 {
+		allowed := map[string]bool{}
+		for start := 0; start < len(out); start += readersBatch {
+			batch := out[start:min(start+readersBatch, len(out))]
+			userIDs := make([]string, len(batch))
+			for i, r := range batch {
+				userIDs[i] = r.user.UserID
+			}
+			res, err := s.peers.Access.FilterReaders(ctx, &accessv1.FilterReadersRequest{ApiKey: n.APIKey, OrganizationId: n.OrganizationID, DocumentId: n.DocumentID, UserIds: userIDs})
+			if err != nil {
+				return nil, fmt.Errorf("filter readers: %w", err)
+			}
+			for _, u := range res.GetUserIds() {
+				allowed[u] = true
+			}
+		}
+		kept := out[:0]
+		for _, r := range out {
+			if allowed[r.user.UserID] {
+				kept = append(kept, r)
+			}
+		}
+		out = kept
+	}
+	return out, nil
+}
+
+func allows(v string, involved bool) bool { return v == All || v == Mine && involved }
+
+// deliver writes the inbox entries and queues the emails and the Slack post the recipients'
+// configs ask for. A notification whose content the caller's resolver supplies goes to inboxes
+// only: the record holds no text and no addresses to send.
+func (s *Server) deliver(ctx context.Context, n *Notification, doc Scope, recipients []recipient) error {
+	var (
+		entries    []*InboxEntry
+		mails      []*Delivery
+		slackNames []string
+	)
+	created := now(s.clock)
+	for start := 0; start < len(recipients); start += configsBatch {
+		batch := recipients[start:min(start+configsBatch, len(recipients))]
+		userIDs := make([]string, len(batch))
+		for i, r := range batch {
+			userIDs[i] = r.user.UserID
+		}
+		configs, err := s.store.Configs(ctx, doc, userIDs)
+		if err != nil {
+			return fmt.Errorf("read configs: %w", err)
+		}
+		for _, r := range batch {
+			cfg, ok := configs[r.user.UserID]
+			if !ok {
+				cfg = defaultConfig
+			}
+			headline := ""
+			if !n.ResolverUsed {
+				headline = render(n.HeadlineTemplate, headlineValues(n, r.user))
+			}
+			if allows(cfg.Inbox, r.involved) {
+				entries = append(entries, &InboxEntry{
+					APIKey: n.APIKey, OrganizationID: n.OrganizationID, OrgGen: n.OrgGen, UserID: r.user.UserID, NotificationID: n.ID,
+					DocumentID: n.DocumentID, DocGen: n.DocGen, Headline: headline, Timestamp: n.Timestamp,
+				})
+			}
+			if n.ResolverUsed {
+				continue
+			}
+			if allows(cfg.Email, r.involved) && r.user.Email != "" {
+				text, html := emailBodies(headline, n.Body, n.DocumentID)
+				mails = append(mails, &Delivery{
+					ID: deliveryID(n, r.user.UserID, ChannelEmail), APIKey: n.APIKey, WorkspaceID: n.WorkspaceID, OrganizationID: n.OrganizationID,
+					OrgGen: n.OrgGen, NotificationID: n.ID, UserID: r.user.UserID, Channel: ChannelEmail,
+					To: r.user.Email, Subject: subject(headline), Text: text, HTML: html,
+					State: StatePending, NextAttempt: created, CreatedAt: created,
+				})
+			}
+			if allows(cfg.Slack, r.involved) {
+				name := r.user.Name
+				if name == "" {
+					name = r.user.UserID
+				}
+				slackNames = append(slackNames, name)
+			}
+		}
+	}
+	for start := 0; start < len(entries); start += writeBatch {
+		if err := s.store.AddInboxEntries(ctx, entries[start:min(start+writeBatch, len(entries))]); err != nil {
+			return fmt.Errorf("write inbox entries: %w", err)
+		}
+	}
+	for start := 0; start < len(mails); start += writeBatch {
+		if err := s.store.QueueDeliveries(ctx, mails[start:min(start+writeBatch, len(mails))]); err != nil {
+			return fmt.Errorf("queue emails: %w", err)
+		}
+	}
+	if len(slackNames) == 0 {
+		return nil
+	}
+	hook, err := s.peers.Workspace.GetSlackWebhook(ctx, &workspacev1.GetSlackWebhookRequest{WorkspaceId: n.WorkspaceID})
+	if err != nil {
+		return fmt.Errorf("slack webhook: %w", err)
+	}
+	if hook.GetUrl() == "" {
+		return nil // no Slack for this workspace
+	}
+	headline := render(n.HeadlineTemplate, headlineValues(n, User{Name: strings.Join(slackNames, ", ")}))
+	msg, err := slackMessage(headline, n.Body, slackNames)
+	if err != nil {
+		return fmt.Errorf("slack message: %w", err)
+	}
+	return s.store.QueueDeliveries(ctx, []*Delivery{{
+		ID: deliveryID(n, "", ChannelSlack), APIKey: n.APIKey, WorkspaceID: n.WorkspaceID, OrganizationID: n.OrganizationID,
+		OrgGen: n.OrgGen, NotificationID: n.ID, Channel: ChannelSlack, Text: msg,
+		State: StatePending, NextAttempt: created, CreatedAt: created,
+	}})
+}
+
+// deliveryID names what a delivery delivers, so queueing it twice stores it once.
+func deliveryID(n *Notification, userID, channel string) string {
+	sum := sha256.Sum256([]byte(strings.Join([]string{n.APIKey, n.OrganizationID, n.OrgGen, n.ID, userID, channel}, "\x1f")))
+	return "dlv_" + hex.EncodeToString(sum[:16])
+}

@@ -1,0 +1,65 @@
+package notifications
+
+import (
+	"context"
+	"errors"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+
+	accessv1 "github.com/collab/collab/proto/collab/access/v1"
+	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
+	notificationsv1 "github.com/collab/collab/proto/collab/notifications/v1"
+	usersv1 "github.com/collab/collab/proto/collab/users/v1"
+	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
+
+	"github.com/collab/collab/internal/service"
+)
+
+// Module describes the notifications service to the process that runs it. It asks documents
+// for organizations and documents, users for an organization's members, access who may read a
+// document, and workspace for the Slack webhook; it publishes notification.add and fans it out
+// itself (the outbox's gate) before anyone else gets it.
+func Module() service.Module {
+	return service.Module{
+		Name:        "notifications",
+		GRPCService: notificationsv1.NotificationsService_ServiceDesc.ServiceName,
+		Gateway: func(ctx context.Context, mux *runtime.ServeMux, conn grpc.ClientConnInterface) error {
+			return notificationsv1.RegisterNotificationsServiceHandlerClient(ctx, mux, notificationsv1.NewNotificationsServiceClient(conn))
+		},
+		Calls:     []string{"documents", "users", "access", "workspace"},
+		Publishes: []string{eventNotificationAdd},
+		Consumes:  consumes,
+		Setup:     func(*service.Flags) service.BuildFunc { return build },
+	}
+}
+
+func build(ctx context.Context, env service.Env) (*service.Instance, error) {
+	if env.Outbox == nil {
+		return nil, errors.New("notifications: the process gave no outbox")
+	}
+	var store Store = NewMemoryStore()
+	if env.Mongo != nil {
+		s, err := NewMongoStore(ctx, env.Mongo.Database("notifications"))
+		if err != nil {
+			return nil, err
+		}
+		store = s
+	}
+	peers := Peers{
+		Documents: documentsv1.NewDocumentsServiceClient(env.Conn("documents")),
+		Users:     usersv1.NewUsersServiceClient(env.Conn("users")),
+		Access:    accessv1.NewAccessServiceClient(env.Conn("access")),
+		Workspace: workspacev1.NewWorkspaceServiceClient(env.Conn("workspace")),
+	}
+	n, err := New(store, peers, env.Outbox, env.Secret, WithClock(env.Clock), WithLogger(env.Log), WithMail(env.Email))
+	if err != nil {
+		return nil, err
+	}
+	return &service.Instance{
+		Register: func(s grpc.ServiceRegistrar) { notificationsv1.RegisterNotificationsServiceServer(s, n) },
+		Ping:     n.Ping,
+		Events:   n,
+		Run:      n.RunDeliveries,
+	}, nil
+}

@@ -1,0 +1,538 @@
+package notifications
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	accessv1 "github.com/collab/collab/proto/collab/access/v1"
+	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
+	eventsv1 "github.com/collab/collab/proto/collab/events/v1"
+	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
+	notificationsv1 "github.com/collab/collab/proto/collab/notifications/v1"
+	usersv1 "github.com/collab/collab/proto/collab/users/v1"
+	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
+
+	"github.com/collab/collab/internal/apierr"
+	"github.com/collab/collab/internal/authn"
+	"github.com/collab/collab/internal/clock"
+	"github.com/collab/collab/internal/cursor"
+	"github.com/collab/collab/internal/email"
+	"github.com/collab/collab/internal/ids"
+	"github.com/collab/collab/internal/lifecycle"
+	"github.com/collab/collab/internal/outbox"
+)
+
+const statusSuccess = "success"
+
+// Messages the caller sees (REFERENCE "Facts for operations in the spec"; the others are ours,
+// docs/api.md).
+const (
+	msgConfigFetched   = "User config fetched successfully."
+	msgConfigSet       = "User config set successfully."
+	msgAdded           = "Notification added successfully."
+	msgExists          = "A notification with this id already exists."
+	msgRetrieved       = "Notifications retrieved successfully."
+	msgUpdated         = "Notifications updated successfully."
+	msgDeleted         = "Notifications deleted successfully."
+	msgItemUpdated     = "Notification updated."
+	msgItemDeleted     = "Notification deleted."
+	msgItemMissing     = "Notification does not exist."
+	msgOrgMissing      = "Organization does not exist."
+	msgFeatureDisabled = "Notifications are not enabled for this workspace. Turn them on with Update Workspace Settings (notifications)."
+)
+
+// eventNotificationAdd is the type of the event Add Notifications publishes: the service's
+// own handler fans it out, then the other consumers (webhooks) get it.
+const eventNotificationAdd = "notification.add"
+
+// Publisher stores an event durably and relays it (*outbox.Outbox); PublishAsync leaves the
+// delivery to the relay. ErrDuplicate for an id stored before.
+type Publisher interface {
+	PublishAsync(ctx context.Context, e *lifecyclev1.Event) (*outbox.Record, error)
+}
+
+var (
+	_ notificationsv1.NotificationsServiceServer = (*Server)(nil)
+	_ lifecycle.Handler                          = (*Server)(nil)
+	_ Publisher                                  = (*outbox.Outbox)(nil)
+)
+
+// Peers are the services the notifications service calls.
+type Peers struct {
+	Documents documentsv1.DocumentsServiceClient
+	Users     usersv1.UsersServiceClient
+	Access    accessv1.AccessServiceClient
+	Workspace workspacev1.WorkspaceServiceClient
+}
+
+// Server implements the notifications service, fans notifications out and delivers them.
+type Server struct {
+	notificationsv1.UnimplementedNotificationsServiceServer
+
+	store  Store
+	peers  Peers
+	events Publisher
+	mail   email.Sender
+	http   *http.Client
+	pages  *cursor.Sealer
+	clock  clock.Clock
+	log    *slog.Logger
+
+	wake chan struct{} // the delivery worker
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+func WithClock(c clock.Clock) Option          { return func(s *Server) { s.clock = c } }
+func WithLogger(l *slog.Logger) Option        { return func(s *Server) { s.log = l } }
+func WithHTTPClient(c *http.Client) Option    { return func(s *Server) { s.http = c } }
+func WithMail(m email.Sender) Option          { return func(s *Server) { s.mail = m } }
+
+// New returns a Server on store. secret keys the page tokens.
+func New(store Store, peers Peers, events Publisher, secret []byte, opts ...Option) (*Server, error) {
+	if store == nil || events == nil || peers.Documents == nil || peers.Users == nil || peers.Access == nil || peers.Workspace == nil {
+		return nil, errors.New("notifications: a store, an outbox and every peer are required")
+	}
+	s := &Server{store: store, peers: peers, events: events, http: &http.Client{Timeout: sendTimeout}, clock: clock.Real(), log: slog.Default(), wake: make(chan struct{}, 1)}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.mail == nil {
+		s.mail = email.Log{Logger: s.log}
+	}
+	key, err := cursor.DeriveKey(secret, "notifications.list")
+	if err != nil {
+		return nil, err
+	}
+	if s.pages, err = cursor.NewSealer(key, s.clock); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Ping reports whether the store answers.
+func (s *Server) Ping(ctx context.Context) error { return s.store.Ping(ctx) }
+
+// caller returns the key-level caller of a notifications operation, refusing while the
+// workspace's notifications switch is off.
+func caller(ctx context.Context) (authn.Caller, error) {
+	c, err := authn.RequireCaller(ctx)
+	if err != nil {
+		return c, err
+	}
+	if !c.Settings.Notifications {
+		return c, apierr.FailedPrecondition(msgFeatureDisabled)
+	}
+	return c, nil
+}
+
+// resolve returns the scope of an organization and, when doc is set, a document, under their
+// current generations: NOT_FOUND for an unknown organization; an unknown document has the
+// empty generation.
+func (s *Server) resolve(ctx context.Context, apiKey, org string, docs ...string) (Scope, map[string]string, error) {
+	res, err := s.peers.Documents.ResolveResources(ctx, &documentsv1.ResolveResourcesRequest{ApiKey: apiKey, OrganizationId: org, DocumentIds: docs})
+	if err != nil {
+		return Scope{}, nil, fmt.Errorf("resolve %s: %w", org, err)
+	}
+	if !res.GetOrganizationExists() {
+		return Scope{}, nil, apierr.NotFound(msgOrgMissing)
+	}
+	gens := map[string]string{}
+	for _, d := range docs {
+		if r := res.GetDocuments()[d]; r.GetExists() {
+			gens[d] = r.GetGeneration()
+		} else {
+			gens[d] = ""
+		}
+	}
+	return Scope{APIKey: apiKey, OrganizationID: org, OrgGen: res.GetOrganizationGeneration()}, gens, nil
+}
+
+func (o Scope) withDoc(doc, gen string) Scope {
+	o.DocumentID, o.DocGen = doc, gen
+	return o
+}
+
+// ---- Config ----
+
+func (s *Server) GetNotificationConfig(ctx context.Context, req *notificationsv1.GetNotificationConfigRequest) (*notificationsv1.GetNotificationConfigResponse, error) {
+	c, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := checkGetConfig(req)
+	if err != nil {
+		return nil, err
+	}
+	org, gens, err := s.resolve(ctx, c.APIKey, req.GetOrganizationId(), docs...)
+	if err != nil {
+		return nil, err
+	}
+	out := &notificationsv1.GetNotificationConfigResponse{Status: statusSuccess, Message: msgConfigFetched, Data: []*notificationsv1.DocumentConfig{}}
+	for _, d := range docs {
+		got, err := s.store.Configs(ctx, org.withDoc(d, gens[d]), []string{req.GetUserId()})
+		if err != nil {
+			return nil, fmt.Errorf("read config: %w", err)
+		}
+		cfg, ok := got[req.GetUserId()]
+		if !ok {
+			cfg = defaultConfig
+		}
+		out.Data = append(out.Data, &notificationsv1.DocumentConfig{
+			Config:   &notificationsv1.ConfigValues{Inbox: cfg.Inbox, Email: cfg.Email},
+			Metadata: &notificationsv1.ConfigMetadata{OrganizationId: org.OrganizationID, ApiKey: c.APIKey, DocumentId: d, UserId: req.GetUserId()},
+		})
+	}
+	return out, nil
+}
+
+func (s *Server) SetNotificationConfig(ctx context.Context, req *notificationsv1.SetNotificationConfigRequest) (*notificationsv1.SetNotificationConfigResponse, error) {
+	c, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	docs, users, cfg, err := checkSetConfig(req)
+	if err != nil {
+		return nil, err
+	}
+	org, gens, err := s.resolve(ctx, c.APIKey, req.GetOrganizationId(), docs...)
+	if err != nil {
+		return nil, err
+	}
+	scopes := make([]Scope, len(docs))
+	for i, d := range docs {
+		scopes[i] = org.withDoc(d, gens[d])
+	}
+	if err := s.store.SetConfigs(ctx, scopes, users, cfg); err != nil {
+		return nil, fmt.Errorf("set config: %w", err)
+	}
+	data := map[string]*notificationsv1.ConfigResult{}
+	for _, u := range users {
+		data[u] = &notificationsv1.ConfigResult{Success: true, UserId: u, DocumentId: strings.Join(docs, ","), Message: msgConfigSet}
+	}
+	return &notificationsv1.SetNotificationConfigResponse{Status: statusSuccess, Message: msgConfigSet, Data: data}, nil
+}
+
+// ---- Add ----
+
+// AddNotifications checks the notification, makes the organization and document when asked,
+// and stores its notification.add event: the one write. The service's own handler of the
+// event resolves the recipients and fans it out, so the answer does not wait for them.
+func (s *Server) AddNotifications(ctx context.Context, req *notificationsv1.AddNotificationsRequest) (*notificationsv1.AddNotificationsResponse, error) {
+	c, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkAdd(req); err != nil {
+		return nil, err
+	}
+	gens, err := s.peers.Documents.EnsureResources(ctx, &documentsv1.EnsureResourcesRequest{
+		ApiKey: c.APIKey, OrganizationId: req.GetOrganizationId(), CreateOrganization: req.GetCreateOrganization(),
+		DocumentId: req.GetDocumentId(), CreateDocument: req.GetCreateDocument(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	n := proto.Clone(req).(*notificationsv1.AddNotificationsRequest)
+	n.CreateOrganization, n.CreateDocument = false, false
+	if n.NotificationId == "" {
+		n.NotificationId = "ntf_" + ids.Random(24)
+	}
+	if n.NotifyAll == nil {
+		n.NotifyAll = proto.Bool(true)
+	}
+	if n.GetIsNotificationResolverUsed() {
+		stripPersonalData(n)
+	}
+	data, err := toStruct(n)
+	if err != nil {
+		return nil, err
+	}
+	e := &eventsv1.Event{
+		Id: n.GetNotificationId(), Type: eventNotificationAdd, WorkspaceId: c.WorkspaceID, ApiKey: c.APIKey,
+		OrganizationId: n.GetOrganizationId(), DocumentId: n.GetDocumentId(),
+		ActionUser:     &eventsv1.ActionUser{UserId: n.GetActionUser().GetUserId(), Name: n.GetActionUser().GetName(), Email: n.GetActionUser().GetEmail()},
+		Timestamp:      float64(s.clock.Now().UnixMilli()), TargetEntityId: n.GetNotificationId(), Data: data,
+		OrganizationGeneration: gens.GetOrganizationGeneration(), DocumentGeneration: gens.GetDocumentGeneration(),
+	}
+	env := lifecycle.Domain(e)
+	// Notification ids are unique per organization.
+	env.Id = lifecycle.DomainKey(c.APIKey, "notification\x1f"+n.GetOrganizationId()+"\x1f"+n.GetNotificationId())
+	resp := &notificationsv1.AddNotificationsResponse{Status: statusSuccess, Message: msgAdded,
+		Data: &notificationsv1.AddResult{Success: true, Message: msgAdded, NotificationId: n.GetNotificationId()}}
+	if _, err := s.events.PublishAsync(ctx, env); err != nil {
+		if errors.Is(err, outbox.ErrDuplicate) {
+			resp.Data.Success, resp.Data.Message = false, msgExists
+			return resp, nil
+		}
+		return nil, fmt.Errorf("add notification: %w", err)
+	}
+	return resp, nil
+}
+
+// stripPersonalData leaves ids only: the caller's resolver supplies names, emails and text at
+// read time.
+func stripPersonalData(n *notificationsv1.AddNotificationsRequest) {
+	n.ActionUser = &notificationsv1.NotificationUser{UserId: n.GetActionUser().GetUserId()}
+	for i, u := range n.GetNotifyUsers() {
+		n.NotifyUsers[i] = &notificationsv1.NotificationUser{UserId: u.GetUserId()}
+	}
+	n.DisplayHeadlineMessageTemplate, n.DisplayBodyMessage, n.DisplayHeadlineMessageTemplateData = "", "", nil
+}
+
+func toStruct(m proto.Message) (*structpb.Struct, error) {
+	b, err := protojson.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("notification as JSON: %w", err)
+	}
+	st := &structpb.Struct{}
+	if err := protojson.Unmarshal(b, st); err != nil {
+		return nil, fmt.Errorf("notification as JSON: %w", err)
+	}
+	return st, nil
+}
+
+func jsonOf(m proto.Message, isNil bool) string {
+	if isNil {
+		return ""
+	}
+	b, err := protojson.Marshal(m)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// ---- Read and change ----
+
+type tokenPosition struct {
+	Timestamp int64  `json:"t"`
+	ID        string `json:"i"`
+}
+
+func (s *Server) GetNotifications(ctx context.Context, req *notificationsv1.GetNotificationsRequest) (*notificationsv1.GetNotificationsResponse, error) {
+	c, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l, err := checkGet(req)
+	if err != nil {
+		return nil, err
+	}
+	org, _, err := s.resolve(ctx, c.APIKey, l.org)
+	if err != nil {
+		return nil, err
+	}
+	resp := &notificationsv1.GetNotificationsResponse{Status: statusSuccess, Message: msgRetrieved, Data: []*notificationsv1.Notification{}}
+	if len(l.ids) > 0 {
+		return resp, s.byIDs(ctx, org, l, resp)
+	}
+	scope := l.scope(c.APIKey)
+	var after *Position
+	if tok := req.GetPageToken(); tok != "" {
+		var p tokenPosition
+		if err := s.pages.Open(tok, scope, &p); err != nil {
+			return nil, cursor.Refusal("pageToken", err)
+		}
+		after = &Position{Timestamp: p.Timestamp, ID: p.ID}
+	}
+	var last *Position
+	more := false
+	if l.user != "" {
+		entries, err := s.store.Inbox(ctx, org, l.user, after, l.desc, l.size+1)
+		if err != nil {
+			return nil, fmt.Errorf("read inbox: %w", err)
+		}
+		if more = len(entries) > l.size; more {
+			entries = entries[:l.size]
+		}
+		nids := make([]string, len(entries))
+		for i, e := range entries {
+			nids[i] = e.NotificationID
+		}
+		ns, err := s.store.Notifications(ctx, org, nids)
+		if err != nil {
+			return nil, fmt.Errorf("read notifications: %w", err)
+		}
+		for _, e := range entries {
+			if n, ok := ns[e.NotificationID]; ok {
+				m := toProto(n)
+				m.Read, m.DisplayHeadlineMessage = proto.Bool(e.Read), proto.String(e.Headline)
+				resp.Data = append(resp.Data, m)
+			}
+			last = &Position{Timestamp: e.Timestamp, ID: e.NotificationID}
+		}
+	} else {
+		ns, err := s.store.ListNotifications(ctx, org, Listing{DocumentID: l.doc}, after, l.desc, l.size+1)
+		if err != nil {
+			return nil, fmt.Errorf("list notifications: %w", err)
+		}
+		if more = len(ns) > l.size; more {
+			ns = ns[:l.size]
+		}
+		if err := s.appendWithReaders(ctx, org, ns, resp); err != nil {
+			return nil, err
+		}
+		if len(ns) > 0 {
+			last = &Position{Timestamp: ns[len(ns)-1].Timestamp, ID: ns[len(ns)-1].ID}
+		}
+	}
+	if more && last != nil {
+		tok, err := s.pages.Seal(scope, tokenPosition{Timestamp: last.Timestamp, ID: last.ID})
+		if err != nil {
+			return nil, fmt.Errorf("seal page token: %w", err)
+		}
+		resp.PageToken = &tok
+	}
+	return resp, nil
+}
+
+// byIDs answers notificationIds: the notifications that exist, in the order asked; with a
+// userId, that user's headline and read flag, and only notifications in their inbox.
+func (s *Server) byIDs(ctx context.Context, org Scope, l *listing, resp *notificationsv1.GetNotificationsResponse) error {
+	ns, err := s.store.Notifications(ctx, org, l.ids)
+	if err != nil {
+		return fmt.Errorf("read notifications: %w", err)
+	}
+	if l.user != "" {
+		entries, err := s.store.InboxEntries(ctx, org, l.user, l.ids)
+		if err != nil {
+			return fmt.Errorf("read inbox: %w", err)
+		}
+		for _, id := range l.ids {
+			n, e := ns[id], entries[id]
+			if n == nil || e == nil {
+				continue
+			}
+			m := toProto(n)
+			m.Read, m.DisplayHeadlineMessage = proto.Bool(e.Read), proto.String(e.Headline)
+			resp.Data = append(resp.Data, m)
+		}
+		return nil
+	}
+	var list []*Notification
+	for _, id := range l.ids {
+		if n := ns[id]; n != nil {
+			list = append(list, n)
+		}
+	}
+	return s.appendWithReaders(ctx, org, list, resp)
+}
+
+func (s *Server) appendWithReaders(ctx context.Context, org Scope, ns []*Notification, resp *notificationsv1.GetNotificationsResponse) error {
+	nids := make([]string, len(ns))
+	for i, n := range ns {
+		nids[i] = n.ID
+	}
+	readers, err := s.store.ReadBy(ctx, org, nids)
+	if err != nil {
+		return fmt.Errorf("read status: %w", err)
+	}
+	for _, n := range ns {
+		m := toProto(n)
+		m.ReadByUserIds = append([]string{}, readers[n.ID]...)
+		resp.Data = append(resp.Data, m)
+	}
+	return nil
+}
+
+func (s *Server) UpdateNotifications(ctx context.Context, req *notificationsv1.UpdateNotificationsRequest) (*notificationsv1.ItemResultsResponse, error) {
+	c, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkUpdate(req); err != nil {
+		return nil, err
+	}
+	org, _, err := s.resolve(ctx, c.APIKey, req.GetOrganizationId())
+	if err != nil {
+		return nil, err
+	}
+	data := map[string]*notificationsv1.ItemResult{}
+	for _, u := range req.GetNotifications() {
+		if _, err := s.store.Notification(ctx, org, u.GetId()); errors.Is(err, ErrNotFound) {
+			data[u.GetId()] = &notificationsv1.ItemResult{Message: msgItemMissing}
+			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("update notification: %w", err)
+		}
+		for _, change := range []struct {
+			users []string
+			read  bool
+		}{{u.GetReadByUserIds(), true}, {u.GetUnreadByUserIds(), false}} {
+			if len(change.users) == 0 {
+				continue
+			}
+			if _, err := s.store.SetRead(ctx, org, u.GetId(), change.users, change.read); err != nil {
+				return nil, fmt.Errorf("update notification: %w", err)
+			}
+		}
+		data[u.GetId()] = &notificationsv1.ItemResult{Success: true, Message: msgItemUpdated}
+	}
+	return &notificationsv1.ItemResultsResponse{Status: statusSuccess, Message: msgUpdated, Data: data}, nil
+}
+
+func (s *Server) DeleteNotifications(ctx context.Context, req *notificationsv1.DeleteNotificationsRequest) (*notificationsv1.ItemResultsResponse, error) {
+	c, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	nids, err := checkDelete(req)
+	if err != nil {
+		return nil, err
+	}
+	org, _, err := s.resolve(ctx, c.APIKey, req.GetOrganizationId())
+	if err != nil {
+		return nil, err
+	}
+	deleted, err := s.store.DeleteNotifications(ctx, org, nids)
+	if err != nil {
+		return nil, fmt.Errorf("delete notifications: %w", err)
+	}
+	data := map[string]*notificationsv1.ItemResult{}
+	for _, id := range nids {
+		data[id] = &notificationsv1.ItemResult{Message: msgItemMissing}
+	}
+	for _, id := range deleted {
+		data[id] = &notificationsv1.ItemResult{Success: true, Message: msgItemDeleted}
+	}
+	return &notificationsv1.ItemResultsResponse{Status: statusSuccess, Message: msgDeleted, Data: data}, nil
+}
+
+// toProto is a notification as callers see it.
+func toProto(n *Notification) *notificationsv1.Notification {
+	m := &notificationsv1.Notification{
+		Id: n.ID, OrganizationId: n.OrganizationID, DocumentId: n.DocumentID,
+		ActionUser:                     &notificationsv1.NotificationUser{UserId: n.ActionUser.UserID, Name: n.ActionUser.Name, Email: n.ActionUser.Email},
+		DisplayHeadlineMessageTemplate: n.HeadlineTemplate, DisplayBodyMessage: n.Body, NotificationSource: n.Source,
+		IsNotificationResolverUsed: n.ResolverUsed, Timestamp: float64(n.Timestamp),
+		NotifyUserIds: append([]string{}, n.Recipients...), ReadByUserIds: []string{},
+	}
+	m.DisplayHeadlineMessageTemplateData = structOf(n.HeadlineData)
+	m.NotificationSourceData = structOf(n.SourceData)
+	m.ContextAccess = structOf(n.ContextAccess)
+	return m
+}
+
+func structOf(text string) *structpb.Struct {
+	if text == "" {
+		return nil
+	}
+	st := &structpb.Struct{}
+	if err := protojson.Unmarshal([]byte(text), st); err != nil {
+		return nil // written by us from a Struct
+	}
+	return st
+}
+
+func now(c clock.Clock) time.Time { return c.Now().UTC().Truncate(time.Millisecond) }

@@ -1,0 +1,180 @@
+package notifications
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
+
+	"github.com/collab/collab/internal/email"
+)
+
+// Delivery limits.
+const (
+	sendTimeout   = 15 * time.Second // one email or Slack post
+	leaseFor      = 2 * time.Minute  // a claimed delivery is this worker's for so long
+	workerPoll    = time.Second
+	workerBatch   = 50
+	maxAttempts   = 8
+	maxRetryAfter = time.Hour
+)
+
+// retryAfter is the wait after each failed attempt (then ±20%): 10 s, 1 min, 5 min, 15 min,
+// 1 h, 3 h, 6 h; the eighth failure gives up.
+var retryAfter = []time.Duration{10 * time.Second, time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour, 3 * time.Hour, 6 * time.Hour}
+
+// permanent marks a failure no retry can mend (a refused address, a revoked Slack webhook).
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }
+
+// retryLater carries a wait the receiver asked for (Slack's Retry-After).
+type retryLater struct {
+	err   error
+	after time.Duration
+}
+
+func (r retryLater) Error() string { return r.err.Error() }
+func (r retryLater) Unwrap() error { return r.err }
+
+func (s *Server) wakeWorker() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// RunDeliveries sends queued deliveries until ctx ends: at start (what a previous run left),
+// when a fan-out queued some, and every second. Several processes may run it on one store:
+// a delivery is claimed (leased) before it is sent.
+func (s *Server) RunDeliveries(ctx context.Context) {
+	t := time.NewTicker(workerPoll)
+	defer t.Stop()
+	for {
+		s.SendDue(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.wake:
+		}
+	}
+}
+
+// SendDue sends every delivery that is due now (tests step the worker with it).
+func (s *Server) SendDue(ctx context.Context) {
+	for ctx.Err() == nil {
+		due, err := s.store.DueDeliveries(ctx, s.clock.Now(), workerBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.ErrorContext(ctx, "notifications: reading due deliveries", "error", err)
+			}
+			return
+		}
+		for _, d := range due {
+			now := s.clock.Now()
+			ok, err := s.store.ClaimDelivery(ctx, d.ID, now, now.Add(leaseFor))
+			if err != nil {
+				s.log.ErrorContext(ctx, "notifications: claiming a delivery", "delivery_id", d.ID, "error", err)
+				continue
+			}
+			if ok {
+				s.send(ctx, d)
+			}
+		}
+		if len(due) < workerBatch {
+			return
+		}
+	}
+}
+
+// send makes one attempt and records its outcome. A crash between the send and the record
+// sends it again after the lease: at least once, never again once recorded as sent.
+func (s *Server) send(ctx context.Context, d *Delivery) {
+	sctx, cancel := context.WithTimeout(ctx, sendTimeout)
+	var err error
+	switch d.Channel {
+	case ChannelEmail:
+		err = s.sendEmail(sctx, d)
+	case ChannelSlack:
+		err = s.sendSlack(sctx, d)
+	default:
+		err = permanent{fmt.Errorf("unknown channel %q", d.Channel)}
+	}
+	cancel()
+	if ctx.Err() != nil {
+		return // shutting down: the lease runs out and the next run sends it
+	}
+	now := s.clock.Now()
+	attempts := d.Attempts + 1
+	state, next, lastErr := StateSent, time.Time{}, ""
+	var perm permanent
+	var later retryLater
+	switch {
+	case err == nil:
+	case errors.As(err, &perm) || attempts >= maxAttempts:
+		state, lastErr = StateFailed, err.Error()
+		s.log.WarnContext(ctx, "notifications: delivery failed for good", "delivery_id", d.ID, "channel", d.Channel, "attempts", attempts, "error", err)
+	default:
+		wait := retryAfter[min(attempts-1, len(retryAfter)-1)]
+		if errors.As(err, &later) && later.after > 0 {
+			wait = min(later.after, maxRetryAfter)
+		} else {
+			wait = time.Duration(float64(wait) * (0.8 + rand.Float64()*0.4))
+		}
+		state, next, lastErr = StatePending, now.Add(wait), err.Error()
+		s.log.WarnContext(ctx, "notifications: delivery failed, will retry", "delivery_id", d.ID, "channel", d.Channel, "attempt", attempts, "retry_at", next, "error", err)
+	}
+	if err := s.store.FinishDelivery(ctx, d.ID, state, attempts, next, lastErr, now); err != nil {
+		s.log.ErrorContext(ctx, "notifications: recording a delivery", "delivery_id", d.ID, "error", err)
+	}
+}
+
+func (s *Server) sendEmail(ctx context.Context, d *Delivery) error {
+	err := s.mail.Send(ctx, email.Message{To: d.To, Subject: d.Subject, Body: d.Text, HTML: d.HTML})
+	if err != nil && !email.Transient(err) {
+		return permanent{err} // refused (5xx) or a message no server takes
+	}
+	return err
+}
+
+func (s *Server) sendSlack(ctx context.Context, d *Delivery) error {
+	hook, err := s.peers.Workspace.GetSlackWebhook(ctx, &workspacev1.GetSlackWebhookRequest{WorkspaceId: d.WorkspaceID})
+	if err != nil {
+		return fmt.Errorf("slack webhook: %w", err)
+	}
+	if hook.GetUrl() == "" {
+		return permanent{errors.New("the workspace has no Slack webhook any more")}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.GetUrl(), bytes.NewReader([]byte(d.Text)))
+	if err != nil {
+		return permanent{fmt.Errorf("slack request: %w", err)}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.http.Do(req)
+	if err != nil {
+		// The URL is a secret: say where, not what.
+		return fmt.Errorf("slack post to %s failed", req.URL.Host)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return nil
+	case resp.StatusCode == http.StatusTooManyRequests:
+		wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		return retryLater{err: fmt.Errorf("slack answered %d", resp.StatusCode), after: time.Duration(wait) * time.Second}
+	case resp.StatusCode >= 400 && resp.StatusCode < 500:
+		return permanent{fmt.Errorf("slack answered %d", resp.StatusCode)}
+	default:
+		return fmt.Errorf("slack answered %d", resp.StatusCode)
+	}
+}
