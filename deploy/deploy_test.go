@@ -106,7 +106,7 @@ type composeEntry struct {
 
 func TestComposeRunsEveryService(t *testing.T) {
 	var compose struct {
-		Peers    map[string]string         `yaml:"x-peers"`
+		Peers    map[string]string       `yaml:"x-peers"`
 		Services map[string]composeEntry `yaml:"services"`
 	}
 	readYAML(t, "../docker-compose.yml", &compose)

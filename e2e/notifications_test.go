@@ -13,7 +13,16 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	notificationsv1 "github.com/collab/collab/proto/collab/notifications/v1"
+
 	"github.com/collab/collab/collabd"
+	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/smtptest"
 )
 
@@ -329,4 +338,30 @@ func testNotificationsBadInput(t *testing.T, s *system) {
 	s.call(list, k, map[string]any{"organizationId": "o"}).fails(t, 400, "FAILED_PRECONDITION",
 		"Notifications are not enabled for this workspace. Turn them on with Update Workspace Settings (notifications).")
 	s.call(add, k, okAdd()).fails(t, 400, "FAILED_PRECONDITION", "")
+}
+
+// The same operations over gRPC, with the key in metadata, as internal callers use them.
+func TestNotificationsOverGRPC(t *testing.T) {
+	s := newSystem(t)
+	s.call("/v2/users/add", s.devKey(), map[string]any{"organizationId": "o", "createOrganization": true, "users": []any{person("ada", "Ada"), person("bob", "Bob")}}).data(t, "")
+	conn, err := grpc.NewClient(s.proc.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := metadata.AppendToOutgoingContext(context.Background(), authn.HeaderAPIKey, s.proc.Dev.APIKey, authn.HeaderAuthToken, s.proc.Dev.AuthToken)
+	c := notificationsv1.NewNotificationsServiceClient(conn)
+	add, err := c.AddNotifications(ctx, &notificationsv1.AddNotificationsRequest{OrganizationId: "o", DocumentId: "d", CreateDocument: true,
+		ActionUser: &notificationsv1.NotificationUser{UserId: "ada"}, DisplayHeadlineMessageTemplate: "hi {{recipientUser}}", DisplayBodyMessage: "b"})
+	if err != nil || !add.GetData().GetSuccess() || !strings.HasPrefix(add.GetData().GetNotificationId(), "ntf_") {
+		t.Fatalf("add over gRPC: %v %v", add, err)
+	}
+	eventually(t, "bob's entry over gRPC", func() bool {
+		got, err := c.GetNotifications(ctx, &notificationsv1.GetNotificationsRequest{OrganizationId: "o", UserId: "bob"})
+		return err == nil && len(got.GetData()) == 1 && got.GetData()[0].GetDisplayHeadlineMessage() == "hi Bob"
+	})
+	if _, err := c.GetNotifications(metadata.AppendToOutgoingContext(context.Background(), authn.HeaderAPIKey, "nope", authn.HeaderAuthToken, "x"),
+		&notificationsv1.GetNotificationsRequest{OrganizationId: "o"}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("a wrong key over gRPC: %v", err)
+	}
 }

@@ -28,10 +28,10 @@ var consumes = []string{eventNotificationAdd, lifecycle.OrganizationDeleted, lif
 
 // Batch sizes of the fan-out.
 const (
-	membersPage   = 5000
-	readersBatch  = 10000
-	writeBatch    = 1000
-	configsBatch  = 1000
+	membersPage  = 5000
+	readersBatch = 10000
+	writeBatch   = 1000
+	configsBatch = 1000
 )
 
 // HandleEvent fans out notification.add and applies the lifecycle events. Idempotent: every
@@ -116,12 +116,12 @@ func (s *Server) fanOut(ctx context.Context, e *eventsv1.Event) error {
 		DocumentID: doc.DocumentID, DocGen: doc.DocGen, WorkspaceID: e.GetWorkspaceId(),
 		ActionUser:       userOf(req.GetActionUser()),
 		HeadlineTemplate: req.GetDisplayHeadlineMessageTemplate(), Body: req.GetDisplayBodyMessage(),
-		HeadlineData:     jsonOf(req.GetDisplayHeadlineMessageTemplateData(), req.DisplayHeadlineMessageTemplateData == nil),
-		Source:           req.GetNotificationSource(),
-		SourceData:       jsonOf(req.GetNotificationSourceData(), req.NotificationSourceData == nil),
-		ContextAccess:    jsonOf(req.GetContext().GetAccess(), req.GetContext().GetAccess() == nil),
-		ResolverUsed:     req.GetIsNotificationResolverUsed(), NotifyAll: req.GetNotifyAll(), VerifyAccess: req.GetVerifyUserPermissions(),
-		Timestamp:        int64(e.GetTimestamp()),
+		HeadlineData:  jsonOf(req.GetDisplayHeadlineMessageTemplateData(), req.DisplayHeadlineMessageTemplateData == nil),
+		Source:        req.GetNotificationSource(),
+		SourceData:    jsonOf(req.GetNotificationSourceData(), req.NotificationSourceData == nil),
+		ContextAccess: jsonOf(req.GetContext().GetAccess(), req.GetContext().GetAccess() == nil),
+		ResolverUsed:  req.GetIsNotificationResolverUsed(), NotifyAll: req.GetNotifyAll(), VerifyAccess: req.GetVerifyUserPermissions(),
+		Timestamp: int64(e.GetTimestamp()),
 	}
 	for _, u := range req.GetNotifyUsers() {
 		n.NotifyUsers = append(n.NotifyUsers, userOf(u))

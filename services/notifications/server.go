@@ -93,10 +93,10 @@ type Server struct {
 // Option configures a Server.
 type Option func(*Server)
 
-func WithClock(c clock.Clock) Option          { return func(s *Server) { s.clock = c } }
-func WithLogger(l *slog.Logger) Option        { return func(s *Server) { s.log = l } }
-func WithHTTPClient(c *http.Client) Option    { return func(s *Server) { s.http = c } }
-func WithMail(m email.Sender) Option          { return func(s *Server) { s.mail = m } }
+func WithClock(c clock.Clock) Option       { return func(s *Server) { s.clock = c } }
+func WithLogger(l *slog.Logger) Option     { return func(s *Server) { s.log = l } }
+func WithHTTPClient(c *http.Client) Option { return func(s *Server) { s.http = c } }
+func WithMail(m email.Sender) Option       { return func(s *Server) { s.mail = m } }
 
 // New returns a Server on store. secret keys the page tokens.
 func New(store Store, peers Peers, events Publisher, secret []byte, opts ...Option) (*Server, error) {
@@ -261,8 +261,8 @@ func (s *Server) AddNotifications(ctx context.Context, req *notificationsv1.AddN
 	e := &eventsv1.Event{
 		Id: n.GetNotificationId(), Type: eventNotificationAdd, WorkspaceId: c.WorkspaceID, ApiKey: c.APIKey,
 		OrganizationId: n.GetOrganizationId(), DocumentId: n.GetDocumentId(),
-		ActionUser:     &eventsv1.ActionUser{UserId: n.GetActionUser().GetUserId(), Name: n.GetActionUser().GetName(), Email: n.GetActionUser().GetEmail()},
-		Timestamp:      float64(s.clock.Now().UnixMilli()), TargetEntityId: n.GetNotificationId(), Data: data,
+		ActionUser: &eventsv1.ActionUser{UserId: n.GetActionUser().GetUserId(), Name: n.GetActionUser().GetName(), Email: n.GetActionUser().GetEmail()},
+		Timestamp:  float64(s.clock.Now().UnixMilli()), TargetEntityId: n.GetNotificationId(), Data: data,
 		OrganizationGeneration: gens.GetOrganizationGeneration(), DocumentGeneration: gens.GetDocumentGeneration(),
 	}
 	env := lifecycle.Domain(e)
