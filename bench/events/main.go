@@ -9,20 +9,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"log"
-	"net/http"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/collab/collab/bench/apiclient"
 	"github.com/collab/collab/collabd"
 	"github.com/collab/collab/services"
 )
@@ -56,10 +54,10 @@ func run(duration time.Duration, concurrency int, dataDir string) error {
 	base := "http://" + p.HTTPAddr
 	hdr := map[string]string{"x-service-api-key": p.Dev.APIKey, "x-service-auth-token": p.Dev.AuthToken}
 	org := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	if err := post(base+"/v2/organizations/add", hdr, map[string]any{"organizations": []any{map[string]any{"organizationId": org, "organizationName": "Bench"}}}, nil); err != nil {
+	if err := apiclient.Post(base+"/v2/organizations/add", hdr, map[string]any{"organizations": []any{map[string]any{"organizationId": org, "organizationName": "Bench"}}}, nil); err != nil {
 		return err
 	}
-	if err := post(base+"/v2/workspace/activityconfig/update", hdr, map[string]any{"isEnabled": true}, nil); err != nil {
+	if err := apiclient.Post(base+"/v2/workspace/activityconfig/update", hdr, map[string]any{"isEnabled": true}, nil); err != nil {
 		return err
 	}
 
@@ -81,7 +79,7 @@ func run(duration time.Duration, concurrency int, dataDir string) error {
 					"actionUser": map[string]any{"userId": fmt.Sprintf("u%d", w), "name": "Bench"}, "targetEntityId": fmt.Sprintf("t%d", i%200),
 					"data": map[string]any{"commentText": "a comment of ordinary length, a sentence or two long"}}
 				t := time.Now()
-				if err := post(base+"/v2/events/publish", hdr, event, nil); err != nil {
+				if err := apiclient.Post(base+"/v2/events/publish", hdr, event, nil); err != nil {
 					failed.Store(err)
 					return
 				}
@@ -94,7 +92,7 @@ func run(duration time.Duration, concurrency int, dataDir string) error {
 							Data []any `json:"data"`
 						} `json:"result"`
 					}
-					if err := post(base+"/v2/activities/get", hdr, map[string]any{"organizationId": org, "activityIds": []string{id}}, &got); err != nil {
+					if err := apiclient.Post(base+"/v2/activities/get", hdr, map[string]any{"organizationId": org, "activityIds": []string{id}}, &got); err != nil {
 						failed.Store(err)
 						return
 					}
@@ -128,7 +126,7 @@ func run(duration time.Duration, concurrency int, dataDir string) error {
 				PageToken string `json:"pageToken"`
 			} `json:"result"`
 		}
-		if err := post(base+"/v2/activities/get", hdr, q, &page); err != nil {
+		if err := apiclient.Post(base+"/v2/activities/get", hdr, q, &page); err != nil {
 			return err
 		}
 		records += len(page.Result.Data)
@@ -141,50 +139,10 @@ func run(duration time.Duration, concurrency int, dataDir string) error {
 	fmt.Println("| store | callers | events/s | publish p50 | publish p99 | records / published | record readable when publish answered |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	fmt.Printf("| %s | %d | %.0f | %s | %s | %d / %d | %d of %d checked |\n", store, concurrency, float64(published.Load())/elapsed.Seconds(),
-		percentile(samples, 0.5).Round(time.Microsecond), percentile(samples, 0.99).Round(time.Microsecond),
+		apiclient.Percentile(samples, 0.5).Round(time.Microsecond), apiclient.Percentile(samples, 0.99).Round(time.Microsecond),
 		records, published.Load(), checked.Load()-unseen.Load(), checked.Load())
 	if int64(records) != published.Load() || unseen.Load() != 0 {
 		return fmt.Errorf("%d records for %d published events, %d not readable at once", records, published.Load(), unseen.Load())
-	}
-	return nil
-}
-
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[int(float64(len(sorted)-1)*p)]
-}
-
-var httpClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
-
-func post(url string, headers map[string]string, data any, out any) error {
-	b, err := json.Marshal(map[string]any{"data": data})
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %d %s", url, resp.StatusCode, raw)
-	}
-	if out != nil {
-		return json.Unmarshal(raw, out)
 	}
 	return nil
 }

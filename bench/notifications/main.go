@@ -8,18 +8,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"log"
-	"net/http"
 	"os"
 	"runtime"
 	"time"
 
+	"github.com/collab/collab/bench/apiclient"
 	"github.com/collab/collab/collabd"
 	"github.com/collab/collab/services"
 )
@@ -61,10 +59,10 @@ func run(users, rounds int) error {
 			ids = append(ids, id)
 			batch = append(batch, map[string]any{"userId": id, "name": "User " + id, "email": id + "@example.com"})
 		}
-		if err := post(base+"/v2/users/add", hdr, map[string]any{"organizationId": "bench", "createOrganization": true, "documentId": "d", "createDocument": true, "users": batch}, nil); err != nil {
+		if err := apiclient.Post(base+"/v2/users/add", hdr, map[string]any{"organizationId": "bench", "createOrganization": true, "documentId": "d", "createDocument": true, "users": batch}, nil); err != nil {
 			return err
 		}
-		if err := post(base+"/v2/notifications/config/set", hdr, map[string]any{"organizationId": "bench", "documentIds": []string{"d"}, "userIds": ids,
+		if err := apiclient.Post(base+"/v2/notifications/config/set", hdr, map[string]any{"organizationId": "bench", "documentIds": []string{"d"}, "userIds": ids,
 			"config": map[string]any{"inbox": "ALL", "email": "ALL", "slack": "NONE"}}, nil); err != nil {
 			return err
 		}
@@ -78,7 +76,7 @@ func run(users, rounds int) error {
 	for round := range rounds {
 		id := fmt.Sprintf("n%d", round)
 		start := time.Now()
-		if err := post(base+"/v2/notifications/add", hdr, map[string]any{"organizationId": "bench", "documentId": "d", "notificationId": id,
+		if err := apiclient.Post(base+"/v2/notifications/add", hdr, map[string]any{"organizationId": "bench", "documentId": "d", "notificationId": id,
 			"actionUser": map[string]any{"userId": "u00000", "name": "Ada"}, "displayHeadlineMessageTemplate": "{{actionUser}} wrote to {{recipientUser}}",
 			"displayBodyMessage": "A body of an ordinary length, a sentence or two."}, nil); err != nil {
 			return err
@@ -94,7 +92,7 @@ func run(users, rounds int) error {
 					} `json:"data"`
 				} `json:"result"`
 			}
-			if err := post(base+"/v2/notifications/get", hdr, map[string]any{"organizationId": "bench", "notificationIds": []string{id}}, &got); err != nil {
+			if err := apiclient.Post(base+"/v2/notifications/get", hdr, map[string]any{"organizationId": "bench", "notificationIds": []string{id}}, &got); err != nil {
 				return err
 			}
 			if len(got.Result.Data) == 1 && len(got.Result.Data[0].NotifyUserIds) == users-1 {
@@ -123,39 +121,6 @@ func run(users, rounds int) error {
 		mailed := time.Since(start)
 		fmt.Printf("| %d | %s | %s | %.0f | %s | %.0f |\n", round+1, answered.Round(time.Microsecond), filed.Round(time.Millisecond),
 			float64(users-1)/(filed-answered).Seconds(), mailed.Round(time.Millisecond), float64(users-1)/(mailed-filed).Seconds())
-	}
-	return nil
-}
-
-var httpClient = &http.Client{}
-
-func post(url string, headers map[string]string, data any, out any) error {
-	b, err := json.Marshal(map[string]any{"data": data})
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %d %s", url, resp.StatusCode, raw)
-	}
-	if out != nil {
-		return json.Unmarshal(raw, out)
 	}
 	return nil
 }

@@ -7,14 +7,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"log"
-	"net/http"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -29,6 +27,7 @@ import (
 
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 
+	"github.com/collab/collab/bench/apiclient"
 	"github.com/collab/collab/collabd"
 	"github.com/collab/collab/services"
 )
@@ -62,15 +61,8 @@ func (r result) add(o result) result {
 	out := result{requests: r.requests + o.requests, elapsed: r.elapsed + o.elapsed, samples: append(r.samples, o.samples...),
 		allocs: r.allocs + o.allocs, bytes: r.bytes + o.bytes}
 	slices.Sort(out.samples)
-	out.p50, out.p99 = percentile(out.samples, 0.50), percentile(out.samples, 0.99)
+	out.p50, out.p99 = apiclient.Percentile(out.samples, 0.50), apiclient.Percentile(out.samples, 0.99)
 	return out
-}
-
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[int(float64(len(sorted)-1)*p)]
 }
 
 func run(duration time.Duration, concurrency int) error {
@@ -133,7 +125,7 @@ func run(duration time.Duration, concurrency int) error {
 		}
 	}
 	for _, s := range steps {
-		if err := post(base+s.path, hdr, s.data, nil); err != nil {
+		if err := apiclient.Post(base+s.path, hdr, s.data, nil); err != nil {
 			return fmt.Errorf("seed %s: %w", s.path, err)
 		}
 	}
@@ -158,7 +150,7 @@ func run(duration time.Duration, concurrency int) error {
 				Data map[string]any `json:"data"`
 			} `json:"result"`
 		}
-		if err := post(base+"/v2/auth/permissions/get", hdr, body, &check); err != nil || len(check.Result.Data) != users {
+		if err := apiclient.Post(base+"/v2/auth/permissions/get", hdr, body, &check); err != nil || len(check.Result.Data) != users {
 			return fmt.Errorf("http check: %v (%d users)", err, len(check.Result.Data))
 		}
 		grpcCall := func() error {
@@ -171,7 +163,7 @@ func run(duration time.Duration, concurrency int) error {
 		if err != nil {
 			return err
 		}
-		httpCall := func() error { return postRaw(base+"/v2/auth/permissions/get", hdr, raw, nil) }
+		httpCall := func() error { return apiclient.PostRaw(base+"/v2/auth/permissions/get", hdr, raw, nil) }
 		if cpuProfile != "" {
 			for path, call := range map[string]func() error{"http": httpCall, "grpc": grpcCall} {
 				if err := profile(fmt.Sprintf("%s.%d.%s", cpuProfile, users, path), func() { load(duration, concurrency, call) }); err != nil {
@@ -218,43 +210,6 @@ func profile(file string, run func()) error {
 	return nil
 }
 
-var httpClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
-
-func post(url string, headers map[string]string, data any, out any) error {
-	b, err := json.Marshal(map[string]any{"data": data})
-	if err != nil {
-		return err
-	}
-	return postRaw(url, headers, b, out)
-}
-
-func postRaw(url string, headers map[string]string, b []byte, out any) error {
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %d %s", url, resp.StatusCode, raw)
-	}
-	if out != nil {
-		return json.Unmarshal(raw, out)
-	}
-	return nil
-}
-
 // load calls call from concurrency goroutines for d and reports throughput and latency.
 func load(d time.Duration, concurrency int, call func() error) result {
 	var (
@@ -296,6 +251,6 @@ func load(d time.Duration, concurrency int, call func() error) result {
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	slices.Sort(samples)
-	return result{requests: n.Load(), elapsed: elapsed, samples: samples, p50: percentile(samples, 0.50), p99: percentile(samples, 0.99),
+	return result{requests: n.Load(), elapsed: elapsed, samples: samples, p50: apiclient.Percentile(samples, 0.50), p99: apiclient.Percentile(samples, 0.99),
 		allocs: after.Mallocs - before.Mallocs, bytes: after.TotalAlloc - before.TotalAlloc}
 }
