@@ -78,3 +78,7 @@ require (
 )
 
 replace github.com/collab/collab/proto => ./proto
+
+// Go must never look for packages in the node_modules of the Node projects the tests use
+// (e2e/webhookreceiver): an npm package may ship .go files.
+ignore node_modules
