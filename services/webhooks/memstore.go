@@ -1,0 +1,1002 @@
+package webhooks
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+)
+
+// MemoryStore keeps everything in the process: the store of the one-command local run and of
+// the delivery benchmark. Records are copied in and out (an endpoint's pointers, slices and maps
+// too), so callers never share memory with the store. Times are kept as MongoDB keeps them
+// (milliseconds, UTC). Where store.go leaves room, it behaves as MongoStore's comment says.
+//
+// The delivery queue is built so that the engine's loop (DueDeliveries, ClaimDelivery,
+// FinishDelivery) costs O(log n) per delivery however long the queue is:
+//
+//   - Each endpoint (API key, endpoint id) keeps its pending deliveries that no worker holds in
+//     a binary heap ordered by (NextAttempt, ID): its ready heap.
+//   - The endpoints whose ready heap is not empty are in a heap of their own (heads), ordered
+//     by the first delivery of each.
+//   - The pending deliveries under a lease (LeaseUntil set: claimed and not finished) are in one
+//     heap ordered by (LeaseUntil, ID); a lease that has run out makes its delivery due again.
+//
+// DueDeliveries merges the heaps lazily: it walks heads and the ready heaps in key order with a
+// small frontier heap, stops at the first delivery that is not due, and never looks into the
+// ready heap of a busy endpoint, so a busy endpoint costs one step whatever its backlog. Leases
+// that ran out (a worker died) are few; they are collected and merged in. A claim moves the
+// delivery from its ready heap to the lease heap, a finish takes it out (and back into its ready
+// heap when it is retried later): a few heap steps each.
+//
+// Prune walks every record: it runs rarely (retention), not in the delivery loop.
+type MemoryStore struct {
+	mu sync.RWMutex
+
+	configs map[string]*Config
+	basic   map[string]*BasicConfig
+	tenants map[string]*tenantData
+
+	deliveries map[string]*entry
+	queues     map[epKey]*epQueue
+	heads      heap[*epQueue] // endpoints with ready deliveries, by their first one
+	leased     heap[*entry]   // pending deliveries under a lease, by (LeaseUntil, ID)
+
+	// slots counts the deliveries of each second per endpoint key (TakeSlot); seconds more than
+	// slotWindow before the newest seen are dropped.
+	slots     map[int64]map[string]int
+	newestSec int64
+}
+
+// slotWindow is how many seconds of rate slots are kept behind the newest one: workers whose
+// clocks lag by less still count in the same slots as the others.
+const slotWindow = 60
+
+type epKey struct{ apiKey, endpointID string }
+
+// tenantData holds the records of one API key. The id lists are sorted ascending.
+type tenantData struct {
+	endpoints   map[string]*Endpoint
+	endpointIDs []string
+	messages    map[string]*Message
+	messageIDs  []string
+	attempts    map[string]*Attempt
+	attemptIDs  []string
+	// attempt ids per message and per endpoint, sorted (ListAttempts' filters)
+	attemptsByMessage  map[string][]string
+	attemptsByEndpoint map[string][]string
+}
+
+func newTenantData() *tenantData {
+	return &tenantData{
+		endpoints: map[string]*Endpoint{}, messages: map[string]*Message{}, attempts: map[string]*Attempt{},
+		attemptsByMessage: map[string][]string{}, attemptsByEndpoint: map[string][]string{},
+	}
+}
+
+func (t *tenantData) empty() bool {
+	return len(t.endpoints) == 0 && len(t.messages) == 0 && len(t.attempts) == 0
+}
+
+// epQueue holds what the store keeps per endpoint about its deliveries. It exists while the
+// endpoint has a delivery (count > 0), whether or not the endpoint does.
+type epQueue struct {
+	key   epKey
+	ready heap[*entry] // pending deliveries without a lease, by (NextAttempt, ID)
+	pos   int          // index in MemoryStore.heads; -1 while ready is empty
+	count int          // deliveries of the endpoint, in every state
+	// messageIDs are the messages of its deliveries, sorted (ListMessages by endpoint).
+	messageIDs []string
+	failed     map[string]*entry // its failed deliveries (FailedDeliveries)
+}
+
+// entry is a stored delivery with its keys in milliseconds.
+type entry struct {
+	d     Delivery
+	next  int64 // d.NextAttempt, Unix milliseconds
+	lease int64 // d.LeaseUntil, Unix milliseconds (zeroMs: none)
+	q     *epQueue
+	// idx is the index in the heap that holds it (q.ready, or MemoryStore.leased when
+	// inLeased); -1 in neither (finished).
+	idx      int
+	inLeased bool
+}
+
+// zeroMs is the zero time in Unix milliseconds.
+var zeroMs = time.Time{}.UnixMilli()
+
+func (e *entry) setNext(t time.Time) { e.d.NextAttempt, e.next = ms(t), t.UnixMilli() }
+func (e *entry) setLease(t time.Time) {
+	e.d.LeaseUntil, e.lease = ms(t), t.UnixMilli()
+}
+
+// byNext orders deliveries by (NextAttempt, ID): DueDeliveries' order.
+func byNext(a, b *entry) bool {
+	return a.next < b.next || (a.next == b.next && a.d.ID < b.d.ID)
+}
+
+func byLease(a, b *entry) bool {
+	return a.lease < b.lease || (a.lease == b.lease && a.d.ID < b.d.ID)
+}
+
+func setEntryIdx(e *entry, i int) { e.idx = i }
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{
+		configs: map[string]*Config{}, basic: map[string]*BasicConfig{}, tenants: map[string]*tenantData{},
+		deliveries: map[string]*entry{}, queues: map[epKey]*epQueue{},
+		heads: heap[*epQueue]{
+			less: func(a, b *epQueue) bool { return byNext(a.ready.a[0], b.ready.a[0]) },
+			set:  func(q *epQueue, i int) { q.pos = i },
+		},
+		leased: heap[*entry]{less: byLease, set: setEntryIdx},
+		slots:  map[int64]map[string]int{},
+	}
+}
+
+// heap is a binary min-heap that tells its items where they are (set), so that any of them can
+// be removed or moved in O(log n).
+type heap[T any] struct {
+	a    []T
+	less func(x, y T) bool
+	set  func(x T, i int)
+}
+
+func (h *heap[T]) push(x T) {
+	h.a = append(h.a, x)
+	h.set(x, len(h.a)-1)
+	h.up(len(h.a) - 1)
+}
+
+// remove takes out the item at i.
+func (h *heap[T]) remove(i int) {
+	n := len(h.a) - 1
+	x := h.a[i]
+	if i != n {
+		h.swap(i, n)
+	}
+	var zero T
+	h.a[n] = zero
+	h.a = h.a[:n]
+	h.set(x, -1)
+	if i != n {
+		h.fix(i)
+	}
+}
+
+// fix restores the order after the key of the item at i changed.
+func (h *heap[T]) fix(i int) {
+	if !h.down(i) {
+		h.up(i)
+	}
+}
+
+func (h *heap[T]) swap(i, j int) {
+	h.a[i], h.a[j] = h.a[j], h.a[i]
+	h.set(h.a[i], i)
+	h.set(h.a[j], j)
+}
+
+func (h *heap[T]) up(j int) {
+	for j > 0 {
+		i := (j - 1) / 2
+		if !h.less(h.a[j], h.a[i]) {
+			break
+		}
+		h.swap(i, j)
+		j = i
+	}
+}
+
+func (h *heap[T]) down(i0 int) bool {
+	i, n := i0, len(h.a)
+	for {
+		j := 2*i + 1
+		if j >= n {
+			break
+		}
+		if r := j + 1; r < n && h.less(h.a[r], h.a[j]) {
+			j = r
+		}
+		if !h.less(h.a[j], h.a[i]) {
+			break
+		}
+		h.swap(i, j)
+		i = j
+	}
+	return i > i0
+}
+
+// ms is t as MongoDB keeps it: milliseconds, UTC.
+func ms(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()).UTC() }
+
+// Sorted string lists: ids arrive nearly always in increasing order, so inserts append.
+
+func insertSorted(l []string, id string) []string {
+	if n := len(l); n == 0 || l[n-1] < id {
+		return append(l, id)
+	}
+	i, found := slices.BinarySearch(l, id)
+	if found {
+		return l
+	}
+	return slices.Insert(l, i, id)
+}
+
+func removeSorted(l []string, id string) []string {
+	if i, found := slices.BinarySearch(l, id); found {
+		return slices.Delete(l, i, i+1)
+	}
+	return l
+}
+
+// removeAllSorted removes the ids in gone from l, in one pass.
+func removeAllSorted(l []string, gone map[string]bool) []string {
+	return slices.DeleteFunc(l, func(id string) bool { return gone[id] })
+}
+
+// before returns the index of the first id of l not less than after: l[:i] are the ids before
+// it. "" is after every id.
+func before(l []string, after string) int {
+	if after == "" {
+		return len(l)
+	}
+	return sort.SearchStrings(l, after)
+}
+
+func cloneOrNil[S ~[]E, E any](s S) S {
+	if len(s) == 0 {
+		return nil
+	}
+	return slices.Clone(s)
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+// copyEndpoint copies e whole. Empty filters and metadata are unset (nil), as MongoDB, which
+// omits them, gives them back.
+func copyEndpoint(e *Endpoint) *Endpoint {
+	c := *e
+	c.Description, c.RateLimit, c.UID = clonePtr(e.Description), clonePtr(e.RateLimit), clonePtr(e.UID)
+	c.FilterTypes, c.Channels = cloneOrNil(e.FilterTypes), cloneOrNil(e.Channels)
+	c.Metadata = nil
+	if len(e.Metadata) > 0 {
+		c.Metadata = maps.Clone(e.Metadata)
+	}
+	c.Secrets = copySecrets(e.Secrets)
+	return &c
+}
+
+func copySecrets(ss []Secret) []Secret {
+	out := slices.Clone(ss)
+	for i := range out {
+		out[i].ExpiresAt = ms(out[i].ExpiresAt)
+	}
+	return out
+}
+
+func (s *MemoryStore) tenant(apiKey string) *tenantData { return s.tenants[apiKey] }
+
+func (s *MemoryStore) tenantFor(apiKey string) *tenantData {
+	t := s.tenants[apiKey]
+	if t == nil {
+		t = newTenantData()
+		s.tenants[apiKey] = t
+	}
+	return t
+}
+
+func (s *MemoryStore) dropIfEmpty(apiKey string) {
+	if t := s.tenants[apiKey]; t != nil && t.empty() {
+		delete(s.tenants, apiKey)
+	}
+}
+
+func (s *MemoryStore) Config(_ context.Context, apiKey string) (*Config, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c := Config{}
+	if stored := s.configs[apiKey]; stored != nil {
+		c = *stored
+	}
+	return &c, nil
+}
+
+func (s *MemoryStore) UpdateConfig(_ context.Context, apiKey string, p ConfigPatch, now time.Time) (*Config, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.configs[apiKey]
+	if c == nil {
+		c = &Config{}
+		s.configs[apiKey] = c
+	}
+	for _, f := range []struct {
+		to   *bool
+		from *bool
+	}{{&c.Enabled, p.Enabled}, {&c.EncryptData, p.EncryptData}, {&c.EncodeData, p.EncodeData}, {&c.DataProtection, p.DataProtection}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
+	}
+	if p.PublicKey != nil {
+		c.PublicKey = *p.PublicKey
+	}
+	c.UpdatedAt = ms(now)
+	out := *c
+	return &out, nil
+}
+
+func (s *MemoryStore) BasicConfig(_ context.Context, apiKey string) (*BasicConfig, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c := BasicConfig{}
+	if stored := s.basic[apiKey]; stored != nil {
+		c = *stored
+	}
+	return &c, nil
+}
+
+func (s *MemoryStore) UpdateBasicConfig(_ context.Context, apiKey string, p BasicConfigPatch, now time.Time) (*BasicConfig, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.basic[apiKey]
+	if c == nil {
+		c = &BasicConfig{}
+		s.basic[apiKey] = c
+	}
+	if p.UseWebhookService != nil {
+		c.UseWebhookService = *p.UseWebhookService
+	}
+	for _, f := range []struct {
+		to   *string
+		from *string
+	}{{&c.AuthToken, p.AuthToken}, {&c.RawURL, p.RawURL}, {&c.ProcessedURL, p.ProcessedURL}, {&c.Triggers, p.Triggers}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
+	}
+	c.UpdatedAt = ms(now)
+	out := *c
+	return &out, nil
+}
+
+func (s *MemoryStore) CreateEndpoint(_ context.Context, e *Endpoint) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tenantFor(e.APIKey)
+	if _, ok := t.endpoints[e.ID]; ok {
+		return ErrExists
+	}
+	c := copyEndpoint(e)
+	c.FailingSince, c.CreatedAt, c.UpdatedAt = ms(c.FailingSince), ms(c.CreatedAt), ms(c.UpdatedAt)
+	t.endpoints[c.ID] = c
+	t.endpointIDs = insertSorted(t.endpointIDs, c.ID)
+	return nil
+}
+
+// endpoint returns the stored endpoint (not a copy), nil when there is none.
+func (s *MemoryStore) endpoint(apiKey, id string) *Endpoint {
+	if t := s.tenant(apiKey); t != nil {
+		return t.endpoints[id]
+	}
+	return nil
+}
+
+func (s *MemoryStore) Endpoint(_ context.Context, apiKey, id string) (*Endpoint, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e := s.endpoint(apiKey, id)
+	if e == nil {
+		return nil, ErrNotFound
+	}
+	return copyEndpoint(e), nil
+}
+
+func (s *MemoryStore) UpdateEndpoint(_ context.Context, apiKey, id string, p EndpointPatch, now time.Time) (*Endpoint, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.endpoint(apiKey, id)
+	if e == nil {
+		return nil, ErrNotFound
+	}
+	if p.URL != nil {
+		e.URL = *p.URL
+	}
+	if p.Description != nil {
+		e.Description = clonePtr(p.Description)
+	}
+	if p.FilterTypes != nil {
+		e.FilterTypes = cloneOrNil(p.FilterTypes)
+	}
+	if p.Channels != nil {
+		e.Channels = cloneOrNil(p.Channels)
+	}
+	if p.Disabled != nil {
+		// The tenant enables or disables it: no reason of the service's stands.
+		e.Disabled, e.DisabledReason = *p.Disabled, ""
+		if !*p.Disabled {
+			e.FailingSince = time.Time{}
+		}
+	}
+	if p.RateLimit != nil {
+		e.RateLimit = clonePtr(p.RateLimit)
+	}
+	if p.UID != nil {
+		e.UID = clonePtr(p.UID)
+	}
+	if p.Metadata != nil {
+		e.Metadata = nil
+		if len(p.Metadata) > 0 {
+			e.Metadata = maps.Clone(p.Metadata)
+		}
+	}
+	e.UpdatedAt = ms(now)
+	return copyEndpoint(e), nil
+}
+
+func (s *MemoryStore) DeleteEndpoint(_ context.Context, apiKey, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Its pending deliveries go even when the endpoint is gone already, as in MongoStore.
+	if q := s.queues[epKey{apiKey, id}]; q != nil {
+		var gone []*entry
+		gone = append(gone, q.ready.a...)
+		for _, e := range s.leased.a {
+			if e.q == q {
+				gone = append(gone, e)
+			}
+		}
+		s.removeDeliveries(gone)
+	}
+	t := s.tenant(apiKey)
+	if t == nil || t.endpoints[id] == nil {
+		return ErrNotFound
+	}
+	delete(t.endpoints, id)
+	t.endpointIDs = removeSorted(t.endpointIDs, id)
+	s.dropIfEmpty(apiKey)
+	return nil
+}
+
+func (s *MemoryStore) ListEndpoints(_ context.Context, apiKey, after string, limit int) ([]*Endpoint, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := []*Endpoint{}
+	t := s.tenant(apiKey)
+	if t == nil {
+		return out, nil
+	}
+	i := 0
+	if after != "" {
+		i = sort.Search(len(t.endpointIDs), func(i int) bool { return t.endpointIDs[i] > after })
+	}
+	for ; i < len(t.endpointIDs) && (limit <= 0 || len(out) < limit); i++ {
+		out = append(out, copyEndpoint(t.endpoints[t.endpointIDs[i]]))
+	}
+	return out, nil
+}
+
+func (s *MemoryStore) Endpoints(ctx context.Context, apiKey string) ([]*Endpoint, error) {
+	return s.ListEndpoints(ctx, apiKey, "", 0)
+}
+
+// changeEndpoint applies f to the stored endpoint, or returns ErrNotFound.
+func (s *MemoryStore) changeEndpoint(apiKey, id string, f func(e *Endpoint)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.endpoint(apiKey, id)
+	if e == nil {
+		return ErrNotFound
+	}
+	f(e)
+	return nil
+}
+
+func (s *MemoryStore) SetSecrets(_ context.Context, apiKey, id string, secrets []Secret, now time.Time) error {
+	return s.changeEndpoint(apiKey, id, func(e *Endpoint) {
+		e.Secrets, e.UpdatedAt = copySecrets(secrets), ms(now)
+	})
+}
+
+func (s *MemoryStore) SetFailing(_ context.Context, apiKey, id string, since time.Time) error {
+	return s.changeEndpoint(apiKey, id, func(e *Endpoint) {
+		if e.FailingSince.IsZero() {
+			e.FailingSince = ms(since)
+		}
+	})
+}
+
+func (s *MemoryStore) ClearFailing(_ context.Context, apiKey, id string) error {
+	return s.changeEndpoint(apiKey, id, func(e *Endpoint) { e.FailingSince = time.Time{} })
+}
+
+func (s *MemoryStore) DisableEndpoint(_ context.Context, apiKey, id, reason string, now time.Time) error {
+	return s.changeEndpoint(apiKey, id, func(e *Endpoint) {
+		e.Disabled, e.DisabledReason, e.UpdatedAt = true, reason, ms(now)
+	})
+}
+
+func (s *MemoryStore) AddMessage(_ context.Context, m *Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tenantFor(m.APIKey)
+	if _, ok := t.messages[m.ID]; ok {
+		return ErrExists
+	}
+	c := *m
+	c.CreatedAt = ms(c.CreatedAt)
+	t.messages[c.ID] = &c
+	t.messageIDs = insertSorted(t.messageIDs, c.ID)
+	return nil
+}
+
+func (s *MemoryStore) Message(_ context.Context, apiKey, id string) (*Message, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if t := s.tenant(apiKey); t != nil {
+		if m := t.messages[id]; m != nil {
+			c := *m
+			return &c, nil
+		}
+	}
+	return nil, ErrNotFound
+}
+
+func (s *MemoryStore) ListMessages(_ context.Context, apiKey, endpointID string, types []string, after string, limit int) ([]*Message, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := []*Message{}
+	t := s.tenant(apiKey)
+	if t == nil || (types != nil && len(types) == 0) {
+		return out, nil
+	}
+	ids := t.messageIDs
+	if endpointID != "" {
+		q := s.queues[epKey{apiKey, endpointID}]
+		if q == nil {
+			return out, nil
+		}
+		ids = q.messageIDs
+	}
+	for i := before(ids, after) - 1; i >= 0 && (limit <= 0 || len(out) < limit); i-- {
+		m := t.messages[ids[i]]
+		if m == nil || (types != nil && !slices.Contains(types, m.EventType)) {
+			continue // pruned, or of another type
+		}
+		c := *m
+		out = append(out, &c)
+	}
+	return out, nil
+}
+
+func (s *MemoryStore) queueFor(k epKey) *epQueue {
+	q := s.queues[k]
+	if q == nil {
+		q = &epQueue{key: k, pos: -1, failed: map[string]*entry{}}
+		q.ready = heap[*entry]{less: byNext, set: setEntryIdx}
+		s.queues[k] = q
+	}
+	return q
+}
+
+// fixHead puts q where it belongs in heads after its ready heap changed.
+func (s *MemoryStore) fixHead(q *epQueue) {
+	switch {
+	case len(q.ready.a) == 0 && q.pos >= 0:
+		s.heads.remove(q.pos)
+	case len(q.ready.a) > 0 && q.pos < 0:
+		s.heads.push(q)
+	case q.pos >= 0:
+		s.heads.fix(q.pos)
+	}
+}
+
+// place puts a pending delivery into the heap its lease says: ready when it has none.
+func (s *MemoryStore) place(e *entry) {
+	switch {
+	case e.d.State != StatePending:
+	case e.lease != zeroMs:
+		e.inLeased = true
+		s.leased.push(e)
+	default:
+		e.inLeased = false
+		e.q.ready.push(e)
+		s.fixHead(e.q)
+	}
+}
+
+// unplace takes a delivery out of the heap that holds it, before its state, next attempt or
+// lease change.
+func (s *MemoryStore) unplace(e *entry) {
+	switch {
+	case e.idx < 0:
+	case e.inLeased:
+		s.leased.remove(e.idx)
+	default:
+		e.q.ready.remove(e.idx)
+		s.fixHead(e.q)
+	}
+}
+
+// setState changes the state, keeping the endpoint's failed set.
+func (e *entry) setState(state string) {
+	if e.d.State == StateFailed {
+		delete(e.q.failed, e.d.ID)
+	}
+	e.d.State = state
+	if state == StateFailed {
+		e.q.failed[e.d.ID] = e
+	}
+}
+
+// removeDeliveries removes deliveries from every structure, and the endpoint queues they leave
+// empty.
+func (s *MemoryStore) removeDeliveries(gone []*entry) {
+	msgs := map[*epQueue]map[string]bool{}
+	for _, e := range gone {
+		s.unplace(e)
+		delete(s.deliveries, e.d.ID)
+		delete(e.q.failed, e.d.ID)
+		e.q.count--
+		if msgs[e.q] == nil {
+			msgs[e.q] = map[string]bool{}
+		}
+		msgs[e.q][e.d.MessageID] = true
+	}
+	for q, ids := range msgs {
+		if q.count == 0 {
+			delete(s.queues, q.key)
+			continue
+		}
+		q.messageIDs = removeAllSorted(q.messageIDs, ids)
+	}
+}
+
+func (s *MemoryStore) QueueDeliveries(_ context.Context, ds []*Delivery) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, in := range ds {
+		if _, ok := s.deliveries[in.ID]; ok {
+			continue
+		}
+		e := &entry{d: *in, idx: -1}
+		e.d.CreatedAt, e.d.UpdatedAt = ms(e.d.CreatedAt), ms(e.d.UpdatedAt)
+		e.setNext(in.NextAttempt)
+		e.setLease(in.LeaseUntil)
+		e.q = s.queueFor(epKey{in.APIKey, in.EndpointID})
+		e.q.count++
+		e.q.messageIDs = insertSorted(e.q.messageIDs, in.MessageID)
+		s.deliveries[e.d.ID] = e
+		e.d.State = ""
+		e.setState(in.State)
+		s.place(e)
+	}
+	return nil
+}
+
+func (s *MemoryStore) Delivery(_ context.Context, id string) (*Delivery, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e := s.deliveries[id]
+	if e == nil {
+		return nil, ErrNotFound
+	}
+	d := e.d
+	return &d, nil
+}
+
+// cursor is a place in DueDeliveries' walk: the delivery at index i of q's ready heap, which is
+// q's first (i == 0) when q is at index head of heads (else head is -1).
+type cursor struct {
+	e    *entry
+	q    *epQueue
+	i    int
+	head int
+}
+
+func (s *MemoryStore) DueDeliveries(_ context.Context, now time.Time, limit int, busy map[string]bool) ([]*Delivery, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	nowMs := now.UnixMilli()
+	// The frontier holds the places the walk may go next; a place's children in heads and in
+	// its ready heap come after it, so the frontier's least is the next in (next, ID) order.
+	frontier := heap[cursor]{
+		a:    make([]cursor, 0, 16),
+		less: func(x, y cursor) bool { return byNext(x.e, y.e) },
+		set:  func(cursor, int) {},
+	}
+	if len(s.heads.a) > 0 {
+		q := s.heads.a[0]
+		frontier.push(cursor{e: q.ready.a[0], q: q, i: 0, head: 0})
+	}
+	nextReady := func() *entry {
+		for len(frontier.a) > 0 {
+			c := frontier.a[0]
+			if c.e.next > nowMs {
+				frontier.a = frontier.a[:0] // everything after it is later still
+				return nil
+			}
+			frontier.remove(0)
+			if c.head >= 0 {
+				for _, j := range [2]int{2*c.head + 1, 2*c.head + 2} {
+					if j < len(s.heads.a) {
+						q := s.heads.a[j]
+						frontier.push(cursor{e: q.ready.a[0], q: q, i: 0, head: j})
+					}
+				}
+				if busy[c.q.key.endpointID] {
+					continue // and none of its others
+				}
+			}
+			for _, i := range [2]int{2*c.i + 1, 2*c.i + 2} {
+				if i < len(c.q.ready.a) {
+					frontier.push(cursor{e: c.q.ready.a[i], q: c.q, i: i, head: -1})
+				}
+			}
+			return c.e
+		}
+		return nil
+	}
+	expired := s.expiredLeases(nowMs, busy)
+
+	var found []*entry
+	r := nextReady()
+	for (limit <= 0 || len(found) < limit) && (r != nil || len(expired) > 0) {
+		if r != nil && (len(expired) == 0 || byNext(r, expired[0])) {
+			found = append(found, r)
+			r = nextReady()
+		} else {
+			found = append(found, expired[0])
+			expired = expired[1:]
+		}
+	}
+	vals := make([]Delivery, len(found))
+	out := make([]*Delivery, len(found))
+	for i, e := range found {
+		vals[i] = e.d
+		out[i] = &vals[i]
+	}
+	return out, nil
+}
+
+// expiredLeases returns the leased deliveries whose lease and next attempt are not after now,
+// not of a busy endpoint, in (next, ID) order.
+func (s *MemoryStore) expiredLeases(nowMs int64, busy map[string]bool) []*entry {
+	var out []*entry
+	if len(s.leased.a) == 0 || s.leased.a[0].lease > nowMs {
+		return nil
+	}
+	stack := []int{0}
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		e := s.leased.a[i]
+		if e.lease > nowMs {
+			continue // and its subtree, which is later still
+		}
+		if e.next <= nowMs && !busy[e.d.EndpointID] {
+			out = append(out, e)
+		}
+		for _, j := range [2]int{2*i + 1, 2*i + 2} {
+			if j < len(s.leased.a) {
+				stack = append(stack, j)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *entry) int { return cmp.Or(cmp.Compare(a.next, b.next), cmp.Compare(a.d.ID, b.d.ID)) })
+	return out
+}
+
+func (s *MemoryStore) ClaimDelivery(_ context.Context, id string, now, until time.Time) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.deliveries[id]
+	nowMs := now.UnixMilli()
+	if e == nil || e.d.State != StatePending || e.next > nowMs || e.lease > nowMs {
+		return false, nil
+	}
+	s.unplace(e)
+	e.setLease(until)
+	s.place(e)
+	return true, nil
+}
+
+func checkState(state string) error {
+	switch state {
+	case StatePending, StateSuccess, StateFailed:
+		return nil
+	}
+	return fmt.Errorf("webhooks store: finish delivery: unknown state %q", state)
+}
+
+func (s *MemoryStore) FinishDelivery(_ context.Context, id, state string, attempts int, next, now time.Time) error {
+	if err := checkState(state); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.deliveries[id]
+	if e == nil {
+		return ErrNotFound
+	}
+	s.unplace(e)
+	e.setState(state)
+	e.d.Attempts, e.d.UpdatedAt = attempts, ms(now)
+	e.setNext(next)
+	e.setLease(time.Time{})
+	s.place(e)
+	return nil
+}
+
+func (s *MemoryStore) Requeue(_ context.Context, ids []string, now time.Time) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		e := s.deliveries[id]
+		if e == nil || seen[id] {
+			continue
+		}
+		seen[id] = true
+		n++
+		// A lease stands: the worker that holds it may be sending it now.
+		s.unplace(e)
+		e.setState(StatePending)
+		e.d.Attempts, e.d.UpdatedAt = 0, ms(now)
+		e.setNext(now)
+		s.place(e)
+	}
+	return n, nil
+}
+
+func (s *MemoryStore) FailedDeliveries(_ context.Context, apiKey, endpointID string, since, until time.Time) ([]string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var found []*entry
+	if q := s.queues[epKey{apiKey, endpointID}]; q != nil {
+		since, until = ms(since), ms(until)
+		for _, e := range q.failed {
+			if !e.d.CreatedAt.Before(since) && e.d.CreatedAt.Before(until) {
+				found = append(found, e)
+			}
+		}
+	}
+	slices.SortFunc(found, func(a, b *entry) int {
+		return cmp.Or(a.d.CreatedAt.Compare(b.d.CreatedAt), cmp.Compare(a.d.ID, b.d.ID))
+	})
+	out := make([]string, len(found))
+	for i, e := range found {
+		out[i] = e.d.ID
+	}
+	return out, nil
+}
+
+func (s *MemoryStore) AddAttempt(_ context.Context, a *Attempt) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tenantFor(a.APIKey)
+	if _, ok := t.attempts[a.ID]; ok {
+		return ErrExists
+	}
+	c := *a
+	c.Timestamp = ms(c.Timestamp)
+	t.attempts[c.ID] = &c
+	t.attemptIDs = insertSorted(t.attemptIDs, c.ID)
+	t.attemptsByMessage[c.MessageID] = insertSorted(t.attemptsByMessage[c.MessageID], c.ID)
+	t.attemptsByEndpoint[c.EndpointID] = insertSorted(t.attemptsByEndpoint[c.EndpointID], c.ID)
+	return nil
+}
+
+func (s *MemoryStore) ListAttempts(_ context.Context, apiKey string, f AttemptFilter, after string, limit int) ([]*Attempt, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := []*Attempt{}
+	t := s.tenant(apiKey)
+	if t == nil {
+		return out, nil
+	}
+	ids := t.attemptIDs
+	switch {
+	case f.MessageID != "":
+		ids = t.attemptsByMessage[f.MessageID]
+	case f.EndpointID != "":
+		ids = t.attemptsByEndpoint[f.EndpointID]
+	}
+	for i := before(ids, after) - 1; i >= 0 && (limit <= 0 || len(out) < limit); i-- {
+		a := t.attempts[ids[i]]
+		if (f.MessageID != "" && a.MessageID != f.MessageID) || (f.EndpointID != "" && a.EndpointID != f.EndpointID) ||
+			(f.Status != "" && a.Status != f.Status) {
+			continue
+		}
+		c := *a
+		out = append(out, &c)
+	}
+	return out, nil
+}
+
+func (s *MemoryStore) TakeSlot(_ context.Context, endpointKey string, second int64, limit int) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if second > s.newestSec {
+		s.newestSec = second
+		for sec := range s.slots {
+			if sec < second-slotWindow {
+				delete(s.slots, sec)
+			}
+		}
+	}
+	m := s.slots[second]
+	if m == nil {
+		m = map[string]int{}
+		s.slots[second] = m
+	}
+	m[endpointKey]++
+	return m[endpointKey] <= limit, nil
+}
+
+func (s *MemoryStore) Prune(_ context.Context, before time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before = ms(before)
+	for apiKey, t := range s.tenants {
+		gone := map[string]bool{}
+		for id, m := range t.messages {
+			if m.CreatedAt.Before(before) {
+				delete(t.messages, id)
+				gone[id] = true
+			}
+		}
+		if len(gone) > 0 {
+			t.messageIDs = removeAllSorted(t.messageIDs, gone)
+		}
+		gone = map[string]bool{}
+		for id, a := range t.attempts {
+			if a.Timestamp.Before(before) {
+				delete(t.attempts, id)
+				gone[id] = true
+			}
+		}
+		if len(gone) > 0 {
+			t.attemptIDs = removeAllSorted(t.attemptIDs, gone)
+			for _, byKey := range []map[string][]string{t.attemptsByMessage, t.attemptsByEndpoint} {
+				for k, ids := range byKey {
+					if ids = removeAllSorted(ids, gone); len(ids) == 0 {
+						delete(byKey, k)
+					} else {
+						byKey[k] = ids
+					}
+				}
+			}
+		}
+		s.dropIfEmpty(apiKey)
+	}
+	var finished []*entry
+	for _, e := range s.deliveries {
+		if e.d.State != StatePending && e.d.CreatedAt.Before(before) {
+			finished = append(finished, e)
+		}
+	}
+	s.removeDeliveries(finished)
+	for sec := range s.slots {
+		if sec < before.Unix() {
+			delete(s.slots, sec)
+		}
+	}
+	return nil
+}
+
+func (s *MemoryStore) Ping(context.Context) error { return nil }
+
+var _ Store = (*MemoryStore)(nil)
