@@ -34,11 +34,11 @@ func TestSplitProcesses(t *testing.T) {
 	feedAddr := freeAddr(t)
 	data := start(t, config(t, "--services=documents,users,access", "--workspace-addr="+ws.proc.GRPCAddr, "--internal-token="+testInternalToken,
 		"--events-addr="+feedAddr, "--activity-addr="+feedAddr, "--notifications-addr="+feedAddr))
-	peers := []string{"--workspace-addr=" + ws.proc.GRPCAddr, "--events-addr=" + feedAddr, "--activity-addr=" + feedAddr, "--notifications-addr=" + feedAddr}
+	peers := []string{"--workspace-addr=" + ws.proc.GRPCAddr, "--events-addr=" + feedAddr, "--activity-addr=" + feedAddr, "--notifications-addr=" + feedAddr, "--webhooks-addr=" + feedAddr}
 	for _, s := range []string{"documents", "users", "access"} {
 		peers = append(peers, "--"+s+"-addr="+data.proc.GRPCAddr)
 	}
-	start(t, config(t, "--services=events,activity,notifications", "--grpc-addr="+feedAddr, "--internal-token="+testInternalToken,
+	start(t, config(t, "--services=events,activity,notifications,webhooks", "--grpc-addr="+feedAddr, "--internal-token="+testInternalToken,
 		"--workspace-addr="+ws.proc.GRPCAddr, "--documents-addr="+data.proc.GRPCAddr, "--users-addr="+data.proc.GRPCAddr, "--access-addr="+data.proc.GRPCAddr))
 	gw := start(t, config(t, append([]string{"--services=gateway", "--internal-token=" + testInternalToken}, peers...)...))
 	id, token := gw.newWorkspace("split@example.com")
@@ -85,7 +85,7 @@ func TestSplitProcesses(t *testing.T) {
 
 func TestSplitProcessesNotReadyWithoutPeer(t *testing.T) {
 	args := []string{"--services=gateway"}
-	for _, s := range []string{"workspace", "documents", "users", "access", "events", "activity", "notifications"} {
+	for _, s := range []string{"workspace", "documents", "users", "access", "events", "activity", "notifications", "webhooks"} {
 		args = append(args, "--"+s+"-addr=127.0.0.1:1")
 	}
 	gw := start(t, config(t, args...))

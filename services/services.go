@@ -11,6 +11,7 @@ import (
 	"github.com/collab/collab/services/events"
 	"github.com/collab/collab/services/notifications"
 	"github.com/collab/collab/services/users"
+	"github.com/collab/collab/services/webhooks"
 	"github.com/collab/collab/services/workspace"
 )
 
@@ -26,5 +27,6 @@ func All() []service.Module {
 		events.Module(),
 		activity.Module(),
 		notifications.Module(),
+		webhooks.Module(),
 	}
 }

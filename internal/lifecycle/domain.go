@@ -10,13 +10,18 @@ import (
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 )
 
+// IsLifecycle reports whether an event type is one of the lifecycle types above, which carry
+// changes to stored data rather than something that happened in a product.
+func IsLifecycle(eventType string) bool {
+	return slices.Contains([]string{OrganizationDeleted, DocumentDeleted, FolderDeleted, DocumentMigrated, LocationDataDeleted, UsersRemoved}, eventType)
+}
+
 // Reserved reports whether an event type is one only collab itself publishes: the lifecycle
 // types above, which their consumers apply to stored data, the notifications service's
 // notification.* (its own handler fans them out), and the webhook engine's own message.*
 // announcements.
 func Reserved(eventType string) bool {
-	return slices.Contains([]string{OrganizationDeleted, DocumentDeleted, FolderDeleted, DocumentMigrated, LocationDataDeleted, UsersRemoved}, eventType) ||
-		strings.HasPrefix(eventType, "message.") || strings.HasPrefix(eventType, "notification.")
+	return IsLifecycle(eventType) || strings.HasPrefix(eventType, "message.") || strings.HasPrefix(eventType, "notification.")
 }
 
 // DomainKey is the relay id of a tenant's domain event: the same tenant and event id always

@@ -116,7 +116,8 @@ type DevCredentials struct {
 }
 
 // Event type patterns in Module.Publishes and Module.Consumes: an exact type
-// ("document.deleted"), every action of a feature ("comment.*"), or every type ("*").
+// ("document.deleted"), every action of a feature ("comment.*"), or every domain type ("*": all
+// but the lifecycle types, which a consumer names exactly).
 
 // ConsumesType reports whether any of the patterns takes the event type.
 func ConsumesType(patterns []string, eventType string) bool {
@@ -144,7 +145,7 @@ func Overlap(consumes []string, published string) bool {
 func matches(pattern, eventType string) bool {
 	switch {
 	case pattern == "*":
-		return true
+		return !lifecycle.IsLifecycle(eventType)
 	case strings.HasSuffix(pattern, ".*"):
 		return strings.HasPrefix(eventType, strings.TrimSuffix(pattern, "*"))
 	default:

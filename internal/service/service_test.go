@@ -14,6 +14,8 @@ func TestEventPatterns(t *testing.T) {
 		{[]string{"comment.*"}, "comment_annotation.add", false},
 		{[]string{"comment.*"}, "comment", false},
 		{[]string{"*"}, "anything.at_all", true},
+		{[]string{"*"}, "document.deleted", false}, // lifecycle types are named exactly
+		{[]string{"*"}, "notification.add", true},
 		{[]string{"reaction.*", "organization.deleted"}, "organization.deleted", true},
 		{nil, "comment.add", false},
 	} {
@@ -30,7 +32,8 @@ func TestEventPatterns(t *testing.T) {
 		{[]string{"comment.*"}, "comment.add", true},
 		{[]string{"comment.add"}, "comment.*", true},
 		{[]string{"document.deleted"}, "comment.*", false},
-		{[]string{"*"}, "users.removed", true},
+		{[]string{"*"}, "users.removed", false},
+		{[]string{"*"}, "notification.add", true},
 		{nil, "*", false},
 		{[]string{"document.deleted", "users.removed"}, "*", false}, // reserved types: exact names only
 		{[]string{"document.deleted"}, "document.deleted", true},

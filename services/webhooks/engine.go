@@ -1,0 +1,552 @@
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	eventsv1 "github.com/collab/collab/proto/collab/events/v1"
+	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
+
+	"github.com/collab/collab/internal/lifecycle"
+)
+
+// Delivery limits (REFERENCE "Webhook delivery"; docs/webhooks.md).
+const (
+	attemptTimeout  = 15 * time.Second
+	leaseFor        = time.Minute // longer than an attempt: a lease runs out only when its worker died
+	workers         = 64
+	perEndpoint     = 4 // attempts in flight to one endpoint, so a dead one holds few workers
+	dispatchBatch   = 256
+	enginePoll      = 250 * time.Millisecond
+	failingDisables = 5 * 24 * time.Hour
+	maxRetryAfter   = 24 * time.Hour
+	responsePrefix  = 1024
+	basicPrefix     = "basic_" // the pseudo-endpoint of the basic webhook config's rawNotificationUrl
+	exhaustedType   = "message.attempt.exhausted"
+	retention       = 30 * 24 * time.Hour
+)
+
+// retrySchedule is the wait after each failed attempt (±20%): 5 s, 5 min, 30 min, 2 h, 5 h,
+// 10 h, 10 h; the eighth failure exhausts the message.
+var retrySchedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
+
+// newClient is the HTTP client of deliveries: no redirects followed, and (unless allowed)
+// no connection to a loopback, private or link-local address, checked on the address actually
+// dialled, so a name that resolves there is refused too.
+func newClient(tg targets) *http.Client {
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	if !tg.allowPrivate {
+		dialer.Control = func(_, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return err
+			}
+			if ip := net.ParseIP(host); ip == nil || resolvesPrivate(ip) {
+				return errPrivateTarget
+			}
+			return nil
+		}
+	}
+	transport := &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: perEndpoint * 2, IdleConnTimeout: 90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: attemptTimeout}
+	return &http.Client{Transport: transport, Timeout: attemptTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+var errPrivateTarget = errors.New("the endpoint resolves to a loopback, private or link-local address")
+
+// engine sends the queued deliveries: it leases due ones and hands them to a fixed pool of
+// workers, at most perEndpoint at a time per endpoint.
+type engine struct {
+	s    *Server
+	wake chan struct{}
+
+	mu       sync.Mutex
+	inflight map[string]int // endpoint id -> attempts in flight
+	slots    chan struct{}
+	wg       sync.WaitGroup
+}
+
+func newEngine(s *Server) *engine {
+	return &engine{s: s, wake: make(chan struct{}, 1), inflight: map[string]int{}, slots: make(chan struct{}, workers)}
+}
+
+func (e *engine) notify() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// RunDeliveries sends deliveries until ctx ends, and prunes old messages hourly.
+func (s *Server) RunDeliveries(ctx context.Context) {
+	t := time.NewTicker(enginePoll)
+	defer t.Stop()
+	lastPrune := time.Time{}
+	for {
+		s.engine.dispatch(ctx)
+		if time.Since(lastPrune) > time.Hour {
+			if err := s.store.Prune(ctx, s.now().Add(-retention)); err != nil && ctx.Err() == nil {
+				s.log.ErrorContext(ctx, "webhooks: pruning", "error", err)
+			}
+			lastPrune = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			s.engine.wg.Wait()
+			return
+		case <-t.C:
+		case <-s.engine.wake:
+		}
+	}
+}
+
+// SendDue dispatches what is due and waits for those attempts (tests step the engine with it).
+func (s *Server) SendDue(ctx context.Context) {
+	s.engine.dispatch(ctx)
+	s.engine.wg.Wait()
+}
+
+func endpointKey(apiKey, id string) string { return apiKey + "\x1f" + id }
+
+// basicEndpointID names the basic webhook config's target of a tenant: an id of its own, so
+// its deliveries are held to their own share of the workers like any endpoint's.
+func basicEndpointID(apiKey string) string {
+	sum := sha256.Sum256([]byte(apiKey))
+	return basicPrefix + hex.EncodeToString(sum[:6])
+}
+
+func (e *engine) dispatch(ctx context.Context) {
+	for ctx.Err() == nil {
+		e.mu.Lock()
+		busy := map[string]bool{}
+		for k, n := range e.inflight {
+			if n >= perEndpoint {
+				busy[k] = true
+			}
+		}
+		e.mu.Unlock()
+		due, err := e.s.store.DueDeliveries(ctx, e.s.clock.Now(), dispatchBatch, busy)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.s.log.ErrorContext(ctx, "webhooks: reading due deliveries", "error", err)
+			}
+			return
+		}
+		started := 0
+		for _, d := range due {
+			key := d.EndpointID
+			e.mu.Lock()
+			full := e.inflight[key] >= perEndpoint
+			if !full {
+				e.inflight[key]++
+			}
+			e.mu.Unlock()
+			if full {
+				continue
+			}
+			now := e.s.clock.Now()
+			ok, err := e.s.store.ClaimDelivery(ctx, d.ID, now, now.Add(leaseFor))
+			if err != nil || !ok {
+				e.release(key)
+				continue
+			}
+			select {
+			case e.slots <- struct{}{}:
+			case <-ctx.Done():
+				e.release(key)
+				return
+			}
+			started++
+			e.wg.Add(1)
+			go func() {
+				defer func() {
+					<-e.slots
+					e.release(key)
+					e.wg.Done()
+					e.notify()
+				}()
+				e.s.attempt(context.WithoutCancel(ctx), d)
+			}()
+		}
+		if started == 0 || len(due) < dispatchBatch {
+			return
+		}
+	}
+}
+
+func (e *engine) release(key string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.inflight[key]--; e.inflight[key] <= 0 {
+		delete(e.inflight, key)
+	}
+}
+
+// ---- Fan-out ----
+
+// HandleEvent turns a domain event into a message and a delivery per endpoint of its tenant
+// that takes it: enabled, its filterTypes (all when unset) naming the type, its channels (all
+// when unset) naming the event's channel. Lifecycle events carry nothing for endpoints.
+// Idempotent: the message and delivery ids follow from the event.
+func (s *Server) HandleEvent(ctx context.Context, ev *lifecyclev1.Event) error {
+	d := ev.GetDomain()
+	if d == nil {
+		return nil
+	}
+	return s.fanOut(ctx, d.GetApiKey(), d, "")
+}
+
+// fanOut stores the message of an event and queues its deliveries; only names one endpoint
+// (a test event).
+func (s *Server) fanOut(ctx context.Context, apiKey string, d *eventsv1.Event, only string) error {
+	if apiKey == "" || d.GetId() == "" || d.GetType() == "" {
+		return lifecycle.Invalid(lifecycle.Domain(d), "tenant, id or type")
+	}
+	cfg, err := s.store.Config(ctx, apiKey)
+	if err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	basic, err := s.store.BasicConfig(ctx, apiKey)
+	if err != nil {
+		return fmt.Errorf("read webhook config: %w", err)
+	}
+	useBasic := only == "" && basic.UseWebhookService && basic.RawURL != ""
+	if !cfg.Enabled && !useBasic {
+		return nil
+	}
+	at := time.UnixMilli(int64(d.GetTimestamp())).UTC()
+	msg := &Message{APIKey: apiKey, ID: messageID(apiKey, d.GetId(), at), EventType: d.GetType(), Channel: d.GetChannel(), CreatedAt: s.now()}
+	payload, err := buildPayload(d, msg.ID, cfg.DataProtection)
+	if err != nil {
+		return lifecycle.Invalid(lifecycle.Domain(d), "payload that encodes")
+	}
+	msg.Payload = string(payload)
+	var targets []string
+	if cfg.Enabled {
+		eps, err := s.store.Endpoints(ctx, apiKey)
+		if err != nil {
+			return fmt.Errorf("read endpoints: %w", err)
+		}
+		for _, e := range eps {
+			if only != "" && e.ID != only {
+				continue
+			}
+			if only == "" && (e.Disabled || !wants(e, d.GetType(), d.GetChannel())) {
+				continue
+			}
+			targets = append(targets, e.ID)
+		}
+	}
+	if useBasic {
+		targets = append(targets, basicEndpointID(apiKey))
+	}
+	if len(targets) == 0 {
+		return nil
+	}
+	if err := s.store.AddMessage(ctx, msg); err != nil && !errors.Is(err, ErrExists) {
+		return fmt.Errorf("store message: %w", err)
+	}
+	now := s.now()
+	ds := make([]*Delivery, len(targets))
+	for i, t := range targets {
+		ds[i] = &Delivery{ID: DeliveryID(apiKey, msg.ID, t), APIKey: apiKey, MessageID: msg.ID, EndpointID: t, State: StatePending,
+			NextAttempt: now, CreatedAt: now, UpdatedAt: now}
+	}
+	if err := s.store.QueueDeliveries(ctx, ds); err != nil {
+		return fmt.Errorf("queue deliveries: %w", err)
+	}
+	s.engine.notify()
+	return nil
+}
+
+// wants reports whether an endpoint takes an event of the type on the channel. The webhook
+// engine's own announcements (message.*) go only to endpoints that name them.
+func wants(e *Endpoint, eventType, channel string) bool {
+	if e.FilterTypes == nil && strings.HasPrefix(eventType, "message.") {
+		return false
+	}
+	if e.FilterTypes != nil && !contains(e.FilterTypes, eventType) {
+		return false
+	}
+	return e.Channels == nil || contains(e.Channels, channel)
+}
+
+// buildPayload is REFERENCE's payload: {event, actionType, source, data, webhookId, platform}.
+// data is the event's data with its context (organizationId, documentId, targetEntityId,
+// channel, actionUser, eventId, timestamp) added where the data does not set them.
+func buildPayload(d *eventsv1.Event, webhookID string, protect bool) ([]byte, error) {
+	data := map[string]any{}
+	if d.GetData() != nil {
+		raw, err := protojson.Marshal(d.GetData())
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(raw, &data); err != nil {
+			return nil, err
+		}
+	}
+	ctxFields := map[string]any{
+		"organizationId": d.GetOrganizationId(), "documentId": d.GetDocumentId(), "targetEntityId": d.GetTargetEntityId(),
+		"channel": d.GetChannel(), "eventId": d.GetId(), "timestamp": d.GetTimestamp(),
+		"actionUser": map[string]any{"userId": d.GetActionUser().GetUserId(), "name": d.GetActionUser().GetName(), "email": d.GetActionUser().GetEmail()},
+	}
+	for k, v := range ctxFields {
+		if _, set := data[k]; !set {
+			data[k] = v
+		}
+	}
+	if protect {
+		data = protectData(data).(map[string]any)
+	}
+	feature, action, _ := strings.Cut(d.GetType(), ".")
+	return json.Marshal(map[string]any{"event": d.GetType(), "actionType": action, "source": feature, "data": data, "webhookId": webhookID, "platform": "collab"})
+}
+
+// protectData strips personal data (enableDataProtection): every "email" value, and the
+// "name" of every object that names a user (has a "userId").
+func protectData(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		_, isUser := x["userId"]
+		out := make(map[string]any, len(x))
+		for k, val := range x {
+			if k == "email" || (isUser && k == "name") {
+				continue
+			}
+			out[k] = protectData(val)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, val := range x {
+			out[i] = protectData(val)
+		}
+		return out
+	}
+	return v
+}
+
+// ---- Attempts ----
+
+// attempt sends one delivery and records its outcome.
+func (s *Server) attempt(ctx context.Context, d *Delivery) {
+	now := s.clock.Now()
+	fail := func(reason string) {
+		s.record(ctx, d, 0, reason, 0, StateFailed)
+		if err := s.store.FinishDelivery(ctx, d.ID, StateFailed, d.Attempts, time.Time{}, now); err != nil {
+			s.log.ErrorContext(ctx, "webhooks: recording a delivery", "delivery_id", d.ID, "error", err)
+		}
+	}
+	msg, err := s.store.Message(ctx, d.APIKey, d.MessageID)
+	if err != nil {
+		fail("message gone")
+		return
+	}
+	var (
+		url     string
+		secrets []string
+		ep      *Endpoint
+		auth    string
+	)
+	if strings.HasPrefix(d.EndpointID, basicPrefix) {
+		basic, err := s.store.BasicConfig(ctx, d.APIKey)
+		if err != nil || !basic.UseWebhookService || basic.RawURL == "" {
+			fail("basic webhook service off")
+			return
+		}
+		url, auth = basic.RawURL, basic.AuthToken
+	} else {
+		ep, err = s.store.Endpoint(ctx, d.APIKey, d.EndpointID)
+		if err != nil {
+			fail("endpoint gone")
+			return
+		}
+		if ep.Disabled {
+			fail("endpoint disabled")
+			return
+		}
+		if ep.RateLimit != nil {
+			ok, err := s.store.TakeSlot(ctx, endpointKey(d.APIKey, d.EndpointID), now.Unix(), *ep.RateLimit)
+			if err != nil || !ok {
+				// Over the limit this second: back in the queue for the next one, no attempt spent.
+				next := time.Unix(now.Unix()+1, 0)
+				if err := s.store.FinishDelivery(ctx, d.ID, StatePending, d.Attempts, next, now); err != nil {
+					s.log.ErrorContext(ctx, "webhooks: requeueing a rate-limited delivery", "delivery_id", d.ID, "error", err)
+				}
+				return
+			}
+		}
+		url, secrets = ep.URL, signingSecrets(ep, now)
+	}
+	body := []byte(msg.Payload)
+	if !strings.HasPrefix(d.EndpointID, basicPrefix) {
+		cfg, err := s.store.Config(ctx, d.APIKey)
+		if err != nil {
+			s.retry(ctx, d, ep, 0, "read config: "+err.Error(), 0, now)
+			return
+		}
+		if body, err = transformBody(body, cfg); err != nil {
+			fail(err.Error())
+			return
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		fail("bad endpoint url")
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "collab-webhooks/1")
+	req.Header.Set("webhook-id", msg.ID)
+	ts := now.Unix()
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
+	if len(secrets) > 0 {
+		sig, err := signatures(secrets, msg.ID, ts, body)
+		if err != nil {
+			fail("signing: " + err.Error())
+			return
+		}
+		req.Header.Set("webhook-signature", sig)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	start := time.Now()
+	resp, err := s.client.Do(req)
+	duration := time.Since(start)
+	if err != nil {
+		reason := "no answer: " + errText(err)
+		s.retry(ctx, d, ep, 0, reason, duration, now)
+		return
+	}
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, responsePrefix))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	text := strings.ToValidUTF8(string(answer), "")
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		s.record(ctx, d, resp.StatusCode, text, duration, StateSuccess)
+		if err := s.store.FinishDelivery(ctx, d.ID, StateSuccess, d.Attempts+1, time.Time{}, now); err != nil {
+			s.log.ErrorContext(ctx, "webhooks: recording a delivery", "delivery_id", d.ID, "error", err)
+		}
+		if ep != nil && !ep.FailingSince.IsZero() {
+			_ = s.store.ClearFailing(ctx, d.APIKey, ep.ID)
+		}
+	case resp.StatusCode == http.StatusGone && ep != nil:
+		// The receiver says the endpoint is gone for good: stop sending there.
+		s.record(ctx, d, resp.StatusCode, text, duration, StateFailed)
+		_ = s.store.FinishDelivery(ctx, d.ID, StateFailed, d.Attempts+1, time.Time{}, now)
+		if err := s.store.DisableEndpoint(ctx, d.APIKey, ep.ID, "the endpoint answered 410 Gone", now); err != nil {
+			s.log.ErrorContext(ctx, "webhooks: disabling an endpoint", "endpoint_id", ep.ID, "error", err)
+		}
+		s.log.WarnContext(ctx, "webhook endpoint disabled: 410 Gone", "endpoint_id", ep.ID)
+	default:
+		wait := time.Duration(0)
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+			wait = min(time.Duration(secs)*time.Second, maxRetryAfter)
+		}
+		s.retry(ctx, d, ep, resp.StatusCode, text, duration, now, wait)
+	}
+}
+
+func errText(err error) string {
+	if errors.Is(err, errPrivateTarget) {
+		return errPrivateTarget.Error()
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "timed out after 15 s"
+	}
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op.Op + ": " + op.Err.Error()
+	}
+	return "request failed"
+}
+
+// transformBody applies encodeData or encryptData to the payload.
+func transformBody(payload []byte, cfg *Config) ([]byte, error) {
+	switch {
+	case cfg.EncryptData:
+		pub, err := parsePublicKey(cfg.PublicKey)
+		if err != nil {
+			return nil, fmt.Errorf("encryptData: the public key does not parse")
+		}
+		return encryptedBody(payload, pub)
+	case cfg.EncodeData:
+		return encodedBody(payload)
+	}
+	return payload, nil
+}
+
+// retry records a failed attempt and schedules the next one, or exhausts the delivery after
+// the last; an endpoint failing for 5 days is disabled.
+func (s *Server) retry(ctx context.Context, d *Delivery, ep *Endpoint, code int, reason string, duration time.Duration, now time.Time, retryAfter ...time.Duration) {
+	attempts := d.Attempts + 1
+	if attempts > len(retrySchedule) {
+		s.record(ctx, d, code, reason, duration, StateFailed)
+		_ = s.store.FinishDelivery(ctx, d.ID, StateFailed, attempts, time.Time{}, now)
+		s.announceExhausted(ctx, d, code)
+	} else {
+		wait := time.Duration(float64(retrySchedule[attempts-1]) * (0.8 + rand.Float64()*0.4))
+		if len(retryAfter) > 0 && retryAfter[0] > 0 {
+			wait = retryAfter[0]
+		}
+		s.record(ctx, d, code, reason, duration, StatePending)
+		if err := s.store.FinishDelivery(ctx, d.ID, StatePending, attempts, now.Add(wait), now); err != nil {
+			s.log.ErrorContext(ctx, "webhooks: recording a delivery", "delivery_id", d.ID, "error", err)
+		}
+	}
+	if ep == nil {
+		return
+	}
+	if ep.FailingSince.IsZero() {
+		_ = s.store.SetFailing(ctx, d.APIKey, ep.ID, now)
+	} else if now.Sub(ep.FailingSince) >= failingDisables {
+		if err := s.store.DisableEndpoint(ctx, d.APIKey, ep.ID, "the endpoint failed every delivery for 5 days", now); err == nil {
+			s.log.WarnContext(ctx, "webhook endpoint disabled: failing for 5 days", "endpoint_id", ep.ID)
+		}
+	}
+}
+
+func (s *Server) record(ctx context.Context, d *Delivery, code int, response string, duration time.Duration, status string) {
+	a := &Attempt{APIKey: d.APIKey, ID: timeID("atmpt_", s.clock.Now()), MessageID: d.MessageID, EndpointID: d.EndpointID, StatusCode: code,
+		Response: trimmed(response, responsePrefix), DurationMs: float64(duration.Microseconds()) / 1000, Status: status, Timestamp: s.now()}
+	if err := s.store.AddAttempt(ctx, a); err != nil {
+		s.log.ErrorContext(ctx, "webhooks: recording an attempt", "delivery_id", d.ID, "error", err)
+	}
+}
+
+// announceExhausted publishes message.attempt.exhausted to the tenant's endpoints that ask for
+// it (never about a message of that type, so it cannot feed itself).
+func (s *Server) announceExhausted(ctx context.Context, d *Delivery, code int) {
+	msg, err := s.store.Message(ctx, d.APIKey, d.MessageID)
+	if err != nil || msg.EventType == exhaustedType {
+		return
+	}
+	data, err := structOf(map[string]any{"messageId": d.MessageID, "endpointId": d.EndpointID, "eventType": msg.EventType, "lastResponseStatusCode": code})
+	if err != nil {
+		return
+	}
+	ev := &eventsv1.Event{Id: "exhausted-" + d.ID, Type: exhaustedType, ApiKey: d.APIKey, Timestamp: float64(s.clock.Now().UnixMilli()), Data: data}
+	if err := s.fanOut(ctx, d.APIKey, ev, ""); err != nil {
+		s.log.ErrorContext(ctx, "webhooks: announcing an exhausted message", "message_id", d.MessageID, "error", err)
+	}
+}

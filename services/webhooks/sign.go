@@ -1,0 +1,108 @@
+package webhooks
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// secretPrefix starts every signing secret (Standard Webhooks).
+const secretPrefix = "whsec_"
+
+// newSecret is a fresh signing secret: whsec_ and the base64 of 24 random bytes.
+func newSecret() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return secretPrefix + base64.StdEncoding.EncodeToString(b)
+}
+
+// signature is one v1 signature of a delivery: HMAC-SHA256 with the secret's key over
+// id.timestamp.body, base64.
+func signature(secret, id string, timestamp int64, body []byte) (string, error) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, secretPrefix))
+	if err != nil {
+		return "", fmt.Errorf("signing secret is not base64: %w", err)
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(id))
+	mac.Write([]byte{'.'})
+	mac.Write([]byte(strconv.FormatInt(timestamp, 10)))
+	mac.Write([]byte{'.'})
+	mac.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil)), nil
+}
+
+// signatures is the webhook-signature header: one signature per secret still signing,
+// space-separated (two during a rotation).
+func signatures(secrets []string, id string, timestamp int64, body []byte) (string, error) {
+	out := make([]string, 0, len(secrets))
+	for _, s := range secrets {
+		sig, err := signature(s, id, timestamp, body)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, sig)
+	}
+	return strings.Join(out, " "), nil
+}
+
+// parsePublicKey reads an RSA public key in PEM (PKIX "PUBLIC KEY" or PKCS#1 "RSA PUBLIC KEY").
+func parsePublicKey(pemText string) (*rsa.PublicKey, error) {
+	block, _ := pem.Decode([]byte(pemText))
+	if block == nil {
+		return nil, errors.New("not PEM")
+	}
+	if k, err := x509.ParsePKIXPublicKey(block.Bytes); err == nil {
+		if rk, ok := k.(*rsa.PublicKey); ok {
+			return rk, nil
+		}
+		return nil, errors.New("not an RSA key")
+	}
+	return x509.ParsePKCS1PublicKey(block.Bytes)
+}
+
+// encodedBody is encodeData's body: the payload in base64.
+func encodedBody(payload []byte) ([]byte, error) {
+	return json.Marshal(map[string]string{"encodedPayload": base64.StdEncoding.EncodeToString(payload)})
+}
+
+// encryptedBody is encryptData's body: the payload encrypted with a fresh AES-256-CBC key
+// (PKCS#7 padding, random IV), the key wrapped with RSA-OAEP (SHA-256), all base64.
+func encryptedBody(payload []byte, pub *rsa.PublicKey) ([]byte, error) {
+	key := make([]byte, 32)
+	iv := make([]byte, aes.BlockSize)
+	_, _ = rand.Read(key)
+	_, _ = rand.Read(iv)
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	pad := aes.BlockSize - len(payload)%aes.BlockSize
+	plain := make([]byte, len(payload)+pad)
+	copy(plain, payload)
+	for i := len(payload); i < len(plain); i++ {
+		plain[i] = byte(pad)
+	}
+	out := make([]byte, len(plain))
+	cipher.NewCBCEncrypter(block, iv).CryptBlocks(out, plain)
+	wrapped, err := rsa.EncryptOAEP(sha256.New(), rand.Reader, pub, key, nil)
+	if err != nil {
+		return nil, fmt.Errorf("wrap the key: %w", err)
+	}
+	return json.Marshal(map[string]string{
+		"encryptedData": base64.StdEncoding.EncodeToString(out),
+		"encryptedKey":  base64.StdEncoding.EncodeToString(wrapped),
+		"iv":            base64.StdEncoding.EncodeToString(iv),
+	})
+}
