@@ -194,3 +194,51 @@ func jsonHas(body, key string) bool {
 	_, ok := m[key]
 	return ok
 }
+
+func TestWebhooksBadInput(t *testing.T) { onBothStores(t, testWebhooksBadInput) }
+
+func testWebhooksBadInput(t *testing.T, s *system) {
+	k := s.devKey()
+	bad := func(path string, data map[string]any, msg string) {
+		t.Helper()
+		s.call(path, k, data).fails(t, 400, "INVALID_ARGUMENT", msg)
+	}
+	cfg := "/v2/workspace/advancedwebhookconfig/update"
+	bad(cfg, map[string]any{}, "Provide at least one of isEnabled, encryptData, encodeData, publicKey, enableDataProtection.")
+	bad(cfg, map[string]any{"publicKey": "not a key"}, "publicKey must be an RSA public key in PEM.")
+	bad(cfg, map[string]any{"encryptData": true}, "encryptData needs publicKey: an RSA public key in PEM.")
+	s.call(cfg, k, map[string]any{"isEnabled": true}).data(t, "")
+	create := "/v2/workspace/advancedwebhook/endpoints/create"
+	bad(create, map[string]any{}, "url must be a valid http(s) URL.")
+	bad(create, map[string]any{"url": "ftp://example.com"}, "url must be a valid http(s) URL.")
+	bad(create, map[string]any{"url": "https://user:pw@example.com"}, "url must not hold credentials; use the endpoint's signature to authenticate deliveries.")
+	bad(create, map[string]any{"url": "https://example.com", "filterTypes": []string{}}, "filterTypes must be a non-empty array of strings when given.")
+	bad(create, map[string]any{"url": "https://example.com", "filterTypes": []any{1}}, "filterTypes must be a non-empty array of strings when given.")
+	bad(create, map[string]any{"url": "https://example.com", "filterTypes": []string{"Not A Type"}}, "filterTypes[0] must have the form <feature>.<action>: lowercase letters, digits and _, joined by dots (e.g. comment.add).")
+	bad(create, map[string]any{"url": "https://example.com", "channels": []string{}}, "channels must be a non-empty array of strings when given.")
+	bad(create, map[string]any{"url": "https://example.com", "rateLimit": 0}, "rateLimit must be a positive integer (at most 10000).")
+	bad(create, map[string]any{"url": "https://example.com", "rateLimit": 1.5}, "")
+	bad(create, map[string]any{"url": "https://example.com", "metadata": map[string]any{"a": 1}}, "metadata values must be strings (metadata.a is not).")
+	update := "/v2/workspace/advancedwebhook/endpoints/update"
+	bad(update, map[string]any{"endpointId": "ep_x"}, "At least one endpoint field besides endpointId must be provided.")
+	bad(update, map[string]any{"disabled": true}, "endpointId is required.")
+	s.call(update, k, map[string]any{"endpointId": "ep_x", "disabled": true}).fails(t, 404, "NOT_FOUND", "Endpoint not found.")
+	bad("/v2/workspace/advancedwebhook/endpoints/get", map[string]any{"limit": 251}, "limit must be between 1 and 250.")
+	bad("/v2/workspace/advancedwebhook/attempts/get", map[string]any{}, "Provide messageId or endpointId.")
+	bad("/v2/workspace/advancedwebhook/attempts/get", map[string]any{"endpointId": "ep_x", "status": "lost"}, "status must be one of success, pending, failed.")
+	e := s.call(create, k, map[string]any{"url": "https://example.com/hook"}).data(t, "")
+	if e["description"] != nil || e["filterTypes"] != nil || e["channels"] != nil || e["rateLimit"] != nil || e["uid"] != nil || e["metadata"] != nil || e["disabled"] != false {
+		t.Fatalf("unset optionals are not null: %v", e)
+	}
+	bad("/v2/workspace/advancedwebhook/endpoints/recover", map[string]any{"endpointId": e["id"]}, "since is required.")
+	bad("/v2/workspace/advancedwebhook/endpoints/recover", map[string]any{"endpointId": e["id"], "since": "yesterday"}, "since must be an ISO-8601 time (e.g. 2026-01-02T15:04:05Z).")
+	bad("/v2/workspace/webhookconfig/update", map[string]any{}, "Provide useWebhookService or webhookServiceConfig.")
+	bad("/v2/workspace/webhookconfig/update", map[string]any{"webhookServiceConfig": map[string]any{"rawNotificationUrl": "nope"}}, "webhookServiceConfig.rawNotificationUrl must be a valid http(s) URL.")
+	// Only the one endpoint made it.
+	if got := s.call("/v2/workspace/advancedwebhook/endpoints/get", k, map[string]any{}).data(t, "")["endpoints"].([]any); len(got) != 1 {
+		t.Fatalf("refused requests made endpoints: %v", got)
+	}
+	// Withheld: every operation says so.
+	s.call("/v2/workspace/settings/update", s.devWorkspace(), map[string]any{"advancedWebhooks": false}).data(t, "")
+	s.call("/v2/workspace/advancedwebhookconfig/get", k, map[string]any{}).fails(t, 400, "FAILED_PRECONDITION", "Advanced webhooks are not available for this workspace.")
+}
