@@ -435,3 +435,100 @@ func TestAKilledWorkersDeliveryIsTakenOver(t *testing.T) {
 		t.Fatalf("%d deliveries after the lease ran out, want 1", r.count())
 	}
 }
+
+// The basic config sends every event to rawNotificationUrl with its auth token, unsigned.
+func TestBasicWebhookService(t *testing.T) {
+	h := newHarness(t)
+	r := newReceiver(t)
+	resp, err := h.srv.UpdateWebhookConfig(k1, &webhooksv1.UpdateWebhookConfigRequest{UseWebhookService: new(true),
+		WebhookServiceConfig: &webhooksv1.WebhookServiceConfigPatch{AuthToken: new("secret-token-1234"), RawNotificationUrl: new(r.srv.URL + "/raw")}})
+	if err != nil || resp.GetData().GetWebhookServiceConfig().GetAuthToken() != "****1234" {
+		t.Fatalf("%v %v", resp, err)
+	}
+	h.publish(t, "e1", "comment.add", "")
+	h.srv.SendDue(context.Background())
+	if r.count() != 1 {
+		t.Fatalf("%d posts", r.count())
+	}
+	req, body := r.last()
+	if req.URL.Path != "/raw" || req.Header.Get("Authorization") != "secret-token-1234" || req.Header.Get("webhook-signature") != "" || !strings.Contains(body, `"event":"comment.add"`) {
+		t.Fatalf("raw post %v %s", req.Header, body)
+	}
+}
+
+// Resend queues a message again; recover queues every failed one of a window.
+func TestResendAndRecover(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	r := newReceiver(t, 400) // refuses until told otherwise
+	e := h.endpoint(t, &webhooksv1.CreateEndpointRequest{Url: r.srv.URL})
+	h.publish(t, "e1", "comment.add", "")
+	h.publish(t, "e2", "comment.add", "")
+	for range 9 { // exhaust both
+		h.srv.SendDue(ctx)
+		h.clock.Advance(13 * time.Hour)
+	}
+	failed := r.count()
+	if failed != 16 {
+		t.Fatalf("%d attempts before exhaustion, want 16", failed)
+	}
+	r.mu.Lock()
+	r.answers = []int{200}
+	r.mu.Unlock()
+	msgs, err := h.srv.ListMessages(k1, &webhooksv1.ListMessagesRequest{EndpointId: e.GetId()})
+	if err != nil || len(msgs.GetData().GetMessages()) != 2 {
+		t.Fatalf("%v %v", msgs, err)
+	}
+	// The endpoint was disabled after days of failures: enable it again.
+	if _, err := h.srv.UpdateEndpoint(k1, &webhooksv1.UpdateEndpointRequest{EndpointId: e.GetId(), Disabled: new(false)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.srv.ResendMessage(k1, &webhooksv1.ResendMessageRequest{MessageId: msgs.GetData().GetMessages()[0].GetId(), EndpointId: e.GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	h.srv.SendDue(ctx)
+	if r.count() != failed+1 {
+		t.Fatalf("resend: %d", r.count()-failed)
+	}
+	rec, err := h.srv.RecoverEndpoint(k1, &webhooksv1.RecoverEndpointRequest{EndpointId: e.GetId(), Since: tw.Add(-time.Hour).Format(time.RFC3339)})
+	if err != nil || rec.GetData().GetCount() != 1 {
+		t.Fatalf("recover %v %v", rec, err)
+	}
+	h.srv.SendDue(ctx)
+	if r.count() != failed+2 {
+		t.Fatalf("recover sent %d", r.count()-failed-1)
+	}
+	_, err = h.srv.ResendMessage(k1, &webhooksv1.ResendMessageRequest{MessageId: "msg_nope", EndpointId: e.GetId()})
+	if status.Code(apierr.ToStatus(ctx, slog.New(slog.DiscardHandler), err)) != codes.NotFound {
+		t.Fatalf("resend of an unknown message: %v", err)
+	}
+}
+
+// Without private targets allowed, a name that resolves to loopback is refused when dialled,
+// and no redirect is followed.
+func TestTargetsAndRedirects(t *testing.T) {
+	r := newReceiver(t)
+	port := r.srv.URL[strings.LastIndex(r.srv.URL, ":"):]
+	strict := newClient(targets{})
+	resp, err := strict.Post("http://localhost"+port+"/x", "application/json", strings.NewReader("{}"))
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("a loopback name was dialled")
+	}
+	if !strings.Contains(err.Error(), errPrivateTarget.Error()) {
+		t.Fatalf("refusal %v", err)
+	}
+	if r.count() != 0 {
+		t.Fatal("the receiver was reached")
+	}
+	redirect := httptest.NewServer(http.RedirectHandler(r.srv.URL+"/elsewhere", http.StatusFound))
+	defer redirect.Close()
+	resp, err = newClient(targets{allowPrivate: true}).Post(redirect.URL, "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound || r.count() != 0 {
+		t.Fatalf("redirect followed: %d, %d at the target", resp.StatusCode, r.count())
+	}
+}
