@@ -84,7 +84,7 @@ type engine struct {
 }
 
 func newEngine(s *Server) *engine {
-	return &engine{s: s, wake: make(chan struct{}, 1), inflight: map[string]int{}, slots: make(chan struct{}, workers)}
+	return &engine{s: s, wake: make(chan struct{}, 1), inflight: map[string]int{}, slots: make(chan struct{}, max(s.workers, 1))}
 }
 
 func (e *engine) notify() {
@@ -133,6 +133,9 @@ func basicEndpointID(apiKey string) string {
 }
 
 func (e *engine) dispatch(ctx context.Context) {
+	if e.s.workers == 0 {
+		return // this process only stores messages
+	}
 	for ctx.Err() == nil {
 		e.mu.Lock()
 		busy := map[string]bool{}
@@ -162,7 +165,7 @@ func (e *engine) dispatch(ctx context.Context) {
 				continue
 			}
 			now := e.s.clock.Now()
-			ok, err := e.s.store.ClaimDelivery(ctx, d.ID, now, now.Add(leaseFor))
+			ok, err := e.s.store.ClaimDelivery(ctx, d.ID, now, now.Add(e.s.lease))
 			if err != nil || !ok {
 				e.release(key)
 				continue

@@ -3,6 +3,8 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -32,15 +34,35 @@ func Module() service.Module {
 					private = v
 					return nil
 				})
+			workers := 64
+			f.Func("webhook-workers", "64", "webhook deliveries this process sends at once; 0: it only stores messages, and processes with workers send them",
+				func(v string) error {
+					n, err := strconv.Atoi(v)
+					if err != nil || n < 0 || n > 1024 {
+						return fmt.Errorf("must be a number from 0 to 1024")
+					}
+					workers = n
+					return nil
+				})
+			lease := time.Minute
+			f.Func("webhook-lease", "1m", "how long a worker holds a delivery it sends; another worker takes it over after that if the first died (at least 20s: an attempt takes up to 15s)",
+				func(v string) error {
+					d, err := time.ParseDuration(v)
+					if err != nil || d < 20*time.Second || d > time.Hour {
+						return fmt.Errorf("must be a duration from 20s to 1h")
+					}
+					lease = d
+					return nil
+				})
 			return func(ctx context.Context, env service.Env) (*service.Instance, error) {
 				allow := private == "allow" || private == "" && env.Storage != service.StorageMongoDB
-				return build(ctx, env, allow)
+				return build(ctx, env, WithPrivateTargets(allow), WithWorkers(workers), WithLease(lease))
 			}
 		},
 	}
 }
 
-func build(ctx context.Context, env service.Env, allowPrivate bool) (*service.Instance, error) {
+func build(ctx context.Context, env service.Env, opts ...Option) (*service.Instance, error) {
 	var store Store = NewMemoryStore()
 	if env.Mongo != nil {
 		s, err := NewMongoStore(ctx, env.Mongo.Database("webhooks"))
@@ -49,7 +71,7 @@ func build(ctx context.Context, env service.Env, allowPrivate bool) (*service.In
 		}
 		store = s
 	}
-	w, err := New(store, WithClock(env.Clock), WithLogger(env.Log), WithPrivateTargets(allowPrivate))
+	w, err := New(store, append([]Option{WithClock(env.Clock), WithLogger(env.Log)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -66,6 +66,8 @@ type Server struct {
 	clock   clock.Clock
 	log     *slog.Logger
 	engine  *engine
+	workers int
+	lease   time.Duration
 }
 
 // Option configures a Server.
@@ -73,6 +75,13 @@ type Option func(*Server)
 
 func WithClock(c clock.Clock) Option   { return func(s *Server) { s.clock = c } }
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// WithWorkers sets how many deliveries the process sends at once (default 64); 0 sends none,
+// leaving them to processes that do.
+func WithWorkers(n int) Option { return func(s *Server) { s.workers = n } }
+
+// WithLease sets how long a worker holds a delivery it is sending (default 1 minute).
+func WithLease(d time.Duration) Option { return func(s *Server) { s.lease = d } }
 
 // WithPrivateTargets lets endpoints be loopback, private or link-local addresses (local runs,
 // tests, receivers on the same private network).
@@ -83,7 +92,7 @@ func New(store Store, opts ...Option) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("webhooks: a store is required")
 	}
-	s := &Server{store: store, clock: clock.Real(), log: slog.Default()}
+	s := &Server{store: store, clock: clock.Real(), log: slog.Default(), workers: workers, lease: leaseFor}
 	for _, o := range opts {
 		o(s)
 	}
