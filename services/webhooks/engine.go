@@ -164,17 +164,20 @@ func (e *engine) dispatch(ctx context.Context) {
 			if full {
 				continue
 			}
-			now := e.s.clock.Now()
-			ok, err := e.s.store.ClaimDelivery(ctx, d.ID, now, now.Add(e.s.lease))
-			if err != nil || !ok {
-				e.release(key)
-				continue
-			}
+			// A worker first, then the lease: a lease must not run while the delivery waits.
 			select {
 			case e.slots <- struct{}{}:
 			case <-ctx.Done():
 				e.release(key)
 				return
+			}
+			now := e.s.clock.Now()
+			until := now.Add(e.s.lease).UTC().Truncate(time.Millisecond)
+			ok, err := e.s.store.ClaimDelivery(ctx, d.ID, now, until)
+			if err != nil || !ok {
+				<-e.slots
+				e.release(key)
+				continue
 			}
 			started++
 			e.wg.Add(1)
@@ -185,7 +188,10 @@ func (e *engine) dispatch(ctx context.Context) {
 					e.wg.Done()
 					e.notify()
 				}()
-				e.s.attempt(context.WithoutCancel(ctx), d)
+				// The attempt, store calls included, ends before its lease does.
+				actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.s.lease-2*time.Second)
+				defer cancel()
+				e.s.attempt(actx, d, until)
 			}()
 		}
 		if started == 0 || len(due) < dispatchBatch {
@@ -230,7 +236,8 @@ func (s *Server) fanOut(ctx context.Context, apiKey string, d *eventsv1.Event, o
 	if err != nil {
 		return fmt.Errorf("read webhook config: %w", err)
 	}
-	useBasic := only == "" && basic.UseWebhookService && basic.RawURL != ""
+	// The basic target takes every event a product reports, not the engine's own announcements.
+	useBasic := only == "" && basic.UseWebhookService && basic.RawURL != "" && !strings.HasPrefix(d.GetType(), "message.")
 	if !cfg.Enabled && !useBasic {
 		return nil
 	}
@@ -348,18 +355,34 @@ func protectData(v any) any {
 
 // ---- Attempts ----
 
-// attempt sends one delivery and records its outcome.
-func (s *Server) attempt(ctx context.Context, d *Delivery) {
+// attempt sends one delivery it holds until leaseUntil and records its outcome.
+func (s *Server) attempt(ctx context.Context, d *Delivery, leaseUntil time.Time) {
 	now := s.clock.Now()
-	fail := func(reason string) {
-		s.record(ctx, d, 0, reason, 0, StateFailed)
-		if err := s.store.FinishDelivery(ctx, d.ID, StateFailed, d.Attempts, time.Time{}, now); err != nil {
+	finish := func(state string, attempts int, next time.Time) {
+		err := s.store.FinishLeased(ctx, d.ID, leaseUntil, state, attempts, next, now)
+		switch {
+		case errors.Is(err, ErrLeaseLost):
+			s.log.InfoContext(ctx, "webhooks: a delivery's lease was lost before its outcome was recorded", "delivery_id", d.ID)
+		case err != nil:
 			s.log.ErrorContext(ctx, "webhooks: recording a delivery", "delivery_id", d.ID, "error", err)
 		}
 	}
+	fail := func(reason string) {
+		s.record(ctx, d, 0, reason, 0, StateFailed)
+		finish(StateFailed, d.Attempts, time.Time{})
+	}
+	// A store that does not answer is no fault of the delivery: it waits a little, no attempt
+	// spent, no mark against the endpoint.
+	later := func(what string, err error) {
+		s.log.ErrorContext(ctx, "webhooks: reading for a delivery", "what", what, "delivery_id", d.ID, "error", err)
+		finish(StatePending, d.Attempts, now.Add(5*time.Second))
+	}
 	msg, err := s.store.Message(ctx, d.APIKey, d.MessageID)
-	if err != nil {
+	if errors.Is(err, ErrNotFound) {
 		fail("message gone")
+		return
+	} else if err != nil {
+		later("message", err)
 		return
 	}
 	var (
@@ -370,15 +393,22 @@ func (s *Server) attempt(ctx context.Context, d *Delivery) {
 	)
 	if strings.HasPrefix(d.EndpointID, basicPrefix) {
 		basic, err := s.store.BasicConfig(ctx, d.APIKey)
-		if err != nil || !basic.UseWebhookService || basic.RawURL == "" {
+		if err != nil {
+			later("basic config", err)
+			return
+		}
+		if !basic.UseWebhookService || basic.RawURL == "" {
 			fail("basic webhook service off")
 			return
 		}
 		url, auth = basic.RawURL, basic.AuthToken
 	} else {
 		ep, err = s.store.Endpoint(ctx, d.APIKey, d.EndpointID)
-		if err != nil {
+		if errors.Is(err, ErrNotFound) {
 			fail("endpoint gone")
+			return
+		} else if err != nil {
+			later("endpoint", err)
 			return
 		}
 		if ep.Disabled {
@@ -389,10 +419,7 @@ func (s *Server) attempt(ctx context.Context, d *Delivery) {
 			ok, err := s.store.TakeSlot(ctx, endpointKey(d.APIKey, d.EndpointID), now.Unix(), *ep.RateLimit)
 			if err != nil || !ok {
 				// Over the limit this second: back in the queue for the next one, no attempt spent.
-				next := time.Unix(now.Unix()+1, 0)
-				if err := s.store.FinishDelivery(ctx, d.ID, StatePending, d.Attempts, next, now); err != nil {
-					s.log.ErrorContext(ctx, "webhooks: requeueing a rate-limited delivery", "delivery_id", d.ID, "error", err)
-				}
+				finish(StatePending, d.Attempts, time.Unix(now.Unix()+1, 0))
 				return
 			}
 		}
@@ -402,7 +429,7 @@ func (s *Server) attempt(ctx context.Context, d *Delivery) {
 	if !strings.HasPrefix(d.EndpointID, basicPrefix) {
 		cfg, err := s.store.Config(ctx, d.APIKey)
 		if err != nil {
-			s.retry(ctx, d, ep, 0, "read config: "+err.Error(), 0, now)
+			later("config", err)
 			return
 		}
 		if body, err = transformBody(body, cfg); err != nil {
@@ -436,7 +463,7 @@ func (s *Server) attempt(ctx context.Context, d *Delivery) {
 	duration := time.Since(start)
 	if err != nil {
 		reason := "no answer: " + errText(err)
-		s.retry(ctx, d, ep, 0, reason, duration, now)
+		s.retry(ctx, d, ep, 0, reason, duration, now, leaseUntil)
 		return
 	}
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, responsePrefix))
@@ -446,16 +473,17 @@ func (s *Server) attempt(ctx context.Context, d *Delivery) {
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		s.record(ctx, d, resp.StatusCode, text, duration, StateSuccess)
-		if err := s.store.FinishDelivery(ctx, d.ID, StateSuccess, d.Attempts+1, time.Time{}, now); err != nil {
-			s.log.ErrorContext(ctx, "webhooks: recording a delivery", "delivery_id", d.ID, "error", err)
-		}
+		finish(StateSuccess, d.Attempts+1, time.Time{})
 		if ep != nil && !ep.FailingSince.IsZero() {
 			_ = s.store.ClearFailing(ctx, d.APIKey, ep.ID)
 		}
-	case resp.StatusCode == http.StatusGone && ep != nil:
-		// The receiver says the endpoint is gone for good: stop sending there.
+	case resp.StatusCode == http.StatusGone:
+		// The receiver says the target is gone for good: stop sending there.
 		s.record(ctx, d, resp.StatusCode, text, duration, StateFailed)
-		_ = s.store.FinishDelivery(ctx, d.ID, StateFailed, d.Attempts+1, time.Time{}, now)
+		finish(StateFailed, d.Attempts+1, time.Time{})
+		if ep == nil {
+			return // the basic config's URL: nothing to disable
+		}
 		if err := s.store.DisableEndpoint(ctx, d.APIKey, ep.ID, "the endpoint answered 410 Gone", now); err != nil {
 			s.log.ErrorContext(ctx, "webhooks: disabling an endpoint", "endpoint_id", ep.ID, "error", err)
 		}
@@ -465,21 +493,26 @@ func (s *Server) attempt(ctx context.Context, d *Delivery) {
 		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
 			wait = min(time.Duration(secs)*time.Second, maxRetryAfter)
 		}
-		s.retry(ctx, d, ep, resp.StatusCode, text, duration, now, wait)
+		s.retry(ctx, d, ep, resp.StatusCode, text, duration, now, leaseUntil, wait)
 	}
 }
 
+// errText says why an attempt got no answer, in words fit for the tenant's attempt log: no
+// resolver address, no internal detail.
 func errText(err error) string {
-	if errors.Is(err, errPrivateTarget) {
-		return errPrivateTarget.Error()
-	}
+	var dns *net.DNSError
 	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	switch {
+	case errors.Is(err, errPrivateTarget):
+		return errPrivateTarget.Error()
+	case errors.As(err, &dns):
+		return "the endpoint's host name does not resolve"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.As(err, &ne) && ne.Timeout():
 		return "timed out after 15 s"
-	}
-	var op *net.OpError
-	if errors.As(err, &op) {
-		return op.Op + ": " + op.Err.Error()
 	}
 	return "request failed"
 }
@@ -501,11 +534,14 @@ func transformBody(payload []byte, cfg *Config) ([]byte, error) {
 
 // retry records a failed attempt and schedules the next one, or exhausts the delivery after
 // the last; an endpoint failing for 5 days is disabled.
-func (s *Server) retry(ctx context.Context, d *Delivery, ep *Endpoint, code int, reason string, duration time.Duration, now time.Time, retryAfter ...time.Duration) {
+func (s *Server) retry(ctx context.Context, d *Delivery, ep *Endpoint, code int, reason string, duration time.Duration, now, leaseUntil time.Time, retryAfter ...time.Duration) {
 	attempts := d.Attempts + 1
 	if attempts > len(retrySchedule) {
 		s.record(ctx, d, code, reason, duration, StateFailed)
-		_ = s.store.FinishDelivery(ctx, d.ID, StateFailed, attempts, time.Time{}, now)
+		if err := s.store.FinishLeased(ctx, d.ID, leaseUntil, StateFailed, attempts, time.Time{}, now); err != nil {
+			s.log.WarnContext(ctx, "webhooks: recording an exhausted delivery", "delivery_id", d.ID, "error", err)
+			return // another worker has it now, and will announce it if it ends the same way
+		}
 		s.announceExhausted(ctx, d, code)
 	} else {
 		wait := time.Duration(float64(retrySchedule[attempts-1]) * (0.8 + rand.Float64()*0.4))
@@ -513,7 +549,7 @@ func (s *Server) retry(ctx context.Context, d *Delivery, ep *Endpoint, code int,
 			wait = retryAfter[0]
 		}
 		s.record(ctx, d, code, reason, duration, StatePending)
-		if err := s.store.FinishDelivery(ctx, d.ID, StatePending, attempts, now.Add(wait), now); err != nil {
+		if err := s.store.FinishLeased(ctx, d.ID, leaseUntil, StatePending, attempts, now.Add(wait), now); err != nil && !errors.Is(err, ErrLeaseLost) {
 			s.log.ErrorContext(ctx, "webhooks: recording a delivery", "delivery_id", d.ID, "error", err)
 		}
 	}

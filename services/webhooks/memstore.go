@@ -839,6 +839,28 @@ func (s *MemoryStore) FinishDelivery(_ context.Context, id, state string, attemp
 	return nil
 }
 
+func (s *MemoryStore) FinishLeased(_ context.Context, id string, leaseUntil time.Time, state string, attempts int, next, now time.Time) error {
+	if err := checkState(state); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.deliveries[id]
+	if e == nil {
+		return ErrNotFound
+	}
+	if e.lease != leaseUntil.UnixMilli() {
+		return ErrLeaseLost
+	}
+	s.unplace(e)
+	e.setState(state)
+	e.d.Attempts, e.d.UpdatedAt = attempts, ms(now)
+	e.setNext(next)
+	e.setLease(time.Time{})
+	s.place(e)
+	return nil
+}
+
 func (s *MemoryStore) Requeue(_ context.Context, ids []string, now time.Time) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -851,11 +873,15 @@ func (s *MemoryStore) Requeue(_ context.Context, ids []string, now time.Time) (i
 		}
 		seen[id] = true
 		n++
-		// A lease stands: the worker that holds it may be sending it now.
+		// A lease stands, moved on by a millisecond: the worker that holds it may be sending
+		// it now, and must not finish it over the requeue.
 		s.unplace(e)
 		e.setState(StatePending)
 		e.d.Attempts, e.d.UpdatedAt = 0, ms(now)
 		e.setNext(now)
+		if e.lease > now.UnixMilli() {
+			e.setLease(time.UnixMilli(e.lease + 1))
+		}
 		s.place(e)
 	}
 	return n, nil

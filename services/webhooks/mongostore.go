@@ -658,11 +658,49 @@ func (s *MongoStore) FinishDelivery(ctx context.Context, id, state string, attem
 	return nil
 }
 
+func (s *MongoStore) FinishLeased(ctx context.Context, id string, leaseUntil time.Time, state string, attempts int, next, now time.Time) error {
+	if err := checkState(state); err != nil {
+		return err
+	}
+	// Under claimMu: FerretDB's conditional update is not atomic, and a claim or requeue of the
+	// same delivery must not fall between its check and its write.
+	s.claimMu.Lock()
+	defer s.claimMu.Unlock()
+	res, err := s.deliveries.UpdateOne(ctx, bson.M{"_id": id, "leaseUntil": leaseUntil.UTC().Truncate(time.Millisecond)}, bson.M{"$set": bson.M{
+		"state": state, "attempts": attempts, "next": next, "leaseUntil": time.Time{}, "updatedAt": now,
+	}})
+	if err != nil {
+		return fmt.Errorf("webhooks store: finish delivery: %w", err)
+	}
+	if res.MatchedCount == 0 {
+		if _, err := s.Delivery(ctx, id); err != nil {
+			return err
+		}
+		return ErrLeaseLost
+	}
+	return nil
+}
+
 func (s *MongoStore) Requeue(ctx context.Context, ids []string, now time.Time) (int, error) {
 	s.claimMu.Lock()
 	defer s.claimMu.Unlock()
 	n := 0
 	for _, batch := range chunks(ids) {
+		// Leased ones first: their lease moves on by a millisecond, so the worker sending one
+		// cannot finish it over the requeue.
+		var leased []struct {
+			ID    string    `bson:"_id"`
+			Lease time.Time `bson:"leaseUntil"`
+		}
+		if err := findAll(ctx, s.deliveries, bson.M{"_id": anyOf(batch), "leaseUntil": bson.M{"$gt": now}}, &leased,
+			options.Find().SetProjection(bson.M{"leaseUntil": 1})); err != nil {
+			return n, fmt.Errorf("webhooks store: requeue: %w", err)
+		}
+		for _, l := range leased {
+			if _, err := s.deliveries.UpdateOne(ctx, bson.M{"_id": l.ID}, bson.M{"$set": bson.M{"leaseUntil": l.Lease.Add(time.Millisecond)}}); err != nil {
+				return n, fmt.Errorf("webhooks store: requeue: %w", err)
+			}
+		}
 		res, err := s.deliveries.UpdateMany(ctx, bson.M{"_id": anyOf(batch)}, bson.M{"$set": bson.M{
 			"state": StatePending, "attempts": 0, "next": now, "updatedAt": now,
 		}})

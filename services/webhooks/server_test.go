@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -530,5 +532,76 @@ func TestTargetsAndRedirects(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusFound || r.count() != 0 {
 		t.Fatalf("redirect followed: %d, %d at the target", resp.StatusCode, r.count())
+	}
+}
+
+// A resend while the delivery is in flight is not lost to the in-flight attempt's outcome: the
+// message goes again once the lease is over.
+func TestResendWhileInFlight(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	var hits atomic.Int32
+	entered, release := make(chan struct{}, 4), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 1 {
+			entered <- struct{}{}
+			<-release
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	e := h.endpoint(t, &webhooksv1.CreateEndpointRequest{Url: srv.URL})
+	h.publish(t, "e1", "comment.add", "")
+	done := make(chan struct{})
+	go func() { h.srv.SendDue(ctx); close(done) }()
+	<-entered
+	msgs, _ := h.srv.ListMessages(k1, &webhooksv1.ListMessagesRequest{})
+	if _, err := h.srv.ResendMessage(k1, &webhooksv1.ResendMessageRequest{MessageId: msgs.GetData().GetMessages()[0].GetId(), EndpointId: e.GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	<-done
+	h.clock.Advance(leaseFor + time.Second)
+	h.srv.SendDue(ctx)
+	if n := hits.Load(); n != 2 {
+		t.Fatalf("%d sends, want 2 (the resend after the attempt in flight)", n)
+	}
+}
+
+// flakyStore fails one Message read, as a dropped connection would.
+type flakyStore struct {
+	*MemoryStore
+	fail atomic.Bool
+}
+
+func (f *flakyStore) Message(ctx context.Context, k, id string) (*Message, error) {
+	if f.fail.CompareAndSwap(true, false) {
+		return nil, errors.New("connection reset")
+	}
+	return f.MemoryStore.Message(ctx, k, id)
+}
+
+// A store that fails for a moment delays a delivery, never fails it.
+func TestATransientStoreErrorDelaysOnly(t *testing.T) {
+	fs := &flakyStore{MemoryStore: NewMemoryStore()}
+	c := clock.NewFake(tw)
+	srv, _ := New(fs, WithClock(c), WithLogger(slog.New(slog.DiscardHandler)), WithPrivateTargets(true))
+	h := &harness{srv: srv, store: fs.MemoryStore, clock: c}
+	if _, err := srv.UpdateAdvancedWebhookConfig(k1, &webhooksv1.UpdateAdvancedWebhookConfigRequest{IsEnabled: new(true)}); err != nil {
+		t.Fatal(err)
+	}
+	r := newReceiver(t)
+	e := h.endpoint(t, &webhooksv1.CreateEndpointRequest{Url: r.srv.URL})
+	h.publish(t, "e1", "comment.add", "")
+	fs.fail.Store(true)
+	srv.SendDue(context.Background())
+	c.Advance(10 * time.Second)
+	srv.SendDue(context.Background())
+	if r.count() != 1 {
+		t.Fatalf("%d sends after one store error, want 1", r.count())
+	}
+	ep, _ := h.store.Endpoint(context.Background(), "k1", e.GetId())
+	if !ep.FailingSince.IsZero() {
+		t.Fatal("a store error counted against the endpoint")
 	}
 }

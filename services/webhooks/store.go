@@ -11,6 +11,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrExists is returned when a record's id is taken.
 	ErrExists = errors.New("already exists")
+	// ErrLeaseLost is returned by FinishLeased when the delivery's lease is no longer the one
+	// the worker took: it ran out and another worker took it, or a resend changed it.
+	ErrLeaseLost = errors.New("lease lost")
 )
 
 // Config is a tenant's advanced webhook config; a tenant that never set one has the zero
@@ -201,7 +204,13 @@ type Store interface {
 	// FinishDelivery records an attempt's outcome (success; pending again at next; failed) and
 	// releases the lease.
 	FinishDelivery(ctx context.Context, id, state string, attempts int, next, now time.Time) error
-	// Requeue makes deliveries pending again, due now, with their attempts reset: the one of
+	// FinishLeased is FinishDelivery for the worker that claimed the delivery until leaseUntil:
+	// it writes only while the delivery's lease is still that one, else ErrLeaseLost (nothing
+	// written), so a worker that outlived its lease never overwrites another's outcome.
+	FinishLeased(ctx context.Context, id string, leaseUntil time.Time, state string, attempts int, next, now time.Time) error
+	// Requeue makes deliveries pending again, due now, with their attempts reset (a leased one
+	// after its lease, which it moves on by a millisecond so the worker sending it cannot finish
+	// it over the requeue): the one of
 	// (message, endpoint) (resend), or every failed one of an endpoint whose message was created
 	// in [since, until) (recover). It reports how many.
 	Requeue(ctx context.Context, ids []string, now time.Time) (int, error)

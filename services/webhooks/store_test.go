@@ -777,6 +777,29 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		getDelivery(t, s, "later, at the end", later.ID, later)
 	})
 
+	t.Run("finish leased", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		d := delivery("k1", "m1", "e1", t0)
+		queue(t, s, d)
+		if !claim(t, s, d.ID, t0, at(minute)) {
+			t.Fatal("claim refused")
+		}
+		wantErr(t, "another lease", s.FinishLeased(ctx, d.ID, at(2*minute), StateSuccess, 1, t0, t0), ErrLeaseLost)
+		wantErr(t, "unknown", s.FinishLeased(ctx, DeliveryID("k1", "m9", "e1"), at(minute), StateSuccess, 1, t0, t0), ErrNotFound)
+		// The lease ran out and another worker took it: the first cannot finish it.
+		if !claim(t, s, d.ID, at(minute), at(3*minute)) {
+			t.Fatal("claim after the lease refused")
+		}
+		wantErr(t, "the first worker", s.FinishLeased(ctx, d.ID, at(minute), StateSuccess, 1, t0, t0), ErrLeaseLost)
+		must(t, s.FinishLeased(ctx, d.ID, at(3*minute), StateSuccess, 1, t0, at(2*minute)))
+		got, err := s.Delivery(ctx, d.ID)
+		must(t, err)
+		if got.State != StateSuccess || got.Attempts != 1 || !got.LeaseUntil.IsZero() {
+			t.Fatalf("after finish %+v", got)
+		}
+	})
+
 	t.Run("one of concurrent claims wins", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
@@ -872,17 +895,20 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		}
 		getDelivery(t, s, "untouched", untouched.ID, untouched)
 		due(t, s, "due now", t0, 0, nil, failed, sent, waiting)
-		// A leased delivery keeps its lease: the worker holding it may be sending it.
+		// A leased delivery keeps its lease, moved on by a millisecond: the worker holding it may
+		// be sending it, and cannot finish it over the requeue.
 		n, err = s.Requeue(ctx, []string{held.ID}, t0)
 		must(t, err)
 		if n != 1 {
 			t.Fatalf("requeued %d, want 1", n)
 		}
 		want := requeued(held)
-		want.LeaseUntil = at(minute)
+		want.LeaseUntil = at(minute + time.Millisecond)
 		getDelivery(t, s, "requeued under a lease", held.ID, want)
 		due(t, s, "during the lease", t0, 0, nil, failed, sent, waiting)
-		due(t, s, "after the lease", at(minute), 0, nil, failed, sent, waiting, held)
+		due(t, s, "after the lease", at(minute+time.Millisecond), 0, nil, failed, sent, waiting, held)
+		wantErr(t, "finish by the worker that held it", s.FinishLeased(ctx, held.ID, at(minute), StateSuccess, 1, t0, t0), ErrLeaseLost)
+		getDelivery(t, s, "still requeued", held.ID, want)
 		for _, ids := range [][]string{nil, {}, {"nope"}} {
 			if n, err := s.Requeue(ctx, ids, t0); err != nil || n != 0 {
 				t.Fatalf("requeue %v: %d %v", ids, n, err)
