@@ -251,6 +251,8 @@ func TestNotificationPermissionsResolverAndLifecycle(t *testing.T) {
 		}
 	}
 
+	// Made again, the organization is another generation: nothing of the old one shows (the
+	// deletion's removal of the records themselves is held by the service's unit tests).
 	s.call("/v2/organizations/delete", k, map[string]any{"organizationIds": []string{"o"}}).data(t, "")
 	s.call("/v2/organizations/add", k, map[string]any{"organizations": []any{map[string]any{"organizationId": "o", "organizationName": "O"}}}).data(t, "")
 	if n := s.inbox(t, k, "o", "bob"); len(n) != 0 {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
+	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
 	eventsv1 "github.com/collab/collab/proto/collab/events/v1"
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 	notificationsv1 "github.com/collab/collab/proto/collab/notifications/v1"
@@ -126,6 +127,11 @@ func (s *Server) fanOut(ctx context.Context, e *eventsv1.Event) error {
 	for _, u := range req.GetNotifyUsers() {
 		n.NotifyUsers = append(n.NotifyUsers, userOf(u))
 	}
+	// The organization (or document) may have gone since the event was published: then the
+	// notification goes with it, unsent.
+	if gone, err := s.gone(ctx, org, doc); err != nil || gone {
+		return err
+	}
 	if err := s.store.AddNotification(ctx, n); errors.Is(err, ErrExists) {
 		stored, err := s.store.Notification(ctx, org, n.ID)
 		if err != nil {
@@ -156,8 +162,39 @@ func (s *Server) fanOut(ctx context.Context, e *eventsv1.Event) error {
 	if err := s.store.FinishFanOut(ctx, org, n.ID, ids); err != nil {
 		return err
 	}
+	// Confirmed after writing: a deletion that came meanwhile may have run before our writes,
+	// so what they left under its generation goes now, queued mail included.
+	if gone, err := s.gone(ctx, org, doc); err != nil {
+		return err
+	} else if gone {
+		if doc.DocGen != "" {
+			return s.store.DeleteDocument(ctx, doc)
+		}
+		return s.store.DeleteOrganization(ctx, org)
+	}
 	s.wakeWorker()
 	return nil
+}
+
+// gone reports whether the organization's (or, when it has one, the document's) generation is
+// no longer the current one.
+func (s *Server) gone(ctx context.Context, org, doc Scope) (bool, error) {
+	req := &documentsv1.ResolveResourcesRequest{ApiKey: org.APIKey, OrganizationId: org.OrganizationID}
+	if doc.DocumentID != "" {
+		req.DocumentIds = []string{doc.DocumentID}
+	}
+	res, err := s.peers.Documents.ResolveResources(ctx, req)
+	if err != nil {
+		return false, fmt.Errorf("resolve %s: %w", org.OrganizationID, err)
+	}
+	if !res.GetOrganizationExists() || res.GetOrganizationGeneration() != org.OrgGen {
+		return true, nil
+	}
+	if doc.DocGen != "" {
+		d := res.GetDocuments()[doc.DocumentID]
+		return !d.GetExists() || d.GetGeneration() != doc.DocGen, nil
+	}
+	return false, nil
 }
 
 func userOf(u *notificationsv1.NotificationUser) User {
@@ -195,11 +232,35 @@ func (s *Server) recipients(ctx context.Context, n *Notification) ([]recipient, 
 				index[member.UserID] = len(out)
 				out = append(out, recipient{user: member})
 			}
-			if len(page.GetMembers()) > 0 {
-				after = page.GetMembers()[len(page.GetMembers())-1].GetUserId()
+			if len(page.GetMembers()) == 0 || !page.GetMore() {
+				break // an empty page cannot move the position on
 			}
-			if !page.GetMore() {
-				break
+			after = page.GetMembers()[len(page.GetMembers())-1].GetUserId()
+		}
+	}
+	if !n.NotifyAll {
+		// Named users the caller gave no name or address for: the directory fills the gaps.
+		var missing []string
+		for _, r := range out {
+			if r.user.Email == "" || r.user.Name == "" {
+				missing = append(missing, r.user.UserID)
+			}
+		}
+		for start := 0; start < len(missing); start += membersPage {
+			page, err := s.peers.Users.ListMembers(ctx, &usersv1.ListMembersRequest{ApiKey: n.APIKey, OrganizationId: n.OrganizationID,
+				UserIds: missing[start:min(start+membersPage, len(missing))]})
+			if err != nil {
+				return nil, fmt.Errorf("look up named users: %w", err)
+			}
+			for _, m := range page.GetMembers() {
+				if i, ok := index[m.GetUserId()]; ok {
+					if out[i].user.Name == "" {
+						out[i].user.Name = m.GetName()
+					}
+					if out[i].user.Email == "" {
+						out[i].user.Email = m.GetEmail()
+					}
+				}
 			}
 		}
 	}
@@ -281,7 +342,7 @@ func (s *Server) deliver(ctx context.Context, n *Notification, doc Scope, recipi
 				text, html := emailBodies(headline, n.Body, n.DocumentID)
 				mails = append(mails, &Delivery{
 					ID: deliveryID(n, r.user.UserID, ChannelEmail), APIKey: n.APIKey, WorkspaceID: n.WorkspaceID, OrganizationID: n.OrganizationID,
-					OrgGen: n.OrgGen, NotificationID: n.ID, UserID: r.user.UserID, Channel: ChannelEmail,
+					OrgGen: n.OrgGen, NotificationID: n.ID, DocumentID: n.DocumentID, UserID: r.user.UserID, Channel: ChannelEmail,
 					To: r.user.Email, Subject: subject(headline), Text: text, HTML: html,
 					State: StatePending, NextAttempt: created, CreatedAt: created,
 				})

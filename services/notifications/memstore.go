@@ -719,6 +719,17 @@ func (s *MemoryStore) RemoveUsers(_ context.Context, scope Scope, userIDs []stri
 		}
 	}
 	o.removeEntries(gone)
+	// Their unsent mail goes too: a removed user is sent nothing more.
+	removed := map[string]bool{}
+	for _, u := range userIDs {
+		removed[u] = true
+	}
+	for _, d := range s.pending {
+		if d.APIKey == scope.APIKey && d.OrganizationID == scope.OrganizationID && d.OrgGen == scope.OrgGen && removed[d.UserID] &&
+			(scope.DocumentID == "" || d.DocumentID == scope.DocumentID) {
+			s.removeDelivery(d) // deleting while ranging over a map is allowed
+		}
+	}
 	s.dropIfEmpty(scope)
 	return nil
 }

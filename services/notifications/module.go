@@ -3,6 +3,7 @@ package notifications
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -30,11 +31,24 @@ func Module() service.Module {
 		Calls:     []string{"documents", "users", "access", "workspace"},
 		Publishes: []string{eventNotificationAdd},
 		Consumes:  consumes,
-		Setup:     func(*service.Flags) service.BuildFunc { return build },
+		Setup: func(f *service.Flags) service.BuildFunc {
+			var private string
+			f.Func("slack-private-targets", "", "post Slack notifications to loopback, private and link-local addresses: allow or deny; default allow unless --mongo-uri is set",
+				func(v string) error {
+					if v != "" && v != "allow" && v != "deny" {
+						return fmt.Errorf("must be allow or deny")
+					}
+					private = v
+					return nil
+				})
+			return func(ctx context.Context, env service.Env) (*service.Instance, error) {
+				return build(ctx, env, private == "allow" || private == "" && env.Storage != service.StorageMongoDB)
+			}
+		},
 	}
 }
 
-func build(ctx context.Context, env service.Env) (*service.Instance, error) {
+func build(ctx context.Context, env service.Env, slackPrivate bool) (*service.Instance, error) {
 	if env.Outbox == nil {
 		return nil, errors.New("notifications: the process gave no outbox")
 	}
@@ -52,7 +66,7 @@ func build(ctx context.Context, env service.Env) (*service.Instance, error) {
 		Access:    accessv1.NewAccessServiceClient(env.Conn("access")),
 		Workspace: workspacev1.NewWorkspaceServiceClient(env.Conn("workspace")),
 	}
-	n, err := New(store, peers, env.Outbox, env.Secret, WithClock(env.Clock), WithLogger(env.Log), WithMail(env.Email))
+	n, err := New(store, peers, env.Outbox, env.Secret, WithClock(env.Clock), WithLogger(env.Log), WithMail(env.Email), WithSlackPrivateTargets(slackPrivate))
 	if err != nil {
 		return nil, err
 	}

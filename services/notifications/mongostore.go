@@ -576,6 +576,15 @@ func (s *MongoStore) RemoveUsers(ctx context.Context, scope Scope, userIDs []str
 		if _, err := s.inbox.DeleteMany(ctx, entries); err != nil {
 			return fmt.Errorf("notifications store: remove users: inbox: %w", err)
 		}
+		// Their unsent mail goes too: a removed user is sent nothing more.
+		pending := bson.D{{Key: "apiKey", Value: scope.APIKey}, {Key: "organizationId", Value: scope.OrganizationID}, {Key: "orgGen", Value: scope.OrgGen},
+			{Key: "userId", Value: anyOf(batch)}, {Key: "state", Value: StatePending}}
+		if scope.DocumentID != "" {
+			pending = append(pending, bson.E{Key: "documentId", Value: scope.DocumentID})
+		}
+		if _, err := s.deliveries.DeleteMany(ctx, pending); err != nil {
+			return fmt.Errorf("notifications store: remove users: deliveries: %w", err)
+		}
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/clock"
 	"github.com/collab/collab/internal/cursor"
+	"github.com/collab/collab/internal/egress"
 	"github.com/collab/collab/internal/email"
 	"github.com/collab/collab/internal/ids"
 	"github.com/collab/collab/internal/lifecycle"
@@ -96,14 +97,20 @@ type Option func(*Server)
 func WithClock(c clock.Clock) Option       { return func(s *Server) { s.clock = c } }
 func WithLogger(l *slog.Logger) Option     { return func(s *Server) { s.log = l } }
 func WithHTTPClient(c *http.Client) Option { return func(s *Server) { s.http = c } }
-func WithMail(m email.Sender) Option       { return func(s *Server) { s.mail = m } }
+
+// WithSlackPrivateTargets lets the Slack webhook be a loopback, private or link-local address
+// (local runs, tests); without it such addresses are refused when dialled (internal/egress).
+func WithSlackPrivateTargets(allow bool) Option {
+	return func(s *Server) { s.http = egress.Client(allow, sendTimeout, 4) }
+}
+func WithMail(m email.Sender) Option { return func(s *Server) { s.mail = m } }
 
 // New returns a Server on store. secret keys the page tokens.
 func New(store Store, peers Peers, events Publisher, secret []byte, opts ...Option) (*Server, error) {
 	if store == nil || events == nil || peers.Documents == nil || peers.Users == nil || peers.Access == nil || peers.Workspace == nil {
 		return nil, errors.New("notifications: a store, an outbox and every peer are required")
 	}
-	s := &Server{store: store, peers: peers, events: events, http: &http.Client{Timeout: sendTimeout}, clock: clock.Real(), log: slog.Default(), wake: make(chan struct{}, 1)}
+	s := &Server{store: store, peers: peers, events: events, http: egress.Client(false, sendTimeout, 4), clock: clock.Real(), log: slog.Default(), wake: make(chan struct{}, 1)}
 	for _, o := range opts {
 		o(s)
 	}

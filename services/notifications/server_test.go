@@ -27,6 +27,7 @@ import (
 
 	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/clock"
+	"github.com/collab/collab/internal/egress"
 	"github.com/collab/collab/internal/email"
 	"github.com/collab/collab/internal/outbox"
 )
@@ -59,6 +60,15 @@ type fakeUsers struct {
 func (f *fakeUsers) ListMembers(_ context.Context, in *usersv1.ListMembersRequest, _ ...grpc.CallOption) (*usersv1.ListMembersResponse, error) {
 	f.calls.Add(1)
 	out := &usersv1.ListMembersResponse{}
+	if len(in.GetUserIds()) > 0 {
+		for _, id := range in.GetUserIds() {
+			var i int
+			if _, err := fmt.Sscanf(id, "m%d", &i); err == nil && i < f.n {
+				out.Members = append(out.Members, &usersv1.UserInfo{UserId: id, Name: "Member " + id, Email: id + "@example.com"})
+			}
+		}
+		return out, nil
+	}
 	for i := range f.n {
 		id := fmt.Sprintf("m%05d", i)
 		if id <= in.GetAfter() {
@@ -149,7 +159,7 @@ func newHarness(t *testing.T, members int) *harness {
 	h.box = outbox.New("notifications", outbox.NewMemoryStore(), d, outbox.To("notifications"), outbox.WithClock(h.clock), outbox.WithLogger(quiet))
 	h.events = &recorder{box: h.box}
 	srv, err := New(h.store, Peers{Documents: fakeDocs{}, Users: h.users, Access: fakeAccess{}, Workspace: h.ws}, h.events, make([]byte, 32),
-		WithClock(h.clock), WithLogger(quiet), WithMail(h.mail))
+		WithClock(h.clock), WithLogger(quiet), WithMail(h.mail), WithSlackPrivateTargets(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,5 +438,44 @@ func TestUsersRemovedAndDocumentDeleted(t *testing.T) {
 	}
 	if got := h.inbox(t, "m00002"); len(got) != 1 || got[0].GetId() != "a" {
 		t.Fatalf("after e's deletion: %v", got)
+	}
+}
+
+// Without private targets allowed, a Slack webhook on a loopback address is refused for good.
+func TestSlackToAPrivateAddressIsRefused(t *testing.T) {
+	h := newHarness(t, 3)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	defer srv.Close()
+	h.srv.http = egress.Client(false, sendTimeout, 4)
+	h.ws.url = srv.URL
+	ctx := context.Background()
+	scope := Scope{APIKey: "k1", OrganizationID: "o", OrgGen: "g1", DocumentID: "d", DocGen: "dg-d"}
+	if err := h.store.SetConfigs(ctx, []Scope{scope}, []string{"m00001"}, Config{Inbox: All, Email: None, Slack: All}); err != nil {
+		t.Fatal(err)
+	}
+	h.add(t, &notificationsv1.AddNotificationsRequest{NotificationId: "p"})
+	h.srv.SendDue(ctx)
+	d, _ := h.store.Deliveries(ctx, "k1", "p")
+	if len(d) != 1 || d[0].State != StateFailed || !strings.Contains(d[0].LastError, "loopback") {
+		t.Fatalf("%+v", d)
+	}
+}
+
+// A user removed from the organization is sent no mail queued for them; a mention of a user the
+// caller gave no address for is mailed at the directory's address.
+func TestRemovedUsersGetNoMailAndMentionsFindAddresses(t *testing.T) {
+	h := newHarness(t, 5)
+	h.add(t, &notificationsv1.AddNotificationsRequest{NotificationId: "n1", NotifyAll: new(false),
+		NotifyUsers: []*notificationsv1.NotificationUser{{UserId: "m00001", Email: "m1@example.com"}, {UserId: "m00002"}}})
+	ev := &lifecyclev1.Event{Id: "rm", Type: "users.removed", ApiKey: "k1", OrganizationId: "o", OrganizationGeneration: "g1",
+		Payload: &lifecyclev1.Event_UsersRemoved{UsersRemoved: &lifecyclev1.UsersRemoved{UserIds: []string{"m00001"}}}}
+	if err := h.srv.HandleEvent(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	h.srv.SendDue(context.Background())
+	h.mail.mu.Lock()
+	defer h.mail.mu.Unlock()
+	if len(h.mail.sent) != 1 || h.mail.sent[0].To != "m00002@example.com" {
+		t.Fatalf("mails %+v", h.mail.sent)
 	}
 }

@@ -117,6 +117,7 @@ type Delivery struct {
 	OrganizationID string `bson:"organizationId"`
 	OrgGen         string `bson:"orgGen"`
 	NotificationID string `bson:"notificationId"`
+	DocumentID     string `bson:"documentId"`
 	UserID         string `bson:"userId"` // "" for Slack
 	Channel        string `bson:"channel"`
 	// Email: recipient address, subject, text and HTML bodies. Slack: Text is the message JSON.
@@ -196,8 +197,8 @@ type Store interface {
 	DeleteDocument(ctx context.Context, doc Scope) error
 	// MoveDocument gives the records of document incarnation doc the id to. Idempotent.
 	MoveDocument(ctx context.Context, doc Scope, to string) error
-	// RemoveUsers removes the users' configs and inbox entries in the organization, or only
-	// those about the document when doc.DocumentID is set.
+	// RemoveUsers removes the users' configs, inbox entries and unsent deliveries in the
+	// organization, or only those about the document when doc.DocumentID is set.
 	RemoveUsers(ctx context.Context, scope Scope, userIDs []string) error
 
 	// QueueDeliveries stores deliveries that are not there yet (by ID).

@@ -13,6 +13,7 @@ import (
 
 	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
 
+	"github.com/collab/collab/internal/egress"
 	"github.com/collab/collab/internal/email"
 )
 
@@ -79,6 +80,7 @@ func (s *Server) SendDue(ctx context.Context) {
 			}
 			return
 		}
+		claimed := 0
 		for _, d := range due {
 			now := s.clock.Now()
 			ok, err := s.store.ClaimDelivery(ctx, d.ID, now, now.Add(leaseFor))
@@ -87,10 +89,12 @@ func (s *Server) SendDue(ctx context.Context) {
 				continue
 			}
 			if ok {
+				claimed++
 				s.send(ctx, d)
 			}
 		}
-		if len(due) < workerBatch {
+		// Nothing claimed (a failing store, or others have them): wait for the next poll.
+		if len(due) < workerBatch || claimed == 0 {
 			return
 		}
 	}
@@ -160,6 +164,9 @@ func (s *Server) sendSlack(ctx context.Context, d *Delivery) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := s.http.Do(req)
+	if errors.Is(err, egress.ErrBlocked) {
+		return permanent{egress.ErrBlocked}
+	}
 	if err != nil {
 		// The URL is a secret: say where, not what.
 		return fmt.Errorf("slack post to %s failed", req.URL.Host)

@@ -371,6 +371,10 @@ func (s *Server) ListMembers(ctx context.Context, req *usersv1.ListMembersReques
 	if limit < 1 || limit > maxListMembers {
 		return nil, apierr.InvalidArgument("limit must be between 1 and %d.", maxListMembers)
 	}
+	only, err := validate.IDs("userIds", req.GetUserIds(), false, maxListMembers)
+	if err != nil {
+		return nil, err
+	}
 	res, err := s.docs.ResolveResources(ctx, &documentsv1.ResolveResourcesRequest{ApiKey: apiKey, OrganizationId: org})
 	if err != nil {
 		return nil, apierr.FromPeer("resolve resources", err)
@@ -378,15 +382,23 @@ func (s *Server) ListMembers(ctx context.Context, req *usersv1.ListMembersReques
 	if !res.GetOrganizationExists() {
 		return nil, apierr.NotFound(msgOrgMissing)
 	}
-	// One more than the page tells whether more follow.
-	ids, err := s.store.MembersAfter(ctx, apiKey, lifecycle.Ref(org, res.GetOrganizationGeneration()), after, limit+1)
-	if err != nil {
-		return nil, fmt.Errorf("list members: %w", err)
+	orgRef := lifecycle.Ref(org, res.GetOrganizationGeneration())
+	var ids []string
+	resp := &usersv1.ListMembersResponse{}
+	if len(req.GetUserIds()) > 0 {
+		if ids, err = s.store.Members(ctx, apiKey, orgRef, only, 0); err != nil {
+			return nil, fmt.Errorf("list members: %w", err)
+		}
+	} else {
+		// One more than the page tells whether more follow.
+		if ids, err = s.store.MembersAfter(ctx, apiKey, orgRef, after, limit+1); err != nil {
+			return nil, fmt.Errorf("list members: %w", err)
+		}
+		if len(ids) > limit {
+			ids, resp.More = ids[:limit], true
+		}
 	}
-	resp := &usersv1.ListMembersResponse{Members: make([]*usersv1.UserInfo, 0, min(len(ids), limit))}
-	if len(ids) > limit {
-		ids, resp.More = ids[:limit], true
-	}
+	resp.Members = make([]*usersv1.UserInfo, 0, len(ids))
 	identities, err := s.store.Users(ctx, apiKey, ids)
 	if err != nil {
 		return nil, fmt.Errorf("list members: %w", err)

@@ -1328,6 +1328,11 @@ func TestListMembers(t *testing.T) {
 	if m := resp.GetMembers()[0]; m.GetName() != "Name u1" || m.GetEmail() != "u1@example.com" {
 		t.Fatalf("first member %v", m)
 	}
+	// Named members only: those who are members, in id order.
+	got, resp = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"u4", "nobody", "u2", "other"}})
+	if !slices.Equal(got, []string{"u2", "u4"}) || resp.GetMore() || resp.GetMembers()[1].GetEmail() != "u4@example.com" {
+		t.Fatalf("named: %v more=%v", got, resp.GetMore())
+	}
 	got, resp = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: 2})
 	if !slices.Equal(got, []string{"u1", "u2"}) || !resp.GetMore() {
 		t.Fatalf("first page: %v more=%v", got, resp.GetMore())

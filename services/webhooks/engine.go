@@ -23,6 +23,7 @@ import (
 	eventsv1 "github.com/collab/collab/proto/collab/events/v1"
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 
+	"github.com/collab/collab/internal/egress"
 	"github.com/collab/collab/internal/lifecycle"
 )
 
@@ -46,30 +47,12 @@ const (
 // 10 h, 10 h; the eighth failure exhausts the message.
 var retrySchedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
 
-// newClient is the HTTP client of deliveries: no redirects followed, and (unless allowed)
-// no connection to a loopback, private or link-local address, checked on the address actually
-// dialled, so a name that resolves there is refused too.
-func newClient(tg targets) *http.Client {
-	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	if !tg.allowPrivate {
-		dialer.Control = func(_, address string, _ syscall.RawConn) error {
-			host, _, err := net.SplitHostPort(address)
-			if err != nil {
-				return err
-			}
-			if ip := net.ParseIP(host); ip == nil || resolvesPrivate(ip) {
-				return errPrivateTarget
-			}
-			return nil
-		}
-	}
-	transport := &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: perEndpoint * 2, IdleConnTimeout: 90 * time.Second,
-		TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: attemptTimeout}
-	return &http.Client{Transport: transport, Timeout: attemptTimeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-}
+// newClient is the HTTP client of deliveries (internal/egress): no redirects, and no blocked
+// address unless allowed.
+func newClient(tg targets) *http.Client { return egress.Client(tg.allowPrivate, attemptTimeout, perEndpoint*2) }
 
-var errPrivateTarget = errors.New("the endpoint resolves to a loopback, private or link-local address")
+// errPrivateTarget is egress's refusal, as the attempt log words it.
+var errPrivateTarget = egress.ErrBlocked
 
 // engine sends the queued deliveries: it leases due ones and hands them to a fixed pool of
 // workers, at most perEndpoint at a time per endpoint.

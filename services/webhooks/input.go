@@ -2,7 +2,6 @@ package webhooks
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/collab/collab/internal/apierr"
+	"github.com/collab/collab/internal/egress"
 	"github.com/collab/collab/internal/validate"
 )
 
@@ -37,48 +37,8 @@ type targets struct {
 	allowPrivate bool
 }
 
-// reserved are the ranges beyond loopback, private, link-local and multicast that no public
-// receiver is in: "this network", shared address space (carrier-grade NAT, and some clouds'
-// metadata services), IETF protocol assignments, documentation, benchmarking, reserved and
-// broadcast.
-var reserved = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("198.18.0.0/15"), netip.MustParsePrefix("198.51.100.0/24"),
-	netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("240.0.0.0/4"), netip.MustParsePrefix("2001:db8::/32"),
-}
-
-// Prefixes that carry an IPv4 address inside an IPv6 one: NAT64 (the last 32 bits) and 6to4
-// (bits 16 to 48).
-var (
-	nat64  = netip.MustParsePrefix("64:ff9b::/96")
-	sixTo4 = netip.MustParsePrefix("2002::/16")
-)
-
-// blocked reports whether an address is one a deployment's webhooks must not reach unless the
-// operator allows it: loopback, private, link-local, unspecified, multicast, the reserved
-// ranges, and IPv6 addresses that carry such an IPv4 address.
-func blocked(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	if ip.Is6() {
-		b := ip.As16()
-		switch {
-		case nat64.Contains(ip):
-			return blocked(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
-		case sixTo4.Contains(ip):
-			return blocked(netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}))
-		}
-	}
-	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
-		return true
-	}
-	for _, p := range reserved {
-		if p.Contains(ip) {
-			return true
-		}
-	}
-	return false
-}
+// blocked reports whether deliveries may not reach an address (internal/egress).
+func blocked(ip netip.Addr) bool { return egress.Blocked(ip) }
 
 // checkURL checks an endpoint URL: http(s) with a host, and when the host is a literal address,
 // one that may be called.
@@ -218,10 +178,4 @@ func listLimit(v *int32) (int, error) {
 		return 0, apierr.InvalidArgument("limit must be between 1 and %d.", maxListLimit)
 	}
 	return int(*v), nil
-}
-
-// resolvesPrivate reports whether a host name resolves to an address deliveries may not reach.
-func resolvesPrivate(ip net.IP) bool {
-	a, ok := netip.AddrFromSlice(ip)
-	return ok && blocked(a)
 }

@@ -35,7 +35,10 @@ type ListMembersRequest struct {
 	// The members after this user id (exclusive); empty: from the first.
 	After string `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
 	// 1 to 5000; 0 means 1000.
-	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Only these members (at most 5000), for a caller that knows whom it wants: the answer is
+	// every one of them who is a member, in user-id order, and after and limit do not apply.
+	UserIds       []string `protobuf:"bytes,5,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -96,6 +99,13 @@ func (x *ListMembersRequest) GetLimit() int32 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *ListMembersRequest) GetUserIds() []string {
+	if x != nil {
+		return x.UserIds
+	}
+	return nil
 }
 
 type ListMembersResponse struct {
@@ -1180,12 +1190,13 @@ var File_collab_users_v1_users_proto protoreflect.FileDescriptor
 
 const file_collab_users_v1_users_proto_rawDesc = "" +
 	"\n" +
-	"\x1bcollab/users/v1/users.proto\x12\x0fcollab.users.v1\x1a\x1fcollab/options/v1/options.proto\"\x82\x01\n" +
+	"\x1bcollab/users/v1/users.proto\x12\x0fcollab.users.v1\x1a\x1fcollab/options/v1/options.proto\"\x9d\x01\n" +
 	"\x12ListMembersRequest\x12\x17\n" +
 	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12'\n" +
 	"\x0forganization_id\x18\x02 \x01(\tR\x0eorganizationId\x12\x14\n" +
 	"\x05after\x18\x03 \x01(\tR\x05after\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\x05R\x05limit\"^\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\x12\x19\n" +
+	"\buser_ids\x18\x05 \x03(\tR\auserIds\"^\n" +
 	"\x13ListMembersResponse\x123\n" +
 	"\amembers\x18\x01 \x03(\v2\x19.collab.users.v1.UserInfoR\amembers\x12\x12\n" +
 	"\x04more\x18\x02 \x01(\bR\x04more\"\x87\x01\n" +
