@@ -49,7 +49,9 @@ var retrySchedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.
 
 // newClient is the HTTP client of deliveries (internal/egress): no redirects, and no blocked
 // address unless allowed.
-func newClient(tg targets) *http.Client { return egress.Client(tg.allowPrivate, attemptTimeout, perEndpoint*2) }
+func newClient(tg targets) *http.Client {
+	return egress.Client(tg.allowPrivate, attemptTimeout, perEndpoint*2)
+}
 
 // errPrivateTarget is egress's refusal, as the attempt log words it.
 var errPrivateTarget = egress.ErrBlocked
