@@ -32,7 +32,7 @@ const (
 	attemptTimeout  = 15 * time.Second
 	leaseFor        = time.Minute // longer than an attempt: a lease runs out only when its worker died
 	workers         = 64
-	perEndpoint     = 4 // attempts in flight to one endpoint, so a dead one holds few workers
+	perEndpoint     = 8 // attempts in flight to one endpoint, so a dead one holds few workers
 	dispatchBatch   = 256
 	enginePoll      = 250 * time.Millisecond
 	failingDisables = 5 * 24 * time.Hour
