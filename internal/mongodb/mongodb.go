@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -110,6 +111,28 @@ func EnsureIndexes(ctx context.Context, coll *mongo.Collection, models ...mongo.
 	for _, m := range models {
 		if _, err := coll.Indexes().CreateOne(ctx, m); err != nil {
 			return fmt.Errorf("index %v of %s: %w", m.Keys, coll.Name(), err)
+		}
+	}
+	return nil
+}
+
+// InsertNew inserts docs unordered in batches of at most batch, leaving any whose _id exists as
+// it is: a duplicate key is the repeat of an earlier write, not an error. Any other failure is
+// returned (with the batches before it written).
+func InsertNew[T any](ctx context.Context, coll *mongo.Collection, docs []T, batch int) error {
+	for part := range slices.Chunk(docs, max(batch, 1)) {
+		_, err := coll.InsertMany(ctx, part, options.InsertMany().SetOrdered(false))
+		if err == nil {
+			continue
+		}
+		var bwe mongo.BulkWriteException
+		if !errors.As(err, &bwe) || bwe.WriteConcernError != nil || len(bwe.WriteErrors) == 0 {
+			return err
+		}
+		for _, we := range bwe.WriteErrors {
+			if !IsDuplicateKey(we.WriteError) {
+				return err
+			}
 		}
 	}
 	return nil

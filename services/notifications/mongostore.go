@@ -160,26 +160,6 @@ func anyOf[T any](vs []T) bson.M { return bson.M{"$in": vs} }
 // chunks cuts vs into slices of at most batchSize.
 func chunks[T any](vs []T) [][]T { return slices.Collect(slices.Chunk(vs, batchSize)) }
 
-// insertNew inserts docs unordered in batches, leaving any whose _id exists as it is: a
-// duplicate key is the repeat of an earlier write, not an error.
-func insertNew[T any](ctx context.Context, coll *mongo.Collection, docs []T) error {
-	for _, batch := range chunks(docs) {
-		_, err := coll.InsertMany(ctx, batch, options.InsertMany().SetOrdered(false))
-		if err == nil {
-			continue
-		}
-		var bwe mongo.BulkWriteException
-		if !errors.As(err, &bwe) || bwe.WriteConcernError != nil || len(bwe.WriteErrors) == 0 {
-			return err
-		}
-		for _, we := range bwe.WriteErrors {
-			if !mongodb.IsDuplicateKey(we.WriteError) {
-				return err
-			}
-		}
-	}
-	return nil
-}
 
 func (s *MongoStore) SetConfigs(ctx context.Context, docs []Scope, userIDs []string, cfg Config) error {
 	if len(docs) == 0 || len(userIDs) == 0 {
@@ -381,7 +361,7 @@ func (s *MongoStore) AddInboxEntries(ctx context.Context, entries []*InboxEntry)
 	for i, e := range entries {
 		docs[i] = inboxDoc{Key: inboxKey(e.APIKey, e.OrganizationID, e.OrgGen, e.UserID, e.NotificationID), InboxEntry: *e}
 	}
-	if err := insertNew(ctx, s.inbox, docs); err != nil {
+	if err := mongodb.InsertNew(ctx, s.inbox, docs, batchSize); err != nil {
 		return fmt.Errorf("notifications store: add inbox entries: %w", err)
 	}
 	return nil
@@ -534,7 +514,7 @@ func (s *MongoStore) MoveDocument(ctx context.Context, doc Scope, to string) err
 			old[i] = c.Key
 			c.DocumentID, c.Key = to, configKey(doc, to, c.DocGen, c.UserID)
 		}
-		if err := insertNew(ctx, s.configs, configs); err != nil {
+		if err := mongodb.InsertNew(ctx, s.configs, configs, batchSize); err != nil {
 			return fmt.Errorf("notifications store: move document: configs: %w", err)
 		}
 		for _, batch := range chunks(old) {
@@ -590,7 +570,7 @@ func (s *MongoStore) RemoveUsers(ctx context.Context, scope Scope, userIDs []str
 }
 
 func (s *MongoStore) QueueDeliveries(ctx context.Context, ds []*Delivery) error {
-	if err := insertNew(ctx, s.deliveries, ds); err != nil {
+	if err := mongodb.InsertNew(ctx, s.deliveries, ds, batchSize); err != nil {
 		return fmt.Errorf("notifications store: queue deliveries: %w", err)
 	}
 	return nil

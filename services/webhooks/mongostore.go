@@ -212,26 +212,6 @@ func newestFirst(limit int) *options.FindOptionsBuilder {
 	return limited(options.Find().SetSort(bson.D{{Key: "id", Value: -1}}), limit)
 }
 
-// insertNew inserts docs unordered in batches, leaving any whose _id exists as it is: a
-// duplicate key is the repeat of an earlier write, not an error.
-func insertNew[T any](ctx context.Context, coll *mongo.Collection, docs []T) error {
-	for _, batch := range chunks(docs) {
-		_, err := coll.InsertMany(ctx, batch, options.InsertMany().SetOrdered(false))
-		if err == nil {
-			continue
-		}
-		var bwe mongo.BulkWriteException
-		if !errors.As(err, &bwe) || bwe.WriteConcernError != nil || len(bwe.WriteErrors) == 0 {
-			return err
-		}
-		for _, we := range bwe.WriteErrors {
-			if !mongodb.IsDuplicateKey(we.WriteError) {
-				return err
-			}
-		}
-	}
-	return nil
-}
 
 // upsert runs a FindOneAndUpdate that may create the document and decodes the result into out.
 // Two processes creating one document at once: the loser gets a duplicate key, once, and
@@ -584,7 +564,7 @@ func (s *MongoStore) endpointMessages(ctx context.Context, apiKey, endpointID st
 }
 
 func (s *MongoStore) QueueDeliveries(ctx context.Context, ds []*Delivery) error {
-	if err := insertNew(ctx, s.deliveries, ds); err != nil {
+	if err := mongodb.InsertNew(ctx, s.deliveries, ds, batchSize); err != nil {
 		return fmt.Errorf("webhooks store: queue deliveries: %w", err)
 	}
 	return nil
