@@ -160,7 +160,6 @@ func anyOf[T any](vs []T) bson.M { return bson.M{"$in": vs} }
 // chunks cuts vs into slices of at most batchSize.
 func chunks[T any](vs []T) [][]T { return slices.Collect(slices.Chunk(vs, batchSize)) }
 
-
 func (s *MongoStore) SetConfigs(ctx context.Context, docs []Scope, userIDs []string, cfg Config) error {
 	if len(docs) == 0 || len(userIDs) == 0 {
 		return nil

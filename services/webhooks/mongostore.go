@@ -212,7 +212,6 @@ func newestFirst(limit int) *options.FindOptionsBuilder {
 	return limited(options.Find().SetSort(bson.D{{Key: "id", Value: -1}}), limit)
 }
 
-
 // upsert runs a FindOneAndUpdate that may create the document and decodes the result into out.
 // Two processes creating one document at once: the loser gets a duplicate key, once, and
 // updates the winner's.
