@@ -378,6 +378,9 @@ func (s *MemoryStore) CreateEndpoint(_ context.Context, e *Endpoint) error {
 	if _, ok := t.endpoints[e.ID]; ok {
 		return ErrExists
 	}
+	if len(t.endpoints) >= MaxEndpoints {
+		return ErrLimit
+	}
 	c := copyEndpoint(e)
 	c.FailingSince, c.CreatedAt, c.UpdatedAt = ms(c.FailingSince), ms(c.CreatedAt), ms(c.UpdatedAt)
 	t.endpoints[c.ID] = c

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +24,8 @@ import (
 //   - configs: a tenant's advanced config; _id = apiKey
 //   - basic_configs: a tenant's basic config; _id = apiKey
 //   - endpoints: an endpoint; _id = (apiKey, id)
+//   - endpoint_places: one of a tenant's MaxEndpoints places, held by an endpoint;
+//     _id = (apiKey, place number)
 //   - messages: a message; _id = (apiKey, id)
 //   - deliveries: a message to an endpoint; _id = Delivery.ID, fixed by both
 //   - attempts: one try of a delivery; _id = (apiKey, id)
@@ -82,6 +85,7 @@ type MongoStore struct {
 	deliveries   *mongo.Collection
 	attempts     *mongo.Collection
 	slots        *mongo.Collection
+	places       *mongo.Collection
 }
 
 // batchSize is how many documents one insert or one $in carries.
@@ -102,6 +106,7 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 		deliveries:   db.Collection("deliveries"),
 		attempts:     db.Collection("attempts"),
 		slots:        db.Collection("rate_slots"),
+		places:       db.Collection("endpoint_places"),
 	}
 	index := mongodb.Index
 	for _, c := range []struct {
@@ -109,6 +114,7 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 		models []mongo.IndexModel
 	}{
 		{s.endpoints, []mongo.IndexModel{index("tenant_id", "apiKey", "id")}},
+		{s.places, []mongo.IndexModel{index("tenant_endpoint", "apiKey", "endpointId")}},
 		{s.messages, []mongo.IndexModel{
 			index("tenant_id", "apiKey", "id"),
 			index("created", "createdAt"), // Prune
@@ -304,10 +310,24 @@ func (s *MongoStore) UpdateBasicConfig(ctx context.Context, apiKey string, p Bas
 	return &c, nil
 }
 
+// CreateEndpoint first takes one of the tenant's MaxEndpoints places: a record in
+// endpoint_places whose _id is (apiKey, place number). Taking a place is an insert, which the
+// unique _id refuses to a second taker, so the limit holds under concurrent creations on any
+// MongoDB-wire server (FerretDB's conditional updates are not atomic; its inserts are) without
+// a transaction. Deleting the endpoint gives its place back.
 func (s *MongoStore) CreateEndpoint(ctx context.Context, e *Endpoint) error {
+	place, err := s.takePlace(ctx, e.APIKey, e.ID)
+	if err != nil {
+		return err
+	}
 	doc := endpointDoc{Key: tenantKey(e.APIKey, e.ID), Endpoint: *e}
 	// Empty filters and metadata are unset; the encoder omits them.
-	_, err := s.endpoints.InsertOne(ctx, doc)
+	_, err = s.endpoints.InsertOne(ctx, doc)
+	if err != nil {
+		// Give the place back; should that fail too, the tenant holds one place fewer until the
+		// endpoint id is deleted (which frees its places).
+		_, _ = s.places.DeleteOne(context.WithoutCancel(ctx), bson.M{"_id": place})
+	}
 	switch {
 	case mongodb.IsDuplicateKey(err):
 		return ErrExists
@@ -315,6 +335,36 @@ func (s *MongoStore) CreateEndpoint(ctx context.Context, e *Endpoint) error {
 		return fmt.Errorf("webhooks store: create endpoint: %w", err)
 	}
 	return nil
+}
+
+// takePlace inserts a free place of the tenant for the endpoint and returns its _id, or
+// ErrLimit when all are taken.
+func (s *MongoStore) takePlace(ctx context.Context, apiKey, endpointID string) (string, error) {
+	var taken []struct {
+		N int `bson:"n"`
+	}
+	if err := findAll(ctx, s.places, bson.M{"apiKey": apiKey}, &taken, options.Find().SetProjection(bson.M{"n": 1})); err != nil {
+		return "", fmt.Errorf("webhooks store: endpoint places: %w", err)
+	}
+	used := make(map[int]bool, len(taken))
+	for _, t := range taken {
+		used[t.N] = true
+	}
+	for n := range MaxEndpoints {
+		if used[n] {
+			continue
+		}
+		id := mongodb.Key(apiKey, strconv.Itoa(n))
+		_, err := s.places.InsertOne(ctx, bson.M{"_id": id, "apiKey": apiKey, "n": n, "endpointId": endpointID})
+		if err == nil {
+			return id, nil
+		}
+		if !mongodb.IsDuplicateKey(err) {
+			return "", fmt.Errorf("webhooks store: take an endpoint place: %w", err)
+		}
+		// Taken meanwhile by a concurrent creation: try the next.
+	}
+	return "", ErrLimit
 }
 
 func (s *MongoStore) Endpoint(ctx context.Context, apiKey, id string) (*Endpoint, error) {
@@ -386,6 +436,10 @@ func (s *MongoStore) DeleteEndpoint(ctx context.Context, apiKey, id string) erro
 	res, err := s.endpoints.DeleteOne(ctx, bson.M{"_id": tenantKey(apiKey, id)})
 	if err != nil {
 		return fmt.Errorf("webhooks store: delete endpoint: %w", err)
+	}
+	// Its place goes back (also on a repeat: a run cut short is finished by it).
+	if _, err := s.places.DeleteMany(ctx, bson.M{"apiKey": apiKey, "endpointId": id}); err != nil {
+		return fmt.Errorf("webhooks store: delete endpoint: place: %w", err)
 	}
 	// Then its pending deliveries, also when the endpoint was gone already: a run cut short
 	// between the two is finished by its repeat.

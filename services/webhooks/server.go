@@ -253,7 +253,9 @@ func (s *Server) CreateEndpoint(ctx context.Context, req *webhooksv1.CreateEndpo
 		FilterTypes: p.FilterTypes, Channels: p.Channels, Disabled: req.GetDisabled(), RateLimit: p.RateLimit, UID: p.UID, Metadata: p.Metadata,
 		Secrets: []Secret{{Value: newSecret()}}, CreatedAt: now, UpdatedAt: now,
 	}
-	if err := s.store.CreateEndpoint(ctx, e); err != nil {
+	if err := s.store.CreateEndpoint(ctx, e); errors.Is(err, ErrLimit) {
+		return nil, apierr.FailedPrecondition("An API key may have at most %d webhook endpoints; delete one first.", MaxEndpoints)
+	} else if err != nil {
 		return nil, fmt.Errorf("create endpoint: %w", err)
 	}
 	s.log.InfoContext(ctx, "webhook endpoint created", "endpoint_id", e.ID)

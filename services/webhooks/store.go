@@ -11,10 +11,16 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrExists is returned when a record's id is taken.
 	ErrExists = errors.New("already exists")
+	// ErrLimit is returned by CreateEndpoint when the tenant has MaxEndpoints already.
+	ErrLimit = errors.New("endpoint limit reached")
 	// ErrLeaseLost is returned by FinishLeased when the delivery's lease is no longer the one
 	// the worker took: it ran out and another worker took it, or a resend changed it.
 	ErrLeaseLost = errors.New("lease lost")
 )
+
+// MaxEndpoints is how many endpoints one tenant (API key) may have: every event is fanned out
+// to each of them.
+const MaxEndpoints = 100
 
 // Config is a tenant's advanced webhook config; a tenant that never set one has the zero
 // Config (spec section 2's defaults).
@@ -160,7 +166,8 @@ type Store interface {
 	BasicConfig(ctx context.Context, apiKey string) (*BasicConfig, error) // zero when never set
 	UpdateBasicConfig(ctx context.Context, apiKey string, p BasicConfigPatch, now time.Time) (*BasicConfig, error)
 
-	// CreateEndpoint stores a new endpoint (ErrExists for a taken id).
+	// CreateEndpoint stores a new endpoint (ErrExists for a taken id), or returns ErrLimit when
+	// the tenant has MaxEndpoints: under concurrent creations too, on any MongoDB-wire server.
 	CreateEndpoint(ctx context.Context, e *Endpoint) error
 	// Endpoint returns one endpoint, or ErrNotFound.
 	Endpoint(ctx context.Context, apiKey, id string) (*Endpoint, error)

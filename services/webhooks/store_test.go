@@ -800,6 +800,47 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		}
 	})
 
+	t.Run("endpoint limit under concurrent creations", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		const extra = 20
+		errs := make([]error, MaxEndpoints+extra)
+		var wg sync.WaitGroup
+		for i := range errs {
+			wg.Go(func() { errs[i] = s.CreateEndpoint(ctx, endpoint("k1", fmt.Sprintf("ep%03d", i))) })
+		}
+		wg.Wait()
+		made, limited := 0, 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				made++
+			case errors.Is(err, ErrLimit):
+				limited++
+			default:
+				t.Fatal(err)
+			}
+		}
+		if made != MaxEndpoints || limited != extra {
+			t.Fatalf("%d made, %d refused; want %d and %d", made, limited, MaxEndpoints, extra)
+		}
+		if got := val(s.Endpoints(ctx, "k1")).must(t); len(got) != MaxEndpoints {
+			t.Fatalf("%d endpoints stored", len(got))
+		}
+		// Another tenant has its own places; a deletion gives one back.
+		must(t, s.CreateEndpoint(ctx, endpoint("k2", "other")))
+		var one string
+		for i, err := range errs {
+			if err == nil {
+				one = fmt.Sprintf("ep%03d", i)
+				break
+			}
+		}
+		wantErr(t, "one more", s.CreateEndpoint(ctx, endpoint("k1", "late")), ErrLimit)
+		must(t, s.DeleteEndpoint(ctx, "k1", one))
+		must(t, s.CreateEndpoint(ctx, endpoint("k1", "late")))
+	})
+
 	t.Run("one of concurrent claims wins", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
