@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -63,10 +64,12 @@ type Outbox struct {
 	retention time.Duration
 
 	wake map[string]chan struct{} // per lane
-	// locks keeps one delivery of an event to a subscriber at a time in this process. Two
+	// slots keeps one delivery of an event to a subscriber at a time in this process: a fixed set
+	// of one-place channels, an (event, subscriber) taking the one its hash names, so waiting
+	// for one can be bounded by a context and the set never grows. Two
 	// replicas may still deliver the same event at once; handlers are idempotent, so that costs
 	// work, not data.
-	locks sync.Map // event id + subscriber -> *sync.Mutex
+	slots [256]chan struct{}
 }
 
 // Option configures an Outbox.
@@ -91,6 +94,9 @@ func New(producer string, store Store, deliverer Deliverer, routes Routes, opts 
 	}
 	for _, s := range routes.All {
 		o.wake[s] = make(chan struct{}, 1)
+	}
+	for i := range o.slots {
+		o.slots[i] = make(chan struct{}, 1)
 	}
 	return o
 }
@@ -279,23 +285,26 @@ func (o *Outbox) runDue(ctx context.Context, sub string) {
 
 // deliver hands the event to one subscriber if it is still pending and due there, and records
 // the outcome: delivered (releasing the others when it is the gate), retried with backoff, or
-// refused for good. Without wait it leaves an event a lane is delivering to the lane, so
-// Publish never waits longer than its own bound.
-func (o *Outbox) deliver(ctx context.Context, id, sub string, wait bool) {
-	key := id + "\x00" + sub
-	lock, _ := o.locks.LoadOrStore(key, &sync.Mutex{})
-	mu := lock.(*sync.Mutex)
-	if !wait {
-		if !mu.TryLock() {
-			return
-		}
-	} else {
-		mu.Lock()
+// refused for good. While a lane delivers the same event it waits, for at most as long as ctx
+// allows, so Publish never waits longer than its own bound and still reads the outcome when
+// the lane finishes in time.
+func (o *Outbox) deliver(ctx context.Context, id, sub string, _ bool) {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(sub))
+	slot := o.slots[h.Sum32()%uint32(len(o.slots))]
+	// Bounded also for the lanes: two pairs may share a slot, and a handler that published into
+	// this same outbox while holding one must not block a lane for ever.
+	actx, cancel := context.WithTimeout(ctx, deliverTimeout)
+	select {
+	case slot <- struct{}{}:
+		cancel()
+	case <-actx.Done():
+		cancel()
+		return
 	}
-	defer func() {
-		mu.Unlock()
-		o.locks.Delete(key)
-	}()
+	defer func() { <-slot }()
 	r, err := o.store.Get(ctx, id)
 	if err != nil {
 		o.log.ErrorContext(ctx, "outbox: reading event", "event_id", id, "error", err)
