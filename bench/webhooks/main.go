@@ -26,7 +26,7 @@ import (
 )
 
 func main() {
-	events := flag.Int("events", 20000, "events published for the 1-endpoint case (the 100-endpoint cases publish a hundredth... see below)")
+	events := flag.Int("events", 20000, "deliveries of each case: the 1-endpoint case publishes this many events, the 100-endpoint cases a hundredth of it")
 	rate := flag.Int("rate", 50, "rateLimit of the rate case")
 	flag.Parse()
 	if err := run(*events, *rate); err != nil {
