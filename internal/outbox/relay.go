@@ -124,7 +124,7 @@ func (o *Outbox) Publish(ctx context.Context, e *lifecyclev1.Event) (*Record, er
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliverNow)
 	defer cancel()
 	if r.Gate != "" {
-		o.deliver(dctx, r.ID, r.Gate, false)
+		o.deliver(dctx, r.ID, r.Gate)
 		if got, err := o.store.Get(ctx, r.ID); err == nil {
 			r = got
 		}
@@ -134,7 +134,7 @@ func (o *Outbox) Publish(ctx context.Context, e *lifecyclev1.Event) (*Record, er
 		if sub == r.Gate {
 			continue
 		}
-		wg.Go(func() { o.deliver(dctx, r.ID, sub, false) })
+		wg.Go(func() { o.deliver(dctx, r.ID, sub) })
 	}
 	wg.Wait()
 	if got, err := o.store.Get(ctx, r.ID); err == nil {
@@ -275,7 +275,7 @@ func (o *Outbox) runDue(ctx context.Context, sub string) {
 			return
 		}
 		for _, r := range due {
-			o.deliver(ctx, r.ID, sub, true)
+			o.deliver(ctx, r.ID, sub)
 		}
 		if len(due) < batch {
 			return
@@ -288,7 +288,7 @@ func (o *Outbox) runDue(ctx context.Context, sub string) {
 // refused for good. While a lane delivers the same event it waits, for at most as long as ctx
 // allows, so Publish never waits longer than its own bound and still reads the outcome when
 // the lane finishes in time.
-func (o *Outbox) deliver(ctx context.Context, id, sub string, _ bool) {
+func (o *Outbox) deliver(ctx context.Context, id, sub string) {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(id))
 	_, _ = h.Write([]byte{0})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -83,7 +84,7 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 // trigger is switched off.
 func (s *Server) record(ctx context.Context, e *eventsv1.Event) error {
 	feature, action, ok := strings.Cut(e.GetType(), ".")
-	if !ok || !contains(featureTypes, feature) {
+	if !ok || !slices.Contains(featureTypes, feature) {
 		return nil
 	}
 	if e.GetId() == "" || e.GetApiKey() == "" || e.GetOrganizationId() == "" {

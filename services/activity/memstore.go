@@ -349,22 +349,6 @@ func (s *MemoryStore) Update(_ context.Context, apiKey, orgID, id string, p Patc
 	return nil
 }
 
-func (s *MemoryStore) Delete(_ context.Context, apiKey, orgID string, ids []string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o := s.org(apiKey, orgID)
-	if o == nil {
-		return nil
-	}
-	for _, id := range ids {
-		if r, ok := o.byID[id]; ok {
-			o.remove(r)
-		}
-	}
-	s.dropIfEmpty(apiKey, orgID)
-	return nil
-}
-
 func (s *MemoryStore) DeleteOrganization(_ context.Context, apiKey, orgID, gen string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -216,16 +216,6 @@ func (s *MongoStore) Update(ctx context.Context, apiKey, orgID, id string, p Pat
 	}
 }
 
-func (s *MongoStore) Delete(ctx context.Context, apiKey, orgID string, ids []string) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	if _, err := s.activities.DeleteMany(ctx, bson.M{"_id": bson.M{"$in": activityKeys(apiKey, orgID, ids)}}); err != nil {
-		return fmt.Errorf("activity store: delete: %w", err)
-	}
-	return nil
-}
-
 func (s *MongoStore) DeleteOrganization(ctx context.Context, apiKey, orgID, gen string) error {
 	q := append(orgFilter(apiKey, orgID), bson.E{Key: "orgGen", Value: ofGeneration(gen)})
 	if _, err := s.activities.DeleteMany(ctx, q); err != nil {

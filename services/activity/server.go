@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -206,22 +207,13 @@ func (s *Server) AddActivities(ctx context.Context, req *activityv1.AddActivitie
 	}
 	data := map[string]*activityv1.ItemResult{}
 	for _, r := range recs {
-		if contains(existing, r.ID) {
+		if slices.Contains(existing, r.ID) {
 			data[r.ID] = &activityv1.ItemResult{Message: msgItemExists}
 		} else {
 			data[r.ID] = &activityv1.ItemResult{Success: true, Message: msgItemAdded}
 		}
 	}
 	return &activityv1.ItemResultsResponse{Status: statusSuccess, Message: msgAdded, Data: data}, nil
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // generations returns the generations of the organization and document as the documents

@@ -114,8 +114,6 @@ type Store interface {
 	// Update applies the patch: ErrNotFound when the record does not exist, ErrImmutable when
 	// it is immutable (nothing written).
 	Update(ctx context.Context, apiKey, orgID, id string, p Patch) error
-	// Delete removes records by id (a writer's own compensation).
-	Delete(ctx context.Context, apiKey, orgID string, ids []string) error
 
 	// DeleteOrganization removes every record of the organization written under generation
 	// gen or under the empty generation.

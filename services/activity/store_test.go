@@ -566,33 +566,6 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		o1(t, s, "order after updates", Filter{}, nil, false, 0, "m3", "m1", "m2")
 	})
 
-	t.Run("delete", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		in1 := func(r *Record) { doc("d1", "g")(r); user("u1")(r); target("t1")(r) }
-		in2 := func(r *Record) { doc("d2", "g")(r); user("u2")(r); target("t2")(r) }
-		insert(t, s, rec("x1", 1, in1), rec("x2", 2, in1), rec("x3", 3, in1),
-			rec("y1", 4, in2), rec("y2", 5, in2), rec("y3", 6, in2), rec("y4", 7, in2),
-			rec("x1", 1, scope("k1", "o2")), rec("x1", 1, scope("k2", "o1")))
-		must(t, s.Delete(ctx, "k1", "o1", []string{"x1", "nope", "x3", "y4"}))
-		must(t, s.Delete(ctx, "k1", "o1", nil))
-		must(t, s.Delete(ctx, "k1", "nope", []string{"x2"}))
-		o1(t, s, "left", Filter{}, nil, false, 0, "x2", "y1", "y2", "y3")
-		o1(t, s, "left in the document", Filter{DocumentID: "d1"}, nil, true, 0, "x2")
-		o1(t, s, "left of the user", Filter{UserID: "u1"}, nil, false, 0, "x2")
-		o1(t, s, "left on the target", Filter{TargetEntityID: "t1"}, nil, false, 0, "x2")
-		o1(t, s, "left of user u2", Filter{UserID: "u2"}, nil, true, 0, "y3", "y2", "y1")
-		must(t, s.Delete(ctx, "k1", "o1", []string{"y1", "y2", "y3"}))
-		list(t, s, "k1/o2", "k1", "o2", Filter{}, nil, false, 0, "x1")
-		list(t, s, "k2/o1", "k2", "o1", Filter{}, nil, false, 0, "x1")
-		// A deleted id can be written again.
-		insert(t, s, rec("x1", 9, icon("again")))
-		o1(t, s, "written again", Filter{}, nil, false, 0, "x2", "x1")
-		must(t, s.Delete(ctx, "k1", "o1", []string{"x1", "x2"}))
-		o1(t, s, "all gone", Filter{}, nil, false, 0)
-		o1(t, s, "all gone from the document", Filter{DocumentID: "d1"}, nil, false, 0)
-	})
-
 	t.Run("delete organization by generation", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

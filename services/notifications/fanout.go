@@ -201,6 +201,17 @@ func userOf(u *notificationsv1.NotificationUser) User {
 	return User{UserID: u.GetUserId(), Name: u.GetName(), Email: u.GetEmail()}
 }
 
+// fillFrom takes a directory entry's name and email where the caller named the user without
+// them: the caller's words win.
+func (u *User) fillFrom(m *usersv1.UserInfo) {
+	if u.Name == "" {
+		u.Name = m.GetName()
+	}
+	if u.Email == "" {
+		u.Email = m.GetEmail()
+	}
+}
+
 // recipients are the named users, then (notifyAll) every member of the organization, without
 // the acting user, and (verifyUserPermissions) only those who can read the document.
 func (s *Server) recipients(ctx context.Context, n *Notification) ([]recipient, error) {
@@ -218,27 +229,19 @@ func (s *Server) recipients(ctx context.Context, n *Notification) ([]recipient, 
 				return nil, fmt.Errorf("list members: %w", err)
 			}
 			for _, m := range page.GetMembers() {
-				member := User{UserID: m.GetUserId(), Name: m.GetName(), Email: m.GetEmail()}
-				if i, ok := index[member.UserID]; ok {
-					// Named by the caller: their words win, the directory fills the gaps.
-					if out[i].user.Name == "" {
-						out[i].user.Name = member.Name
-					}
-					if out[i].user.Email == "" {
-						out[i].user.Email = member.Email
-					}
+				if i, ok := index[m.GetUserId()]; ok {
+					out[i].user.fillFrom(m)
 					continue
 				}
-				index[member.UserID] = len(out)
-				out = append(out, recipient{user: member})
+				index[m.GetUserId()] = len(out)
+				out = append(out, recipient{user: User{UserID: m.GetUserId(), Name: m.GetName(), Email: m.GetEmail()}})
 			}
 			if len(page.GetMembers()) == 0 || !page.GetMore() {
 				break // an empty page cannot move the position on
 			}
 			after = page.GetMembers()[len(page.GetMembers())-1].GetUserId()
 		}
-	}
-	if !n.NotifyAll {
+	} else {
 		// Named users the caller gave no name or address for: the directory fills the gaps.
 		var missing []string
 		for _, r := range out {
@@ -254,12 +257,7 @@ func (s *Server) recipients(ctx context.Context, n *Notification) ([]recipient, 
 			}
 			for _, m := range page.GetMembers() {
 				if i, ok := index[m.GetUserId()]; ok {
-					if out[i].user.Name == "" {
-						out[i].user.Name = m.GetName()
-					}
-					if out[i].user.Email == "" {
-						out[i].user.Email = m.GetEmail()
-					}
+					out[i].user.fillFrom(m)
 				}
 			}
 		}

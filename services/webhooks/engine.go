@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,9 +53,6 @@ var retrySchedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.
 func newClient(tg targets) *http.Client {
 	return egress.Client(tg.allowPrivate, attemptTimeout, perEndpoint*2)
 }
-
-// errPrivateTarget is egress's refusal, as the attempt log words it.
-var errPrivateTarget = egress.ErrBlocked
 
 // engine sends the queued deliveries: it leases due ones and hands them to a fixed pool of
 // workers, at most perEndpoint at a time per endpoint.
@@ -277,10 +275,10 @@ func wants(e *Endpoint, eventType, channel string) bool {
 	if e.FilterTypes == nil && strings.HasPrefix(eventType, "message.") {
 		return false
 	}
-	if e.FilterTypes != nil && !contains(e.FilterTypes, eventType) {
+	if e.FilterTypes != nil && !slices.Contains(e.FilterTypes, eventType) {
 		return false
 	}
-	return e.Channels == nil || contains(e.Channels, channel)
+	return e.Channels == nil || slices.Contains(e.Channels, channel)
 }
 
 // buildPayload is REFERENCE's payload: {event, actionType, source, data, webhookId, platform}.
@@ -488,8 +486,8 @@ func errText(err error) string {
 	var dns *net.DNSError
 	var ne net.Error
 	switch {
-	case errors.Is(err, errPrivateTarget):
-		return errPrivateTarget.Error()
+	case errors.Is(err, egress.ErrBlocked):
+		return egress.ErrBlocked.Error()
 	case errors.As(err, &dns):
 		return "the endpoint's host name does not resolve"
 	case errors.Is(err, syscall.ECONNREFUSED):

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -37,9 +38,6 @@ type targets struct {
 	allowPrivate bool
 }
 
-// blocked reports whether deliveries may not reach an address (internal/egress).
-func blocked(ip netip.Addr) bool { return egress.Blocked(ip) }
-
 // checkURL checks an endpoint URL: http(s) with a host, and when the host is a literal address,
 // one that may be called.
 func (tg targets) checkURL(field, raw string) error {
@@ -50,7 +48,7 @@ func (tg targets) checkURL(field, raw string) error {
 		return apierr.InvalidArgument("%s must be a valid http(s) URL.", field)
 	}
 	u, _ := url.Parse(raw)
-	if ip, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil && blocked(ip) && !tg.allowPrivate {
+	if ip, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil && egress.Blocked(ip) && !tg.allowPrivate {
 		return apierr.InvalidArgument(msgPrivateTarget)
 	}
 	if u.User != nil {
@@ -80,20 +78,11 @@ func stringList(field string, l *structpb.ListValue, max int, check func(string,
 		if err := check(fmt.Sprintf("%s[%d]", field, i), s.StringValue); err != nil {
 			return nil, err
 		}
-		if !contains(out, s.StringValue) {
+		if !slices.Contains(out, s.StringValue) {
 			out = append(out, s.StringValue)
 		}
 	}
 	return out, nil
-}
-
-func contains(l []string, v string) bool {
-	for _, x := range l {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func checkChannel(field, v string) error { return validate.ID(field, v) }

@@ -824,25 +824,16 @@ func checkState(state string) error {
 }
 
 func (s *MemoryStore) FinishDelivery(_ context.Context, id, state string, attempts int, next, now time.Time) error {
-	if err := checkState(state); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.deliveries[id]
-	if e == nil {
-		return ErrNotFound
-	}
-	s.unplace(e)
-	e.setState(state)
-	e.d.Attempts, e.d.UpdatedAt = attempts, ms(now)
-	e.setNext(next)
-	e.setLease(time.Time{})
-	s.place(e)
-	return nil
+	return s.finish(id, nil, state, attempts, next, now)
 }
 
 func (s *MemoryStore) FinishLeased(_ context.Context, id string, leaseUntil time.Time, state string, attempts int, next, now time.Time) error {
+	return s.finish(id, &leaseUntil, state, attempts, next, now)
+}
+
+// finish records an outcome and releases the lease; with leaseUntil, only while the lease is
+// still that one.
+func (s *MemoryStore) finish(id string, leaseUntil *time.Time, state string, attempts int, next, now time.Time) error {
 	if err := checkState(state); err != nil {
 		return err
 	}
@@ -852,7 +843,7 @@ func (s *MemoryStore) FinishLeased(_ context.Context, id string, leaseUntil time
 	if e == nil {
 		return ErrNotFound
 	}
-	if e.lease != leaseUntil.UnixMilli() {
+	if leaseUntil != nil && e.lease != leaseUntil.UnixMilli() {
 		return ErrLeaseLost
 	}
 	s.unplace(e)

@@ -679,9 +679,7 @@ func (s *MongoStore) FinishDelivery(ctx context.Context, id, state string, attem
 	if err := checkState(state); err != nil {
 		return err
 	}
-	res, err := s.deliveries.UpdateOne(ctx, bson.M{"_id": id}, bson.M{"$set": bson.M{
-		"state": state, "attempts": attempts, "next": next, "leaseUntil": time.Time{}, "updatedAt": now,
-	}})
+	res, err := s.deliveries.UpdateOne(ctx, bson.M{"_id": id}, outcome(state, attempts, next, now))
 	if err != nil {
 		return fmt.Errorf("webhooks store: finish delivery: %w", err)
 	}
@@ -689,6 +687,11 @@ func (s *MongoStore) FinishDelivery(ctx context.Context, id, state string, attem
 		return ErrNotFound
 	}
 	return nil
+}
+
+// outcome is the update that records an attempt's outcome and releases the lease.
+func outcome(state string, attempts int, next, now time.Time) bson.M {
+	return bson.M{"$set": bson.M{"state": state, "attempts": attempts, "next": next, "leaseUntil": time.Time{}, "updatedAt": now}}
 }
 
 func (s *MongoStore) FinishLeased(ctx context.Context, id string, leaseUntil time.Time, state string, attempts int, next, now time.Time) error {
@@ -699,9 +702,7 @@ func (s *MongoStore) FinishLeased(ctx context.Context, id string, leaseUntil tim
 	// same delivery must not fall between its check and its write.
 	s.claimMu.Lock()
 	defer s.claimMu.Unlock()
-	res, err := s.deliveries.UpdateOne(ctx, bson.M{"_id": id, "leaseUntil": leaseUntil.UTC().Truncate(time.Millisecond)}, bson.M{"$set": bson.M{
-		"state": state, "attempts": attempts, "next": next, "leaseUntil": time.Time{}, "updatedAt": now,
-	}})
+	res, err := s.deliveries.UpdateOne(ctx, bson.M{"_id": id, "leaseUntil": leaseUntil.UTC().Truncate(time.Millisecond)}, outcome(state, attempts, next, now))
 	if err != nil {
 		return fmt.Errorf("webhooks store: finish delivery: %w", err)
 	}

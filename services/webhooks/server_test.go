@@ -26,6 +26,7 @@ import (
 	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/clock"
+	"github.com/collab/collab/internal/egress"
 	"github.com/collab/collab/internal/lifecycle"
 )
 
@@ -517,7 +518,7 @@ func TestTargetsAndRedirects(t *testing.T) {
 		resp.Body.Close()
 		t.Fatal("a loopback name was dialled")
 	}
-	if !strings.Contains(err.Error(), errPrivateTarget.Error()) {
+	if !strings.Contains(err.Error(), egress.ErrBlocked.Error()) {
 		t.Fatalf("refusal %v", err)
 	}
 	if r.count() != 0 {
