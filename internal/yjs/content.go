@@ -1,0 +1,257 @@
+package yjs
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// Content refs of the update format (the low 5 bits of an item's info byte).
+const (
+	refGC      = 0
+	refDeleted = 1
+	refJSON    = 2
+	refBinary  = 3
+	refString  = 4
+	refEmbed   = 5
+	refFormat  = 6
+	refType    = 7
+	refAny     = 8
+	refDoc     = 9
+	refSkip    = 10
+)
+
+// Type refs of ContentType.
+const (
+	typeArray       = 0
+	typeMap         = 1
+	typeText        = 2
+	typeXmlElement  = 3
+	typeXmlFragment = 4
+	typeXmlHook     = 5
+	typeXmlText     = 6
+)
+
+// content is what an item holds. One struct for every kind keeps items small and splitting
+// simple; which fields are set depends on ref.
+type content struct {
+	ref uint8
+	// deleted: the length of a ContentDeleted.
+	n uint64
+	// string: UTF-16 code units, as JavaScript counts them.
+	str []uint16
+	// JSON: each element's JSON text; any: each element's encoded bytes. Kept as read so a
+	// re-encoding writes them exactly.
+	elems [][]byte
+	// binary bytes; embed JSON text; format value JSON text; doc options (an encoded any).
+	raw []byte
+	// format key; doc guid.
+	key string
+	// type: the shared type this item holds.
+	typ *ytype
+}
+
+// length is the number of clocks the content takes.
+func (c *content) length() uint64 {
+	switch c.ref {
+	case refDeleted:
+		return c.n
+	case refString:
+		return uint64(len(c.str))
+	case refJSON, refAny:
+		return uint64(len(c.elems))
+	}
+	return 1
+}
+
+// countable reports whether the content counts in its parent's length (formats and deleted
+// content do not).
+func (c *content) countable() bool { return c.ref != refDeleted && c.ref != refFormat }
+
+// splice cuts the content at offset, keeping the left part and returning the right one, as
+// yjs does (a surrogate pair cut in two becomes two U+FFFD).
+func (c *content) splice(offset uint64) content {
+	switch c.ref {
+	case refDeleted:
+		r := content{ref: refDeleted, n: c.n - offset}
+		c.n = offset
+		return r
+	case refString:
+		right := append([]uint16(nil), c.str[offset:]...)
+		left := c.str[:offset:offset]
+		if last := left[offset-1]; last >= 0xd800 && last <= 0xdbff {
+			left = append(left[:offset-1:offset-1], 0xfffd)
+			right[0] = 0xfffd
+		}
+		c.str = left
+		return content{ref: refString, str: right}
+	case refJSON, refAny:
+		r := content{ref: c.ref, elems: append([][]byte(nil), c.elems[offset:]...)}
+		c.elems = c.elems[:offset:offset]
+		return r
+	}
+	panic("yjs: splice of unsplittable content")
+}
+
+// mergeWith appends right's content when both are of a kind that merges.
+func (c *content) mergeWith(r *content) bool {
+	if c.ref != r.ref {
+		return false
+	}
+	switch c.ref {
+	case refDeleted:
+		c.n += r.n
+	case refString:
+		c.str = append(c.str, r.str...)
+	case refJSON, refAny:
+		c.elems = append(c.elems, r.elems...)
+	default:
+		return false
+	}
+	return true
+}
+
+// readContent reads the content of an item of the given ref.
+func (d *decoder) readContent(ref uint8) (content, error) {
+	switch ref {
+	case refDeleted:
+		n, err := d.uint()
+		if err != nil {
+			return content{}, err
+		}
+		if n == 0 {
+			return content{}, malformed("empty deleted content")
+		}
+		return content{ref: refDeleted, n: n}, nil
+	case refJSON:
+		n, err := d.count(1)
+		if err != nil {
+			return content{}, err
+		}
+		if n == 0 {
+			return content{}, malformed("empty JSON content")
+		}
+		elems := make([][]byte, n)
+		for i := range elems {
+			b, err := d.bytes()
+			if err != nil {
+				return content{}, err
+			}
+			if string(b) != "undefined" && !json.Valid(b) {
+				return content{}, malformed("JSON content is not JSON")
+			}
+			elems[i] = bytes.Clone(b)
+		}
+		return content{ref: refJSON, elems: elems}, nil
+	case refBinary:
+		b, err := d.bytes()
+		return content{ref: refBinary, raw: bytes.Clone(b)}, err
+	case refString:
+		s, err := d.string()
+		if err != nil {
+			return content{}, err
+		}
+		if len(s) == 0 {
+			return content{}, malformed("empty string content")
+		}
+		return content{ref: refString, str: u16(s)}, nil
+	case refEmbed:
+		b, err := d.bytes()
+		if err != nil {
+			return content{}, err
+		}
+		if !json.Valid(b) {
+			return content{}, malformed("embed is not JSON")
+		}
+		return content{ref: refEmbed, raw: bytes.Clone(b)}, nil
+	case refFormat:
+		k, err := d.string()
+		if err != nil {
+			return content{}, err
+		}
+		b, err := d.bytes()
+		if err != nil {
+			return content{}, err
+		}
+		if !json.Valid(b) {
+			return content{}, malformed("format value is not JSON")
+		}
+		return content{ref: refFormat, key: k, raw: bytes.Clone(b)}, nil
+	case refType:
+		tr, err := d.uint()
+		if err != nil {
+			return content{}, err
+		}
+		t := &ytype{ref: uint8(tr)}
+		switch tr {
+		case typeXmlElement, typeXmlHook:
+			if t.name, err = d.string(); err != nil {
+				return content{}, err
+			}
+		case typeArray, typeMap, typeText, typeXmlFragment, typeXmlText:
+		default:
+			return content{}, malformed("unknown type ref %d", tr)
+		}
+		return content{ref: refType, typ: t}, nil
+	case refAny:
+		n, err := d.count(1)
+		if err != nil {
+			return content{}, err
+		}
+		if n == 0 {
+			return content{}, malformed("empty any content")
+		}
+		elems := make([][]byte, n)
+		for i := range elems {
+			b, err := d.skipAny(0)
+			if err != nil {
+				return content{}, err
+			}
+			elems[i] = bytes.Clone(b)
+		}
+		return content{ref: refAny, elems: elems}, nil
+	case refDoc:
+		guid, err := d.string()
+		if err != nil {
+			return content{}, err
+		}
+		opts, err := d.skipAny(0)
+		if err != nil {
+			return content{}, err
+		}
+		return content{ref: refDoc, key: guid, raw: bytes.Clone(opts)}, nil
+	}
+	return content{}, malformed("unknown content ref %d", ref)
+}
+
+// write encodes the content from offset on.
+func (c *content) write(e *encoder, offset uint64) {
+	switch c.ref {
+	case refDeleted:
+		e.uint(c.n - offset)
+	case refString:
+		e.string(utf8Of(c.str[offset:]))
+	case refJSON:
+		e.uint(uint64(len(c.elems)) - offset)
+		for _, b := range c.elems[offset:] {
+			e.bytes(b)
+		}
+	case refAny:
+		e.uint(uint64(len(c.elems)) - offset)
+		for _, b := range c.elems[offset:] {
+			e.buf = append(e.buf, b...)
+		}
+	case refBinary, refEmbed:
+		e.bytes(c.raw)
+	case refFormat:
+		e.string(c.key)
+		e.bytes(c.raw)
+	case refType:
+		e.uint(uint64(c.typ.ref))
+		if c.typ.ref == typeXmlElement || c.typ.ref == typeXmlHook {
+			e.string(c.typ.name)
+		}
+	case refDoc:
+		e.string(c.key)
+		e.buf = append(e.buf, c.raw...)
+	}
+}

@@ -1,0 +1,389 @@
+package yjs
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+)
+
+// Replace makes a root hold value, as an ordinary Yjs update on the current state: what is
+// unchanged stays (the same items, so collaborators' positions and concurrent edits survive),
+// what is gone is deleted, what is new is inserted. Text is diffed by character (within
+// changed lines for long texts), maps key by key (into nested shared types), arrays by
+// element, XML by node. value is what encoding/json decodes: a string for text and xml, a
+// map[string]any for map, a []any for array. It returns the update (empty when nothing
+// changed), already applied to d; errors wrap ErrValue and leave d unchanged.
+func (d *Doc) Replace(root string, k Kind, value any) ([]byte, error) {
+	var xmlNodes []xmlNode
+	switch k {
+	case Text:
+		if _, ok := value.(string); !ok {
+			return nil, fmt.Errorf("%w: Data must be a string for type text.", ErrValue)
+		}
+	case XML:
+		s, ok := value.(string)
+		if !ok {
+			return nil, fmt.Errorf("%w: Data must be a string for type xml.", ErrValue)
+		}
+		var err error
+		if xmlNodes, err = parseXML(s); err != nil {
+			return nil, err
+		}
+	case Map:
+		if _, ok := value.(map[string]any); !ok {
+			return nil, fmt.Errorf("%w: Data must be an object for type map.", ErrValue)
+		}
+	case Array:
+		if _, ok := value.([]any); !ok {
+			return nil, fmt.Errorf("%w: Data must be an array for type array.", ErrValue)
+		}
+	default:
+		return nil, fmt.Errorf("%w: unknown type", ErrValue)
+	}
+	// Check that every value encodes before anything changes.
+	if err := checkValue(value, 0); err != nil {
+		return nil, err
+	}
+	t := d.root(root)
+	d.begin()
+	tr := d.tr
+	switch k {
+	case Text:
+		d.replaceText(t, value.(string))
+	case XML:
+		d.replaceXML(t, xmlNodes, 0)
+	case Map:
+		d.replaceMap(t, value.(map[string]any), 0)
+	case Array:
+		d.replaceArray(t, value.([]any))
+	}
+	d.commit()
+	if d.state(d.client) == tr.before[d.client] && len(tr.deleted) == 0 {
+		return nil, nil
+	}
+	return d.encodeTransaction(tr), nil
+}
+
+// checkValue refuses values writeAny cannot encode and nesting beyond what a reader accepts.
+func checkValue(v any, depth int) error {
+	if depth > maxAnyDepth {
+		return fmt.Errorf("%w: value nested deeper than %d levels", ErrValue, maxAnyDepth)
+	}
+	switch x := v.(type) {
+	case nil, bool, string, float64, json.Number, int, int64:
+		if n, ok := x.(json.Number); ok {
+			if _, err := n.Float64(); err != nil {
+				return fmt.Errorf("%w: number %s is out of range", ErrValue, n)
+			}
+		}
+	case map[string]any:
+		for _, e := range x {
+			if err := checkValue(e, depth+1); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if err := checkValue(e, depth+1); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("%w: unsupported value of type %T", ErrValue, v)
+	}
+	return nil
+}
+
+// newItem creates a local item between left and right in t and integrates it.
+func (d *Doc) newItem(t *ytype, left, right *block, sub string, hasSub bool, c content) *block {
+	b := &block{
+		id:      ID{d.client, d.state(d.client)},
+		length:  c.length(),
+		content: c,
+		parent:  t,
+		sub:     sub,
+		hasSub:  hasSub,
+		left:    left,
+		right:   right,
+	}
+	if left != nil {
+		b.origin, b.hasOrigin = left.lastID(), true
+	}
+	if right != nil {
+		b.rightOrigin, b.hasRightOrigin = right.id, true
+	}
+	d.integrateItem(b)
+	return b
+}
+
+// splitLocal splits an item of the store at diff and returns the right part.
+func (d *Doc) splitLocal(b *block, diff uint64) *block {
+	s := d.clients[b.id.Client]
+	i := find(s, b.id.Clock)
+	r := d.split(b, diff)
+	d.insertAt(b.id.Client, i+1, r)
+	return r
+}
+
+// seqCursor walks a sequence type by visible index, for local edits.
+type seqCursor struct {
+	d           *Doc
+	t           *ytype
+	left, right *block
+}
+
+func (d *Doc) cursor(t *ytype) *seqCursor { return &seqCursor{d: d, t: t, right: t.start} }
+
+// skip moves past n visible units.
+func (c *seqCursor) skip(n uint64) {
+	for n > 0 && c.right != nil {
+		r := c.right
+		if r.visible() {
+			if n < r.length {
+				c.d.splitLocal(r, n)
+			}
+			n -= r.length
+		}
+		c.left, c.right = r, r.right
+	}
+}
+
+// del deletes the next n visible units.
+func (c *seqCursor) del(n uint64) {
+	for n > 0 && c.right != nil {
+		r := c.right
+		if r.visible() {
+			if n < r.length {
+				c.d.splitLocal(r, n)
+			}
+			n -= r.length
+			c.d.deleteItem(r)
+		}
+		c.left, c.right = r, r.right
+	}
+}
+
+// insert puts content at the cursor and moves past it.
+func (c *seqCursor) insert(ct content) *block {
+	b := c.d.newItem(c.t, c.left, c.right, "", false, ct)
+	c.left = b
+	return b
+}
+
+// replaceText makes a text hold s: a character diff of the visible strings, applied in one
+// pass. Formats and embeds stay where they are.
+func (d *Doc) replaceText(t *ytype, s string) {
+	oldRunes := []rune(textString(t))
+	newRunes := []rune(s)
+	ops := diffRunes(oldRunes, newRunes)
+	if len(ops) == 0 {
+		return
+	}
+	// Positions are in runes; the sequence counts UTF-16 units, and embeds count one.
+	c := d.cursor(t)
+	pos := 0 // runes of old passed
+	for _, op := range ops {
+		c.skipText(oldRunes[pos:op.at])
+		c.delText(oldRunes[op.at : op.at+op.del])
+		pos = op.at + op.del
+		if len(op.ins) > 0 {
+			c.insert(content{ref: refString, str: u16(string(op.ins))})
+		}
+	}
+}
+
+// skipText moves past the given runes of text, and past any embed between them.
+func (c *seqCursor) skipText(rs []rune) {
+	n := utf16Len(rs)
+	for n > 0 && c.right != nil {
+		r := c.right
+		if r.visible() && r.content.ref == refString {
+			if n < r.length {
+				c.d.splitLocal(r, n)
+			}
+			n -= r.length
+		}
+		c.left, c.right = r, r.right
+	}
+}
+
+// delText deletes the given runes of text, leaving embeds and formats between them.
+func (c *seqCursor) delText(rs []rune) {
+	n := utf16Len(rs)
+	for n > 0 && c.right != nil {
+		r := c.right
+		if r.visible() && r.content.ref == refString {
+			if n < r.length {
+				c.d.splitLocal(r, n)
+			}
+			n -= r.length
+			c.d.deleteItem(r)
+		}
+		c.left, c.right = r, r.right
+	}
+}
+
+func utf16Len(rs []rune) uint64 {
+	n := uint64(0)
+	for _, r := range rs {
+		if r >= 0x10000 {
+			n += 2
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// replaceMap sets every key of m that differs and deletes every key m lacks. A key holding a
+// nested shared type of the kind the new value is (a map for an object, an array for an
+// array, a text for a string) is edited in place.
+func (d *Doc) replaceMap(t *ytype, m map[string]any, depth int) {
+	for _, k := range sortedKeysOf(t.m) {
+		if b := t.m[k]; !b.deleted {
+			if _, keep := m[k]; !keep {
+				d.deleteItem(b)
+			}
+		}
+	}
+	for _, k := range sortedKeys(m) {
+		v := m[k]
+		cur := t.m[k]
+		if cur != nil && !cur.deleted {
+			if cur.content.ref == refType && depth < maxViewDepth {
+				nt := cur.content.typ
+				switch x := v.(type) {
+				case map[string]any:
+					if nt.ref == typeMap {
+						d.replaceMap(nt, x, depth+1)
+						continue
+					}
+				case []any:
+					if nt.ref == typeArray {
+						d.replaceArray(nt, x)
+						continue
+					}
+				case string:
+					if nt.ref == typeText {
+						d.replaceText(nt, x)
+						continue
+					}
+				}
+			}
+			if sameJSON(lastValue(cur, 0), v) {
+				continue
+			}
+		}
+		d.newItem(t, cur, nil, k, true, anyContent([]any{v}))
+	}
+}
+
+func sortedKeysOf(m map[string]*block) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// anyContent encodes values as a ContentAny.
+func anyContent(vals []any) content {
+	c := content{ref: refAny, elems: make([][]byte, len(vals))}
+	for i, v := range vals {
+		var e encoder
+		_ = e.writeAny(v) // checked by checkValue
+		c.elems[i] = e.buf
+	}
+	return c
+}
+
+// sameJSON compares a stored value with a new one as JSON values.
+func sameJSON(a, b any) bool {
+	return reflect.DeepEqual(normalize(a), normalize(b))
+}
+
+// normalize maps a value to plain JSON values (numbers as float64), for comparison.
+func normalize(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		f, _ := x.Float64()
+		return f
+	case int:
+		return float64(x)
+	case int64:
+		return float64(x)
+	case BigInt:
+		return float64(x)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = normalize(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = normalize(e)
+		}
+		return out
+	}
+	return v
+}
+
+// replaceArray makes an array hold vals: a diff by element, each element compared as JSON.
+func (d *Doc) replaceArray(t *ytype, vals []any) {
+	old := arrayJSON(t, 0)
+	keyOf := func(v any) string {
+		b, err := json.Marshal(normalize(jsonSafe(v)))
+		if err != nil {
+			return fmt.Sprintf("%#v", v)
+		}
+		return string(b)
+	}
+	a := make([]string, len(old))
+	for i, v := range old {
+		a[i] = keyOf(v)
+	}
+	b := make([]string, len(vals))
+	for i, v := range vals {
+		b[i] = keyOf(v)
+	}
+	ops := diffSeq(a, b)
+	c := d.cursor(t)
+	pos := 0
+	for _, op := range ops {
+		c.skip(uint64(op.at - pos))
+		c.del(uint64(op.del))
+		pos = op.at + op.del
+		if op.ins > 0 {
+			c.insert(anyContent(vals[op.insAt : op.insAt+op.ins]))
+		}
+	}
+}
+
+// jsonSafe turns view values that encoding/json cannot write into comparable stand-ins.
+func jsonSafe(v any) any {
+	switch x := v.(type) {
+	case Undefined:
+		return map[string]any{"$undefined": true}
+	case []byte:
+		return map[string]any{"$bytes": x}
+	case SubDoc:
+		return map[string]any{"$doc": x.GUID}
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = jsonSafe(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = jsonSafe(e)
+		}
+		return out
+	}
+	return v
+}

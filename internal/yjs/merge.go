@@ -1,0 +1,47 @@
+package yjs
+
+import "unsafe"
+
+// Merge returns one update equal to applying all of them, in any order: the document they
+// make, encoded whole. Malformed input wraps ErrMalformed.
+func Merge(updates ...[]byte) ([]byte, error) {
+	d := NewDocWithClient(0)
+	for _, u := range updates {
+		if err := d.Apply(u); err != nil {
+			return nil, err
+		}
+	}
+	return d.encode(nil), nil
+}
+
+// Pending reports whether structs or deletions wait for structs the document has not seen.
+func (d *Doc) Pending() bool { return len(d.pending) > 0 || len(d.pendingDS) > 0 }
+
+// Size estimates the bytes the document holds, to bound what one document may cost.
+func (d *Doc) Size() int {
+	n := 0
+	for _, s := range d.clients {
+		n += len(s) * int(unsafe.Sizeof(uintptr(0)))
+		for _, b := range s {
+			n += int(unsafe.Sizeof(*b)) + b.content.bytes()
+		}
+	}
+	for _, q := range d.pending {
+		for _, p := range q {
+			n += int(unsafe.Sizeof(*p)+unsafe.Sizeof(*p.b)) + p.b.content.bytes()
+		}
+	}
+	return n
+}
+
+// bytes is the heap a content holds beyond its struct.
+func (c *content) bytes() int {
+	n := 2*len(c.str) + len(c.raw) + len(c.key)
+	for _, e := range c.elems {
+		n += len(e) + int(unsafe.Sizeof(e))
+	}
+	if c.typ != nil {
+		n += int(unsafe.Sizeof(*c.typ)) + len(c.typ.name) + 48*len(c.typ.m)
+	}
+	return n
+}
