@@ -193,11 +193,21 @@ func (d *decoder) readDeleteSet() ([]dsRange, error) {
 // wait in the document until they do. Malformed bytes leave the document unchanged and return
 // an error wrapping ErrMalformed.
 func (d *Doc) Apply(update []byte) error {
+	_, err := d.ApplyChanged(update)
+	return err
+}
+
+// ApplyChanged is Apply that also reports whether the update changed the document: added
+// structs (integrated or waiting) or deleted something. A client's echo of what it already
+// has changes nothing.
+func (d *Doc) ApplyChanged(update []byte) (bool, error) {
 	u, err := decodeUpdate(update)
 	if err != nil {
-		return err
+		return false, err
 	}
+	pendingBefore := d.pendingCount()
 	d.begin()
+	tr := d.tr
 	defer d.commit()
 	if d.pending == nil {
 		d.pending = map[uint64][]*pendingStruct{}
@@ -221,12 +231,33 @@ func (d *Doc) Apply(update []byte) error {
 			}
 			return 0
 		})
+		// A struct sent twice waits once.
+		q = slices.CompactFunc(q, func(a, b *pendingStruct) bool {
+			return a.b.id.Clock == b.b.id.Clock && a.b.length == b.b.length
+		})
 		d.pending[c] = q
 	}
 	d.drain()
 	d.pendingDS = append(d.pendingDS, u.ds...)
 	d.applyDeletes()
-	return nil
+	if len(tr.deleted) > 0 || d.pendingCount() != pendingBefore {
+		return true, nil
+	}
+	for c := range d.clients {
+		if d.state(c) != tr.before[c] {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// pendingCount is how many structs and deletions wait.
+func (d *Doc) pendingCount() int {
+	n := len(d.pendingDS)
+	for _, q := range d.pending {
+		n += len(q)
+	}
+	return n
 }
 
 // drain integrates every pending struct whose dependencies are present, following a struct's
@@ -514,7 +545,17 @@ func (d *Doc) applyDeletes() {
 			}
 		}
 	}
-	d.pendingDS = rest
+	// Keep each waiting range once, however often it is sent.
+	byClient := map[uint64][][2]uint64{}
+	for _, r := range rest {
+		byClient[r.client] = append(byClient[r.client], [2]uint64{r.clock, r.length})
+	}
+	d.pendingDS = d.pendingDS[:0]
+	for c, rs := range byClient {
+		for _, r := range sortMerge(rs) {
+			d.pendingDS = append(d.pendingDS, dsRange{c, r[0], r[1]})
+		}
+	}
 }
 
 // begin starts a transaction.

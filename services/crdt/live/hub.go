@@ -1,0 +1,316 @@
+// Package live serves the y-websocket protocol for the crdt service: rooms of connected Yjs
+// clients, one per editor data, kept in step with the durable update log so that several
+// replicas can serve the same document.
+//
+// A room loads its document from the log on first use and unloads after it has been empty for
+// a while. A client's update is refused unless the connection may write, then stored in the
+// log, then applied and relayed to the room: nobody sees an update the log does not hold.
+// Every replica polls the log of its loaded rooms for updates other replicas stored and relays
+// them to its own clients. Awareness (cursors, presence) is relayed among the clients of a
+// replica and dropped with the connection that owned it.
+package live
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/collab/collab/internal/yjs"
+)
+
+// Log is the durable update log of the documents (the crdt service's store).
+type Log interface {
+	// Load returns a document's whole state as one update, and the sequence number of the
+	// last update it includes.
+	Load(ctx context.Context, key string) (state []byte, seq uint64, err error)
+	// Append stores an update after the document's others and returns its sequence number.
+	Append(ctx context.Context, key string, update []byte) (seq uint64, err error)
+	// Since returns the stored updates after seq, in order. reset reports that updates after
+	// seq were compacted away; the caller loads the state again.
+	Since(ctx context.Context, key string, seq uint64) (entries []Entry, reset bool, err error)
+}
+
+// Entry is one stored update.
+type Entry struct {
+	Seq    uint64
+	Update []byte
+}
+
+// Grant is what Authorize allows a connection: the room it joins and whether it may write.
+type Grant struct {
+	// Key names the document in the Log; connections with the same key share a room.
+	Key      string
+	CanWrite bool
+	// Who: for logs and events.
+	UserID string
+	// Opaque to the hub; handed back in Changed.
+	Info any
+}
+
+// DeniedError is an authorization refusal; its reason goes to the client in the protocol's
+// permission-denied message.
+type DeniedError struct{ Reason string }
+
+func (e *DeniedError) Error() string { return e.Reason }
+
+// Config is what a Hub needs.
+type Config struct {
+	Log Log
+	// Authorize decides a connection from the path's ids and the token. A *DeniedError's
+	// reason reaches the client; other errors are logged and the client is told the service
+	// is unavailable.
+	Authorize func(ctx context.Context, token, organizationID, documentID, editorID string) (Grant, error)
+	// Changed is told, at most once per EventEvery per room, that clients changed the
+	// document, with the state after the changes and the grant of the last writer.
+	Changed func(g Grant, state []byte)
+	Logger  *slog.Logger
+	// Prefix is the route: /v2/crdt/sync/ followed by organizationId/documentId/editorId.
+	Prefix string
+	// Poll is how often a loaded room reads the log for other replicas' updates.
+	Poll time.Duration
+	// Idle is how long an empty room stays loaded.
+	Idle time.Duration
+	// EventEvery spaces Changed calls of one room.
+	EventEvery time.Duration
+	// MaxFrame bounds one incoming frame; MaxDocBytes one document (yjs.Doc.Size).
+	MaxFrame    int64
+	MaxDocBytes int
+	// MaxConns bounds the connections of one room.
+	MaxConns int
+}
+
+// Defaults of Config's zero fields.
+const (
+	DefaultPoll        = 250 * time.Millisecond
+	DefaultIdle        = 30 * time.Second
+	DefaultEventEvery  = 5 * time.Second
+	DefaultMaxFrame    = 8 << 20
+	DefaultMaxDocBytes = 64 << 20
+	DefaultMaxConns    = 1000
+	writeQueue         = 512
+	writeTimeout       = 10 * time.Second
+)
+
+// Hub holds the rooms of one replica.
+type Hub struct {
+	cfg  Config
+	log  *slog.Logger
+	mu   sync.Mutex
+	rms  map[string]*room
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New returns a hub serving cfg.Prefix.
+func New(cfg Config) *Hub {
+	if cfg.Poll <= 0 {
+		cfg.Poll = DefaultPoll
+	}
+	if cfg.Idle <= 0 {
+		cfg.Idle = DefaultIdle
+	}
+	if cfg.EventEvery <= 0 {
+		cfg.EventEvery = DefaultEventEvery
+	}
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = DefaultMaxFrame
+	}
+	if cfg.MaxDocBytes <= 0 {
+		cfg.MaxDocBytes = DefaultMaxDocBytes
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Hub{cfg: cfg, log: cfg.Logger, rms: map[string]*room{}, done: make(chan struct{})}
+}
+
+// Close unloads every room and closes every connection.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	select {
+	case <-h.done:
+	default:
+		close(h.done)
+	}
+	rooms := make([]*room, 0, len(h.rms))
+	for _, r := range h.rms {
+		rooms = append(rooms, r)
+	}
+	h.mu.Unlock()
+	for _, r := range rooms {
+		r.closeAll()
+	}
+	h.wg.Wait()
+}
+
+// Rooms is the number of loaded rooms.
+func (h *Hub) Rooms() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.rms)
+}
+
+// Publish applies an update stored by someone else on this replica (a REST change) to the
+// document's room, when it is loaded, and relays it to the room's clients.
+func (h *Hub) Publish(key string, seq uint64, update []byte) {
+	h.mu.Lock()
+	r := h.rms[key]
+	h.mu.Unlock()
+	if r != nil {
+		r.applyStored(seq, update)
+	}
+}
+
+// Reload makes a loaded room read its document again (after a deletion or a move): its
+// clients are disconnected and reconnect to what the log holds now.
+func (h *Hub) Reload(key string) {
+	h.mu.Lock()
+	r := h.rms[key]
+	h.mu.Unlock()
+	if r != nil {
+		r.broken.Store(true)
+		r.closeAll()
+	}
+}
+
+// ServeHTTP upgrades a request for Prefix/organizationId/documentId/editorId?token=... to a
+// y-websocket connection.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	rest, ok := strings.CutPrefix(req.URL.Path, h.cfg.Prefix)
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		http.Error(w, `{"error":{"status":"NOT_FOUND","message":"Not found."}}`, http.StatusNotFound)
+		return
+	}
+	// The token, not a cookie, authenticates: pages of any origin may connect (browsers send
+	// no ambient credential a cross-site page could borrow).
+	c, err := websocket.Accept(w, req, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	if err != nil {
+		return // Accept answered the request.
+	}
+	c.SetReadLimit(h.cfg.MaxFrame)
+	ctx, cancel := context.WithTimeout(req.Context(), 10*time.Second)
+	g, err := h.cfg.Authorize(ctx, req.URL.Query().Get("token"), parts[0], parts[1], parts[2])
+	cancel()
+	if err != nil {
+		reason := "The service is unavailable; try again."
+		var denied *DeniedError
+		if errors.As(err, &denied) {
+			reason = denied.Reason
+		} else {
+			h.log.Warn("crdt sync: authorize", "err", err)
+		}
+		wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = c.Write(wctx, websocket.MessageBinary, yjs.PermissionDeniedFrame(reason))
+		cancel()
+		_ = c.Close(websocket.StatusPolicyViolation, truncate(reason, 120))
+		return
+	}
+	r, err := h.join(req.Context(), g.Key)
+	if err != nil {
+		h.log.Warn("crdt sync: load document", "err", err)
+		_ = c.Close(websocket.StatusTryAgainLater, "The document could not be loaded; try again.")
+		return
+	}
+	cn := &conn{ws: c, grant: g, out: make(chan []byte, writeQueue), clients: map[uint64]uint64{}}
+	if !r.add(cn) {
+		h.leave(r)
+		_ = c.Close(websocket.StatusTryAgainLater, "Too many connections to this document.")
+		return
+	}
+	r.serve(cn)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// join returns the key's room, loading it, and holds a reference to it.
+func (h *Hub) join(ctx context.Context, key string) (*room, error) {
+	for {
+		h.mu.Lock()
+		r := h.rms[key]
+		if r != nil && r.broken.Load() {
+			delete(h.rms, key)
+			r = nil
+		}
+		if r == nil {
+			r = &room{hub: h, key: key, ready: make(chan struct{}), conns: map[*conn]struct{}{}, aware: map[uint64]awareness{}, seen: map[uint64]bool{}}
+			h.rms[key] = r
+			r.refs++
+			h.mu.Unlock()
+			r.loadErr = r.load(ctx)
+			close(r.ready)
+			if r.loadErr != nil {
+				h.mu.Lock()
+				r.refs--
+				h.forgetLocked(r)
+				h.mu.Unlock()
+				return nil, r.loadErr
+			}
+			h.wg.Add(1)
+			go r.follow()
+			return r, nil
+		}
+		r.refs++
+		h.mu.Unlock()
+		<-r.ready
+		if r.loadErr == nil {
+			return r, nil
+		}
+		h.mu.Lock()
+		r.refs--
+		h.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		default:
+		}
+	}
+}
+
+// leave drops a reference; the room unloads once it has had none for Idle.
+func (h *Hub) leave(r *room) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r.refs--
+	if r.refs == 0 {
+		r.idleSince = time.Now()
+	}
+}
+
+// unloadIfIdle removes the room when it has been unreferenced for Idle.
+func (h *Hub) unloadIfIdle(r *room) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r.refs > 0 || time.Since(r.idleSince) < h.cfg.Idle {
+		return false
+	}
+	h.forgetLocked(r)
+	return true
+}
+
+// forget removes the room from the hub, unless a newer room took its key.
+func (h *Hub) forget(r *room) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.forgetLocked(r)
+}
+
+func (h *Hub) forgetLocked(r *room) {
+	if h.rms[r.key] == r {
+		delete(h.rms, r.key)
+	}
+}

@@ -1,0 +1,306 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/collab/collab/internal/yjs"
+)
+
+// memLog is a Log in memory, shared by the hubs of a test as replicas share MongoDB.
+type memLog struct {
+	mu      sync.Mutex
+	updates map[string][][]byte
+	fail    bool
+}
+
+func (l *memLog) Load(_ context.Context, key string) ([]byte, uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	us := l.updates[key]
+	if len(us) == 0 {
+		return nil, 0, nil
+	}
+	m, err := yjs.Merge(us...)
+	return m, uint64(len(us)), err
+}
+
+func (l *memLog) Append(_ context.Context, key string, u []byte) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fail {
+		return 0, errors.New("log down")
+	}
+	if l.updates == nil {
+		l.updates = map[string][][]byte{}
+	}
+	l.updates[key] = append(l.updates[key], append([]byte(nil), u...))
+	return uint64(len(l.updates[key])), nil
+}
+
+func (l *memLog) Since(_ context.Context, key string, seq uint64) ([]Entry, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Entry
+	for i := seq; i < uint64(len(l.updates[key])); i++ {
+		out = append(out, Entry{Seq: i + 1, Update: l.updates[key][i]})
+	}
+	return out, false, nil
+}
+
+// tokens: "edit" writes, "view" reads, anything else is refused.
+func authorize(_ context.Context, token, org, doc, editor string) (Grant, error) {
+	switch token {
+	case "edit":
+		return Grant{Key: org + "/" + doc + "/" + editor, CanWrite: true, UserID: "u1"}, nil
+	case "view":
+		return Grant{Key: org + "/" + doc + "/" + editor, UserID: "u2"}, nil
+	}
+	return Grant{}, &DeniedError{Reason: "Token is malformed."}
+}
+
+func newServer(t *testing.T, log Log, changed func(Grant, []byte)) (*Hub, string) {
+	h := New(Config{Log: log, Authorize: authorize, Prefix: "/v2/crdt/sync/", Poll: 20 * time.Millisecond, Idle: 50 * time.Millisecond, EventEvery: 30 * time.Millisecond, Changed: changed})
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() })
+	return h, "ws" + strings.TrimPrefix(srv.URL, "http") + "/v2/crdt/sync/"
+}
+
+// client is a minimal y-websocket peer on a yjs.Doc.
+type client struct {
+	t   *testing.T
+	ws  *websocket.Conn
+	doc *yjs.Doc
+	mu  sync.Mutex
+	got chan yjs.Message
+	// end is the read error that ended the connection, set before got closes.
+	end error
+}
+
+func dial(t *testing.T, url, token string) *client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, url+"?token="+token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &client{t: t, ws: ws, doc: yjs.NewDoc(), got: make(chan yjs.Message, 100)}
+	t.Cleanup(func() { ws.CloseNow() })
+	// As y-websocket's client: ask for what the server has.
+	if err := ws.Write(ctx, websocket.MessageBinary, yjs.SyncFrame(yjs.SyncStep1, c.doc.StateVector())); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(c.got)
+		for {
+			_, b, err := ws.Read(context.Background())
+			if err != nil {
+				c.end = err
+				return
+			}
+			m, err := yjs.ReadMessage(b)
+			if err != nil {
+				t.Errorf("server sent a malformed frame: %v", err)
+				return
+			}
+			if m.Type == yjs.MessageSync {
+				c.mu.Lock()
+				if m.Sync == yjs.SyncStep1 {
+					// As y-websocket's client: answer with what the server lacks.
+					diff, err := c.doc.Encode(m.Payload)
+					if err != nil {
+						t.Errorf("server's state vector: %v", err)
+					}
+					_ = ws.Write(context.Background(), websocket.MessageBinary, yjs.SyncFrame(yjs.SyncStep2, diff))
+				} else if err := c.doc.Apply(m.Payload); err != nil {
+					t.Errorf("server's update: %v", err)
+				}
+				c.mu.Unlock()
+			}
+			c.got <- m
+		}
+	}()
+	return c
+}
+
+func (c *client) send(frame []byte) {
+	if err := c.ws.Write(context.Background(), websocket.MessageBinary, frame); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *client) edit(text string) {
+	c.mu.Lock()
+	u, err := c.doc.Replace("content", yjs.Text, text)
+	c.mu.Unlock()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.send(yjs.SyncFrame(yjs.SyncUpdate, u))
+}
+
+func (c *client) text() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.doc.JSON("content", yjs.Text).(string)
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestEditsReachOtherReplicasAndPersist(t *testing.T) {
+	log := &memLog{}
+	var mu sync.Mutex
+	var events []Grant
+	_, url1 := newServer(t, log, func(g Grant, state []byte) {
+		mu.Lock()
+		events = append(events, g)
+		mu.Unlock()
+	})
+	_, url2 := newServer(t, log, nil)
+	a := dial(t, url1+"o/d/e", "edit")
+	b := dial(t, url2+"o/d/e", "edit")
+	a.edit("hello")
+	eventually(t, "b sees a's edit", func() bool { return b.text() == "hello" })
+	b.edit("hello world")
+	eventually(t, "a sees b's edit", func() bool { return a.text() == "hello world" })
+	st, _, _ := log.Load(context.Background(), "o/d/e")
+	d := yjs.NewDoc()
+	d.Apply(st)
+	if g := d.JSON("content", yjs.Text); g != "hello world" {
+		t.Fatalf("log holds %q", g)
+	}
+	eventually(t, "a change event", func() bool { mu.Lock(); defer mu.Unlock(); return len(events) > 0 })
+	if events[0].UserID != "u1" {
+		t.Fatalf("event grant %+v", events[0])
+	}
+}
+
+func TestViewerEditsAreNotApplied(t *testing.T) {
+	log := &memLog{}
+	_, url := newServer(t, log, nil)
+	e := dial(t, url+"o/d/e", "edit")
+	v := dial(t, url+"o/d/e", "view")
+	e.edit("from editor")
+	eventually(t, "viewer reads", func() bool { return v.text() == "from editor" })
+	v.edit("from viewer")
+	time.Sleep(100 * time.Millisecond)
+	if g := e.text(); g != "from editor" {
+		t.Fatalf("editor sees %q after a viewer's edit", g)
+	}
+	if n := log.count("o/d/e"); n != 1 {
+		t.Fatalf("log has %d updates", n)
+	}
+}
+
+func TestRefusedTokenGetsPermissionDenied(t *testing.T) {
+	_, url := newServer(t, &memLog{}, nil)
+	c := dial(t, url+"o/d/e", "forged")
+	select {
+	case m, ok := <-c.got:
+		if !ok || m.Type != yjs.MessageAuth {
+			t.Fatalf("first message %+v (open %v), want auth", m, ok)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("no message")
+	}
+	if _, _, err := readUntilClose(c); websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+		t.Fatalf("close = %v", err)
+	}
+}
+
+func TestAwarenessRelayedAndCleanedUp(t *testing.T) {
+	_, url := newServer(t, &memLog{}, nil)
+	a := dial(t, url+"o/d/e", "edit")
+	b := dial(t, url+"o/d/e", "view")
+	a.send(yjs.AwarenessFrame([]yjs.AwarenessState{{Client: 42, Clock: 1, State: []byte(`{"user":"a"}`)}}))
+	waitAwareness(t, b, func(s yjs.AwarenessState) bool { return s.Client == 42 && !s.Gone() })
+	a.ws.Close(websocket.StatusNormalClosure, "")
+	waitAwareness(t, b, func(s yjs.AwarenessState) bool { return s.Client == 42 && s.Gone() })
+}
+
+func waitAwareness(t *testing.T, c *client, match func(yjs.AwarenessState) bool) {
+	t.Helper()
+	timeout := time.After(3 * time.Second)
+	for {
+		select {
+		case m, ok := <-c.got:
+			if !ok {
+				t.Fatal("closed")
+			}
+			for _, s := range m.Awareness {
+				if match(s) {
+					return
+				}
+			}
+		case <-timeout:
+			t.Fatal("awareness not seen")
+		}
+	}
+}
+
+func TestMalformedFrameClosesAndLogFailureDisconnects(t *testing.T) {
+	log := &memLog{}
+	h, url := newServer(t, log, nil)
+	c := dial(t, url+"o/d/e", "edit")
+	c.send([]byte{0, 2, 5, 1, 2})
+	if _, _, err := readUntilClose(c); websocket.CloseStatus(err) != websocket.StatusUnsupportedData {
+		t.Fatalf("close = %v", err)
+	}
+	c2 := dial(t, url+"o/d/e", "edit")
+	log.mu.Lock()
+	log.fail = true
+	log.mu.Unlock()
+	c2.edit("lost")
+	if _, _, err := readUntilClose(c2); websocket.CloseStatus(err) != websocket.StatusTryAgainLater {
+		t.Fatalf("close = %v", err)
+	}
+	log.mu.Lock()
+	log.fail = false
+	log.mu.Unlock()
+	// The room reloads from the log: the refused edit is nowhere.
+	c3 := dial(t, url+"o/d/e", "edit")
+	c3.edit("kept")
+	eventually(t, "room reloaded", func() bool { return log.count("o/d/e") == 1 })
+	eventually(t, "rooms unload when idle", func() bool {
+		c3.ws.Close(websocket.StatusNormalClosure, "")
+		return h.Rooms() == 0
+	})
+}
+
+// readUntilClose waits for the server to end the connection and returns why.
+func readUntilClose(c *client) (int, []byte, error) {
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case _, ok := <-c.got:
+			if !ok {
+				return 0, nil, c.end
+			}
+		case <-timeout:
+			return 0, nil, errors.New("connection not closed")
+		}
+	}
+}
+
+func (l *memLog) count(key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.updates[key])
+}

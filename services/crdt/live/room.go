@@ -1,0 +1,415 @@
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/collab/collab/internal/yjs"
+)
+
+// room is one document's connections on this replica.
+type room struct {
+	hub   *Hub
+	key   string
+	ready chan struct{}
+	// loadErr is set before ready closes.
+	loadErr error
+
+	// refs and idleSince are guarded by hub.mu.
+	refs      int
+	idleSince time.Time
+
+	mu    sync.Mutex
+	doc   *yjs.Doc
+	seq   uint64          // the log is applied up to here
+	seen  map[uint64]bool // sequence numbers after seq already applied (own appends)
+	conns map[*conn]struct{}
+	aware map[uint64]awareness
+	// size estimates the document's bytes (yjs.Doc.Size at load, plus a margin per update,
+	// measured again when it passes the limit).
+	size int
+	// broken: the document holds an update the log refused; the room must not serve again.
+	broken atomic.Bool
+	// Pending change event: the grant of the last writer since the last event.
+	dirty     bool
+	lastGrant Grant
+	lastEvent time.Time
+}
+
+// awareness is one Yjs client's presence state, owned by the connection that sent it.
+type awareness struct {
+	clock uint64
+	state json.RawMessage
+	owner *conn
+}
+
+// conn is one client connection.
+type conn struct {
+	ws    *websocket.Conn
+	grant Grant
+	out   chan []byte
+	once  sync.Once
+	// The Yjs client ids whose awareness this connection sent, with their last clock.
+	clients map[uint64]uint64
+}
+
+func (r *room) load(ctx context.Context) error {
+	state, seq, err := r.hub.cfg.Log.Load(ctx, r.key)
+	if err != nil {
+		return err
+	}
+	d := yjs.NewDoc()
+	if len(state) > 0 {
+		if err := d.Apply(state); err != nil {
+			return err
+		}
+	}
+	r.doc, r.seq, r.size = d, seq, d.Size()
+	return nil
+}
+
+// add registers a connection unless the room is full.
+func (r *room) add(c *conn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.conns) >= r.hub.cfg.MaxConns {
+		return false
+	}
+	r.conns[c] = struct{}{}
+	return true
+}
+
+// send queues a frame for a connection; a client too slow to keep up is disconnected rather
+// than buffered without bound.
+func (c *conn) send(frame []byte) {
+	select {
+	case c.out <- frame:
+	default:
+		c.close(websocket.StatusTryAgainLater, "Too slow to keep up; reconnect.")
+	}
+}
+
+func (c *conn) close(code websocket.StatusCode, reason string) {
+	c.once.Do(func() {
+		close(c.out)
+		go func() { _ = c.ws.Close(code, reason) }()
+	})
+}
+
+// serve runs a connection until it ends.
+func (r *room) serve(c *conn) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		for f := range c.out {
+			wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+			err := c.ws.Write(wctx, websocket.MessageBinary, f)
+			cancel()
+			if err != nil {
+				c.close(websocket.StatusGoingAway, "write failed")
+				for range c.out {
+				}
+				return
+			}
+		}
+	}()
+
+	r.mu.Lock()
+	c.send(yjs.SyncFrame(yjs.SyncStep1, r.doc.StateVector()))
+	if len(r.aware) > 0 {
+		c.send(yjs.AwarenessFrame(r.awarenessStates()))
+	}
+	r.mu.Unlock()
+
+	for {
+		typ, frame, err := c.ws.Read(ctx)
+		if err != nil {
+			break
+		}
+		if typ != websocket.MessageBinary {
+			continue
+		}
+		if !r.handle(ctx, c, frame) {
+			break
+		}
+	}
+	r.drop(c)
+	c.close(websocket.StatusNormalClosure, "")
+	<-writerDone
+	r.hub.leave(r)
+}
+
+// handle acts on one frame; false ends the connection.
+func (r *room) handle(ctx context.Context, c *conn, frame []byte) bool {
+	m, err := yjs.ReadMessage(frame)
+	if err != nil {
+		c.close(websocket.StatusUnsupportedData, "Malformed message.")
+		return false
+	}
+	switch m.Type {
+	case yjs.MessageSync:
+		switch m.Sync {
+		case yjs.SyncStep1:
+			r.mu.Lock()
+			diff, err := r.doc.Encode(m.Payload)
+			r.mu.Unlock()
+			if err != nil {
+				c.close(websocket.StatusUnsupportedData, "Malformed state vector.")
+				return false
+			}
+			c.send(yjs.SyncFrame(yjs.SyncStep2, diff))
+		case yjs.SyncStep2, yjs.SyncUpdate:
+			if !c.grant.CanWrite {
+				// A viewer's edits are not applied; y-websocket offers no refusal message
+				// for them, so they are dropped and the client stays read-only in effect.
+				return true
+			}
+			if err := r.write(ctx, c, m.Payload); err != nil {
+				c.close(closeCode(err), err.Error())
+				return false
+			}
+		}
+	case yjs.MessageAwareness:
+		r.mu.Lock()
+		for _, a := range m.Awareness {
+			cur, known := r.aware[a.Client]
+			if known && cur.owner != c {
+				continue // another connection's client
+			}
+			if known && a.Clock < cur.clock {
+				continue
+			}
+			if a.Gone() {
+				delete(r.aware, a.Client)
+				delete(c.clients, a.Client)
+			} else {
+				r.aware[a.Client] = awareness{clock: a.Clock, state: a.State, owner: c}
+				c.clients[a.Client] = a.Clock
+			}
+		}
+		r.broadcastLocked(frame, nil)
+		r.mu.Unlock()
+	case yjs.MessageQueryAwareness:
+		r.mu.Lock()
+		states := r.awarenessStates()
+		r.mu.Unlock()
+		if len(states) > 0 {
+			c.send(yjs.AwarenessFrame(states))
+		}
+	}
+	return true
+}
+
+var (
+	errTooLarge   = errors.New("The document would exceed its size limit.")
+	errMalformed  = errors.New("Malformed update.")
+	errLogFailure = errors.New("The update could not be stored; reconnect.")
+)
+
+func closeCode(err error) websocket.StatusCode {
+	switch err {
+	case errTooLarge:
+		return websocket.StatusMessageTooBig
+	case errMalformed:
+		return websocket.StatusUnsupportedData
+	}
+	return websocket.StatusTryAgainLater
+}
+
+// write applies a client's update, stores it, then relays it to the others. The room's lock
+// is held throughout, so updates enter the log in the order they are relayed. An update that
+// changes nothing (a client's echo of what it was sent) costs no write. When the log refuses
+// the write, the document holds an update nobody else will see: the room's clients are
+// disconnected and the room reloads from the log.
+func (r *room) write(ctx context.Context, from *conn, update []byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.size > r.hub.cfg.MaxDocBytes {
+		if r.size = r.doc.Size(); r.size > r.hub.cfg.MaxDocBytes {
+			return errTooLarge
+		}
+	}
+	changed, err := r.doc.ApplyChanged(update)
+	if err != nil {
+		return errMalformed
+	}
+	if !changed {
+		return nil
+	}
+	r.size += 4 * len(update)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	seq, err := r.hub.cfg.Log.Append(wctx, r.key, update)
+	cancel()
+	if err != nil {
+		r.hub.log.Warn("crdt sync: append", "err", err)
+		r.broken.Store(true)
+		for c := range r.conns {
+			c.close(websocket.StatusTryAgainLater, errLogFailure.Error())
+		}
+		return errLogFailure
+	}
+	r.markSeen(seq)
+	r.broadcastLocked(yjs.SyncFrame(yjs.SyncUpdate, update), from)
+	r.dirty, r.lastGrant = true, from.grant
+	return nil
+}
+
+// markSeen records an applied sequence number; seq advances over a contiguous run.
+func (r *room) markSeen(seq uint64) {
+	if seq <= r.seq {
+		return
+	}
+	r.seen[seq] = true
+	for r.seen[r.seq+1] {
+		delete(r.seen, r.seq+1)
+		r.seq++
+	}
+}
+
+// applyStored applies an update stored elsewhere on this replica and relays it.
+func (r *room) applyStored(seq uint64, update []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.doc == nil || seq <= r.seq || r.seen[seq] {
+		return
+	}
+	if err := r.doc.Apply(update); err != nil {
+		return
+	}
+	r.markSeen(seq)
+	r.broadcastLocked(yjs.SyncFrame(yjs.SyncUpdate, update), nil)
+}
+
+func (r *room) broadcastLocked(frame []byte, except *conn) {
+	for c := range r.conns {
+		if c != except {
+			c.send(frame)
+		}
+	}
+}
+
+func (r *room) awarenessStates() []yjs.AwarenessState {
+	out := make([]yjs.AwarenessState, 0, len(r.aware))
+	for id, a := range r.aware {
+		out = append(out, yjs.AwarenessState{Client: id, Clock: a.clock, State: a.state})
+	}
+	return out
+}
+
+// drop removes a connection and tells the others its clients are gone.
+func (r *room) drop(c *conn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.conns, c)
+	var gone []yjs.AwarenessState
+	for id, clock := range c.clients {
+		if a, ok := r.aware[id]; ok && a.owner == c {
+			delete(r.aware, id)
+			gone = append(gone, yjs.AwarenessState{Client: id, Clock: clock + 1, State: json.RawMessage("null")})
+		}
+	}
+	if len(gone) > 0 {
+		r.broadcastLocked(yjs.AwarenessFrame(gone), nil)
+	}
+}
+
+func (r *room) closeAll() {
+	r.mu.Lock()
+	conns := make([]*conn, 0, len(r.conns))
+	for c := range r.conns {
+		conns = append(conns, c)
+	}
+	r.mu.Unlock()
+	for _, c := range conns {
+		c.close(websocket.StatusServiceRestart, "The document changed; reconnect.")
+	}
+}
+
+// follow polls the log for updates other replicas stored, emits change events, and unloads
+// the room when it has been idle.
+func (r *room) follow() {
+	defer r.hub.wg.Done()
+	t := time.NewTicker(r.hub.cfg.Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.hub.done:
+			r.flushEvent(true)
+			return
+		case <-t.C:
+		}
+		if r.broken.Load() {
+			r.hub.forget(r)
+			r.flushEvent(true)
+			return
+		}
+		r.catchUp()
+		r.flushEvent(false)
+		if r.hub.unloadIfIdle(r) {
+			r.flushEvent(true)
+			return
+		}
+	}
+}
+
+func (r *room) catchUp() {
+	r.mu.Lock()
+	seq := r.seq
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	entries, reset, err := r.hub.cfg.Log.Since(ctx, r.key, seq)
+	if err != nil {
+		r.hub.log.Warn("crdt sync: follow the log", "err", err)
+		return
+	}
+	if reset {
+		state, at, err := r.hub.cfg.Log.Load(ctx, r.key)
+		if err != nil {
+			r.hub.log.Warn("crdt sync: reload", "err", err)
+			return
+		}
+		r.mu.Lock()
+		sv := r.doc.StateVector()
+		if r.doc.Apply(state) == nil {
+			if diff, err := r.doc.Encode(sv); err == nil {
+				r.broadcastLocked(yjs.SyncFrame(yjs.SyncUpdate, diff), nil)
+			}
+		}
+		if at > r.seq {
+			r.seq = at
+			clear(r.seen)
+		}
+		r.mu.Unlock()
+		return
+	}
+	for _, e := range entries {
+		r.applyStored(e.Seq, e.Update)
+	}
+}
+
+// flushEvent tells Changed about client edits, at most once per EventEvery (now: at once).
+func (r *room) flushEvent(now bool) {
+	if r.hub.cfg.Changed == nil {
+		return
+	}
+	r.mu.Lock()
+	if !r.dirty || (!now && time.Since(r.lastEvent) < r.hub.cfg.EventEvery) {
+		r.mu.Unlock()
+		return
+	}
+	r.dirty = false
+	r.lastEvent = time.Now()
+	g := r.lastGrant
+	state, _ := r.doc.Encode(nil)
+	r.mu.Unlock()
+	r.hub.cfg.Changed(g, state)
+}
