@@ -26,14 +26,14 @@ func TestDefaults(t *testing.T) {
 	if c.HTTPAddr != "127.0.0.1:8080" || c.GRPCAddr != "127.0.0.1:9090" || c.MongoURI != "" || c.AuthCacheTTL != 5*time.Second {
 		t.Fatalf("defaults %+v", c)
 	}
-	if !slices.Equal(c.Services, []string{"access", "activity", "documents", "events", "gateway", "notifications", "users", "webhooks", "workspace"}) || !c.AllInOne() {
+	if !slices.Equal(c.Services, []string{"access", "activity", "crdt", "documents", "events", "gateway", "notifications", "users", "webhooks", "workspace"}) || !c.AllInOne() {
 		t.Fatalf("services %v", c.Services)
 	}
 }
 
 func TestEnvironmentTwinsAndFlagsWin(t *testing.T) {
 	env := map[string]string{"COLLAB_HTTP_ADDR": "0.0.0.0:1", "COLLAB_MONGO_URI": "mongodb://x/db", "COLLAB_AUTH_CACHE_TTL": "1s", "COLLAB_DOCUMENTS_ADDR": "d:1"}
-	c, err := parse(t, env, "--http-addr=127.0.0.1:2", "--services=gateway,workspace,users,access,events,activity,notifications,webhooks", "--internal-token=9c1e4f7a2b8d05e3f6a9c2d1b4e7f0a3")
+	c, err := parse(t, env, "--http-addr=127.0.0.1:2", "--services=gateway,workspace,users,access,events,activity,notifications,crdt,webhooks", "--internal-token=9c1e4f7a2b8d05e3f6a9c2d1b4e7f0a3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,9 +50,9 @@ func TestNeedsDeriveFromModules(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string][]string{
-		"gateway":   {"workspace", "documents", "users", "access", "events", "activity", "notifications", "webhooks"},
+		"gateway":   {"workspace", "documents", "users", "access", "events", "activity", "notifications", "crdt", "webhooks"},
 		"workspace": nil,
-		"documents": {"workspace", "users", "access", "activity", "notifications"},
+		"documents": {"workspace", "users", "access", "activity", "notifications", "crdt"},
 		"users":     {"workspace", "documents", "access", "notifications"},
 		"access":    {"workspace", "documents"},
 		// events publishes every domain type; only activity consumes any today.
@@ -61,6 +61,8 @@ func TestNeedsDeriveFromModules(t *testing.T) {
 		// notifications fans out its own notification.add, then webhooks sends it.
 		"notifications": {"workspace", "documents", "users", "access", "webhooks"},
 		"webhooks":      {"workspace"},
+		// crdt publishes crdt.update_data, which activity records and webhooks sends.
+		"crdt": {"workspace", "documents", "access", "activity", "webhooks"},
 	} {
 		if got := c.Needs(name); !slices.Equal(got, want) {
 			t.Errorf("%s needs %v, want %v", name, got, want)
@@ -74,6 +76,12 @@ func TestNeedsDeriveFromModules(t *testing.T) {
 	}
 	if got := c.Consumers("comment.add"); !slices.Equal(got, []string{"activity", "webhooks"}) {
 		t.Errorf("comment.add goes to %v", got)
+	}
+	if got := c.Consumers("crdt.update_data"); !slices.Equal(got, []string{"activity", "webhooks"}) {
+		t.Errorf("crdt.update_data goes to %v", got)
+	}
+	if got := c.Consumers("document.migrated"); !slices.Equal(got, []string{"documents", "users", "access", "activity", "notifications", "crdt"}) {
+		t.Errorf("document.migrated goes to %v", got)
 	}
 	if got := c.Consumers("huddle.join"); !slices.Equal(got, []string{"webhooks"}) {
 		t.Errorf("huddle.join goes to %v", got)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net"
 	"testing"
 )
@@ -21,7 +22,7 @@ func freeAddr(t *testing.T) string {
 }
 
 // The services and the gateway in four processes: workspace alone, the data services
-// together, events, activity and notifications together, the gateway alone. Every call crosses process
+// together, events, activity, notifications, crdt and webhooks together, the gateway alone. Every call crosses process
 // boundaries over gRPC, and events travel between the processes: deletions from documents to
 // users, access and activity, a published event from events to activity.
 func TestSplitProcesses(t *testing.T) {
@@ -33,12 +34,12 @@ func TestSplitProcesses(t *testing.T) {
 	// the second process's address is chosen before either starts.
 	feedAddr := freeAddr(t)
 	data := start(t, config(t, "--services=documents,users,access", "--workspace-addr="+ws.proc.GRPCAddr, "--internal-token="+testInternalToken,
-		"--events-addr="+feedAddr, "--activity-addr="+feedAddr, "--notifications-addr="+feedAddr))
-	peers := []string{"--workspace-addr=" + ws.proc.GRPCAddr, "--events-addr=" + feedAddr, "--activity-addr=" + feedAddr, "--notifications-addr=" + feedAddr, "--webhooks-addr=" + feedAddr}
+		"--events-addr="+feedAddr, "--activity-addr="+feedAddr, "--notifications-addr="+feedAddr, "--crdt-addr="+feedAddr))
+	peers := []string{"--workspace-addr=" + ws.proc.GRPCAddr, "--events-addr=" + feedAddr, "--activity-addr=" + feedAddr, "--notifications-addr=" + feedAddr, "--crdt-addr=" + feedAddr, "--webhooks-addr=" + feedAddr}
 	for _, s := range []string{"documents", "users", "access"} {
 		peers = append(peers, "--"+s+"-addr="+data.proc.GRPCAddr)
 	}
-	start(t, config(t, "--services=events,activity,notifications,webhooks", "--grpc-addr="+feedAddr, "--internal-token="+testInternalToken,
+	start(t, config(t, "--services=events,activity,notifications,crdt,webhooks", "--grpc-addr="+feedAddr, "--internal-token="+testInternalToken,
 		"--workspace-addr="+ws.proc.GRPCAddr, "--documents-addr="+data.proc.GRPCAddr, "--users-addr="+data.proc.GRPCAddr, "--access-addr="+data.proc.GRPCAddr))
 	gw := start(t, config(t, append([]string{"--services=gateway", "--internal-token=" + testInternalToken}, peers...)...))
 	id, token := gw.newWorkspace("split@example.com")
@@ -77,6 +78,11 @@ func TestSplitProcesses(t *testing.T) {
 	eventually(t, "u2's inbox across processes", func() bool {
 		return len(gw.call("/v2/notifications/get", k, map[string]any{"organizationId": "o2", "userId": "u2"}).ok(t)["data"].([]any)) == 1
 	})
+	// The CRDT service asks documents in another process for the document.
+	if got := gw.call("/v2/crdt/get", k, map[string]any{"organizationId": "o2", "documentId": "d"}).ok(t); got["message"] != "CRDT data retrieved successfully." || fmt.Sprint(got["data"]) != "[]" {
+		t.Fatalf("CRDT data of a new document: %v", got)
+	}
+	gw.call("/v2/crdt/get", k, map[string]any{"organizationId": "o2", "documentId": "nope"}).fails(t, 404, "NOT_FOUND", "Document does not exist.")
 	r := gw.do("GET", "/readyz", nil, nil)
 	if r.status != 200 {
 		t.Fatalf("readyz through peers: %d %s", r.status, r.raw)
@@ -85,7 +91,7 @@ func TestSplitProcesses(t *testing.T) {
 
 func TestSplitProcessesNotReadyWithoutPeer(t *testing.T) {
 	args := []string{"--services=gateway"}
-	for _, s := range []string{"workspace", "documents", "users", "access", "events", "activity", "notifications", "webhooks"} {
+	for _, s := range []string{"workspace", "documents", "users", "access", "events", "activity", "notifications", "crdt", "webhooks"} {
 		args = append(args, "--"+s+"-addr=127.0.0.1:1")
 	}
 	gw := start(t, config(t, args...))

@@ -7,6 +7,7 @@ import (
 	"github.com/collab/collab/internal/service"
 	"github.com/collab/collab/services/access"
 	"github.com/collab/collab/services/activity"
+	"github.com/collab/collab/services/crdt"
 	"github.com/collab/collab/services/documents"
 	"github.com/collab/collab/services/events"
 	"github.com/collab/collab/services/notifications"
@@ -27,6 +28,7 @@ func All() []service.Module {
 		events.Module(),
 		activity.Module(),
 		notifications.Module(),
+		crdt.Module(),
 		webhooks.Module(),
 	}
 }

@@ -1,0 +1,126 @@
+package crdt
+
+import (
+	"context"
+	"encoding/json"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	eventsv1 "github.com/collab/collab/proto/collab/events/v1"
+	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
+
+	"github.com/collab/collab/internal/authn"
+	"github.com/collab/collab/internal/ids"
+	"github.com/collab/collab/internal/lifecycle"
+	"github.com/collab/collab/internal/yjs"
+)
+
+// eventUpdateData is the domain event of every change of CRDT data (REFERENCE "Webhook
+// delivery": crdt.update_data); its data's action says which (docs/events.md).
+const eventUpdateData = "crdt.update_data"
+
+// Actions of crdt.update_data.
+const (
+	actionAdd    = "add"
+	actionUpdate = "update"
+	actionApply  = "apply"
+	actionDelete = "delete"
+)
+
+// consumes are the lifecycle events the CRDT data follows.
+var consumes = []string{lifecycle.OrganizationDeleted, lifecycle.DocumentDeleted, lifecycle.DocumentMigrated}
+
+// HandleEvent applies the lifecycle events to the data. Idempotent: deletions and moves may run
+// twice, and after a partial run.
+func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
+	switch p := e.GetPayload().(type) {
+	case *lifecyclev1.Event_OrganizationDeleted:
+		apiKey, org, err := lifecycle.Scoped(e)
+		if err != nil {
+			return err
+		}
+		gen := e.GetOrganizationGeneration()
+		// Buried first: a writer that checks after this sees it and sweeps what it wrote.
+		if gen != "" {
+			if err := s.store.Bury(ctx, apiKey, org, KindOrganization, gen); err != nil {
+				return err
+			}
+		}
+		return s.store.DeleteOrganization(ctx, apiKey, org, gen)
+	case *lifecyclev1.Event_DocumentsDeleted:
+		apiKey, org, err := lifecycle.Scoped(e)
+		if err != nil {
+			return err
+		}
+		docs, err := lifecycle.DeletedDocuments(e, p.DocumentsDeleted)
+		if err != nil {
+			return err
+		}
+		for _, d := range docs {
+			if d.Generation != "" {
+				if err := s.store.Bury(ctx, apiKey, org, KindDocument, d.Generation); err != nil {
+					return err
+				}
+			}
+			doc := Editor{APIKey: apiKey, OrganizationID: org, OrgGen: e.GetOrganizationGeneration(), DocumentID: d.ID, DocGen: d.Generation}
+			if err := s.store.DeleteDocument(ctx, doc); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *lifecyclev1.Event_DocumentMigrated:
+		apiKey, org, err := lifecycle.Scoped(e)
+		if err != nil {
+			return err
+		}
+		m := p.DocumentMigrated
+		// Data is keyed by the document's generation, which it keeps: it is found under the new
+		// id already, and a write racing the migration lands where readers look. Only the id
+		// kept beside it changes.
+		return s.store.MoveDocument(ctx, apiKey, org, m.GetFromDocumentId(), m.GetToDocumentId(), m.GetGeneration())
+	}
+	return nil // a type this service takes no action on
+}
+
+// publish announces a stored change as crdt.update_data, with the content read as key and kind
+// when it is small. The change is stored already: a failure to publish is logged, not
+// answered, as a retry of the request would not publish it either (the content would be the
+// same).
+func (s *Server) publish(ctx context.Context, c authn.Caller, m *Meta, action string, d *yjs.Doc, key string, kind yjs.Kind) {
+	data := map[string]any{"editorId": m.EditorID, "action": action, "type": kind.String(), "contentKey": key}
+	if b, err := json.Marshal(d.JSON(key, kind)); err == nil && len(b) <= maxEventContentBytes {
+		var v any
+		if json.Unmarshal(b, &v) == nil {
+			data["data"] = v
+		}
+	} else {
+		data["dataOmitted"] = true
+	}
+	s.emit(ctx, c, m, data)
+}
+
+// publishDeleted announces a deletion as crdt.update_data.
+func (s *Server) publishDeleted(ctx context.Context, c authn.Caller, m *Meta) {
+	key := m.ContentKey
+	if key == "" {
+		key = defaultContentKey
+	}
+	s.emit(ctx, c, m, map[string]any{"editorId": m.EditorID, "action": actionDelete, "type": m.Type, "contentKey": key})
+}
+
+func (s *Server) emit(ctx context.Context, c authn.Caller, m *Meta, data map[string]any) {
+	st, err := structpb.NewStruct(data)
+	if err != nil {
+		s.log.ErrorContext(ctx, "crdt event data", "editor_id", m.EditorID, "error", err)
+		return
+	}
+	e := &eventsv1.Event{
+		Id: "crdt_" + ids.Random(24), Type: eventUpdateData, WorkspaceId: c.WorkspaceID, ApiKey: m.APIKey,
+		OrganizationId: m.OrganizationID, DocumentId: m.DocumentID, Timestamp: float64(s.now()),
+		TargetEntityId: m.EditorID, Data: st,
+		OrganizationGeneration: m.OrgGen, DocumentGeneration: m.DocGen,
+	}
+	if _, err := s.events.PublishAsync(ctx, lifecycle.Domain(e)); err != nil {
+		s.log.ErrorContext(ctx, "crdt.update_data not published", "editor_id", m.EditorID, "error", err)
+	}
+}

@@ -1,0 +1,244 @@
+package crdt
+
+import (
+	"encoding/base64"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/collab/collab/internal/apierr"
+	"github.com/collab/collab/internal/validate"
+	"github.com/collab/collab/internal/yjs"
+)
+
+// Limits (docs/api.md "CRDT"). Every request is checked whole before anything is read or
+// written.
+const (
+	defaultContentKey = "content"
+	// maxDataBytes bounds the JSON content of Add and Update (the HTTP body's 4 MiB bounds it
+	// already; this holds for gRPC callers too).
+	maxDataBytes = 4 << 20
+	// maxUpdateBytes bounds one Yjs update of Apply, decoded.
+	maxUpdateBytes = 4 << 20
+	// maxStateBytes bounds an editor's state, so that one editor always fits in a Get answer
+	// (8 MiB between services), as JSON and as base64 alike.
+	maxStateBytes = 5 << 20
+	// maxEditors bounds Get without editorId.
+	maxEditors = 1000
+	// maxEventContentBytes bounds the content a crdt.update_data event carries.
+	maxEventContentBytes = 64 << 10
+)
+
+// Formats of Get CRDT Data.
+const (
+	formatJSON = "json"
+	formatYjs  = "yjs"
+)
+
+// Messages the caller sees (spec 4.7 and REFERENCE "Add / Get CRDT Data", "Apply CRDT Update",
+// "Delete CRDT Data"; the others are ours, docs/api.md "CRDT").
+const (
+	msgAdded        = "CRDT data added successfully."
+	msgUpdated      = "CRDT data updated successfully."
+	msgRetrieved    = "CRDT data retrieved successfully."
+	msgApplied      = "CRDT update applied successfully."
+	msgDeleted      = "CRDT data deleted successfully."
+	msgExists       = "CRDT data already exists for this editor ID."
+	msgNoData       = "No CRDT data found for this editor ID."
+	msgOrgMissing   = "Organization does not exist."
+	msgDocMissing   = "Document does not exist."
+	msgTypes        = "type must be one of text, map, array, xml."
+	msgBadUpdate    = "update is not a valid Yjs update."
+	msgBadSV        = "stateVector is not a valid Yjs state vector."
+	msgTooManyEds   = "The document has more than 1000 editors; ask for one editorId at a time."
+	msgAnswerTooBig = "The answer is larger than 8 MiB; ask for one editorId at a time."
+)
+
+// msgStateTooBig refuses a change after which the editor's state would pass maxStateBytes.
+const msgStateTooBig = "The editor's CRDT data would be larger than 5 MiB after this change."
+
+// location is the checked organization, document and editor of a request.
+type location struct {
+	org, doc, editor string
+}
+
+func checkLocation(org, doc, editor string, editorRequired bool) (location, error) {
+	if err := validate.ID("organizationId", org); err != nil {
+		return location{}, err
+	}
+	if err := validate.ID("documentId", doc); err != nil {
+		return location{}, err
+	}
+	check := validate.OptionalID
+	if editorRequired {
+		check = validate.ID
+	}
+	if err := check("editorId", editor); err != nil {
+		return location{}, err
+	}
+	return location{org: org, doc: doc, editor: editor}, nil
+}
+
+// parseType reads a type; "" is refused when required, else means "not given" (ok false).
+func parseType(v string, required bool) (k yjs.Kind, ok bool, err error) {
+	if v == "" {
+		if required {
+			return 0, false, apierr.InvalidArgument("type is required.")
+		}
+		return 0, false, nil
+	}
+	k, ok = yjs.ParseKind(v)
+	if !ok {
+		return 0, false, apierr.InvalidArgument(msgTypes)
+	}
+	return k, true, nil
+}
+
+func checkContentKey(v string) (string, error) {
+	if v == "" {
+		return defaultContentKey, nil
+	}
+	if err := validate.ID("contentKey", v); err != nil {
+		return "", err
+	}
+	return v, nil
+}
+
+// content is the checked content of Add or Update.
+type content struct {
+	location
+	kind  yjs.Kind
+	key   string
+	value any // as encoding/json decodes it
+}
+
+// checkContent checks Add and Update: the location, the type, the data against the type (the
+// spec's messages), the content key.
+func checkContent(org, doc, editor string, data *structpb.Value, typ, contentKey string) (*content, error) {
+	loc, err := checkLocation(org, doc, editor, true)
+	if err != nil {
+		return nil, err
+	}
+	kind, _, err := parseType(typ, true)
+	if err != nil {
+		return nil, err
+	}
+	if data == nil || data.GetKind() == nil {
+		return nil, apierr.InvalidArgument("data is required.")
+	}
+	var fits bool
+	switch kind {
+	case yjs.Text, yjs.XML:
+		_, fits = data.GetKind().(*structpb.Value_StringValue)
+	case yjs.Map:
+		_, fits = data.GetKind().(*structpb.Value_StructValue)
+	case yjs.Array:
+		_, fits = data.GetKind().(*structpb.Value_ListValue)
+	}
+	if !fits {
+		return nil, apierr.InvalidArgument("Data must be %s for type %s.", shapeOf(kind), kind)
+	}
+	if proto.Size(data) > maxDataBytes {
+		return nil, apierr.InvalidArgument("data must be at most %d MiB.", maxDataBytes>>20)
+	}
+	key, err := checkContentKey(contentKey)
+	if err != nil {
+		return nil, err
+	}
+	return &content{location: loc, kind: kind, key: key, value: data.AsInterface()}, nil
+}
+
+// shapeOf names the JSON shape a type's data has, as the spec's messages do.
+func shapeOf(k yjs.Kind) string {
+	switch k {
+	case yjs.Map:
+		return "an object"
+	case yjs.Array:
+		return "an array"
+	default:
+		return "a string"
+	}
+}
+
+// valueRefusal words a refusal of the codec (yjs.ErrValue: the value does not fit the type, or
+// XML that does not parse).
+func valueRefusal(k yjs.Kind, err error) error {
+	return apierr.InvalidArgument("Data is not valid for type %s: %s.", k, strings.TrimSuffix(err.Error(), "."))
+}
+
+// reading is a checked Get CRDT Data request.
+type reading struct {
+	location
+	kind        yjs.Kind
+	kindGiven   bool
+	key         string // "" when not given
+	format      string
+	stateVector []byte
+}
+
+func checkGet(org, doc, editor, typ, contentKey, format, stateVector string) (*reading, error) {
+	loc, err := checkLocation(org, doc, editor, false)
+	if err != nil {
+		return nil, err
+	}
+	r := &reading{location: loc}
+	if r.kind, r.kindGiven, err = parseType(typ, false); err != nil {
+		return nil, err
+	}
+	if contentKey != "" {
+		if r.key, err = checkContentKey(contentKey); err != nil {
+			return nil, err
+		}
+	}
+	switch format {
+	case "", formatJSON:
+		r.format = formatJSON
+	case formatYjs:
+		r.format = formatYjs
+	default:
+		return nil, apierr.InvalidArgument("format must be json or yjs.")
+	}
+	if stateVector != "" {
+		if r.format != formatYjs {
+			return nil, apierr.InvalidArgument("stateVector is only allowed with format yjs.")
+		}
+		if r.stateVector, err = decodeBase64(stateVector); err != nil {
+			return nil, apierr.InvalidArgument("stateVector must be base64.")
+		}
+	}
+	return r, nil
+}
+
+// checkApply checks Apply CRDT Update and returns the decoded update.
+func checkApply(org, doc, editor, update string) (location, []byte, error) {
+	loc, err := checkLocation(org, doc, editor, true)
+	if err != nil {
+		return location{}, nil, err
+	}
+	if update == "" {
+		return location{}, nil, apierr.InvalidArgument("update is required.")
+	}
+	if base64.StdEncoding.DecodedLen(len(update)) > maxUpdateBytes+3 {
+		return location{}, nil, apierr.InvalidArgument("update must be at most %d MiB.", maxUpdateBytes>>20)
+	}
+	raw, err := decodeBase64(update)
+	if err != nil {
+		return location{}, nil, apierr.InvalidArgument("update must be base64.")
+	}
+	if len(raw) > maxUpdateBytes {
+		return location{}, nil, apierr.InvalidArgument("update must be at most %d MiB.", maxUpdateBytes>>20)
+	}
+	return loc, raw, nil
+}
+
+// decodeBase64 reads standard base64 (RFC 4648 section 4), with or without padding; the
+// URL-safe alphabet (section 5) is accepted too, as browsers' encoders differ.
+func decodeBase64(s string) ([]byte, error) {
+	s = strings.TrimRight(s, "=")
+	enc := base64.RawStdEncoding
+	if strings.ContainsAny(s, "-_") {
+		enc = base64.RawURLEncoding
+	}
+	return enc.DecodeString(s)
+}

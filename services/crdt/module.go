@@ -1,0 +1,54 @@
+package crdt
+
+import (
+	"context"
+	"errors"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+
+	crdtv1 "github.com/collab/collab/proto/collab/crdt/v1"
+	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
+
+	"github.com/collab/collab/internal/service"
+)
+
+// Module describes the CRDT service to the process that runs it. It asks documents for
+// generations (and, for live sync, access for permissions), follows the lifecycle events of
+// organizations and documents, and publishes crdt.update_data for every change.
+func Module() service.Module {
+	return service.Module{
+		Name:        "crdt",
+		GRPCService: crdtv1.CrdtService_ServiceDesc.ServiceName,
+		Gateway: func(ctx context.Context, mux *runtime.ServeMux, conn grpc.ClientConnInterface) error {
+			return crdtv1.RegisterCrdtServiceHandlerClient(ctx, mux, crdtv1.NewCrdtServiceClient(conn))
+		},
+		Calls:     []string{"documents", "access"},
+		Publishes: []string{eventUpdateData},
+		Consumes:  consumes,
+		Setup:     func(*service.Flags) service.BuildFunc { return build },
+	}
+}
+
+func build(ctx context.Context, env service.Env) (*service.Instance, error) {
+	if env.Outbox == nil {
+		return nil, errors.New("crdt: the process gave no outbox")
+	}
+	var store Store = NewMemoryStore()
+	if env.Mongo != nil {
+		s, err := NewMongoStore(ctx, env.Mongo.Database("crdt"))
+		if err != nil {
+			return nil, err
+		}
+		store = s
+	}
+	s, err := New(store, documentsv1.NewDocumentsServiceClient(env.Conn("documents")), env.Outbox, WithClock(env.Clock), WithLogger(env.Log))
+	if err != nil {
+		return nil, err
+	}
+	return &service.Instance{
+		Register: func(r grpc.ServiceRegistrar) { crdtv1.RegisterCrdtServiceServer(r, s) },
+		Ping:     s.Ping,
+		Events:   s,
+	}, nil
+}
