@@ -188,8 +188,9 @@ func (s *Server) load(ctx context.Context, e Editor) (*State, *yjs.Doc, error) {
 	return st, d, nil
 }
 
+// checkSize bounds the state as stored and answered (its encoding), not its memory.
 func checkSize(d *yjs.Doc) error {
-	if d.Size() > maxStateBytes {
+	if b, _ := d.Encode(nil); len(b) > maxStateBytes {
 		return apierr.FailedPrecondition(msgStateTooBig)
 	}
 	return nil
