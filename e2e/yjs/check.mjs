@@ -10,11 +10,12 @@
 //         apply yet (missing dependencies)
 //   {"op":"apply","base":B,"updates":[B...],"roots":R}
 //       → {"view":VIEW,"pending":bool}             a fresh doc, base then each update applied
+//         (base may be null or "": none)
 //   {"op":"edit","base":B,"roots":R,"seed":S,"count":K,"clientID":C?}
 //       → {"updates":[B...],"view":VIEW,"clientID":C}   a fresh doc loads base, then makes K
 //         random edits (gen.mjs, seeded with S), each in its own transaction; updates holds the
 //         update of each (K of them: an edit that changed nothing is replaced by another); the
-//         client ID is C, or drawn from the seed
+//         client ID is C, or drawn from the seed; base may be null or "" (none)
 //   {"op":"diff","update":B,"stateVector":B}      → {"diff": Y.diffUpdate(update, sv)}
 //   {"op":"merge","updates":[B...]}               → {"merged": Y.mergeUpdates(updates)}
 //   {"op":"encodeSV","update":B,"from":"update"|"doc"}
@@ -70,6 +71,11 @@ function integer (req, field, min, max, dflt) {
   return v
 }
 
+/** The optional base of apply and edit: null, absent or "" mean none. */
+function base (req) {
+  return req.base == null || req.base === '' ? null : bytes(req, 'base')
+}
+
 const pending = doc => doc.store.pendingStructs !== null || doc.store.pendingDs !== null
 
 const ops = {
@@ -82,7 +88,8 @@ const ops = {
   apply (req) {
     const doc = new Y.Doc()
     const r = roots(req)
-    Y.applyUpdate(doc, bytes(req, 'base'))
+    const b = base(req)
+    if (b !== null) Y.applyUpdate(doc, b)
     for (const u of bytesList(req, 'updates')) Y.applyUpdate(doc, u)
     return { view: view(doc, r), pending: pending(doc) }
   },
@@ -95,7 +102,8 @@ const ops = {
     const doc = new Y.Doc()
     const drawn = rng.uint32()
     doc.clientID = integer(req, 'clientID', 0, 4294967295, drawn)
-    Y.applyUpdate(doc, bytes(req, 'base'), REMOTE)
+    const b = base(req)
+    if (b !== null) Y.applyUpdate(doc, b, REMOTE)
     const updates = []
     doc.on('update', (u, origin) => { if (origin !== REMOTE) updates.push(b64(u)) })
     const opts = { hooks: true, subdocs: true, exotic: true }

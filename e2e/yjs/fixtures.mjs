@@ -5,7 +5,7 @@
 // Files (JSON, format below): trace-0000.json … trace-<N-1>.json (random multi-client editing
 // sessions), edge-*.json (hand-written edge cases) and large.json (one big document).
 //
-//   {"name": "trace-0007", "seed": 123, "gc": true, "clients": [<clientID>, ...],
+//   {"name": "trace-0007", "seed": 123, "gc": "on", "clients": [<clientID>, ...],
 //    "roots": [{"name": "text", "kind": "text"}, ...],
 //    "updates": ["<base64 update v1>", ...],  every update each client emitted for its own
 //                                             local transactions, in emission order across all
@@ -15,13 +15,13 @@
 //    "stateVector": "<base64 Y.encodeStateVector(final doc)>",
 //    "expected": <view.mjs's view of the final doc>}
 //
-// gc is the trace's Y.Doc gc option ("mixed": clients differ). The final doc is client 0's after
+// gc is the clients' Y.Doc gc option: "on" (yjs's default), "off", or "mixed" (they differ). The final doc is client 0's after
 // all clients exchanged everything; every client's view is checked to be the same, and so are the
 // views of fresh docs loading "full", loading the updates one by one, and loading their merge.
 
 import * as fs from 'node:fs'
 import * as path from 'node:path'
-import { pathToFileURL } from 'node:url'
+import { fileURLToPath } from 'node:url'
 import * as Y from 'yjs'
 import { Rng, seedFor, standardRoots, clientIDs, randomEdit, randomText } from './gen.mjs'
 import { view, canonical } from './view.mjs'
@@ -131,7 +131,7 @@ export function trace (name, seed) {
   const ids = clientIDs(rng, n)
   const gcMode = rng.weighted([7, 2, 1])
   const gcs = ids.map(() => gcMode === 0 ? true : gcMode === 1 ? false : rng.bool())
-  const gcName = gcMode === 0 ? true : gcMode === 1 ? false : 'mixed'
+  const gcName = ['on', 'off', 'mixed'][gcMode]
   const opts = {
     subdocs: rng.bool(0.1),
     hooks: rng.bool(0.15),
@@ -204,7 +204,7 @@ export function large (seed, ops) {
     if (rng.bool(0.01)) session.deliverMerged()
   }
   session.deliverMerged()
-  return finish('large', seed, true, session, standardRoots, false)
+  return finish('large', seed, 'on', session, standardRoots, false)
 }
 
 /** Hand-written edge cases. */
@@ -214,7 +214,7 @@ export function edges () {
     const session = new Session(ids, ids.map(() => gc))
     script(session.docs, () => session.deliverAll(null))
     session.deliverAll(null)
-    out.push(finish(name, 0, gc, session, roots))
+    out.push(finish(name, 0, gc ? 'on' : 'off', session, roots))
   }
   // Nothing at all: "full" is the empty update.
   make('edge-empty', [1], standardRoots, () => {})
@@ -371,7 +371,8 @@ function main () {
   }
   for (const f of edges()) write(f)
   if (largeOps > 0) write(large(seedFor(seed, -1), largeOps))
-  console.error(`fixtures: wrote ${count} traces, the edge cases and large.json to ${dir} in ${Date.now() - started} ms`)
+  console.error(`fixtures: wrote ${count} traces, the edge cases${largeOps > 0 ? ' and large.json' : ''} to ${dir} in ${Date.now() - started} ms`)
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1]).href) main()
+// Run as a script (not when imported); realpath, since the module's URL has symlinks resolved.
+if (process.argv[1] && fs.realpathSync(process.argv[1]) === fileURLToPath(import.meta.url)) main()
