@@ -1,0 +1,32 @@
+//go:build unix
+
+package yjstest
+
+import (
+	"os"
+	"syscall"
+)
+
+// lockFile takes an exclusive advisory lock (flock) on path, creating the file if needed and
+// waiting for the lock; the returned function releases it. The lock belongs to the open file,
+// so it is released as well when the process dies.
+func lockFile(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
