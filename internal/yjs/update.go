@@ -1,6 +1,7 @@
 package yjs
 
 import (
+	"container/heap"
 	"fmt"
 	"slices"
 )
@@ -260,49 +261,67 @@ func (d *Doc) pendingCount() int {
 	return n
 }
 
-// drain integrates every pending struct whose dependencies are present, following a struct's
-// missing dependency to its client first (as yjs does with its stack), so one pass suffices.
+// drain integrates every pending struct whose dependencies are present. A client's head
+// struct that lacks a dependency registers as a waiter on the client it needs and that client
+// is worked on next (yjs follows missing dependencies the same way); integrating wakes the
+// waiters whose clock has arrived. Each head waits at most once per dependency it lacks, so
+// the work is O(n log n) for any input, and structs whose dependencies never arrive (or
+// depend on each other, which only hostile input does) simply stay pending.
 func (d *Doc) drain() {
-	clients := make([]uint64, 0, len(d.pending))
+	work := make([]uint64, 0, len(d.pending))
 	for c := range d.pending {
-		clients = append(clients, c)
+		work = append(work, c)
 	}
-	slices.Sort(clients)
-	slices.Reverse(clients)
-	blocked := map[uint64]bool{}
-	onStack := map[uint64]bool{}
-	for _, first := range clients {
-		stack := []uint64{first}
-		onStack[first] = true
-		for len(stack) > 0 {
-			cur := stack[len(stack)-1]
+	// Highest client first, as yjs reads them: work is a stack.
+	slices.Sort(work)
+	queued := make(map[uint64]bool, len(work))
+	for _, c := range work {
+		queued[c] = true
+	}
+	waiters := map[uint64]*waitHeap{}
+	for len(work) > 0 {
+		cur := work[len(work)-1]
+		work = work[:len(work)-1]
+		queued[cur] = false
+		for {
 			q := d.pending[cur]
-			if len(q) == 0 || blocked[cur] {
-				stack = stack[:len(stack)-1]
-				delete(onStack, cur)
-				continue
+			if len(q) == 0 {
+				break
 			}
 			s := q[0]
 			st := d.state(cur)
 			if s.b.id.Clock > st {
-				blocked[cur] = true
-				continue
+				break // a gap: earlier clocks of this client have not arrived
 			}
 			if s.skip || s.b.end() <= st {
 				d.pending[cur] = q[1:]
 				continue
 			}
-			if m, missing := d.missing(s); missing {
-				if onStack[m] || blocked[m] || len(d.pending[m]) == 0 {
-					blocked[cur] = true
-				} else {
-					stack = append(stack, m)
-					onStack[m] = true
+			if m, need, missing := d.missing(s); missing {
+				h := waiters[m]
+				if h == nil {
+					h = &waitHeap{}
+					waiters[m] = h
 				}
-				continue
+				heap.Push(h, waiter{need: need, client: cur})
+				if !queued[m] && len(d.pending[m]) > 0 && m != cur {
+					work = append(work, m)
+					queued[m] = true
+				}
+				break
 			}
 			d.pending[cur] = q[1:]
 			d.integrate(s, st-s.b.id.Clock)
+			if h := waiters[cur]; h != nil {
+				now := d.state(cur)
+				for h.Len() > 0 && (*h)[0].need < now {
+					w := heap.Pop(h).(waiter)
+					if !queued[w.client] {
+						work = append(work, w.client)
+						queued[w.client] = true
+					}
+				}
+			}
 		}
 	}
 	for c, q := range d.pending {
@@ -312,22 +331,42 @@ func (d *Doc) drain() {
 	}
 }
 
-// missing reports a client whose structs s depends on and the store lacks.
-func (d *Doc) missing(s *pendingStruct) (uint64, bool) {
+// waiter is a client whose head struct needs clock need of another client.
+type waiter struct {
+	need   uint64
+	client uint64
+}
+
+// waitHeap orders waiters by the clock they need.
+type waitHeap []waiter
+
+func (h waitHeap) Len() int           { return len(h) }
+func (h waitHeap) Less(i, j int) bool { return h[i].need < h[j].need }
+func (h waitHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *waitHeap) Push(x any)        { *h = append(*h, x.(waiter)) }
+func (h *waitHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return w
+}
+
+// missing reports a client and clock that s depends on and the store lacks.
+func (d *Doc) missing(s *pendingStruct) (uint64, uint64, bool) {
 	b := s.b
 	if b.gc {
-		return 0, false
+		return 0, 0, false
 	}
 	if b.hasOrigin && b.origin.Clock >= d.state(b.origin.Client) {
-		return b.origin.Client, true
+		return b.origin.Client, b.origin.Clock, true
 	}
 	if b.hasRightOrigin && b.rightOrigin.Clock >= d.state(b.rightOrigin.Client) {
-		return b.rightOrigin.Client, true
+		return b.rightOrigin.Client, b.rightOrigin.Clock, true
 	}
 	if s.hasParent && s.parentID.Clock >= d.state(s.parentID.Client) {
-		return s.parentID.Client, true
+		return s.parentID.Client, s.parentID.Clock, true
 	}
-	return 0, false
+	return 0, 0, false
 }
 
 // integrate puts a struct whose dependencies are present into the document, skipping its

@@ -164,6 +164,18 @@ func appendValues(out []any, b *block, depth int) []any {
 	return out
 }
 
+// Embedded is a shared type inserted into a text, as a delta shows it: its kind (map, array,
+// text, xmlFragment, xmlElement, xmlText, xmlHook) and its toJSON.
+type Embedded struct {
+	Kind string
+	JSON any
+}
+
+var typeNames = map[uint8]string{
+	typeArray: "array", typeMap: "map", typeText: "text", typeXmlElement: "xmlElement",
+	typeXmlFragment: "xmlFragment", typeXmlHook: "xmlHook", typeXmlText: "xmlText",
+}
+
 // SubDoc is a subdocument as a view shows it: its guid and options; its content lives in its
 // own document.
 type SubDoc struct {
@@ -269,9 +281,13 @@ func delta(t *ytype, depth int) []DeltaOp {
 		switch b.content.ref {
 		case refString:
 			str = append(str, b.content.str...)
-		case refEmbed, refType:
+		case refEmbed:
 			pack()
 			ops = append(ops, DeltaOp{Insert: lastValue(b, depth), Attributes: cur.copy()})
+		case refType:
+			pack()
+			t := b.content.typ
+			ops = append(ops, DeltaOp{Insert: Embedded{Kind: typeNames[t.ref], JSON: typeJSON(t, depth+1)}, Attributes: cur.copy()})
 		case refFormat:
 			pack()
 			v := parseJSON(b.content.raw)

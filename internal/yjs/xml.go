@@ -178,7 +178,7 @@ func (d *Doc) editInPlace(b *block, n xmlNode, depth int) bool {
 	}
 	t := b.content.typ
 	switch {
-	case n.isText && t.ref == typeXmlText:
+	case n.isText && t.ref == typeXmlText && plainText(t):
 		d.replaceText(t, n.text)
 		return true
 	case !n.isText && t.ref == typeXmlElement && t.name == n.name:
@@ -191,6 +191,17 @@ func (d *Doc) editInPlace(b *block, n xmlNode, depth int) bool {
 		return true
 	}
 	return false
+}
+
+// plainText reports whether a text holds nothing but strings: formats and embeds print as
+// tags, which a text node of the new XML does not have, so such a text is replaced instead.
+func plainText(t *ytype) bool {
+	for b := t.start; b != nil; b = b.right {
+		if !b.deleted && b.content.ref != refString {
+			return false
+		}
+	}
+	return true
 }
 
 // insertXML inserts a node after left in t and returns its item.
