@@ -61,6 +61,7 @@ func (s *Server) FilterReaders(ctx context.Context, req *accessv1.FilterReadersR
 	now := s.now()
 	r := newResolver(org, nil, items)
 	out := make([]string, 0, len(userIDs))
+	roles := make(map[string]string, len(userIDs))
 	for start := 0; start < len(userIDs); start += readerBatch {
 		batch := userIDs[start:min(start+readerBatch, len(userIDs))]
 		grants, err := s.store.GrantsOn(ctx, apiKey, orgRef, batch, on, now)
@@ -78,8 +79,9 @@ func (s *Server) FilterReaders(ctx context.Context, req *accessv1.FilterReadersR
 			r.resolve(&e, h, h.documents, it, r.docMsgs)
 			if role := e.GetAccessRole(); role == validate.RoleEditor || role == validate.RoleViewer {
 				out = append(out, u)
+				roles[u] = role
 			}
 		}
 	}
-	return &accessv1.FilterReadersResponse{UserIds: out}, nil
+	return &accessv1.FilterReadersResponse{UserIds: out, Roles: roles}, nil
 }

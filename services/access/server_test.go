@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -223,6 +224,8 @@ type harness struct {
 	store *countingStore
 	docs  *fakeDocs
 	clock *clock.Fake
+	// lastRoles are the roles of the last readers call.
+	lastRoles map[string]string
 }
 
 func newHarness(t *testing.T, opts ...Option) *harness {
@@ -1084,6 +1087,7 @@ func (h *harness) readers(apiKey, org, doc string, users ...string) []string {
 	if resp.GetUserIds() == nil {
 		h.t.Fatalf("FilterReaders(%s): nil list", doc)
 	}
+	h.lastRoles = resp.GetRoles()
 	return resp.GetUserIds()
 }
 
@@ -1113,13 +1117,18 @@ func TestFilterReadersAgreesWithGetPermissions(t *testing.T) {
 		perms := h.get(k1, "o", users, nil, docs)
 		for _, d := range docs {
 			var want []string
+			wantRoles := map[string]string{}
 			for _, u := range users {
-				if perms[u].GetDocuments()[d].AccessRole != nil {
+				if r := perms[u].GetDocuments()[d].AccessRole; r != nil {
 					want = append(want, u)
+					wantRoles[u] = *r
 				}
 			}
 			if got := h.readers("k1", "o", d, users...); !slices.Equal(got, want) {
 				t.Errorf("%s, %s: readers %v, Get Permissions gives a role to %v", when, d, got, want)
+			}
+			if !maps.Equal(h.lastRoles, wantRoles) {
+				t.Errorf("%s, %s: roles %v, Get Permissions gives %v", when, d, h.lastRoles, wantRoles)
 			}
 		}
 	}

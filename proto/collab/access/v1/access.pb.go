@@ -102,7 +102,10 @@ func (x *FilterReadersRequest) GetUserIds() []string {
 type FilterReadersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The users among user_ids who can read the document, in the order asked.
-	UserIds       []string `protobuf:"bytes,1,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	UserIds []string `protobuf:"bytes,1,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	// Each of those users' role there: editor or viewer (the CRDT service's live sync lets
+	// editors write).
+	Roles         map[string]string `protobuf:"bytes,2,rep,name=roles,proto3" json:"roles,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -140,6 +143,13 @@ func (*FilterReadersResponse) Descriptor() ([]byte, []int) {
 func (x *FilterReadersResponse) GetUserIds() []string {
 	if x != nil {
 		return x.UserIds
+	}
+	return nil
+}
+
+func (x *FilterReadersResponse) GetRoles() map[string]string {
+	if x != nil {
+		return x.Roles
 	}
 	return nil
 }
@@ -1759,9 +1769,14 @@ const file_collab_access_v1_access_proto_rawDesc = "" +
 	"\x0forganization_id\x18\x02 \x01(\tR\x0eorganizationId\x12\x1f\n" +
 	"\vdocument_id\x18\x03 \x01(\tR\n" +
 	"documentId\x12\x19\n" +
-	"\buser_ids\x18\x04 \x03(\tR\auserIds\"2\n" +
+	"\buser_ids\x18\x04 \x03(\tR\auserIds\"\xb6\x01\n" +
 	"\x15FilterReadersResponse\x12\x19\n" +
-	"\buser_ids\x18\x01 \x03(\tR\auserIds\"\x88\x02\n" +
+	"\buser_ids\x18\x01 \x03(\tR\auserIds\x12H\n" +
+	"\x05roles\x18\x02 \x03(\v22.collab.access.v1.FilterReadersResponse.RolesEntryR\x05roles\x1a8\n" +
+	"\n" +
+	"RolesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x88\x02\n" +
 	"\x0fPermissionEntry\x12$\n" +
 	"\vaccess_role\x18\x01 \x01(\tH\x00R\n" +
 	"accessRole\x88\x01\x01\x12$\n" +
@@ -1926,7 +1941,7 @@ func file_collab_access_v1_access_proto_rawDescGZIP() []byte {
 	return file_collab_access_v1_access_proto_rawDescData
 }
 
-var file_collab_access_v1_access_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_collab_access_v1_access_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_collab_access_v1_access_proto_goTypes = []any{
 	(*FilterReadersRequest)(nil),       // 0: collab.access.v1.FilterReadersRequest
 	(*FilterReadersResponse)(nil),      // 1: collab.access.v1.FilterReadersResponse
@@ -1956,57 +1971,59 @@ var file_collab_access_v1_access_proto_goTypes = []any{
 	(*SetRolesResponse)(nil),           // 25: collab.access.v1.SetRolesResponse
 	(*VerifyTokenRequest)(nil),         // 26: collab.access.v1.VerifyTokenRequest
 	(*VerifyTokenResponse)(nil),        // 27: collab.access.v1.VerifyTokenResponse
-	nil,                                // 28: collab.access.v1.UserPermissions.FoldersEntry
-	nil,                                // 29: collab.access.v1.UserPermissions.DocumentsEntry
-	nil,                                // 30: collab.access.v1.UserPermissions.OrganizationEntry
-	nil,                                // 31: collab.access.v1.GetPermissionsResponse.DataEntry
-	(*structpb.Struct)(nil),            // 32: google.protobuf.Struct
+	nil,                                // 28: collab.access.v1.FilterReadersResponse.RolesEntry
+	nil,                                // 29: collab.access.v1.UserPermissions.FoldersEntry
+	nil,                                // 30: collab.access.v1.UserPermissions.DocumentsEntry
+	nil,                                // 31: collab.access.v1.UserPermissions.OrganizationEntry
+	nil,                                // 32: collab.access.v1.GetPermissionsResponse.DataEntry
+	(*structpb.Struct)(nil),            // 33: google.protobuf.Struct
 }
 var file_collab_access_v1_access_proto_depIdxs = []int32{
-	28, // 0: collab.access.v1.UserPermissions.folders:type_name -> collab.access.v1.UserPermissions.FoldersEntry
-	29, // 1: collab.access.v1.UserPermissions.documents:type_name -> collab.access.v1.UserPermissions.DocumentsEntry
-	30, // 2: collab.access.v1.UserPermissions.organization:type_name -> collab.access.v1.UserPermissions.OrganizationEntry
-	4,  // 3: collab.access.v1.UserPermissions.context:type_name -> collab.access.v1.AccessContext
-	31, // 4: collab.access.v1.GetPermissionsResponse.data:type_name -> collab.access.v1.GetPermissionsResponse.DataEntry
-	32, // 5: collab.access.v1.ContextAccess.access:type_name -> google.protobuf.Struct
-	8,  // 6: collab.access.v1.Permissions.resources:type_name -> collab.access.v1.Resource
-	9,  // 7: collab.access.v1.Permissions.context:type_name -> collab.access.v1.ContextAccess
-	11, // 8: collab.access.v1.AddPermissionsRequest.user:type_name -> collab.access.v1.UserRef
-	10, // 9: collab.access.v1.AddPermissionsRequest.permissions:type_name -> collab.access.v1.Permissions
-	10, // 10: collab.access.v1.RemovePermissionsRequest.permissions:type_name -> collab.access.v1.Permissions
-	32, // 11: collab.access.v1.PermissionsChangedResponse.data:type_name -> google.protobuf.Struct
-	15, // 12: collab.access.v1.GenerateTokenV1Request.user_properties:type_name -> collab.access.v1.UserPropertiesV1
-	17, // 13: collab.access.v1.GenerateTokenRequest.user_properties:type_name -> collab.access.v1.UserProperties
-	10, // 14: collab.access.v1.GenerateTokenRequest.permissions:type_name -> collab.access.v1.Permissions
-	19, // 15: collab.access.v1.GenerateTokenResponse.data:type_name -> collab.access.v1.Token
-	23, // 16: collab.access.v1.Jwks.keys:type_name -> collab.access.v1.Jwk
-	2,  // 17: collab.access.v1.UserPermissions.FoldersEntry.value:type_name -> collab.access.v1.PermissionEntry
-	2,  // 18: collab.access.v1.UserPermissions.DocumentsEntry.value:type_name -> collab.access.v1.PermissionEntry
-	3,  // 19: collab.access.v1.UserPermissions.OrganizationEntry.value:type_name -> collab.access.v1.OrganizationAccess
-	5,  // 20: collab.access.v1.GetPermissionsResponse.DataEntry.value:type_name -> collab.access.v1.UserPermissions
-	6,  // 21: collab.access.v1.AccessService.GetPermissions:input_type -> collab.access.v1.GetPermissionsRequest
-	12, // 22: collab.access.v1.AccessService.AddPermissions:input_type -> collab.access.v1.AddPermissionsRequest
-	13, // 23: collab.access.v1.AccessService.RemovePermissions:input_type -> collab.access.v1.RemovePermissionsRequest
-	16, // 24: collab.access.v1.AccessService.GenerateTokenV1:input_type -> collab.access.v1.GenerateTokenV1Request
-	18, // 25: collab.access.v1.AccessService.GenerateToken:input_type -> collab.access.v1.GenerateTokenRequest
-	21, // 26: collab.access.v1.AccessService.GetJwks:input_type -> collab.access.v1.GetJwksRequest
-	24, // 27: collab.access.v1.AccessService.SetRoles:input_type -> collab.access.v1.SetRolesRequest
-	26, // 28: collab.access.v1.AccessService.VerifyToken:input_type -> collab.access.v1.VerifyTokenRequest
-	0,  // 29: collab.access.v1.AccessService.FilterReaders:input_type -> collab.access.v1.FilterReadersRequest
-	7,  // 30: collab.access.v1.AccessService.GetPermissions:output_type -> collab.access.v1.GetPermissionsResponse
-	14, // 31: collab.access.v1.AccessService.AddPermissions:output_type -> collab.access.v1.PermissionsChangedResponse
-	14, // 32: collab.access.v1.AccessService.RemovePermissions:output_type -> collab.access.v1.PermissionsChangedResponse
-	20, // 33: collab.access.v1.AccessService.GenerateTokenV1:output_type -> collab.access.v1.GenerateTokenResponse
-	20, // 34: collab.access.v1.AccessService.GenerateToken:output_type -> collab.access.v1.GenerateTokenResponse
-	22, // 35: collab.access.v1.AccessService.GetJwks:output_type -> collab.access.v1.Jwks
-	25, // 36: collab.access.v1.AccessService.SetRoles:output_type -> collab.access.v1.SetRolesResponse
-	27, // 37: collab.access.v1.AccessService.VerifyToken:output_type -> collab.access.v1.VerifyTokenResponse
-	1,  // 38: collab.access.v1.AccessService.FilterReaders:output_type -> collab.access.v1.FilterReadersResponse
-	30, // [30:39] is the sub-list for method output_type
-	21, // [21:30] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	28, // 0: collab.access.v1.FilterReadersResponse.roles:type_name -> collab.access.v1.FilterReadersResponse.RolesEntry
+	29, // 1: collab.access.v1.UserPermissions.folders:type_name -> collab.access.v1.UserPermissions.FoldersEntry
+	30, // 2: collab.access.v1.UserPermissions.documents:type_name -> collab.access.v1.UserPermissions.DocumentsEntry
+	31, // 3: collab.access.v1.UserPermissions.organization:type_name -> collab.access.v1.UserPermissions.OrganizationEntry
+	4,  // 4: collab.access.v1.UserPermissions.context:type_name -> collab.access.v1.AccessContext
+	32, // 5: collab.access.v1.GetPermissionsResponse.data:type_name -> collab.access.v1.GetPermissionsResponse.DataEntry
+	33, // 6: collab.access.v1.ContextAccess.access:type_name -> google.protobuf.Struct
+	8,  // 7: collab.access.v1.Permissions.resources:type_name -> collab.access.v1.Resource
+	9,  // 8: collab.access.v1.Permissions.context:type_name -> collab.access.v1.ContextAccess
+	11, // 9: collab.access.v1.AddPermissionsRequest.user:type_name -> collab.access.v1.UserRef
+	10, // 10: collab.access.v1.AddPermissionsRequest.permissions:type_name -> collab.access.v1.Permissions
+	10, // 11: collab.access.v1.RemovePermissionsRequest.permissions:type_name -> collab.access.v1.Permissions
+	33, // 12: collab.access.v1.PermissionsChangedResponse.data:type_name -> google.protobuf.Struct
+	15, // 13: collab.access.v1.GenerateTokenV1Request.user_properties:type_name -> collab.access.v1.UserPropertiesV1
+	17, // 14: collab.access.v1.GenerateTokenRequest.user_properties:type_name -> collab.access.v1.UserProperties
+	10, // 15: collab.access.v1.GenerateTokenRequest.permissions:type_name -> collab.access.v1.Permissions
+	19, // 16: collab.access.v1.GenerateTokenResponse.data:type_name -> collab.access.v1.Token
+	23, // 17: collab.access.v1.Jwks.keys:type_name -> collab.access.v1.Jwk
+	2,  // 18: collab.access.v1.UserPermissions.FoldersEntry.value:type_name -> collab.access.v1.PermissionEntry
+	2,  // 19: collab.access.v1.UserPermissions.DocumentsEntry.value:type_name -> collab.access.v1.PermissionEntry
+	3,  // 20: collab.access.v1.UserPermissions.OrganizationEntry.value:type_name -> collab.access.v1.OrganizationAccess
+	5,  // 21: collab.access.v1.GetPermissionsResponse.DataEntry.value:type_name -> collab.access.v1.UserPermissions
+	6,  // 22: collab.access.v1.AccessService.GetPermissions:input_type -> collab.access.v1.GetPermissionsRequest
+	12, // 23: collab.access.v1.AccessService.AddPermissions:input_type -> collab.access.v1.AddPermissionsRequest
+	13, // 24: collab.access.v1.AccessService.RemovePermissions:input_type -> collab.access.v1.RemovePermissionsRequest
+	16, // 25: collab.access.v1.AccessService.GenerateTokenV1:input_type -> collab.access.v1.GenerateTokenV1Request
+	18, // 26: collab.access.v1.AccessService.GenerateToken:input_type -> collab.access.v1.GenerateTokenRequest
+	21, // 27: collab.access.v1.AccessService.GetJwks:input_type -> collab.access.v1.GetJwksRequest
+	24, // 28: collab.access.v1.AccessService.SetRoles:input_type -> collab.access.v1.SetRolesRequest
+	26, // 29: collab.access.v1.AccessService.VerifyToken:input_type -> collab.access.v1.VerifyTokenRequest
+	0,  // 30: collab.access.v1.AccessService.FilterReaders:input_type -> collab.access.v1.FilterReadersRequest
+	7,  // 31: collab.access.v1.AccessService.GetPermissions:output_type -> collab.access.v1.GetPermissionsResponse
+	14, // 32: collab.access.v1.AccessService.AddPermissions:output_type -> collab.access.v1.PermissionsChangedResponse
+	14, // 33: collab.access.v1.AccessService.RemovePermissions:output_type -> collab.access.v1.PermissionsChangedResponse
+	20, // 34: collab.access.v1.AccessService.GenerateTokenV1:output_type -> collab.access.v1.GenerateTokenResponse
+	20, // 35: collab.access.v1.AccessService.GenerateToken:output_type -> collab.access.v1.GenerateTokenResponse
+	22, // 36: collab.access.v1.AccessService.GetJwks:output_type -> collab.access.v1.Jwks
+	25, // 37: collab.access.v1.AccessService.SetRoles:output_type -> collab.access.v1.SetRolesResponse
+	27, // 38: collab.access.v1.AccessService.VerifyToken:output_type -> collab.access.v1.VerifyTokenResponse
+	1,  // 39: collab.access.v1.AccessService.FilterReaders:output_type -> collab.access.v1.FilterReadersResponse
+	31, // [31:40] is the sub-list for method output_type
+	22, // [22:31] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_collab_access_v1_access_proto_init() }
@@ -2024,7 +2041,7 @@ func file_collab_access_v1_access_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_collab_access_v1_access_proto_rawDesc), len(file_collab_access_v1_access_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -58,8 +58,9 @@ type AccessServiceClient interface {
 	// its API key is usable and its auth token has not been reset since the token was made.
 	// UNAUTHENTICATED with the reason when it is refused. Internal only: no HTTP route.
 	VerifyToken(ctx context.Context, in *VerifyTokenRequest, opts ...grpc.CallOption) (*VerifyTokenResponse, error)
-	// FilterReaders tells which of the users can read a document (viewer or editor, by the
-	// resolution of Get Permissions), for the notifications service's verifyUserPermissions.
+	// FilterReaders tells which of the users can read a document and with which role (viewer or
+	// editor, by the resolution of Get Permissions), for the notifications service's
+	// verifyUserPermissions and the CRDT service's live sync.
 	// NOT_FOUND when the organization or document does not exist. Internal only.
 	FilterReaders(ctx context.Context, in *FilterReadersRequest, opts ...grpc.CallOption) (*FilterReadersResponse, error)
 }
@@ -183,8 +184,9 @@ type AccessServiceServer interface {
 	// its API key is usable and its auth token has not been reset since the token was made.
 	// UNAUTHENTICATED with the reason when it is refused. Internal only: no HTTP route.
 	VerifyToken(context.Context, *VerifyTokenRequest) (*VerifyTokenResponse, error)
-	// FilterReaders tells which of the users can read a document (viewer or editor, by the
-	// resolution of Get Permissions), for the notifications service's verifyUserPermissions.
+	// FilterReaders tells which of the users can read a document and with which role (viewer or
+	// editor, by the resolution of Get Permissions), for the notifications service's
+	// verifyUserPermissions and the CRDT service's live sync.
 	// NOT_FOUND when the organization or document does not exist. Internal only.
 	FilterReaders(context.Context, *FilterReadersRequest) (*FilterReadersResponse, error)
 	mustEmbedUnimplementedAccessServiceServer()
