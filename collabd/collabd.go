@@ -101,9 +101,10 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 	// chain runs on both. The chain needs the authenticator, which for a local authenticating
 	// service is the service itself; it is set once the services exist, before serving starts.
 	var (
-		auth  authn.Authenticator
-		srv   *grpc.Server
-		local *inproc.Server
+		auth   authn.Authenticator
+		srv    *grpc.Server
+		local  *inproc.Server
+		routes []service.Route
 	)
 	if len(localModules) > 0 {
 		chain := grpcserver.Chain(log, authn.NewInterceptor(lazyAuthenticator{get: func() authn.Authenticator { return auth }}, cfg.InternalToken))
@@ -148,6 +149,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 			if inst.Dev != nil {
 				p.Dev = inst.Dev
 			}
+			routes = append(routes, inst.Routes...)
 			if inst.Run != nil {
 				b.background = append(b.background, inst.Run)
 			}
@@ -196,16 +198,31 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		b.startRelays()
 	}
 
-	if cfg.Runs(Gateway) {
-		var upstreams []gateway.Upstream
-		for _, m := range cfg.Modules {
-			if m.Gateway != nil {
-				upstreams = append(upstreams, gateway.Upstream{Name: m.Name, GRPCService: m.GRPCService, Register: m.Gateway, Conn: plain[m.Name]})
+	if cfg.Runs(Gateway) || len(routes) > 0 {
+		// A process without the gateway still listens when its services serve HTTP routes of
+		// their own (an ingress sends /v2/crdt/sync/ to the crdt processes); anything else
+		// there is not found.
+		var gw http.Handler = http.HandlerFunc(notFound)
+		if cfg.Runs(Gateway) {
+			var upstreams []gateway.Upstream
+			for _, m := range cfg.Modules {
+				if m.Gateway != nil {
+					upstreams = append(upstreams, gateway.Upstream{Name: m.Name, GRPCService: m.GRPCService, Register: m.Gateway, Conn: plain[m.Name]})
+				}
 			}
+			g, err := gateway.New(ctx, upstreams, log)
+			if err != nil {
+				return nil, err
+			}
+			gw = g
 		}
-		gw, err := gateway.New(ctx, upstreams, log)
-		if err != nil {
-			return nil, err
+		if len(routes) > 0 {
+			mux := http.NewServeMux()
+			for _, r := range routes {
+				mux.Handle(r.Prefix, r.Handler)
+			}
+			mux.Handle("/", gw)
+			gw = mux
 		}
 		ln, err := net.Listen("tcp", cfg.HTTPAddr)
 		if err != nil {
@@ -443,4 +460,11 @@ func (b *builder) startRelays() {
 		wg.Wait()
 		return nil
 	})
+}
+
+// notFound answers a process's HTTP listener when it has no gateway: the error envelope.
+func notFound(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusNotFound)
+	_, _ = w.Write([]byte(`{"error":{"status":"NOT_FOUND","message":"Not found: this process serves no gateway."}}`))
 }

@@ -9,6 +9,7 @@ package service
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -100,6 +101,16 @@ type Instance struct {
 	Authenticator authn.Authenticator
 	// Dev holds the development workspace's credentials when the service made one.
 	Dev *DevCredentials
+	// Routes are plain HTTP routes the service serves itself, beside its gRPC API (the CRDT
+	// service's WebSocket): every process that runs the service serves them on its HTTP
+	// listener, in front of the gateway when it runs there too.
+	Routes []Route
+}
+
+// Route is a path prefix and the handler of the requests under it.
+type Route struct {
+	Prefix  string
+	Handler http.Handler
 }
 
 // DevCredentials are the fixed credentials of the development workspace a local run creates,

@@ -25,6 +25,9 @@ const (
 	actionUpdate = "update"
 	actionApply  = "apply"
 	actionDelete = "delete"
+	// actionLive: edits of clients connected to live sync, announced at most once per room
+	// every few seconds with the content after them.
+	actionLive = "live"
 )
 
 // consumes are the lifecycle events the CRDT data follows.
@@ -46,7 +49,11 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 				return err
 			}
 		}
-		return s.store.DeleteOrganization(ctx, apiKey, org, gen)
+		if err := s.store.DeleteOrganization(ctx, apiKey, org, gen); err != nil {
+			return err
+		}
+		s.reloadWhere(func(e Editor) bool { return e.APIKey == apiKey && e.OrganizationID == org })
+		return nil
 	case *lifecyclev1.Event_DocumentsDeleted:
 		apiKey, org, err := lifecycle.Scoped(e)
 		if err != nil {
@@ -66,6 +73,7 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 			if err := s.store.DeleteDocument(ctx, doc); err != nil {
 				return err
 			}
+			s.reloadWhere(func(e Editor) bool { return e.APIKey == apiKey && e.OrganizationID == org && e.DocumentID == d.ID })
 		}
 		return nil
 	case *lifecyclev1.Event_DocumentMigrated:
@@ -77,7 +85,13 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 		// Data is keyed by the document's generation, which it keeps: it is found under the new
 		// id already, and a write racing the migration lands where readers look. Only the id
 		// kept beside it changes.
-		return s.store.MoveDocument(ctx, apiKey, org, m.GetFromDocumentId(), m.GetToDocumentId(), m.GetGeneration())
+		if err := s.store.MoveDocument(ctx, apiKey, org, m.GetFromDocumentId(), m.GetToDocumentId(), m.GetGeneration()); err != nil {
+			return err
+		}
+		// Clients of the old id reconnect, and find the document gone from there.
+		from := m.GetFromDocumentId()
+		s.reloadWhere(func(e Editor) bool { return e.APIKey == apiKey && e.OrganizationID == org && e.DocumentID == from })
+		return nil
 	}
 	return nil // a type this service takes no action on
 }
@@ -108,7 +122,25 @@ func (s *Server) publishDeleted(ctx context.Context, c authn.Caller, m *Meta) {
 	s.emit(ctx, c, m, map[string]any{"editorId": m.EditorID, "action": actionDelete, "type": m.Type, "contentKey": key})
 }
 
+// publishLive announces live edits, with the user of the last writing connection.
+func (s *Server) publishLive(ctx context.Context, c authn.Caller, m *Meta, user string, d *yjs.Doc, key string, kind yjs.Kind) {
+	data := map[string]any{"editorId": m.EditorID, "action": actionLive, "type": kind.String(), "contentKey": key}
+	if b, err := json.Marshal(d.JSON(key, kind)); err == nil && len(b) <= maxEventContentBytes {
+		var v any
+		if json.Unmarshal(b, &v) == nil {
+			data["data"] = v
+		}
+	} else {
+		data["dataOmitted"] = true
+	}
+	s.emitAs(ctx, c, m, user, data)
+}
+
 func (s *Server) emit(ctx context.Context, c authn.Caller, m *Meta, data map[string]any) {
+	s.emitAs(ctx, c, m, "", data)
+}
+
+func (s *Server) emitAs(ctx context.Context, c authn.Caller, m *Meta, user string, data map[string]any) {
 	st, err := structpb.NewStruct(data)
 	if err != nil {
 		s.log.ErrorContext(ctx, "crdt event data", "editor_id", m.EditorID, "error", err)
@@ -119,6 +151,9 @@ func (s *Server) emit(ctx context.Context, c authn.Caller, m *Meta, data map[str
 		OrganizationId: m.OrganizationID, DocumentId: m.DocumentID, Timestamp: float64(s.now()),
 		TargetEntityId: m.EditorID, Data: st,
 		OrganizationGeneration: m.OrgGen, DocumentGeneration: m.DocGen,
+	}
+	if user != "" {
+		e.ActionUser = &eventsv1.ActionUser{UserId: user}
 	}
 	if _, err := s.events.PublishAsync(ctx, lifecycle.Domain(e)); err != nil {
 		s.log.ErrorContext(ctx, "crdt.update_data not published", "editor_id", m.EditorID, "error", err)

@@ -7,10 +7,12 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
 
+	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 	crdtv1 "github.com/collab/collab/proto/collab/crdt/v1"
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
 
 	"github.com/collab/collab/internal/service"
+	"github.com/collab/collab/services/crdt/live"
 )
 
 // Module describes the CRDT service to the process that runs it. It asks documents for
@@ -42,13 +44,27 @@ func build(ctx context.Context, env service.Env) (*service.Instance, error) {
 		}
 		store = s
 	}
-	s, err := New(store, documentsv1.NewDocumentsServiceClient(env.Conn("documents")), env.Outbox, WithClock(env.Clock), WithLogger(env.Log))
+	sync := &liveSync{access: accessv1.NewAccessServiceClient(env.Conn("access")), log: env.Log}
+	s, err := New(store, documentsv1.NewDocumentsServiceClient(env.Conn("documents")), env.Outbox,
+		WithClock(env.Clock), WithLogger(env.Log), WithBroadcast(sync.broadcast), WithReload(sync.reload))
 	if err != nil {
 		return nil, err
 	}
+	sync.s = s
+	sync.hub = live.New(live.Config{
+		Log: sync, Authorize: sync.authorize, Changed: sync.changed, Logger: env.Log, Prefix: SyncPrefix,
+		// Memory, not encoding: a document's memory is about four times its stored size at
+		// most, so live edits stop near the limit REST changes stop at.
+		MaxDocBytes: 4 * maxStateBytes,
+	})
 	return &service.Instance{
 		Register: func(r grpc.ServiceRegistrar) { crdtv1.RegisterCrdtServiceServer(r, s) },
 		Ping:     s.Ping,
 		Events:   s,
+		Routes:   []service.Route{{Prefix: SyncPrefix, Handler: sync.hub}},
+		Run: func(ctx context.Context) {
+			<-ctx.Done()
+			sync.hub.Close()
+		},
 	}, nil
 }

@@ -55,6 +55,7 @@ type Server struct {
 	origin     string
 	compaction Compaction
 	broadcast  Broadcast
+	reload     func(match func(Editor) bool)
 }
 
 // Option configures a Server.
@@ -71,6 +72,16 @@ func WithCompaction(c Compaction) Option { return func(s *Server) { s.compaction
 
 // WithBroadcast sets the hook told of every stored change.
 func WithBroadcast(b Broadcast) Option { return func(s *Server) { s.broadcast = b } }
+
+// WithReload sets the hook told of editors a lifecycle event deleted or moved (live sync
+// closes their rooms).
+func WithReload(r func(match func(Editor) bool)) Option { return func(s *Server) { s.reload = r } }
+
+func (s *Server) reloadWhere(match func(Editor) bool) {
+	if s.reload != nil {
+		s.reload(match)
+	}
+}
 
 // New returns a Server on store. docs tells the generations data is filed under; events
 // publishes crdt.update_data.
@@ -521,4 +532,48 @@ func (s *Server) deleteEditor(ctx context.Context, c authn.Caller, e Editor) (bo
 	}
 	s.publishDeleted(ctx, c, m)
 	return true, nil
+}
+
+// appendLive stores an update of a live client as Apply CRDT Update stores one, creating the
+// editor's data when it has none (created), but without the size check (the room bounds its
+// document), the broadcast (the room relays the update itself) and the event (live edits are
+// announced coalesced). It returns the editor's record and the update's sequence number (0
+// for the update that created the data).
+func (s *Server) appendLive(ctx context.Context, e Editor, update []byte) (m *Meta, seq int64, created bool, err error) {
+	for range 2 {
+		m, err := s.store.Meta(ctx, e)
+		if errors.Is(err, ErrNotFound) {
+			m = &Meta{Editor: e, CreatedAt: s.now()}
+			err := s.store.Create(ctx, m, update)
+			if errors.Is(err, ErrExists) {
+				continue
+			}
+			if err != nil {
+				return nil, 0, false, fmt.Errorf("store a live update: %w", err)
+			}
+			if err := s.settle(ctx, e); err != nil {
+				return nil, 0, false, err
+			}
+			return m, 0, true, nil
+		}
+		if err != nil {
+			return nil, 0, false, fmt.Errorf("store a live update: %w", err)
+		}
+		seq, err := s.store.Append(ctx, m.Stream, Update{Data: update, At: s.now(), Origin: s.origin})
+		if err != nil {
+			return nil, 0, false, fmt.Errorf("store a live update: %w", err)
+		}
+		kept, err := s.settleAppend(ctx, m)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		// Every MaxUpdates entries the log is due; Compact checks again.
+		if kept && s.compaction.MaxUpdates > 0 && seq%int64(s.compaction.MaxUpdates) == 0 {
+			if _, err := s.store.Compact(ctx, e, s.compaction, yjs.Merge); err != nil {
+				s.log.WarnContext(ctx, "crdt compaction failed", "editor_id", e.EditorID, "error", err)
+			}
+		}
+		return m, seq, false, nil
+	}
+	return nil, 0, false, errors.New("store a live update: the editor was created and deleted meanwhile")
 }

@@ -26,15 +26,28 @@ import (
 
 // Log is the durable update log of the documents (the crdt service's store).
 type Log interface {
-	// Load returns a document's whole state as one update, and the sequence number of the
-	// last update it includes.
-	Load(ctx context.Context, key string) (state []byte, seq uint64, err error)
-	// Append stores an update after the document's others and returns its sequence number.
-	Append(ctx context.Context, key string, update []byte) (seq uint64, err error)
-	// Since returns the stored updates after seq, in order. reset reports that updates after
-	// seq were compacted away; the caller loads the state again.
-	Since(ctx context.Context, key string, seq uint64) (entries []Entry, reset bool, err error)
+	// Load returns a document's whole state as updates, and the position of the last update
+	// it includes; nothing and a zero Cursor when the document has no data.
+	Load(ctx context.Context, key string) (parts [][]byte, at Cursor, err error)
+	// Append stores an update after the document's others, creating the document's data when
+	// it has none (created), and returns the update's position.
+	Append(ctx context.Context, key string, update []byte) (at Cursor, created bool, err error)
+	// Since returns the stored updates after at, in order. reset reports that the reader must
+	// load the state again (updates after at were compacted away, or the data was made anew);
+	// ErrGone that the data was deleted.
+	Since(ctx context.Context, key string, at Cursor) (entries []Entry, reset bool, err error)
 }
+
+// Cursor is a position in a document's log: which incarnation of its data (a new one each
+// time the data is created) and the sequence number in it.
+type Cursor struct {
+	Version string
+	Seq     uint64
+}
+
+// ErrGone is Since's answer for a document whose data was deleted: the room's clients are
+// disconnected and the room reloads.
+var ErrGone = errors.New("the document's data was deleted")
 
 // Entry is one stored update.
 type Entry struct {
@@ -161,22 +174,27 @@ func (h *Hub) Rooms() int {
 
 // Publish applies an update stored by someone else on this replica (a REST change) to the
 // document's room, when it is loaded, and relays it to the room's clients.
-func (h *Hub) Publish(key string, seq uint64, update []byte) {
+func (h *Hub) Publish(key string, at Cursor, update []byte) {
 	h.mu.Lock()
 	r := h.rms[key]
 	h.mu.Unlock()
 	if r != nil {
-		r.applyStored(seq, update)
+		r.applyStored(at, update)
 	}
 }
 
-// Reload makes a loaded room read its document again (after a deletion or a move): its
-// clients are disconnected and reconnect to what the log holds now.
-func (h *Hub) Reload(key string) {
+// Reload makes the loaded rooms whose keys match read their documents again (after a deletion
+// or a move): their clients are disconnected and reconnect to what the log holds now.
+func (h *Hub) Reload(match func(key string) bool) {
 	h.mu.Lock()
-	r := h.rms[key]
+	var rooms []*room
+	for k, r := range h.rms {
+		if match(k) {
+			rooms = append(rooms, r)
+		}
+	}
 	h.mu.Unlock()
-	if r != nil {
+	for _, r := range rooms {
 		r.broken.Store(true)
 		r.closeAll()
 	}
@@ -191,6 +209,10 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, `{"error":{"status":"NOT_FOUND","message":"Not found."}}`, http.StatusNotFound)
 		return
 	}
+	// The server's read and write timeouts are for requests: a sync connection lives on.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
 	// The token, not a cookie, authenticates: pages of any origin may connect (browsers send
 	// no ambient credential a cross-site page could borrow).
 	c, err := websocket.Accept(w, req, &websocket.AcceptOptions{InsecureSkipVerify: true})
@@ -212,7 +234,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = c.Write(wctx, websocket.MessageBinary, yjs.PermissionDeniedFrame(reason))
 		cancel()
-		_ = c.Close(websocket.StatusPolicyViolation, truncate(reason, 120))
+		code := statusDenied
+		if !errors.As(err, &denied) {
+			code = websocket.StatusTryAgainLater
+		}
+		_ = c.Close(code, truncate(reason, 120))
 		return
 	}
 	r, err := h.join(req.Context(), g.Key)
@@ -229,6 +255,15 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	r.serve(cn)
 }
+
+// Close codes in 4400–4499 tell y-websocket's provider not to reconnect (it would be refused
+// again); 1013 (try again later) lets it.
+const (
+	statusDenied     websocket.StatusCode = 4403
+	statusMalformed  websocket.StatusCode = 4400
+	statusTooLarge   websocket.StatusCode = 4413
+	statusLogFailure                      = websocket.StatusTryAgainLater
+)
 
 func truncate(s string, n int) string {
 	if len(s) <= n {

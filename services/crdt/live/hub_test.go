@@ -21,35 +21,31 @@ type memLog struct {
 	fail    bool
 }
 
-func (l *memLog) Load(_ context.Context, key string) ([]byte, uint64, error) {
+func (l *memLog) Load(_ context.Context, key string) ([][]byte, Cursor, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	us := l.updates[key]
-	if len(us) == 0 {
-		return nil, 0, nil
-	}
-	m, err := yjs.Merge(us...)
-	return m, uint64(len(us)), err
+	return append([][]byte(nil), us...), Cursor{Version: "v", Seq: uint64(len(us))}, nil
 }
 
-func (l *memLog) Append(_ context.Context, key string, u []byte) (uint64, error) {
+func (l *memLog) Append(_ context.Context, key string, u []byte) (Cursor, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fail {
-		return 0, errors.New("log down")
+		return Cursor{}, false, errors.New("log down")
 	}
 	if l.updates == nil {
 		l.updates = map[string][][]byte{}
 	}
 	l.updates[key] = append(l.updates[key], append([]byte(nil), u...))
-	return uint64(len(l.updates[key])), nil
+	return Cursor{Version: "v", Seq: uint64(len(l.updates[key]))}, false, nil
 }
 
-func (l *memLog) Since(_ context.Context, key string, seq uint64) ([]Entry, bool, error) {
+func (l *memLog) Since(_ context.Context, key string, at Cursor) ([]Entry, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []Entry
-	for i := seq; i < uint64(len(l.updates[key])); i++ {
+	for i := at.Seq; i < uint64(len(l.updates[key])); i++ {
 		out = append(out, Entry{Seq: i + 1, Update: l.updates[key][i]})
 	}
 	return out, false, nil
@@ -180,9 +176,11 @@ func TestEditsReachOtherReplicasAndPersist(t *testing.T) {
 	eventually(t, "b sees a's edit", func() bool { return b.text() == "hello" })
 	b.edit("hello world")
 	eventually(t, "a sees b's edit", func() bool { return a.text() == "hello world" })
-	st, _, _ := log.Load(context.Background(), "o/d/e")
+	parts, _, _ := log.Load(context.Background(), "o/d/e")
 	d := yjs.NewDoc()
-	d.Apply(st)
+	for _, p := range parts {
+		d.Apply(p)
+	}
 	if g := d.JSON("content", yjs.Text); g != "hello world" {
 		t.Fatalf("log holds %q", g)
 	}
@@ -220,7 +218,7 @@ func TestRefusedTokenGetsPermissionDenied(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("no message")
 	}
-	if _, _, err := readUntilClose(c); websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+	if _, _, err := readUntilClose(c); websocket.CloseStatus(err) != statusDenied {
 		t.Fatalf("close = %v", err)
 	}
 }
@@ -260,7 +258,7 @@ func TestMalformedFrameClosesAndLogFailureDisconnects(t *testing.T) {
 	h, url := newServer(t, log, nil)
 	c := dial(t, url+"o/d/e", "edit")
 	c.send([]byte{0, 2, 5, 1, 2})
-	if _, _, err := readUntilClose(c); websocket.CloseStatus(err) != websocket.StatusUnsupportedData {
+	if _, _, err := readUntilClose(c); websocket.CloseStatus(err) != statusMalformed {
 		t.Fatalf("close = %v", err)
 	}
 	c2 := dial(t, url+"o/d/e", "edit")

@@ -27,7 +27,8 @@ type room struct {
 
 	mu    sync.Mutex
 	doc   *yjs.Doc
-	seq   uint64          // the log is applied up to here
+	at    Cursor          // the log is applied up to here
+	seq   uint64          // at.Seq
 	seen  map[uint64]bool // sequence numbers after seq already applied (own appends)
 	conns map[*conn]struct{}
 	aware map[uint64]awareness
@@ -60,13 +61,15 @@ type conn struct {
 }
 
 func (r *room) load(ctx context.Context) error {
-	state, seq, err := r.hub.cfg.Log.Load(ctx, r.key)
+	parts, at, err := r.hub.cfg.Log.Load(ctx, r.key)
 	if err != nil {
 		return err
 	}
+	seq := at.Seq
+	r.at = at
 	d := yjs.NewDoc()
-	if len(state) > 0 {
-		if err := d.Apply(state); err != nil {
+	for _, p := range parts {
+		if err := d.Apply(p); err != nil {
 			return err
 		}
 	}
@@ -151,7 +154,7 @@ func (r *room) serve(c *conn) {
 func (r *room) handle(ctx context.Context, c *conn, frame []byte) bool {
 	m, err := yjs.ReadMessage(frame)
 	if err != nil {
-		c.close(websocket.StatusUnsupportedData, "Malformed message.")
+		c.close(statusMalformed, "Malformed message.")
 		return false
 	}
 	switch m.Type {
@@ -162,7 +165,7 @@ func (r *room) handle(ctx context.Context, c *conn, frame []byte) bool {
 			diff, err := r.doc.Encode(m.Payload)
 			r.mu.Unlock()
 			if err != nil {
-				c.close(websocket.StatusUnsupportedData, "Malformed state vector.")
+				c.close(statusMalformed, "Malformed state vector.")
 				return false
 			}
 			c.send(yjs.SyncFrame(yjs.SyncStep2, diff))
@@ -217,11 +220,11 @@ var (
 func closeCode(err error) websocket.StatusCode {
 	switch err {
 	case errTooLarge:
-		return websocket.StatusMessageTooBig
+		return statusTooLarge
 	case errMalformed:
-		return websocket.StatusUnsupportedData
+		return statusMalformed
 	}
-	return websocket.StatusTryAgainLater
+	return statusLogFailure
 }
 
 // write applies a client's update, stores it, then relays it to the others. The room's lock
@@ -246,7 +249,7 @@ func (r *room) write(ctx context.Context, from *conn, update []byte) error {
 	}
 	r.size += 4 * len(update)
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	seq, err := r.hub.cfg.Log.Append(wctx, r.key, update)
+	at, created, err := r.hub.cfg.Log.Append(wctx, r.key, update)
 	cancel()
 	if err != nil {
 		r.hub.log.Warn("crdt sync: append", "err", err)
@@ -256,7 +259,15 @@ func (r *room) write(ctx context.Context, from *conn, update []byte) error {
 		}
 		return errLogFailure
 	}
-	r.markSeen(seq)
+	switch {
+	case created:
+		// This update made the data: the log starts here.
+		r.at, r.seq = at, at.Seq
+		clear(r.seen)
+	case at.Version == r.at.Version:
+		r.markSeen(at.Seq)
+	}
+	// Otherwise the data was made anew by someone else: the next catch-up loads it.
 	r.broadcastLocked(yjs.SyncFrame(yjs.SyncUpdate, update), from)
 	r.dirty, r.lastGrant = true, from.grant
 	return nil
@@ -274,17 +285,23 @@ func (r *room) markSeen(seq uint64) {
 	}
 }
 
-// applyStored applies an update stored elsewhere on this replica and relays it.
-func (r *room) applyStored(seq uint64, update []byte) {
+// applyStored applies an update stored elsewhere on this replica, or found in the log, and
+// relays it. An update of another incarnation of the data, or the one that created it (seq
+// 0), is applied whatever the room has seen: applying twice changes nothing.
+func (r *room) applyStored(at Cursor, update []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.doc == nil || seq <= r.seq || r.seen[seq] {
+	same := at.Version == r.at.Version && at.Seq > 0
+	if r.doc == nil || (same && (at.Seq <= r.seq || r.seen[at.Seq])) {
 		return
 	}
-	if err := r.doc.Apply(update); err != nil {
+	changed, err := r.doc.ApplyChanged(update)
+	if same {
+		r.markSeen(at.Seq)
+	}
+	if err != nil || !changed {
 		return
 	}
-	r.markSeen(seq)
 	r.broadcastLocked(yjs.SyncFrame(yjs.SyncUpdate, update), nil)
 }
 
@@ -362,37 +379,47 @@ func (r *room) follow() {
 
 func (r *room) catchUp() {
 	r.mu.Lock()
-	seq := r.seq
+	at := Cursor{Version: r.at.Version, Seq: r.seq}
 	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	entries, reset, err := r.hub.cfg.Log.Since(ctx, r.key, seq)
+	entries, reset, err := r.hub.cfg.Log.Since(ctx, r.key, at)
+	if errors.Is(err, ErrGone) {
+		r.broken.Store(true)
+		r.closeAll()
+		return
+	}
 	if err != nil {
 		r.hub.log.Warn("crdt sync: follow the log", "err", err)
 		return
 	}
 	if reset {
-		state, at, err := r.hub.cfg.Log.Load(ctx, r.key)
+		parts, at, err := r.hub.cfg.Log.Load(ctx, r.key)
 		if err != nil {
 			r.hub.log.Warn("crdt sync: reload", "err", err)
 			return
 		}
 		r.mu.Lock()
 		sv := r.doc.StateVector()
-		if r.doc.Apply(state) == nil {
+		changed := false
+		for _, p := range parts {
+			if c, err := r.doc.ApplyChanged(p); err == nil && c {
+				changed = true
+			}
+		}
+		if changed {
 			if diff, err := r.doc.Encode(sv); err == nil {
 				r.broadcastLocked(yjs.SyncFrame(yjs.SyncUpdate, diff), nil)
 			}
 		}
-		if at > r.seq {
-			r.seq = at
-			clear(r.seen)
-		}
+		// The log restarted (new data) or moved past a compaction: follow it from here.
+		r.at, r.seq = at, at.Seq
+		clear(r.seen)
 		r.mu.Unlock()
 		return
 	}
 	for _, e := range entries {
-		r.applyStored(e.Seq, e.Update)
+		r.applyStored(Cursor{Version: at.Version, Seq: e.Seq}, e.Update)
 	}
 }
 
