@@ -162,6 +162,7 @@ func (l *liveSync) authorize(ctx context.Context, token, org, doc, editor string
 		Key:      roomKey(e),
 		CanWrite: role == validate.RoleEditor,
 		UserID:   claims.GetUserId(),
+		Expires:  time.Unix(claims.GetExpiresAt(), 0),
 		Info:     grantInfo{caller: caller, editor: e, user: claims.GetUserId()},
 	}, nil
 }

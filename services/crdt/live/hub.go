@@ -62,6 +62,9 @@ type Grant struct {
 	CanWrite bool
 	// Who: for logs and events.
 	UserID string
+	// Expires, when set, ends the connection (as refused) when the credential expires: a
+	// token is checked when the connection opens, and must not outlive itself.
+	Expires time.Time
 	// Opaque to the hub; handed back in Changed.
 	Info any
 }

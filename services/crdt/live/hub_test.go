@@ -58,6 +58,8 @@ func authorize(_ context.Context, token, org, doc, editor string) (Grant, error)
 		return Grant{Key: org + "/" + doc + "/" + editor, CanWrite: true, UserID: "u1"}, nil
 	case "view":
 		return Grant{Key: org + "/" + doc + "/" + editor, UserID: "u2"}, nil
+	case "short":
+		return Grant{Key: org + "/" + doc + "/" + editor, CanWrite: true, Expires: time.Now().Add(150 * time.Millisecond)}, nil
 	}
 	return Grant{}, &DeniedError{Reason: "Token is malformed."}
 }
@@ -301,4 +303,30 @@ func (l *memLog) count(key string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.updates[key])
+}
+
+// A connection ends, as refused, when its token expires.
+func TestConnectionEndsWhenTheTokenExpires(t *testing.T) {
+	_, url := newServer(t, &memLog{}, nil)
+	c := dial(t, url+"o/d/e", "short")
+	c.edit("before expiry")
+	sawDenied := false
+	timeout := time.After(5 * time.Second)
+	for done := false; !done; {
+		select {
+		case m, ok := <-c.got:
+			if !ok {
+				done = true
+				break
+			}
+			if m.Type == yjs.MessageAuth {
+				sawDenied = true
+			}
+		case <-timeout:
+			t.Fatal("the connection outlived its token")
+		}
+	}
+	if !sawDenied || websocket.CloseStatus(c.end) != statusDenied {
+		t.Fatalf("denied message %v, close %v", sawDenied, c.end)
+	}
 }

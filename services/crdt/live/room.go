@@ -54,8 +54,13 @@ type awareness struct {
 type conn struct {
 	ws    *websocket.Conn
 	grant Grant
-	out   chan []byte
-	once  sync.Once
+	// out feeds the connection's writer; closed (under mu) once, after which sends are dropped.
+	out    chan []byte
+	mu     sync.Mutex
+	closed bool
+	// The close code and reason, set with closed.
+	code   websocket.StatusCode
+	reason string
 	// The Yjs client ids whose awareness this connection sent, with their last clock.
 	clients map[uint64]uint64
 }
@@ -89,20 +94,34 @@ func (r *room) add(c *conn) bool {
 }
 
 // send queues a frame for a connection; a client too slow to keep up is disconnected rather
-// than buffered without bound.
+// than buffered without bound. Frames for a closed connection are dropped.
 func (c *conn) send(frame []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
 	select {
 	case c.out <- frame:
 	default:
-		c.close(websocket.StatusTryAgainLater, "Too slow to keep up; reconnect.")
+		c.closeLocked(websocket.StatusTryAgainLater, "Too slow to keep up; reconnect.")
 	}
 }
 
 func (c *conn) close(code websocket.StatusCode, reason string) {
-	c.once.Do(func() {
-		close(c.out)
-		go func() { _ = c.ws.Close(code, reason) }()
-	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closeLocked(code, reason)
+}
+
+// closeLocked stops the writer after what is queued, then closes the socket with the code.
+func (c *conn) closeLocked(code websocket.StatusCode, reason string) {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	close(c.out)
+	c.code, c.reason = code, reason
 }
 
 // serve runs a connection until it ends.
@@ -112,19 +131,34 @@ func (r *room) serve(c *conn) {
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
+		failed := false
 		for f := range c.out {
+			if failed {
+				continue
+			}
 			wctx, cancel := context.WithTimeout(ctx, writeTimeout)
 			err := c.ws.Write(wctx, websocket.MessageBinary, f)
 			cancel()
 			if err != nil {
+				failed = true
 				c.close(websocket.StatusGoingAway, "write failed")
-				for range c.out {
-				}
-				return
 			}
 		}
+		// The queue is closed: what was queued before the close went out (a refusal's reason
+		// before its close code), now the close itself. This also ends the read loop.
+		c.mu.Lock()
+		code, reason := c.code, c.reason
+		c.mu.Unlock()
+		_ = c.ws.Close(code, reason)
 	}()
 
+	if !c.grant.Expires.IsZero() {
+		expiry := time.AfterFunc(time.Until(c.grant.Expires), func() {
+			c.send(yjs.PermissionDeniedFrame(msgExpired))
+			c.close(statusDenied, msgExpired)
+		})
+		defer expiry.Stop()
+	}
 	r.mu.Lock()
 	c.send(yjs.SyncFrame(yjs.SyncStep1, r.doc.StateVector()))
 	if len(r.aware) > 0 {
@@ -210,6 +244,9 @@ func (r *room) handle(ctx context.Context, c *conn, frame []byte) bool {
 	}
 	return true
 }
+
+// msgExpired ends a connection whose token expired.
+const msgExpired = "Token has expired."
 
 var (
 	errTooLarge   = errors.New("The document would exceed its size limit.")
