@@ -50,6 +50,9 @@ type Process struct {
 	GRPCAddr string
 	// Dev holds the development workspace's credentials when it was created.
 	Dev *service.DevCredentials
+	// routesOnly is set when the HTTP listener serves services' own routes (live sync) but no
+	// gateway: not the API.
+	routesOnly bool
 
 	log *slog.Logger
 	// embedded is the embedded MongoDB-wire server of a --data-dir run.
@@ -235,7 +238,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
 		}
-		p.HTTPAddr = ln.Addr().String()
+		p.HTTPAddr, p.routesOnly = ln.Addr().String(), !cfg.Runs(Gateway)
 		// Requests live in base, which ends once Shutdown has waited for them: Shutdown does not
 		// wait for hijacked connections (live sync's WebSockets, served or proxied), and ending
 		// their requests' context closes them.

@@ -292,6 +292,12 @@ func TestBannerPrintsOnlyPublishedTokens(t *testing.T) {
 	if !strings.Contains(out.String(), "<the value of --dev-auth-token>") {
 		t.Fatalf("the banner does not say where the token is:\n%s", out.String())
 	}
+	// A process without the gateway listens on HTTP for live sync only: no API, no curl.
+	out.Reset()
+	PrintBanner(&out, &Process{HTTPAddr: "127.0.0.1:8081", Dev: published, routesOnly: true})
+	if strings.Contains(out.String(), "curl") || strings.Contains(out.String(), "HTTP API") || !strings.Contains(out.String(), "live sync only") {
+		t.Fatalf("the banner of a process without the gateway:\n%s", out.String())
+	}
 }
 
 // captureStderr returns what f wrote to os.Stderr.
