@@ -9,8 +9,13 @@ import (
 // workspace's credentials with a call that works as printed.
 func PrintBanner(w io.Writer, p *Process) {
 	fmt.Fprintln(w, "collab is running")
-	if p.HTTPAddr != "" {
+	api := p.HTTPAddr != "" && !p.routesOnly
+	switch {
+	case api:
 		fmt.Fprintf(w, "  HTTP API: http://%s\n", p.HTTPAddr)
+	case p.HTTPAddr != "":
+		// No gateway here: the listener serves the services' own routes (live sync) only.
+		fmt.Fprintf(w, "  HTTP:     http://%s (live sync only; the API is on the gateway)\n", p.HTTPAddr)
 	}
 	if p.GRPCAddr != "" {
 		fmt.Fprintf(w, "  gRPC:     %s\n", p.GRPCAddr)
@@ -31,7 +36,7 @@ Development workspace (the same on every start):
   API key:               %s
   auth token:            %s
 `, d.WorkspaceID, d.WorkspaceToken, d.APIKey, d.AuthToken)
-	if p.HTTPAddr != "" {
+	if api {
 		fmt.Fprintf(w, `
 Try it:
   curl -s http://%s/v2/workspace/get -H 'content-type: application/json' \

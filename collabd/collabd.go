@@ -50,6 +50,9 @@ type Process struct {
 	GRPCAddr string
 	// Dev holds the development workspace's credentials when it was created.
 	Dev *service.DevCredentials
+	// routesOnly is set when the HTTP listener serves services' own routes (live sync) but no
+	// gateway: not the API.
+	routesOnly bool
 
 	log *slog.Logger
 	// embedded is the embedded MongoDB-wire server of a --data-dir run.
@@ -200,10 +203,17 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 
 	if cfg.Runs(Gateway) || len(routes) > 0 {
 		// A process without the gateway still listens when its services serve HTTP routes of
-		// their own (an ingress sends /v2/crdt/sync/ to the crdt processes); anything else
+		// their own (the gateway proxies /v2/crdt/sync/ to the crdt processes); anything else
 		// there is not found.
 		var gw http.Handler = http.HandlerFunc(notFound)
 		if cfg.Runs(Gateway) {
+			// The routes of services that run elsewhere: the gateway is the one public entry
+			// point, so it forwards them to their processes (--<name>-http-addr).
+			remote, err := remoteRoutes(cfg, log)
+			if err != nil {
+				return nil, err
+			}
+			routes = append(routes, remote...)
 			var upstreams []gateway.Upstream
 			for _, m := range cfg.Modules {
 				if m.Gateway != nil {
@@ -228,15 +238,23 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
 		}
-		p.HTTPAddr = ln.Addr().String()
+		p.HTTPAddr, p.routesOnly = ln.Addr().String(), !cfg.Runs(Gateway)
+		// Requests live in base, which ends once Shutdown has waited for them: Shutdown does not
+		// wait for hijacked connections (live sync's WebSockets, served or proxied), and ending
+		// their requests' context closes them.
+		base, cancelBase := context.WithCancel(context.Background())
 		hs := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+			ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+			BaseContext: func(net.Listener) context.Context { return base }}
 		go func() {
 			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				p.errs <- fmt.Errorf("http server: %w", err)
 			}
 		}()
-		p.closers = append(p.closers, hs.Shutdown)
+		p.closers = append(p.closers, func(ctx context.Context) error {
+			defer cancelBase()
+			return hs.Shutdown(ctx)
+		})
 	}
 	log.Info("collab started", "services", cfg.Services, "http", p.HTTPAddr, "grpc", p.GRPCAddr, "store", storeName(cfg))
 	return p, nil
@@ -410,6 +428,9 @@ func (b *builder) build(ctx context.Context, m service.Module) (*service.Instanc
 	}
 	if inst.Register == nil || inst.Ping == nil {
 		return nil, errors.New("built without Register or Ping")
+	}
+	if err := m.CheckRoutes(inst); err != nil {
+		return nil, err
 	}
 	return inst, nil
 }

@@ -4,7 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +34,10 @@ type Config struct {
 	Services []string
 	// Peers are gRPC addresses of services not run here, by service name.
 	Peers map[string]string
+	// HTTPPeers are the HTTP base URLs ("http://crdt:8080") of services with HTTP routes
+	// (service.Module.Routes) not run here, by service name: a gateway proxies their routes
+	// there (--<name>-http-addr).
+	HTTPPeers map[string]string
 
 	AuthCacheTTL  time.Duration
 	InternalToken string
@@ -87,6 +94,9 @@ func ParseFlags(modules []service.Module, args []string, getenv func(string) str
 	if c.MongoURI != "" && c.DataDir != "" {
 		return c, fmt.Errorf("--mongo-uri and --data-dir exclude each other")
 	}
+	if err := c.checkRoutes(); err != nil {
+		return c, err
+	}
 	if err := c.checkPeers(); err != nil {
 		return c, err
 	}
@@ -100,7 +110,7 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 	f := service.NewFlags(fs, getenv)
 	names := c.Names()
 
-	httpAddr := f.String("http-addr", "127.0.0.1:8080", "HTTP API listen address")
+	httpAddr := f.String("http-addr", "127.0.0.1:8080", "HTTP listen address: the API where the gateway runs, and the routes of services that serve their own (crdt's live sync)")
 	grpcAddr := f.String("grpc-addr", "127.0.0.1:9090", "gRPC listen address for internal callers, reflection on; empty: in-process only")
 	mongoURI := f.Secret("mongo-uri", "", "MongoDB URI; empty: memory store")
 	dataDir := f.String("data-dir", "", "keep data in this directory on an embedded MongoDB-wire server")
@@ -108,6 +118,13 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 	peers := map[string]*string{}
 	for _, s := range names {
 		peers[s] = f.String(s+"-addr", "", "gRPC address of the "+s+" service when it runs elsewhere")
+	}
+	httpPeers := map[string]*string{}
+	for _, m := range c.Modules {
+		if len(m.Routes) > 0 {
+			httpPeers[m.Name] = f.String(m.Name+"-http-addr", "", "HTTP address (host:port or http(s) URL) of the "+m.Name+
+				" service's processes when it runs elsewhere: the gateway proxies its routes "+strings.Join(m.Routes, ", ")+" there; empty: they answer 503")
+		}
 	}
 	ttl := f.Duration("auth-cache-ttl", 5*time.Second, "how long services other than the authenticating one trust a checked credential")
 	internalToken := f.Secret("internal-token", "", "shared secret of service-to-service calls, required on internal gRPC operations; at least 32 random characters (openssl rand -hex 32); required when services run in several processes, random per process otherwise")
@@ -139,6 +156,17 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 			if *addr != "" {
 				c.Peers[s] = *addr
 			}
+		}
+		c.HTTPPeers = map[string]string{}
+		for s, addr := range httpPeers {
+			if *addr == "" {
+				continue
+			}
+			u, err := parseHTTPAddr(*addr)
+			if err != nil {
+				return fmt.Errorf("--%s-http-addr (%s): %w", s, service.EnvName(s+"-http-addr"), err)
+			}
+			c.HTTPPeers[s] = u
 		}
 		if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 			return fmt.Errorf("--log-level: %w", err)
@@ -217,6 +245,9 @@ func (c Config) checkPeers() error {
 		if c.Runs(s) && peer {
 			return fmt.Errorf("service %s runs here and also has a peer address", s)
 		}
+		if _, peer := c.HTTPPeers[s]; c.Runs(s) && peer {
+			return fmt.Errorf("service %s runs here and also has an HTTP peer address (--%s-http-addr): it serves its routes itself", s, s)
+		}
 	}
 	for _, s := range append([]string{Gateway}, c.Names()...) {
 		if !c.Runs(s) {
@@ -229,6 +260,74 @@ func (c Config) checkPeers() error {
 		}
 	}
 	return nil
+}
+
+// checkRoutes refuses modules whose declared HTTP routes are not path subtrees or collide:
+// the process mounts them on one mux.
+func (c Config) checkRoutes() error {
+	owner := map[string]string{}
+	for _, m := range c.Modules {
+		for _, p := range m.Routes {
+			if err := service.CheckRoutePrefix(p); err != nil {
+				return fmt.Errorf("service %s: %w", m.Name, err)
+			}
+			if o, ok := owner[p]; ok {
+				return fmt.Errorf("services %s and %s both declare the route %s", o, m.Name, p)
+			}
+			owner[p] = m.Name
+		}
+	}
+	return nil
+}
+
+// RemoteRoutes are the modules whose HTTP routes this process's gateway serves for processes
+// that run them: the modules with routes that it does not run, when it runs the gateway.
+func (c Config) RemoteRoutes() []service.Module {
+	if !c.Runs(Gateway) {
+		return nil
+	}
+	var out []service.Module
+	for _, m := range c.Modules {
+		if len(m.Routes) > 0 && !c.Runs(m.Name) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// parseHTTPAddr reads an HTTP peer address, host:port or an http(s) URL without path, query
+// or credentials, as a base URL.
+func parseHTTPAddr(v string) (string, error) {
+	const want = "want host:port or an http(s) URL such as http://crdt:8080"
+	if !strings.Contains(v, "://") {
+		host, port, err := net.SplitHostPort(v)
+		if err != nil || host == "" {
+			return "", fmt.Errorf("%s, got %q", want, v)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("%s, got %q (bad port)", want, v)
+		}
+		return "http://" + net.JoinHostPort(host, port), nil
+	}
+	u, err := url.Parse(v)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%s: %w", want, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("%s, got the scheme %q", want, u.Scheme)
+	case u.Hostname() == "":
+		return "", fmt.Errorf("%s, got no host in %q", want, v)
+	case u.User != nil:
+		return "", fmt.Errorf("%s, got credentials in the URL", want)
+	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "", u.Opaque != "":
+		return "", fmt.Errorf("%s, got a path, query or fragment in %q: the routes keep their own paths", want, v)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("%s, got %q (bad port)", want, v)
+		}
+	}
+	return u.Scheme + "://" + u.Host, nil
 }
 
 // AllInOne reports whether the process runs every service, so that no other process ever

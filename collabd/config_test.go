@@ -105,6 +105,19 @@ func TestConfigErrors(t *testing.T) {
 		{nil, []string{"--services=users", "--workspace-addr=w:1", "--documents-addr=d:1"}, "the users service needs the access service"},
 		{nil, []string{"--services=access", "--documents-addr=d:1", "--internal-token=9c1e4f7a2b8d05e3f6a9c2d1b4e7f0a3"}, "the access service needs the workspace service"},
 		{nil, []string{"--workspace-addr=x:1"}, "also has a peer address"},
+		{nil, []string{"--crdt-http-addr=crdt:8080"}, "service crdt runs here and also has an HTTP peer address (--crdt-http-addr)"},
+		{map[string]string{"COLLAB_CRDT_HTTP_ADDR": "crdt:8080"}, nil, "also has an HTTP peer address"},
+		{nil, []string{"--crdt-http-addr=dns:///crdt:8080"}, "--crdt-http-addr (COLLAB_CRDT_HTTP_ADDR): want host:port or an http(s) URL"},
+		{nil, []string{"--crdt-http-addr=crdt"}, "want host:port"},
+		{nil, []string{"--crdt-http-addr=crdt:0"}, "bad port"},
+		{nil, []string{"--crdt-http-addr=http://crdt:70000"}, "bad port"},
+		{nil, []string{"--crdt-http-addr=http://crdt:8080/v2"}, "path"},
+		{nil, []string{"--crdt-http-addr=http://crdt:8080?x=1"}, "query"},
+		{nil, []string{"--crdt-http-addr=http://u:p@crdt:8080"}, "credentials"},
+		{nil, []string{"--crdt-http-addr=http://:8080"}, "no host"},
+		{map[string]string{"COLLAB_CRDT_HTTP_ADDR": "ws://crdt:8080"}, []string{"--services=gateway"}, "COLLAB_CRDT_HTTP_ADDR"},
+		// Only services with HTTP routes have an HTTP peer address.
+		{nil, []string{"--workspace-http-addr=w:8080"}, "flag provided but not defined"},
 		{nil, []string{"--log-level=loud"}, "--log-level"},
 		{nil, []string{"--log-format=xml"}, "--log-format"},
 		{nil, []string{"--dev-workspace=maybe"}, "-dev-workspace"},
@@ -115,6 +128,75 @@ func TestConfigErrors(t *testing.T) {
 		_, err := parse(t, c.env, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v %v: error %v, want one mentioning %q", c.env, c.args, err, c.want)
+		}
+	}
+}
+
+// A service with HTTP routes (crdt's live sync) has an HTTP peer address beside its gRPC one:
+// host:port or an http(s) URL, from the flag or its environment twin, read as a base URL.
+func TestHTTPPeerAddress(t *testing.T) {
+	gateway := []string{"--services=gateway"}
+	for _, s := range services.All() {
+		gateway = append(gateway, "--"+s.Name+"-addr="+s.Name+":9090")
+	}
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{nil, []string{"--crdt-http-addr=crdt:8080"}, "http://crdt:8080"},
+		{nil, []string{"--crdt-http-addr=10.0.0.7:8080"}, "http://10.0.0.7:8080"},
+		{nil, []string{"--crdt-http-addr=[::1]:8080"}, "http://[::1]:8080"},
+		{nil, []string{"--crdt-http-addr=http://crdt.collab.svc.cluster.local:8080/"}, "http://crdt.collab.svc.cluster.local:8080"},
+		{nil, []string{"--crdt-http-addr=https://sync.example.com"}, "https://sync.example.com"},
+		{map[string]string{"COLLAB_CRDT_HTTP_ADDR": "crdt:8080"}, nil, "http://crdt:8080"},
+		{map[string]string{"COLLAB_CRDT_HTTP_ADDR": "crdt:8080"}, []string{"--crdt-http-addr=other:81"}, "http://other:81"},
+		{nil, nil, ""},
+	} {
+		cfg, err := parse(t, c.env, append(slices.Clone(gateway), c.args...)...)
+		if err != nil {
+			t.Errorf("%v %v: %v", c.env, c.args, err)
+			continue
+		}
+		if got, ok := cfg.HTTPPeers["crdt"]; got != c.want || ok != (c.want != "") {
+			t.Errorf("%v %v: HTTP peer %q (set %v), want %q", c.env, c.args, got, ok, c.want)
+		}
+		if rr := cfg.RemoteRoutes(); len(rr) != 1 || rr[0].Name != "crdt" || !slices.Equal(rr[0].Routes, []string{"/v2/crdt/sync/"}) {
+			t.Errorf("remote routes of the gateway %v", rr)
+		}
+	}
+	// A process that runs crdt serves its routes; one without the gateway serves no one else's.
+	for _, args := range [][]string{nil, {"--services=gateway,crdt", "--workspace-addr=w:1", "--documents-addr=d:1", "--access-addr=a:1",
+		"--activity-addr=a:1", "--webhooks-addr=w:1", "--users-addr=u:1", "--events-addr=e:1", "--notifications-addr=n:1",
+		"--internal-token=9c1e4f7a2b8d05e3f6a9c2d1b4e7f0a3"}} {
+		cfg, err := parse(t, nil, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rr := cfg.RemoteRoutes(); len(rr) != 0 {
+			t.Errorf("%v: remote routes %v", args, rr)
+		}
+	}
+	cfg, err := parse(t, nil, "--services=workspace", "--crdt-http-addr=crdt:8080", "--internal-token=9c1e4f7a2b8d05e3f6a9c2d1b4e7f0a3")
+	if err != nil {
+		t.Fatalf("an HTTP address the process does not need is harmless, like a gRPC one: %v", err)
+	}
+	if rr := cfg.RemoteRoutes(); len(rr) != 0 {
+		t.Errorf("a process without the gateway proxies %v", rr)
+	}
+}
+
+// A module's routes are path subtrees, each declared by one module.
+func TestModuleRoutesAreChecked(t *testing.T) {
+	for _, c := range []struct {
+		mods []service.Module
+		want string
+	}{
+		{[]service.Module{{Name: "a", Routes: []string{"/a"}}}, "not a path subtree"},
+		{[]service.Module{{Name: "a", Routes: []string{"/x/"}}, {Name: "b", Routes: []string{"/x/"}}}, "services a and b both declare the route /x/"},
+	} {
+		if _, err := ParseFlags(c.mods, nil, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.mods, err, c.want)
 		}
 	}
 }
@@ -209,6 +291,12 @@ func TestBannerPrintsOnlyPublishedTokens(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "<the value of --dev-auth-token>") {
 		t.Fatalf("the banner does not say where the token is:\n%s", out.String())
+	}
+	// A process without the gateway listens on HTTP for live sync only: no API, no curl.
+	out.Reset()
+	PrintBanner(&out, &Process{HTTPAddr: "127.0.0.1:8081", Dev: published, routesOnly: true})
+	if strings.Contains(out.String(), "curl") || strings.Contains(out.String(), "HTTP API") || !strings.Contains(out.String(), "live sync only") {
+		t.Fatalf("the banner of a process without the gateway:\n%s", out.String())
 	}
 }
 

@@ -36,7 +36,7 @@ func TestDeploymentFilesAreRendered(t *testing.T) {
 // Kubernetes overlay from the renderer alone; one taken off the list loses them.
 func TestRenderFollowsTheList(t *testing.T) {
 	root := t.TempDir()
-	for _, f := range []string{ComposeFile, KustomizeFile, ConfigFile} {
+	for _, f := range []string{ComposeFile, KustomizeFile, ConfigFile, GatewayFile} {
 		b, err := os.ReadFile(filepath.Join("..", f))
 		if err != nil {
 			t.Fatal(err)
@@ -51,22 +51,50 @@ func TestRenderFollowsTheList(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(root, OverlayDir, "access"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	mods := append(services.All()[:1], service.Module{Name: "notes"})
+	// notes serves HTTP routes of its own (as crdt does); the first service of the list none.
+	mods := append(slices.Clone(services.All()[:1]), service.Module{Name: "notes", Routes: []string{"/v2/notes/live/"}})
 	if err := Write(root, mods); err != nil {
 		t.Fatal(err)
 	}
 	compose, _ := os.ReadFile(filepath.Join(root, ComposeFile))
-	for _, want := range []string{"COLLAB_NOTES_ADDR: notes:9090", `command: ["--services=notes"]`, `COLLAB_NOTES_ADDR: ""`} {
+	for _, want := range []string{"COLLAB_NOTES_ADDR: notes:9090", `command: ["--services=notes"]`, `COLLAB_NOTES_ADDR: ""`, "COLLAB_NOTES_HTTP_ADDR: notes:8080", `expose: ["8080"]`} {
 		if !strings.Contains(string(compose), want) {
 			t.Errorf("compose lacks %q", want)
 		}
 	}
-	if strings.Contains(string(compose), "--services=documents") {
-		t.Error("compose keeps a service taken off the list")
+	for _, gone := range []string{"--services=documents", "COLLAB_CRDT_HTTP_ADDR"} {
+		if strings.Contains(string(compose), gone) {
+			t.Errorf("compose keeps %s of a service taken off the list", gone)
+		}
 	}
 	overlay, err := os.ReadFile(filepath.Join(root, OverlayDir, "notes", "kustomization.yaml"))
-	if err != nil || !strings.Contains(string(overlay), "value: notes-headless") {
+	if err != nil || !strings.Contains(string(overlay), "value: notes-headless") || !strings.Contains(string(overlay), "containerPort: 8080") {
 		t.Fatalf("overlay of notes: %v\n%s", err, overlay)
+	}
+	if first, _ := os.ReadFile(filepath.Join(root, OverlayDir, mods[0].Name, "kustomization.yaml")); strings.Contains(string(first), "8080") {
+		t.Errorf("%s has no routes but an HTTP port:\n%s", mods[0].Name, first)
+	}
+	gateway, _ := os.ReadFile(filepath.Join(root, GatewayFile))
+	if !strings.Contains(string(gateway), "- name: COLLAB_NOTES_HTTP_ADDR\n              value: notes.collab.svc.cluster.local:8080\n") || strings.Contains(string(gateway), "COLLAB_CRDT_HTTP_ADDR") {
+		t.Errorf("gateway.yaml's HTTP addresses do not follow the list:\n%s", gateway)
+	}
+	// Without any service with routes the gateway has no env list at all (not an empty one).
+	if err := Write(root, services.All()[:1]); err != nil {
+		t.Fatal(err)
+	}
+	gateway, _ = os.ReadFile(filepath.Join(root, GatewayFile))
+	compose, _ = os.ReadFile(filepath.Join(root, ComposeFile))
+	if strings.Contains(string(gateway), "env:") || strings.Contains(string(gateway), "HTTP_ADDR") || strings.Contains(string(compose), "HTTP_ADDR") || strings.Contains(string(compose), "expose:") {
+		t.Errorf("HTTP addresses or ports without a service with routes:\n%s\n%s", gateway, compose)
+	}
+	var g struct{}
+	for _, doc := range strings.Split(string(gateway), "\n---\n") {
+		if err := yaml.Unmarshal([]byte(doc), &g); err != nil {
+			t.Errorf("gateway.yaml without HTTP addresses: %v", err)
+		}
+	}
+	if err := Write(root, mods); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(root, OverlayDir, "access")); !os.IsNotExist(err) {
 		t.Errorf("the overlay of a service taken off the list stays: %v", err)
@@ -99,9 +127,24 @@ func names() []string {
 
 func addrVar(name string) string { return service.EnvName(name + "-addr") }
 
+func httpAddrVar(name string) string { return service.EnvName(name + "-http-addr") }
+
+// withRoutes are the services that serve HTTP routes of their own (crdt's live sync).
+func routeServices() []string {
+	var out []string
+	for _, m := range services.All() {
+		if len(m.Routes) > 0 {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
 type composeEntry struct {
 	Command     []string          `yaml:"command"`
 	Environment map[string]string `yaml:"environment"`
+	Expose      []string          `yaml:"expose"`
+	Ports       []string          `yaml:"ports"`
 }
 
 func TestComposeRunsEveryService(t *testing.T) {
@@ -137,6 +180,20 @@ func TestComposeRunsEveryService(t *testing.T) {
 		if s.Environment["COLLAB_INTERNAL_TOKEN"] == "" {
 			t.Errorf("%s: no internal token", n)
 		}
+		// A service with routes opens its HTTP port to the other containers (the gateway),
+		// never to the host; it listens where the image says (no COLLAB_HTTP_ADDR of its own),
+		// and has no HTTP address of its own or anyone's.
+		if want := slices.Contains(routeServices(), n); !slices.Equal(s.Expose, map[bool][]string{true: {"8080"}, false: nil}[want]) {
+			t.Errorf("%s: expose %v (serves routes: %v)", n, s.Expose, want)
+		}
+		if len(s.Ports) > 0 {
+			t.Errorf("%s publishes ports %v", n, s.Ports)
+		}
+		for k := range s.Environment {
+			if strings.HasSuffix(k, "HTTP_ADDR") {
+				t.Errorf("%s: sets %s", n, k)
+			}
+		}
 	}
 	gw := compose.Services["gateway"]
 	if !slices.Equal(gw.Command, []string{"--services=gateway"}) {
@@ -146,6 +203,23 @@ func TestComposeRunsEveryService(t *testing.T) {
 		if gw.Environment[addrVar(n)] != n+":9090" {
 			t.Errorf("gateway: no peer address for %s", n)
 		}
+	}
+	if len(routeServices()) == 0 {
+		t.Fatal("no service serves HTTP routes: crdt's live sync should")
+	}
+	httpVars := 0
+	for k := range gw.Environment {
+		if strings.HasSuffix(k, "_HTTP_ADDR") {
+			httpVars++
+		}
+	}
+	for _, n := range routeServices() {
+		if gw.Environment[httpAddrVar(n)] != n+":8080" {
+			t.Errorf("gateway: %s = %q, want %s:8080", httpAddrVar(n), gw.Environment[httpAddrVar(n)], n)
+		}
+	}
+	if httpVars != len(routeServices()) {
+		t.Errorf("gateway: %d HTTP addresses, want one per service with routes %v", httpVars, routeServices())
 	}
 	for name := range compose.Services {
 		if name != "mongo" && name != "gateway" && !slices.Contains(names(), name) {
@@ -181,6 +255,7 @@ type kustomization struct {
 }
 
 type jsonPatchOp struct {
+	Op    string `yaml:"op"`
 	Path  string `yaml:"path"`
 	Value any    `yaml:"value"`
 }
@@ -226,6 +301,12 @@ func TestKubernetesOverlayPerService(t *testing.T) {
 			"Deployment collab-service /spec/template/spec/containers/0/args":                                                             "[--services=" + n + "]",
 			"Deployment collab-service /spec/template/spec/topologySpreadConstraints/0/labelSelector/matchLabels/app.kubernetes.io~1name": n,
 		}
+		// A service with routes adds its HTTP port to the container and to its ClusterIP
+		// Service (not the headless one: the gateway reaches it through the virtual IP).
+		if slices.Contains(routeServices(), n) {
+			want["Deployment collab-service /spec/template/spec/containers/0/ports/-"] = "map[containerPort:8080 name:http protocol:TCP]"
+			want["Service collab-service /spec/ports/-"] = "map[name:http port:8080 protocol:TCP targetPort:http]"
+		}
 		got := map[string]string{}
 		for _, p := range k.Patches {
 			var ops []jsonPatchOp
@@ -233,8 +314,12 @@ func TestKubernetesOverlayPerService(t *testing.T) {
 				t.Fatalf("%s: patch: %v", n, err)
 			}
 			for _, op := range ops {
-				// A list value (the args) compares as its printed form, [--services=name].
+				// A list value (the args) compares as its printed form, [--services=name], a
+				// map as map[key:value ...] (keys sorted).
 				got[p.Target.Kind+" "+p.Target.Name+" "+op.Path] = fmt.Sprint(op.Value)
+				if wantOp := map[bool]string{true: "add", false: "replace"}[strings.HasSuffix(op.Path, "/-")]; op.Op != wantOp {
+					t.Errorf("%s: %s is %q, want %q", n, op.Path, op.Op, wantOp)
+				}
 			}
 		}
 		for key, v := range want {
@@ -261,6 +346,97 @@ func TestKubernetesOverlayPerService(t *testing.T) {
 		if strings.HasSuffix(k, "_ADDR") && !slices.ContainsFunc(names(), func(n string) bool { return addrVar(n) == k }) {
 			t.Errorf("config.yaml has %s, which names no service", k)
 		}
+	}
+
+	// The gateway alone has the HTTP addresses of the services with routes: their ClusterIP
+	// Services on 8080 (a process that runs the service may not have its address).
+	gw := gatewayContainer(t)
+	env := map[string]string{}
+	for _, e := range gw.Env {
+		env[e.Name] = e.Value
+	}
+	want := map[string]string{}
+	for _, n := range routeServices() {
+		want[httpAddrVar(n)] = n + ".collab.svc.cluster.local:8080"
+	}
+	if !mapsEqual(env, want) {
+		t.Errorf("gateway.yaml env %v, want %v", env, want)
+	}
+}
+
+type container struct {
+	Env []struct {
+		Name  string `yaml:"name"`
+		Value string `yaml:"value"`
+	} `yaml:"env"`
+	Ports []struct {
+		Name          string `yaml:"name"`
+		ContainerPort int    `yaml:"containerPort"`
+	} `yaml:"ports"`
+}
+
+// gatewayContainer is the collabd container of the gateway's Deployment.
+func gatewayContainer(t *testing.T) container {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", GatewayFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	for {
+		var doc struct {
+			Kind string `yaml:"kind"`
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Containers []container `yaml:"containers"`
+					} `yaml:"spec"`
+				} `yaml:"template"`
+			} `yaml:"spec"`
+		}
+		if err := dec.Decode(&doc); err != nil {
+			t.Fatalf("%s: no Deployment: %v", GatewayFile, err)
+		}
+		if doc.Kind == "Deployment" && len(doc.Spec.Template.Spec.Containers) == 1 {
+			return doc.Spec.Template.Spec.Containers[0]
+		}
+	}
+}
+
+// Every collabd container listens on 0.0.0.0:8080 for HTTP, the gateway's API and a service's
+// routes alike: the image says so (collabd's default is loopback), and no deployment file
+// takes it back.
+func TestContainersListenForHTTP(t *testing.T) {
+	dockerfile, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(dockerfile), "COLLAB_HTTP_ADDR=0.0.0.0:8080") {
+		t.Error("the image does not set COLLAB_HTTP_ADDR=0.0.0.0:8080")
+	}
+	err = filepath.WalkDir("kubernetes", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err == nil && setsHTTPAddr(b) {
+			t.Errorf("%s sets COLLAB_HTTP_ADDR", path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compose, err := os.ReadFile("../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if setsHTTPAddr(compose) {
+		t.Error("docker-compose.yml sets COLLAB_HTTP_ADDR")
+	}
+	gw := gatewayContainer(t)
+	if len(gw.Ports) != 1 || gw.Ports[0].Name != "http" || gw.Ports[0].ContainerPort != HTTPPort {
+		t.Errorf("gateway ports %+v", gw.Ports)
 	}
 }
 
@@ -306,4 +482,14 @@ func TestDockerContextHoldsTheSources(t *testing.T) {
 	if checked < 10 {
 		t.Fatalf("only %d of the binary's packages found in the repository", checked)
 	}
+}
+
+// setsHTTPAddr reports whether a YAML file names COLLAB_HTTP_ADDR outside its comments.
+func setsHTTPAddr(b []byte) bool {
+	for _, line := range strings.Split(string(b), "\n") {
+		if code, _, _ := strings.Cut(line, "#"); strings.Contains(code, "COLLAB_HTTP_ADDR") {
+			return true
+		}
+	}
+	return false
 }

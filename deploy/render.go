@@ -2,7 +2,9 @@
 // repository root, the Kubernetes manifests) and renders their per-service parts from the list
 // of services (Render; scripts/generate writes them, scripts/check-generated and deploy_test.go
 // fail when they are stale). Adding a service to services.All() and running scripts/generate
-// gives it its compose block, its Kubernetes overlay and its peer addresses.
+// gives it its compose block, its Kubernetes overlay and its peer addresses; a service with
+// HTTP routes of its own (service.Module.Routes) also gets its HTTP port and the gateway's
+// HTTP address for it.
 package deploy
 
 import (
@@ -20,8 +22,14 @@ const (
 	ComposeFile   = "docker-compose.yml"
 	KustomizeFile = "deploy/kubernetes/kustomization.yaml"
 	ConfigFile    = "deploy/kubernetes/config.yaml"
+	GatewayFile   = "deploy/kubernetes/gateway.yaml"
 	OverlayDir    = "deploy/kubernetes/services"
 )
+
+// HTTPPort is the HTTP port of every collabd container (the image sets
+// COLLAB_HTTP_ADDR=0.0.0.0:8080): the gateway's API, and the routes of a service that serves
+// its own (service.Module.Routes), which the gateway proxies there.
+const HTTPPort = 8080
 
 // Render returns the deployment files as the modules make them, by path relative to root: the
 // generated regions of the shared files (between "# BEGIN generated: <name>" and
@@ -33,6 +41,9 @@ func Render(root string, mods []service.Module) (map[string][]byte, error) {
 		ComposeFile: {
 			"peers":    lines(mods, func(m service.Module) string { return fmt.Sprintf("  %s: %s:9090\n", addr(m), m.Name) }),
 			"services": lines(mods, composeService),
+			"http-peers": lines(withRoutes(mods), func(m service.Module) string {
+				return fmt.Sprintf("      %s: %s:%d\n", httpAddr(m), m.Name, HTTPPort)
+			}),
 		},
 		KustomizeFile: {
 			"overlays": lines(mods, func(m service.Module) string { return fmt.Sprintf("  - services/%s\n", m.Name) }),
@@ -41,6 +52,9 @@ func Render(root string, mods []service.Module) (map[string][]byte, error) {
 			"peers": lines(mods, func(m service.Module) string {
 				return fmt.Sprintf("  %s: dns:///%s-headless.collab.svc.cluster.local:9090\n", addr(m), m.Name)
 			}),
+		},
+		GatewayFile: {
+			"http-peers": gatewayEnv(withRoutes(mods)),
 		},
 	}
 	for file, regs := range regions {
@@ -99,6 +113,33 @@ func Write(root string, mods []service.Module) error {
 
 func addr(m service.Module) string { return service.EnvName(m.Name + "-addr") }
 
+// httpAddr is the variable of the service's HTTP address (--<name>-http-addr), which only a
+// service with routes has.
+func httpAddr(m service.Module) string { return service.EnvName(m.Name + "-http-addr") }
+
+// withRoutes are the modules that serve HTTP routes of their own.
+func withRoutes(mods []service.Module) []service.Module {
+	var out []service.Module
+	for _, m := range mods {
+		if len(m.Routes) > 0 {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// gatewayEnv is the gateway container's env list: the HTTP address of every service with
+// routes, its ClusterIP Service (one WebSocket is one connection, which kube-proxy balances
+// well). Nothing (not even the key) when no service has routes.
+func gatewayEnv(mods []service.Module) string {
+	if len(mods) == 0 {
+		return ""
+	}
+	return "          env:\n" + lines(mods, func(m service.Module) string {
+		return fmt.Sprintf("            - name: %s\n              value: %s.collab.svc.cluster.local:%d\n", httpAddr(m), m.Name, HTTPPort)
+	})
+}
+
 func lines(mods []service.Module, line func(service.Module) string) string {
 	var b strings.Builder
 	for _, m := range mods {
@@ -125,24 +166,43 @@ func replaceRegion(b []byte, name, content string) ([]byte, error) {
 }
 
 func composeService(m service.Module) string {
+	expose := ""
+	if len(m.Routes) > 0 {
+		expose = fmt.Sprintf(`    # Its HTTP routes (%[1]s) on port %[2]d, where the image listens
+    # (COLLAB_HTTP_ADDR=0.0.0.0:%[2]d); the gateway proxies them here (%[3]s).
+    # Not published.
+    expose: ["%[2]d"]
+`, strings.Join(m.Routes, ", "), HTTPPort, httpAddr(m))
+	}
 	return fmt.Sprintf(`  %[1]s:
     <<: *collabd
     command: ["--services=%[1]s"]
-    environment:
+%[3]s    environment:
       <<: *service-env
       %[2]s: ""   # runs here
     depends_on: *depends-on-mongo
 
-`, m.Name, addr(m))
+`, m.Name, addr(m), expose)
 }
 
-// overlay is a service's Kubernetes overlay: the service base made into this service.
+// overlay is a service's Kubernetes overlay: the service base made into this service, with
+// an HTTP port for the routes of a service that serves its own.
 func overlay(m service.Module) string {
+	about, deployment, svc := "", "", ""
+	if len(m.Routes) > 0 {
+		about = fmt.Sprintf(`
+#
+# It serves HTTP routes of its own (%[1]s): its container's port %[2]d (named http,
+# where the image listens: COLLAB_HTTP_ADDR=0.0.0.0:%[2]d) and an http port %[2]d on the %[3]s
+# Service, which the gateway proxies them to (%[4]s in gateway.yaml).`, strings.Join(m.Routes, ", "), HTTPPort, m.Name, httpAddr(m))
+		deployment = fmt.Sprintf("\n      - {op: add, path: /spec/template/spec/containers/0/ports/-, value: {name: http, containerPort: %d, protocol: TCP}}", HTTPPort)
+		svc = fmt.Sprintf("\n      - {op: add, path: /spec/ports/-, value: {name: http, port: %d, targetPort: http, protocol: TCP}}", HTTPPort)
+	}
 	return fmt.Sprintf(`# Rendered from services.All() by scripts/generate (deploy.Render): do not edit.
 #
 # The %[1]s service: the service base (../../service-base) made into this service: its names
 # (%[1]s, %[1]s-headless), its app.kubernetes.io/name label, --services=%[1]s and the peer
-# address it blanks (%[2]s).
+# address it blanks (%[2]s).%[3]s
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
@@ -159,14 +219,14 @@ patches:
       - {op: replace, path: /metadata/name, value: %[1]s}
       - {op: replace, path: /spec/template/spec/containers/0/args, value: ["--services=%[1]s"]}
       - {op: replace, path: /spec/template/spec/containers/0/env/0/name, value: %[2]s}
-      - {op: replace, path: /spec/template/spec/topologySpreadConstraints/0/labelSelector/matchLabels/app.kubernetes.io~1name, value: %[1]s}
+      - {op: replace, path: /spec/template/spec/topologySpreadConstraints/0/labelSelector/matchLabels/app.kubernetes.io~1name, value: %[1]s}%[4]s
   - target: {kind: Service, name: collab-service}
     options: {allowNameChange: true}
     patch: |-
-      - {op: replace, path: /metadata/name, value: %[1]s}
+      - {op: replace, path: /metadata/name, value: %[1]s}%[5]s
   - target: {kind: Service, name: collab-service-headless}
     options: {allowNameChange: true}
     patch: |-
       - {op: replace, path: /metadata/name, value: %[1]s-headless}
-`, m.Name, addr(m))
+`, m.Name, addr(m), about, deployment, svc)
 }

@@ -3,7 +3,10 @@ package e2e
 import (
 	"fmt"
 	"net"
+	"strings"
 	"testing"
+
+	"github.com/collab/collab/internal/yjstest"
 )
 
 // freeAddr returns a loopback address no one listens on now, for a process whose peers must
@@ -24,7 +27,9 @@ func freeAddr(t *testing.T) string {
 // The services and the gateway in four processes: workspace alone, the data services
 // together, events, activity, notifications, crdt and webhooks together, the gateway alone. Every call crosses process
 // boundaries over gRPC, and events travel between the processes: deletions from documents to
-// users, access and activity, a published event from events to activity.
+// users, access and activity, a published event from events to activity. Live sync reaches
+// crdt through the gateway's URL, the one public entry point: the gateway proxies the
+// WebSocket to the crdt process's HTTP listener (--crdt-http-addr).
 func TestSplitProcesses(t *testing.T) {
 	ws := start(t, config(t, "--services=workspace", "--internal-token="+testInternalToken))
 	if ws.proc.HTTPAddr != "" {
@@ -39,9 +44,12 @@ func TestSplitProcesses(t *testing.T) {
 	for _, s := range []string{"documents", "users", "access"} {
 		peers = append(peers, "--"+s+"-addr="+data.proc.GRPCAddr)
 	}
-	start(t, config(t, "--services=events,activity,notifications,crdt,webhooks", "--grpc-addr="+feedAddr, "--internal-token="+testInternalToken,
+	feed := start(t, config(t, "--services=events,activity,notifications,crdt,webhooks", "--grpc-addr="+feedAddr, "--internal-token="+testInternalToken,
 		"--workspace-addr="+ws.proc.GRPCAddr, "--documents-addr="+data.proc.GRPCAddr, "--users-addr="+data.proc.GRPCAddr, "--access-addr="+data.proc.GRPCAddr))
-	gw := start(t, config(t, append([]string{"--services=gateway", "--internal-token=" + testInternalToken}, peers...)...))
+	if feed.proc.HTTPAddr == "" {
+		t.Fatal("the process running crdt serves no HTTP: live sync needs its listener")
+	}
+	gw := start(t, config(t, append([]string{"--services=gateway", "--internal-token=" + testInternalToken, "--crdt-http-addr=" + feed.proc.HTTPAddr}, peers...)...))
 	id, token := gw.newWorkspace("split@example.com")
 	key, auth := gw.newKey(id, token)
 	k := keyHeaders(key, auth)
@@ -52,6 +60,24 @@ func TestSplitProcesses(t *testing.T) {
 	if role := perms["u1"].(map[string]any)["documents"].(map[string]any)["d"].(map[string]any)["accessRole"]; role != "editor" {
 		t.Fatalf("role across processes %v", role)
 	}
+	// Live sync through the gateway: a real y-websocket client connects to the gateway's URL,
+	// receives a REST Add and Update live, and its edit is stored by the crdt process.
+	editor := yjstest.StartClient(t, gw.syncURL(), "o/d/e", gw.syncToken(t, k, "ed", "editor"))
+	next(t, editor, "synced")
+	gw.call("/v2/crdt/add", k, map[string]any{"organizationId": "o", "documentId": "d", "editorId": "e", "data": "hello", "type": "text"}).data(t, "CRDT data added successfully.")
+	waitText(t, editor, "hello")
+	statusOnly(t, gw.call("/v2/crdt/update", k, map[string]any{"organizationId": "o", "documentId": "d", "editorId": "e", "data": "hello split", "type": "text"}), "CRDT data updated successfully.")
+	waitText(t, editor, "hello split")
+	if err := editor.Send(map[string]any{"cmd": "insertText", "root": "content", "index": 0, "text": ">> "}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the client's edit stored through the gateway", func() bool { return gw.restText(t, k) == ">> hello split" })
+	if err := editor.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The crdt process's own listener serves live sync and nothing else.
+	feedHTTP := &system{t: t, proc: feed.proc, base: "http://" + feed.proc.HTTPAddr}
+	feedHTTP.call("/v2/crdt/get", k, map[string]any{"organizationId": "o", "documentId": "d"}).fails(t, 404, "NOT_FOUND", "Not found: this process serves no gateway.")
 	// An event (document.deleted) from documents reaches users and access.
 	gw.call("/v2/organizations/documents/delete", k, map[string]any{"organizationId": "o", "documentIds": []string{"d"}}).data(t, "")
 	if got := gw.call("/v1/users/get", k, map[string]any{"organizationId": "o", "documentId": "d"}).ok(t)["data"].([]any); len(got) != 0 {
@@ -100,6 +126,27 @@ func TestSplitProcessesNotReadyWithoutPeer(t *testing.T) {
 		t.Fatalf("readyz with an unreachable peer: %d %s", r.status, r.raw)
 	}
 	gw.call("/v2/workspace/create", nil, map[string]any{"ownerEmail": "x@example.com"}).fails(t, 503, "UNAVAILABLE", "The service is unavailable. Try again later.")
+}
+
+// A gateway without crdt and without --crdt-http-addr answers live sync 503 in the error
+// envelope, naming the flag, and says so in its log at start; with an address where nothing
+// listens, 503 too.
+func TestSplitGatewayWithoutCrdtHTTPAddr(t *testing.T) {
+	args := []string{"--services=gateway", "--log-level=warn"}
+	for _, s := range []string{"workspace", "documents", "users", "access", "events", "activity", "notifications", "crdt", "webhooks"} {
+		args = append(args, "--"+s+"-addr=127.0.0.1:1")
+	}
+	logged := &lockedBuffer{}
+	gw := startLogging(t, config(t, args...), logged)
+	if !strings.Contains(logged.String(), "--crdt-http-addr") {
+		t.Errorf("no warning at start:\n%s", logged)
+	}
+	upgrade := map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+	gw.do("GET", "/v2/crdt/sync/o/d/e?token=t", upgrade, nil).fails(t, 503, "UNAVAILABLE", "Live sync (crdt) runs in another process and --crdt-http-addr is not set.")
+	gw.do("GET", "/v2/crdt/sync/o/d/e", nil, nil).fails(t, 503, "UNAVAILABLE", "Live sync (crdt) runs in another process and --crdt-http-addr is not set.")
+
+	down := start(t, config(t, append(args, "--crdt-http-addr="+freeAddr(t))...))
+	down.do("GET", "/v2/crdt/sync/o/d/e?token=t", upgrade, nil).fails(t, 503, "UNAVAILABLE", "Live sync (crdt) is unreachable; try again.")
 }
 
 // A run with a data directory keeps its data, and the dev credentials, across restarts.

@@ -89,7 +89,17 @@ func TestModulesAreWellFormed(t *testing.T) {
 	seen := map[string]bool{}
 	published := map[string]bool{}
 	authenticators := 0
+	prefixes := map[string]string{}
 	for _, m := range All() {
+		for _, p := range m.Routes {
+			if err := service.CheckRoutePrefix(p); err != nil {
+				t.Errorf("%s: %v", m.Name, err)
+			}
+			if other, ok := prefixes[p]; ok {
+				t.Errorf("%s and %s both declare the route %s", other, m.Name, p)
+			}
+			prefixes[p] = m.Name
+		}
 		if m.Name == "" || m.Name == "gateway" || m.Name == "all" || seen[m.Name] {
 			t.Errorf("module name %q is empty, reserved or repeated", m.Name)
 		}

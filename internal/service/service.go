@@ -8,8 +8,10 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -46,6 +48,16 @@ type Module struct {
 	// that consumes its own event gets it before anyone else (the outbox's gate); other
 	// consumers get it independently of each other.
 	Consumes []string
+	// Routes are the path prefixes of the plain HTTP routes its Instance serves (Instance.Routes),
+	// declared here so that a process can tell before building anything which prefixes belong
+	// to the service: a gateway that does not run it proxies them to the service's processes
+	// (--<name>-http-addr), and the deployment files open the service's HTTP port. Each is a
+	// subtree of http.ServeMux ("/v2/crdt/sync/"). The process refuses an Instance whose routes
+	// differ from them (CheckRoutes).
+	Routes []string
+	// RoutesName names what the routes serve in messages to callers ("Live sync"); empty: "The
+	// HTTP routes".
+	RoutesName string
 	// Setup declares the service's own flags (none, for most) and returns how to build the
 	// service once they are parsed. Required.
 	Setup func(f *Flags) BuildFunc
@@ -102,8 +114,9 @@ type Instance struct {
 	// Dev holds the development workspace's credentials when the service made one.
 	Dev *DevCredentials
 	// Routes are plain HTTP routes the service serves itself, beside its gRPC API (the CRDT
-	// service's WebSocket): every process that runs the service serves them on its HTTP
-	// listener, in front of the gateway when it runs there too.
+	// service's WebSocket), one per prefix of Module.Routes: every process that runs the service
+	// serves them on its HTTP listener, in front of the gateway when it runs there too; a
+	// gateway elsewhere proxies them to it.
 	Routes []Route
 }
 
@@ -111,6 +124,37 @@ type Instance struct {
 type Route struct {
 	Prefix  string
 	Handler http.Handler
+}
+
+// CheckRoutes reports an Instance whose routes are not exactly the prefixes its Module
+// declares: each declared prefix served once, with a handler, and nothing else.
+func (m Module) CheckRoutes(inst *Instance) error {
+	served := map[string]bool{}
+	for _, r := range inst.Routes {
+		switch {
+		case !slices.Contains(m.Routes, r.Prefix):
+			return fmt.Errorf("serves the route %q, which its module does not declare (Module.Routes %q)", r.Prefix, m.Routes)
+		case served[r.Prefix]:
+			return fmt.Errorf("serves the route %q twice", r.Prefix)
+		case r.Handler == nil:
+			return fmt.Errorf("serves the route %q without a handler", r.Prefix)
+		}
+		served[r.Prefix] = true
+	}
+	for _, p := range m.Routes {
+		if !served[p] {
+			return fmt.Errorf("does not serve the route %q its module declares", p)
+		}
+	}
+	return nil
+}
+
+// CheckRoutePrefix reports a declared route prefix that is not a path subtree ("/a/b/").
+func CheckRoutePrefix(p string) error {
+	if !strings.HasPrefix(p, "/") || !strings.HasSuffix(p, "/") || len(p) < 2 || strings.ContainsAny(p, " {}?#") || strings.Contains(p, "//") {
+		return fmt.Errorf("route prefix %q is not a path subtree such as /v2/crdt/sync/", p)
+	}
+	return nil
 }
 
 // DevCredentials are the fixed credentials of the development workspace a local run creates,

@@ -28,7 +28,10 @@ func Module() service.Module {
 		Calls:     []string{"documents", "access"},
 		Publishes: []string{eventUpdateData},
 		Consumes:  consumes,
-		Setup:     func(*service.Flags) service.BuildFunc { return build },
+		// Live sync, a WebSocket per editor (build's Instance.Routes serves it).
+		Routes:     []string{SyncPrefix},
+		RoutesName: "Live sync",
+		Setup:      func(*service.Flags) service.BuildFunc { return build },
 	}
 }
 

@@ -1,0 +1,92 @@
+package collabd
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+
+	"github.com/collab/collab/internal/service"
+)
+
+// remoteRoutes are the HTTP routes of the modules this gateway process does not run
+// (Config.RemoteRoutes): each prefix proxied to the module's processes at --<name>-http-addr,
+// or, without that address, answered 503 (and a warning logged now, at start).
+func remoteRoutes(cfg Config, log *slog.Logger) ([]service.Route, error) {
+	var out []service.Route
+	// Straight to the service's processes: never through an HTTP_PROXY of the environment.
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.Proxy = nil
+	for _, m := range cfg.RemoteRoutes() {
+		var h http.Handler
+		if addr, ok := cfg.HTTPPeers[m.Name]; ok {
+			target, err := url.Parse(addr)
+			if err != nil {
+				return nil, fmt.Errorf("--%s-http-addr: %w", m.Name, err)
+			}
+			h = routeProxy(m, target, transport, log)
+		} else {
+			msg := fmt.Sprintf("%s (%s) runs in another process and --%s-http-addr is not set.", routesName(m), m.Name, m.Name)
+			log.Warn("the gateway answers 503 on routes of a service it does not run: set its HTTP address",
+				"service", m.Name, "routes", m.Routes, "flag", "--"+m.Name+"-http-addr", "env", service.EnvName(m.Name+"-http-addr"))
+			h = unavailable(msg)
+		}
+		for _, p := range m.Routes {
+			out = append(out, service.Route{Prefix: p, Handler: h})
+		}
+	}
+	return out, nil
+}
+
+func routesName(m service.Module) string {
+	if m.RoutesName != "" {
+		return m.RoutesName
+	}
+	return "The HTTP routes"
+}
+
+// routeProxy forwards requests, WebSocket upgrades included, to the module's processes at
+// target. The request keeps its path and query; X-Forwarded-For gains the caller's address
+// after the hops it came with (an Ingress's), X-Forwarded-Host and -Proto say what the caller
+// asked for. An upgraded connection is copied both ways on the hijacked connection, which the
+// HTTP server's request timeouts no longer bind (hijacking clears its deadlines).
+func routeProxy(m service.Module, target *url.URL, transport http.RoundTripper, log *slog.Logger) http.Handler {
+	msg := fmt.Sprintf("%s (%s) is unreachable; try again.", routesName(m), m.Name)
+	p := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Header["X-Forwarded-For"] = r.In.Header["X-Forwarded-For"]
+			r.SetXForwarded()
+		},
+		Transport: transport,
+		// Write each answer as it comes: an upgraded connection is copied both ways anyway.
+		FlushInterval: -1,
+		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			log.Warn("proxy to a service's HTTP routes", "service", m.Name, "target", target.String(), "path", r.URL.Path, "err", err)
+			writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", msg)
+		},
+	}
+	return p
+}
+
+// unavailable answers every request with 503 in the error envelope.
+func unavailable(msg string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", msg)
+	})
+}
+
+// writeError writes the API's error envelope, {"error": {"status", "message"}}.
+func writeError(w http.ResponseWriter, code int, status, msg string) {
+	type body struct {
+		Status  string `json:"status"`
+		Message string `json:"message"`
+	}
+	b, _ := json.Marshal(map[string]body{"error": {status, msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
