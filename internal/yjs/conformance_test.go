@@ -212,6 +212,35 @@ func TestConformance(t *testing.T) {
 					}
 				}
 				sameView(t, "updates shuffled", viewOf(shuffled, f.Roots), want)
+				// Merged groups of updates (yjs's mergeUpdates writes skips over the gaps, as
+				// ours does over waiting structs), applied in reverse order.
+				groups := make([][][]byte, 3)
+				for _, u := range f.Updates {
+					g := rng.IntN(3)
+					groups[g] = append(groups[g], u)
+				}
+				byYjs, byUs := NewDoc(), NewDoc()
+				for g := len(groups) - 1; g >= 0; g-- {
+					if len(groups[g]) == 0 {
+						continue
+					}
+					m, err := chk.Merge(groups[g])
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := byYjs.Apply(m); err != nil {
+						t.Fatalf("apply yjs's merge: %v", err)
+					}
+					ours, err := Merge(groups[g]...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := byUs.Apply(ours); err != nil {
+						t.Fatalf("apply our merge: %v", err)
+					}
+				}
+				sameView(t, "yjs's merged groups, reversed", viewOf(byYjs, f.Roots), want)
+				sameView(t, "our merged groups, reversed", viewOf(byUs, f.Roots), want)
 				// A diff against a partial state completes that state.
 				half := NewDoc()
 				for _, u := range f.Updates[:len(f.Updates)/2] {

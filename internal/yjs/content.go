@@ -132,7 +132,7 @@ func (d *decoder) readContent(ref uint8) (content, error) {
 		}
 		elems := make([][]byte, n)
 		for i := range elems {
-			b, err := d.bytes()
+			b, err := d.utf8()
 			if err != nil {
 				return content{}, err
 			}
@@ -155,7 +155,7 @@ func (d *decoder) readContent(ref uint8) (content, error) {
 		}
 		return content{ref: refString, str: u16(s)}, nil
 	case refEmbed:
-		b, err := d.bytes()
+		b, err := d.utf8()
 		if err != nil {
 			return content{}, err
 		}
@@ -168,7 +168,7 @@ func (d *decoder) readContent(ref uint8) (content, error) {
 		if err != nil {
 			return content{}, err
 		}
-		b, err := d.bytes()
+		b, err := d.utf8()
 		if err != nil {
 			return content{}, err
 		}

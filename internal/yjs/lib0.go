@@ -127,11 +127,23 @@ func (d *decoder) fixed(n int) ([]byte, error) {
 	return b, nil
 }
 
-// string reads a varString. Invalid UTF-8 is kept as it comes: TextDecoder in yjs replaces it
-// with U+FFFD, and so does every conversion of ours to UTF-16.
+// string reads a varString. Invalid UTF-8 is refused, as lib0's fatal TextDecoder refuses it:
+// accepted, it would be written back out and make the document unreadable to yjs.
 func (d *decoder) string() (string, error) {
-	b, err := d.bytes()
+	b, err := d.utf8()
 	return string(b), err
+}
+
+// utf8 reads a varUint8Array that must hold valid UTF-8 (strings, JSON text).
+func (d *decoder) utf8() ([]byte, error) {
+	b, err := d.bytes()
+	if err != nil {
+		return nil, err
+	}
+	if !utf8.Valid(b) {
+		return nil, malformed("string is not valid UTF-8")
+	}
+	return b, nil
 }
 
 // encoder writes lib0 encodings.
@@ -260,7 +272,9 @@ func (d *decoder) walkAny(depth int) error {
 		_, err = d.fixed(4)
 	case 123, 122:
 		_, err = d.fixed(8)
-	case 119, 116:
+	case 119:
+		_, err = d.utf8()
+	case 116:
 		_, err = d.bytes()
 	case 118:
 		n, err := d.count(2)
@@ -268,7 +282,7 @@ func (d *decoder) walkAny(depth int) error {
 			return err
 		}
 		for i := 0; i < n; i++ {
-			if _, err := d.bytes(); err != nil {
+			if _, err := d.utf8(); err != nil {
 				return err
 			}
 			if err := d.walkAny(depth + 1); err != nil {

@@ -1,6 +1,7 @@
 package yjs
 
 import (
+	"bytes"
 	"encoding/json"
 )
 
@@ -110,14 +111,15 @@ func ReadAwareness(p []byte) ([]AwarenessState, error) {
 		if a.Clock, err = d.uint(); err != nil {
 			return nil, err
 		}
-		s, err := d.bytes()
+		s, err := d.utf8()
 		if err != nil {
 			return nil, err
 		}
 		if !json.Valid(s) {
 			return nil, malformed("awareness state is not JSON")
 		}
-		a.State = json.RawMessage(s)
+		// Copied: a state outlives its frame (a room keeps it), and must not pin the frame.
+		a.State = json.RawMessage(bytes.Clone(s))
 		out = append(out, a)
 	}
 	if d.left() != 0 {

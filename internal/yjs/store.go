@@ -62,6 +62,11 @@ type Doc struct {
 	pendingDS []dsRange
 
 	tr *transaction
+
+	// work counts the steps of conflict resolution and store moves, to bound what one
+	// update may cost (LimitWork); budget is the current Apply's allowance, 0 for none.
+	work, budget int
+	limited      bool
 }
 
 // NewDoc returns an empty document whose local edits use a random client id, as yjs picks
@@ -76,6 +81,15 @@ func NewDoc() *Doc {
 func NewDocWithClient(client uint64) *Doc {
 	return &Doc{client: client, clients: map[uint64][]*block{}, roots: map[string]*ytype{}}
 }
+
+// LimitWork bounds what each Apply may cost from now on: the steps of conflict resolution and
+// struct moves may be at most 100,000 plus 64 per byte of the update (real updates take less
+// than 2 per byte; hostile ones can make YATA quadratic, in yjs too). An update past it stops
+// at a struct boundary, drops the rest and fails with ErrTooComplex (wrapping ErrMalformed);
+// the document then holds part of it, so a caller that must stay in step with a log discards
+// the document. For documents that take updates from untrusted clients; not needed for data
+// already accepted.
+func (d *Doc) LimitWork() { d.limited = true }
 
 // Client is the client id of the document's local edits.
 func (d *Doc) Client() uint64 { return d.client }
@@ -142,6 +156,8 @@ func (d *Doc) cleanEnd(id ID) *block {
 }
 
 func (d *Doc) insertAt(client uint64, i int, b *block) {
+	// Moving the client's structs costs in proportion to how many follow.
+	d.work += 1 + (len(d.clients[client])-i)/256
 	d.clients[client] = slices.Insert(d.clients[client], i, b)
 }
 
@@ -168,7 +184,7 @@ func (d *Doc) split(b *block, diff uint64) *block {
 	if r.right != nil {
 		r.right.left = r
 	}
-	if r.hasSub && r.right == nil && r.parent != nil {
+	if r.hasSub && r.right == nil && r.parent != nil && r.parent.m != nil {
 		r.parent.m[r.sub] = r
 	}
 	if d.tr != nil {

@@ -206,14 +206,23 @@ func (d *Doc) ApplyChanged(update []byte) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	pendingBefore := d.pendingCount()
+	pendingBefore, dsBefore := d.pendingCount(), d.pendingDSLength()
 	d.begin()
 	tr := d.tr
 	defer d.commit()
+	d.budget = 0
+	if d.limited {
+		d.work = 0
+		d.budget = 100_000 + 64*len(update)
+	}
 	if d.pending == nil {
 		d.pending = map[uint64][]*pendingStruct{}
 	}
 	for c, list := range u.structs {
+		// Skip structs only mark a gap, which the clocks show anyway: queued, one could take
+		// the place of the real struct of the same range (a merged update's skip arriving
+		// before the struct it skipped).
+		list = slices.DeleteFunc(list, func(p *pendingStruct) bool { return p.skip })
 		if len(list) == 0 {
 			continue
 		}
@@ -239,9 +248,14 @@ func (d *Doc) ApplyChanged(update []byte) (bool, error) {
 		d.pending[c] = q
 	}
 	d.drain()
+	if d.budget > 0 && d.work > d.budget {
+		// Stopped at a struct boundary: what waits from this update goes, its deletions too.
+		d.dropPendingFrom(u)
+		return true, ErrTooComplex
+	}
 	d.pendingDS = append(d.pendingDS, u.ds...)
 	d.applyDeletes()
-	if len(tr.deleted) > 0 || d.pendingCount() != pendingBefore {
+	if len(tr.deleted) > 0 || d.pendingCount() != pendingBefore || d.pendingDSLength() != dsBefore {
 		return true, nil
 	}
 	for c := range d.clients {
@@ -250,6 +264,37 @@ func (d *Doc) ApplyChanged(update []byte) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// ErrTooComplex is Apply's refusal of an update past the work limit (LimitWork).
+var ErrTooComplex = fmt.Errorf("%w: the update is too costly to integrate", ErrMalformed)
+
+// dropPendingFrom removes the structs of u that wait, after an update was cut short.
+func (d *Doc) dropPendingFrom(u decodedUpdate) {
+	from := map[*pendingStruct]bool{}
+	for _, list := range u.structs {
+		for _, p := range list {
+			from[p] = true
+		}
+	}
+	for c, q := range d.pending {
+		q = slices.DeleteFunc(q, func(p *pendingStruct) bool { return from[p] })
+		if len(q) == 0 {
+			delete(d.pending, c)
+		} else {
+			d.pending[c] = q
+		}
+	}
+}
+
+// pendingDSLength is how many clocks waiting deletions cover: a range extended by an update
+// is a change even when the number of ranges stays.
+func (d *Doc) pendingDSLength() uint64 {
+	var n uint64
+	for _, r := range d.pendingDS {
+		n += r.length
+	}
+	return n
 }
 
 // pendingCount is how many structs and deletions wait.
@@ -309,6 +354,9 @@ func (d *Doc) drain() {
 					queued[m] = true
 				}
 				break
+			}
+			if d.budget > 0 && d.work > d.budget {
+				return
 			}
 			d.pending[cur] = q[1:]
 			d.integrate(s, st-s.b.id.Clock)
@@ -400,10 +448,10 @@ func (d *Doc) integrate(s *pendingStruct, offset uint64) {
 			b.parent = p.content.typ
 		}
 	default:
+		// The left neighbour's parent and key, else the right's (yjs: getMissing).
 		if b.left != nil {
 			b.parent, b.sub, b.hasSub = b.left.parent, b.left.sub, b.left.hasSub
-		}
-		if b.right != nil {
+		} else if b.right != nil {
 			b.parent, b.sub, b.hasSub = b.right.parent, b.right.sub, b.right.hasSub
 		}
 	}
@@ -442,6 +490,7 @@ func (d *Doc) integrateItem(b *block) {
 		conflicting := map[*block]bool{}
 		before := map[*block]bool{}
 		for o != nil && o != b.right {
+			d.work++
 			before[o] = true
 			conflicting[o] = true
 			if sameOrigin(b.hasOrigin, b.origin, o.hasOrigin, o.origin) {

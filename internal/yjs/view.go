@@ -1,6 +1,7 @@
 package yjs
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"math"
@@ -169,6 +170,7 @@ func appendValues(out []any, b *block, depth int) []any {
 type Embedded struct {
 	Kind string
 	JSON any
+	typ  *ytype // for rendering inside XML, where yjs prints the type's toString
 }
 
 var typeNames = map[uint8]string{
@@ -287,7 +289,7 @@ func delta(t *ytype, depth int) []DeltaOp {
 		case refType:
 			pack()
 			t := b.content.typ
-			ops = append(ops, DeltaOp{Insert: Embedded{Kind: typeNames[t.ref], JSON: typeJSON(t, depth+1)}, Attributes: cur.copy()})
+			ops = append(ops, DeltaOp{Insert: Embedded{Kind: typeNames[t.ref], JSON: typeJSON(t, depth+1), typ: t}, Attributes: cur.copy()})
 		case refFormat:
 			pack()
 			v := parseJSON(b.content.raw)
@@ -324,16 +326,24 @@ func xmlString(t *ytype, ref uint8, depth int) string {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			sb.WriteString(" " + k + `="` + jsString(lastValue(t.m[k], depth)) + `"`)
+			sb.WriteString(" " + k + `="` + itemString(t.m[k], depth) + `"`)
 		}
 		sb.WriteString(">")
 		sb.WriteString(xmlChildren(t, depth))
 		sb.WriteString("</" + name + ">")
 		return sb.String()
-	case typeXmlHook, typeMap:
-		return "[object Object]"
+	case typeXmlHook, typeMap, typeArray:
+		return "[object Object]" // no toString of their own
 	}
 	return xmlChildren(t, depth)
+}
+
+// itemString is String() of the value an item holds: a nested type prints its toString.
+func itemString(b *block, depth int) string {
+	if b.content.ref == refType {
+		return xmlString(b.content.typ, b.content.typ.ref, depth+1)
+	}
+	return jsString(lastValue(b, depth))
 }
 
 // xmlChildren renders a fragment's or element's children one after the other.
@@ -438,6 +448,10 @@ func jsString(v any) string {
 			}
 		}
 		return strings.Join(parts, ",")
+	case Embedded:
+		if x.typ != nil {
+			return xmlString(x.typ, x.typ.ref, 0)
+		}
 	}
 	return "[object Object]"
 }
@@ -480,4 +494,49 @@ func sortedKeys(m map[string]any) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// Plain turns a view value into plain JSON values (nil, bool, float64, string, []any,
+// map[string]any), as JSON.stringify would write it where it can: undefined leaves an object
+// and is null in an array, NaN and infinities are null. Where JSON.stringify cannot (it throws
+// on a BigInt) or writes something useless (an object of indices for bytes), we choose: a
+// BigInt is a number when exact in a float64 and a decimal string otherwise, bytes are a
+// standard base64 string, a subdocument is {"guid": ...}.
+func Plain(v any) any {
+	switch x := v.(type) {
+	case Undefined:
+		return nil
+	case BigInt:
+		if x >= -maxSafe && x <= maxSafe {
+			return float64(x)
+		}
+		return strconv.FormatInt(int64(x), 10)
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil
+		}
+		return x
+	case []byte:
+		return base64.StdEncoding.EncodeToString(x)
+	case SubDoc:
+		return map[string]any{"guid": x.GUID}
+	case Embedded:
+		return Plain(x.JSON)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if _, undef := e.(Undefined); undef {
+				continue
+			}
+			out[k] = Plain(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = Plain(e)
+		}
+		return out
+	}
+	return v
 }

@@ -22,19 +22,28 @@ type xmlNode struct {
 // maxXMLDepth bounds the nesting of XML given to Replace.
 const maxXMLDepth = 128
 
-// parseXML reads an XML fragment: any number of elements and text nodes at the top.
+// parseXML reads an XML fragment: any number of elements and text nodes at the top. Names
+// are kept as written (a prefix stays a prefix: yjs knows no namespaces), end tags must match
+// their start tags, and nothing may close the fragment early.
 func parseXML(s string) ([]xmlNode, error) {
 	dec := xml.NewDecoder(strings.NewReader("<r>" + s + "</r>"))
 	dec.Strict = true
 	root := &xmlNode{}
-	stack := []*xmlNode{}
+	var stack []*xmlNode
+	closed := false
+	bad := func(msg string) error {
+		return fmt.Errorf("%w: Data is not well-formed XML: %s", ErrValue, msg)
+	}
 	for {
-		tok, err := dec.Token()
+		tok, err := dec.RawToken()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: Data is not well-formed XML: %s", ErrValue, xmlMessage(err))
+			return nil, bad(xmlMessage(err))
+		}
+		if closed {
+			return nil, bad("content after the end of the fragment")
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
@@ -53,6 +62,17 @@ func parseXML(s string) ([]xmlNode, error) {
 			parent.children = append(parent.children, n)
 			stack = append(stack, &parent.children[len(parent.children)-1])
 		case xml.EndElement:
+			if len(stack) == 0 {
+				return nil, bad("unexpected end element")
+			}
+			if len(stack) == 1 {
+				if qname(t.Name) != "r" {
+					return nil, bad("element <" + qname(t.Name) + "> closed without being opened")
+				}
+				closed = true
+			} else if cur := stack[len(stack)-1]; cur.name != qname(t.Name) {
+				return nil, bad("element <" + cur.name + "> closed by </" + qname(t.Name) + ">")
+			}
 			stack = stack[:len(stack)-1]
 		case xml.CharData:
 			if len(stack) == 0 {
@@ -65,6 +85,9 @@ func parseXML(s string) ([]xmlNode, error) {
 				parent.children = append(parent.children, xmlNode{isText: true, text: string(t)})
 			}
 		}
+	}
+	if !closed {
+		return nil, bad("unexpected end")
 	}
 	return root.children, nil
 }

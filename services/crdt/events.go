@@ -102,7 +102,7 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 // same).
 func (s *Server) publish(ctx context.Context, c authn.Caller, m *Meta, action string, d *yjs.Doc, key string, kind yjs.Kind) {
 	data := map[string]any{"editorId": m.EditorID, "action": action, "type": kind.String(), "contentKey": key}
-	if b, err := json.Marshal(d.JSON(key, kind)); err == nil && len(b) <= maxEventContentBytes {
+	if b, err := json.Marshal(yjs.Plain(d.JSON(key, kind))); err == nil && len(b) <= maxEventContentBytes {
 		var v any
 		if json.Unmarshal(b, &v) == nil {
 			data["data"] = v
@@ -125,7 +125,7 @@ func (s *Server) publishDeleted(ctx context.Context, c authn.Caller, m *Meta) {
 // publishLive announces live edits, with the user of the last writing connection.
 func (s *Server) publishLive(ctx context.Context, c authn.Caller, m *Meta, user string, d *yjs.Doc, key string, kind yjs.Kind) {
 	data := map[string]any{"editorId": m.EditorID, "action": actionLive, "type": kind.String(), "contentKey": key}
-	if b, err := json.Marshal(d.JSON(key, kind)); err == nil && len(b) <= maxEventContentBytes {
+	if b, err := json.Marshal(yjs.Plain(d.JSON(key, kind))); err == nil && len(b) <= maxEventContentBytes {
 		var v any
 		if json.Unmarshal(b, &v) == nil {
 			data["data"] = v

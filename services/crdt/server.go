@@ -449,7 +449,7 @@ func (s *Server) GetCrdtData(ctx context.Context, req *crdtv1.GetCrdtDataRequest
 			row.Data = structpb.NewStringValue(base64.StdEncoding.EncodeToString(update))
 		} else {
 			key, kind := readAs(&st.Meta, d, r.key, r.kind, r.kindGiven)
-			if row.Data, err = structpb.NewValue(d.JSON(key, kind)); err != nil {
+			if row.Data, err = structpb.NewValue(yjs.Plain(d.JSON(key, kind))); err != nil {
 				return nil, fmt.Errorf("CRDT data of editor %s as JSON: %w", ed.EditorID, err)
 			}
 		}
