@@ -144,6 +144,19 @@ func testCrdtLiveSync(t *testing.T, s *system) {
 		}
 	}
 
+	// Deleting the data closes its clients with 4410, which y-websocket does not retry: an
+	// editor's client does not write its copy back.
+	keeper := yjstest.StartClient(t, s.syncURL(), "o/d/e", s.syncToken(t, k, "ed", "editor"))
+	next(t, keeper, "synced")
+	s.call("/v2/crdt/delete", k, map[string]any{"organizationId": "o", "documentId": "d", "editorId": "e"}).data(t, "CRDT data deleted successfully.")
+	for _, c := range []*yjstest.Client{keeper, viewer} {
+		if closed := next(t, c, "close"); fmt.Sprint(closed["code"]) != "4410" {
+			t.Fatalf("closed with %v after the deletion", closed)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	s.call("/v2/crdt/get", k, map[string]any{"organizationId": "o", "documentId": "d", "editorId": "e"}).fails(t, 404, "NOT_FOUND", "No CRDT data found for this editor ID.")
+
 	// Refusals: a forged token, a user without access, a document that does not exist.
 	forged := s.syncToken(t, k, "ed", "editor")
 	forged = forged[:len(forged)-4] + "AAAA"

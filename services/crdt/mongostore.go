@@ -340,6 +340,17 @@ func (s *MongoStore) Tail(ctx context.Context, stream string, after int64, limit
 	if !reload && !contiguous(us, after) {
 		reload = true // compacted between the two reads
 	}
+	if !reload && len(us) > 0 {
+		// And the snapshot again: an appender that lost its number to a compaction (its
+		// entry landed behind a snapshot that covers it) takes the entry back and appends
+		// again, but a read between the two could see it under the old number. Such an entry
+		// always lies behind a snapshot, which this read then shows.
+		again, err := s.newestSnapshot(ctx, stream, false)
+		if err != nil {
+			return nil, false, err
+		}
+		reload = upToOf(again) > after
+	}
 	if us == nil {
 		us = []Update{}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -56,6 +57,10 @@ type Server struct {
 	compaction Compaction
 	broadcast  Broadcast
 	reload     func(match func(Editor) bool)
+
+	// liveBytes counts what live appends added to each stream since this process compacted it.
+	liveMu    sync.Mutex
+	liveBytes map[string]int
 }
 
 // Option configures a Server.
@@ -260,7 +265,8 @@ func (s *Server) AddCrdtData(ctx context.Context, req *crdtv1.AddCrdtDataRequest
 	if err := s.settle(ctx, e); err != nil {
 		return nil, err
 	}
-	if s.broadcast != nil {
+	// Empty content makes an empty update: nothing to relay (and nil means a deletion).
+	if s.broadcast != nil && len(update) > 0 {
 		s.broadcast(m, 0, update)
 	}
 	s.publish(ctx, c, m, actionAdd, d, in.key, in.kind)
@@ -328,6 +334,7 @@ func (s *Server) ApplyCrdtUpdate(ctx context.Context, req *crdtv1.ApplyCrdtUpdat
 		if errors.Is(err, ErrNotFound) {
 			// Yjs clients make documents implicitly: the first update creates the editor.
 			d := yjs.NewDoc()
+			d.LimitWork()
 			if err := d.Apply(update); err != nil {
 				return nil, apierr.InvalidArgument(msgBadUpdate)
 			}
@@ -355,6 +362,8 @@ func (s *Server) ApplyCrdtUpdate(ctx context.Context, req *crdtv1.ApplyCrdtUpdat
 		if err != nil {
 			return nil, err
 		}
+		// The caller's update is untrusted: it may cost only so much (yjs.Doc.LimitWork).
+		d.LimitWork()
 		if err := d.Apply(update); err != nil {
 			return nil, apierr.InvalidArgument(msgBadUpdate)
 		}
@@ -534,14 +543,22 @@ func (s *Server) deleteEditor(ctx context.Context, c authn.Caller, e Editor) (bo
 	return true, nil
 }
 
+// errStale refuses a live update to data deleted since the room loaded it.
+var errStale = errors.New("the editor's data was deleted since the room loaded it")
+
 // appendLive stores an update of a live client as Apply CRDT Update stores one, creating the
 // editor's data when it has none (created), but without the size check (the room bounds its
 // document), the broadcast (the room relays the update itself) and the event (live edits are
 // announced coalesced). It returns the editor's record and the update's sequence number (0
-// for the update that created the data).
-func (s *Server) appendLive(ctx context.Context, e Editor, update []byte) (m *Meta, seq int64, created bool, err error) {
+// for the update that created the data). version is the stream the room loaded ("" for none):
+// errStale when the data is no longer that one.
+func (s *Server) appendLive(ctx context.Context, e Editor, version string, update []byte) (m *Meta, seq int64, created bool, err error) {
 	for range 2 {
 		m, err := s.store.Meta(ctx, e)
+		if version != "" && (errors.Is(err, ErrNotFound) || (err == nil && m.Stream != version)) {
+			// The room holds data that was deleted: its client's update must not revive it.
+			return nil, 0, false, errStale
+		}
 		if errors.Is(err, ErrNotFound) {
 			m = &Meta{Editor: e, CreatedAt: s.now()}
 			err := s.store.Create(ctx, m, update)
@@ -567,8 +584,10 @@ func (s *Server) appendLive(ctx context.Context, e Editor, update []byte) (m *Me
 		if err != nil {
 			return nil, 0, false, err
 		}
-		// Every MaxUpdates entries the log is due; Compact checks again.
-		if kept && s.compaction.MaxUpdates > 0 && seq%int64(s.compaction.MaxUpdates) == 0 {
+		// Due every MaxUpdates entries, or once this process appended MaxBytes to the stream
+		// since it last compacted it (the room appends without reading the log's size);
+		// Compact checks again.
+		if kept && s.liveDue(m.Stream, seq, len(update)) {
 			if _, err := s.store.Compact(ctx, e, s.compaction, yjs.Merge); err != nil {
 				s.log.WarnContext(ctx, "crdt compaction failed", "editor_id", e.EditorID, "error", err)
 			}
@@ -576,4 +595,20 @@ func (s *Server) appendLive(ctx context.Context, e Editor, update []byte) (m *Me
 		return m, seq, false, nil
 	}
 	return nil, 0, false, errors.New("store a live update: the editor was created and deleted meanwhile")
+}
+
+// liveDue counts a live append and reports whether the stream's log is due for compaction.
+func (s *Server) liveDue(stream string, seq int64, n int) bool {
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	if s.liveBytes == nil {
+		s.liveBytes = map[string]int{}
+	}
+	s.liveBytes[stream] += n
+	due := (s.compaction.MaxUpdates > 0 && seq%int64(s.compaction.MaxUpdates) == 0) ||
+		(s.compaction.MaxBytes > 0 && s.liveBytes[stream] >= s.compaction.MaxBytes)
+	if due {
+		delete(s.liveBytes, stream)
+	}
+	return due
 }

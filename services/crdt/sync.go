@@ -77,12 +77,15 @@ func (l *liveSync) Load(ctx context.Context, key string) ([][]byte, live.Cursor,
 }
 
 // Append is live.Log's Append: a client's update, stored as Apply CRDT Update stores one.
-func (l *liveSync) Append(ctx context.Context, key string, update []byte) (live.Cursor, bool, error) {
+func (l *liveSync) Append(ctx context.Context, key, version string, update []byte) (live.Cursor, bool, error) {
 	e, err := editorOf(key)
 	if err != nil {
 		return live.Cursor{}, false, err
 	}
-	m, seq, created, err := l.s.appendLive(ctx, e, update)
+	m, seq, created, err := l.s.appendLive(ctx, e, version, update)
+	if errors.Is(err, errStale) {
+		return live.Cursor{}, false, live.ErrGone
+	}
 	if err != nil {
 		return live.Cursor{}, false, err
 	}
@@ -106,7 +109,12 @@ func (l *liveSync) Since(ctx context.Context, key string, at live.Cursor) ([]liv
 		return nil, false, err
 	}
 	if m.Stream != at.Version {
-		return nil, true, nil
+		if at.Version != "" {
+			// The data the room holds was deleted and made anew: merging the new data into
+			// the old would keep deleted content alive.
+			return nil, false, live.ErrGone
+		}
+		return nil, true, nil // the room was loaded without data
 	}
 	ups, reload, err := l.s.store.Tail(ctx, m.Stream, int64(at.Seq), 1000)
 	if err != nil || reload {
@@ -162,7 +170,7 @@ func (l *liveSync) authorize(ctx context.Context, token, org, doc, editor string
 		Key:      roomKey(e),
 		CanWrite: role == validate.RoleEditor,
 		UserID:   claims.GetUserId(),
-		Expires:  time.Unix(claims.GetExpiresAt(), 0),
+		ValidFor: time.Unix(claims.GetExpiresAt(), 0).Sub(l.s.clock.Now()),
 		Info:     grantInfo{caller: caller, editor: e, user: claims.GetUserId()},
 	}, nil
 }
@@ -192,11 +200,11 @@ func (l *liveSync) changed(g live.Grant, state []byte) {
 }
 
 // broadcast is the server's hook of stored changes: REST changes reach the rooms at once, and
-// a deletion closes them.
+// a deletion (a nil update) closes them.
 func (l *liveSync) broadcast(m *Meta, seq int64, update []byte) {
 	key := roomKey(m.Editor)
 	if update == nil {
-		l.hub.Reload(func(k string) bool { return k == key })
+		l.hub.Gone(func(k string) bool { return k == key })
 		return
 	}
 	l.hub.Publish(key, live.Cursor{Version: m.Stream, Seq: uint64(seq)}, update)
@@ -204,7 +212,7 @@ func (l *liveSync) broadcast(m *Meta, seq int64, update []byte) {
 
 // reload closes the rooms of the editors a lifecycle event deleted or moved.
 func (l *liveSync) reload(match func(Editor) bool) {
-	l.hub.Reload(func(k string) bool {
+	l.hub.Gone(func(k string) bool {
 		e, err := editorOf(k)
 		return err == nil && match(e)
 	})

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -30,8 +31,10 @@ type Log interface {
 	// it includes; nothing and a zero Cursor when the document has no data.
 	Load(ctx context.Context, key string) (parts [][]byte, at Cursor, err error)
 	// Append stores an update after the document's others, creating the document's data when
-	// it has none (created), and returns the update's position.
-	Append(ctx context.Context, key string, update []byte) (at Cursor, created bool, err error)
+	// it has none (created), and returns the update's position. version is the incarnation
+	// the writer holds ("" when it loaded no data): ErrGone when the data is no longer that
+	// one (deleted, or deleted and made anew).
+	Append(ctx context.Context, key, version string, update []byte) (at Cursor, created bool, err error)
 	// Since returns the stored updates after at, in order. reset reports that the reader must
 	// load the state again (updates after at were compacted away, or the data was made anew);
 	// ErrGone that the data was deleted.
@@ -62,9 +65,10 @@ type Grant struct {
 	CanWrite bool
 	// Who: for logs and events.
 	UserID string
-	// Expires, when set, ends the connection (as refused) when the credential expires: a
-	// token is checked when the connection opens, and must not outlive itself.
-	Expires time.Time
+	// ValidFor, when positive, ends the connection (as refused) when the credential expires:
+	// a token is checked when the connection opens, and must not outlive itself. A duration,
+	// not a time, so that the authorizer's clock decides.
+	ValidFor time.Duration
 	// Opaque to the hub; handed back in Changed.
 	Info any
 }
@@ -163,7 +167,7 @@ func (h *Hub) Close() {
 	}
 	h.mu.Unlock()
 	for _, r := range rooms {
-		r.closeAll()
+		r.closeAll(websocket.StatusServiceRestart, "The server is stopping; reconnect.")
 	}
 	h.wg.Wait()
 }
@@ -186,9 +190,11 @@ func (h *Hub) Publish(key string, at Cursor, update []byte) {
 	}
 }
 
-// Reload makes the loaded rooms whose keys match read their documents again (after a deletion
-// or a move): their clients are disconnected and reconnect to what the log holds now.
-func (h *Hub) Reload(match func(key string) bool) {
+// Gone closes the loaded rooms whose keys match, their data deleted or moved: their clients
+// are told so (close code 4410, which y-websocket's provider does not retry: reconnecting
+// would write its copy of the deleted data back), and the rooms load again on their next
+// connection.
+func (h *Hub) Gone(match func(key string) bool) {
 	h.mu.Lock()
 	var rooms []*room
 	for k, r := range h.rms {
@@ -199,15 +205,23 @@ func (h *Hub) Reload(match func(key string) bool) {
 	h.mu.Unlock()
 	for _, r := range rooms {
 		r.broken.Store(true)
-		r.closeAll()
+		r.closeAll(statusGone, msgGone)
 	}
 }
 
 // ServeHTTP upgrades a request for Prefix/organizationId/documentId/editorId?token=... to a
 // y-websocket connection.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	rest, ok := strings.CutPrefix(req.URL.Path, h.cfg.Prefix)
+	// Split the escaped path: an id may hold a "/", sent as %2F.
+	rest, ok := strings.CutPrefix(req.URL.EscapedPath(), h.cfg.Prefix)
 	parts := strings.Split(rest, "/")
+	for i, p := range parts {
+		u, err := url.PathUnescape(p)
+		if err != nil {
+			ok = false
+		}
+		parts[i] = u
+	}
 	if !ok || len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
 		http.Error(w, `{"error":{"status":"NOT_FOUND","message":"Not found."}}`, http.StatusNotFound)
 		return
@@ -253,7 +267,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	cn := &conn{ws: c, grant: g, out: make(chan []byte, writeQueue), clients: map[uint64]uint64{}}
 	if !r.add(cn) {
 		h.leave(r)
-		_ = c.Close(websocket.StatusTryAgainLater, "Too many connections to this document.")
+		_ = c.Close(websocket.StatusTryAgainLater, "The document is full or reloading; reconnect.")
 		return
 	}
 	r.serve(cn)
@@ -265,6 +279,7 @@ const (
 	statusDenied     websocket.StatusCode = 4403
 	statusMalformed  websocket.StatusCode = 4400
 	statusTooLarge   websocket.StatusCode = 4413
+	statusGone       websocket.StatusCode = 4410
 	statusLogFailure                      = websocket.StatusTryAgainLater
 )
 
@@ -286,10 +301,13 @@ func (h *Hub) join(ctx context.Context, key string) (*room, error) {
 		}
 		if r == nil {
 			r = &room{hub: h, key: key, ready: make(chan struct{}), conns: map[*conn]struct{}{}, aware: map[uint64]awareness{}, seen: map[uint64]bool{}}
+			// Locked until loaded: a REST change or a Gone meanwhile waits for the document.
+			r.mu.Lock()
 			h.rms[key] = r
 			r.refs++
 			h.mu.Unlock()
 			r.loadErr = r.load(ctx)
+			r.mu.Unlock()
 			close(r.ready)
 			if r.loadErr != nil {
 				h.mu.Lock()

@@ -28,7 +28,7 @@ func (l *memLog) Load(_ context.Context, key string) ([][]byte, Cursor, error) {
 	return append([][]byte(nil), us...), Cursor{Version: "v", Seq: uint64(len(us))}, nil
 }
 
-func (l *memLog) Append(_ context.Context, key string, u []byte) (Cursor, bool, error) {
+func (l *memLog) Append(_ context.Context, key, _ string, u []byte) (Cursor, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fail {
@@ -59,7 +59,7 @@ func authorize(_ context.Context, token, org, doc, editor string) (Grant, error)
 	case "view":
 		return Grant{Key: org + "/" + doc + "/" + editor, UserID: "u2"}, nil
 	case "short":
-		return Grant{Key: org + "/" + doc + "/" + editor, CanWrite: true, Expires: time.Now().Add(150 * time.Millisecond)}, nil
+		return Grant{Key: org + "/" + doc + "/" + editor, CanWrite: true, ValidFor: 150 * time.Millisecond}, nil
 	}
 	return Grant{}, &DeniedError{Reason: "Token is malformed."}
 }
@@ -187,8 +187,11 @@ func TestEditsReachOtherReplicasAndPersist(t *testing.T) {
 		t.Fatalf("log holds %q", g)
 	}
 	eventually(t, "a change event", func() bool { mu.Lock(); defer mu.Unlock(); return len(events) > 0 })
-	if events[0].UserID != "u1" {
-		t.Fatalf("event grant %+v", events[0])
+	mu.Lock()
+	first := events[0]
+	mu.Unlock()
+	if first.UserID != "u1" {
+		t.Fatalf("event grant %+v", first)
 	}
 }
 
@@ -329,4 +332,76 @@ func TestConnectionEndsWhenTheTokenExpires(t *testing.T) {
 	if !sawDenied || websocket.CloseStatus(c.end) != statusDenied {
 		t.Fatalf("denied message %v, close %v", sawDenied, c.end)
 	}
+}
+
+// Deleted data closes its room's connections with 4410, which y-websocket does not retry.
+func TestGoneClosesWith4410(t *testing.T) {
+	h, url := newServer(t, &memLog{}, nil)
+	c := dial(t, url+"o/d/e", "edit")
+	c.edit("x")
+	eventually(t, "room loaded", func() bool { return h.Rooms() == 1 })
+	h.Gone(func(k string) bool { return k == "o/d/e" })
+	if _, _, err := readUntilClose(c); websocket.CloseStatus(err) != statusGone {
+		t.Fatalf("close = %v", err)
+	}
+}
+
+// A connection takes and relays awareness of its own clients only, and only so many.
+func TestAwarenessOfOthersIsNotTaken(t *testing.T) {
+	_, url := newServer(t, &memLog{}, nil)
+	a := dial(t, url+"o/d/e", "edit")
+	b := dial(t, url+"o/d/e", "edit")
+	a.send(yjs.AwarenessFrame([]yjs.AwarenessState{{Client: 1, Clock: 1, State: []byte(`{"user":"a"}`)}}))
+	waitAwareness(t, b, func(s yjs.AwarenessState) bool { return s.Client == 1 })
+	// b tries to remove and to impersonate a's client: nothing is relayed to a.
+	b.send(yjs.AwarenessFrame([]yjs.AwarenessState{{Client: 1, Clock: 5, State: []byte(`null`)}, {Client: 1, Clock: 6, State: []byte(`{"user":"mallory"}`)}}))
+	// b floods fresh ids: at most maxClientsPerConn are taken.
+	var flood []yjs.AwarenessState
+	for i := range 100 {
+		flood = append(flood, yjs.AwarenessState{Client: uint64(1000 + i), Clock: 1, State: []byte(`{}`)})
+	}
+	b.send(yjs.AwarenessFrame(flood))
+	seen := map[uint64]bool{}
+	timeout := time.After(2 * time.Second)
+	for len(seen) < maxClientsPerConn {
+		select {
+		case m := <-a.got:
+			for _, s := range m.Awareness {
+				if s.Client == 1 {
+					if string(s.State) != `{"user":"a"}` {
+						t.Fatalf("another connection changed client 1's awareness: %s", s.State)
+					}
+					continue // a's own, echoed
+				}
+				seen[s.Client] = true
+			}
+		case <-timeout:
+			t.Fatalf("saw %d of b's clients", len(seen))
+		}
+	}
+	// Query awareness answers what the room holds: a's client and b's first 16.
+	a.send([]byte{yjs.MessageQueryAwareness})
+	for {
+		select {
+		case m := <-a.got:
+			if len(m.Awareness) == 0 {
+				continue
+			}
+			if len(m.Awareness) != 1+maxClientsPerConn {
+				t.Fatalf("room holds %d awareness entries", len(m.Awareness))
+			}
+			return
+		case <-time.After(2 * time.Second):
+			t.Fatal("no answer to query awareness")
+		}
+	}
+}
+
+// Ids may hold a "/" (sent as %2F): the path is split before it is unescaped.
+func TestEscapedIDs(t *testing.T) {
+	log := &memLog{}
+	_, url := newServer(t, log, nil)
+	c := dial(t, url+"o/d%2Fsub/e", "edit")
+	c.edit("x")
+	eventually(t, "stored under the unescaped id", func() bool { return log.count("o/d/sub/e") == 1 })
 }

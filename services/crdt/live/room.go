@@ -78,15 +78,17 @@ func (r *room) load(ctx context.Context) error {
 			return err
 		}
 	}
+	// Clients' updates are untrusted: each may cost only so much (yjs.Doc.LimitWork).
+	d.LimitWork()
 	r.doc, r.seq, r.size = d, seq, d.Size()
 	return nil
 }
 
-// add registers a connection unless the room is full.
+// add registers a connection unless the room is full or must reload.
 func (r *room) add(c *conn) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.conns) >= r.hub.cfg.MaxConns {
+	if len(r.conns) >= r.hub.cfg.MaxConns || r.broken.Load() {
 		return false
 	}
 	r.conns[c] = struct{}{}
@@ -152,8 +154,8 @@ func (r *room) serve(c *conn) {
 		_ = c.ws.Close(code, reason)
 	}()
 
-	if !c.grant.Expires.IsZero() {
-		expiry := time.AfterFunc(time.Until(c.grant.Expires), func() {
+	if c.grant.ValidFor > 0 {
+		expiry := time.AfterFunc(c.grant.ValidFor, func() {
 			c.send(yjs.PermissionDeniedFrame(msgExpired))
 			c.close(statusDenied, msgExpired)
 		})
@@ -216,6 +218,10 @@ func (r *room) handle(ctx context.Context, c *conn, frame []byte) bool {
 		}
 	case yjs.MessageAwareness:
 		r.mu.Lock()
+		// Only entries of this connection's own clients are taken and relayed: a connection
+		// may not remove or impersonate another's presence, nor grow the room's map without
+		// bound.
+		var accepted []yjs.AwarenessState
 		for _, a := range m.Awareness {
 			cur, known := r.aware[a.Client]
 			if known && cur.owner != c {
@@ -225,14 +231,23 @@ func (r *room) handle(ctx context.Context, c *conn, frame []byte) bool {
 				continue
 			}
 			if a.Gone() {
-				delete(r.aware, a.Client)
-				delete(c.clients, a.Client)
-			} else {
-				r.aware[a.Client] = awareness{clock: a.Clock, state: a.State, owner: c}
-				c.clients[a.Client] = a.Clock
+				if known {
+					delete(r.aware, a.Client)
+					delete(c.clients, a.Client)
+					accepted = append(accepted, a)
+				}
+				continue
 			}
+			if !known && (len(c.clients) >= maxClientsPerConn || len(r.aware) >= maxAwarenessPerRoom) {
+				continue
+			}
+			r.aware[a.Client] = awareness{clock: a.Clock, state: a.State, owner: c}
+			c.clients[a.Client] = a.Clock
+			accepted = append(accepted, a)
 		}
-		r.broadcastLocked(frame, nil)
+		if len(accepted) > 0 {
+			r.broadcastLocked(yjs.AwarenessFrame(accepted), nil)
+		}
 		r.mu.Unlock()
 	case yjs.MessageQueryAwareness:
 		r.mu.Lock()
@@ -245,12 +260,25 @@ func (r *room) handle(ctx context.Context, c *conn, frame []byte) bool {
 	return true
 }
 
+// Awareness bounds: a browser tab is one Yjs client, so a connection rarely has more than
+// one; a room's map is bounded too, whatever the connections.
+const (
+	maxClientsPerConn   = 16
+	maxAwarenessPerRoom = 10000
+)
+
+// msgGone closes the connections of data that was deleted (or moved to another document id);
+// 4410 keeps y-websocket's provider from reconnecting and writing its copy back.
+const msgGone = "The CRDT data was deleted or moved."
+
 // msgExpired ends a connection whose token expired.
 const msgExpired = "Token has expired."
 
 var (
 	errTooLarge   = errors.New("The document would exceed its size limit.")
 	errMalformed  = errors.New("Malformed update.")
+	errTooComplex = errors.New("The update is too costly to integrate.")
+	errGone       = errors.New(msgGone)
 	errLogFailure = errors.New("The update could not be stored; reconnect.")
 )
 
@@ -258,8 +286,10 @@ func closeCode(err error) websocket.StatusCode {
 	switch err {
 	case errTooLarge:
 		return statusTooLarge
-	case errMalformed:
+	case errMalformed, errTooComplex:
 		return statusMalformed
+	case errGone:
+		return statusGone
 	}
 	return statusLogFailure
 }
@@ -269,15 +299,31 @@ func closeCode(err error) websocket.StatusCode {
 // changes nothing (a client's echo of what it was sent) costs no write. When the log refuses
 // the write, the document holds an update nobody else will see: the room's clients are
 // disconnected and the room reloads from the log.
-func (r *room) write(ctx context.Context, from *conn, update []byte) error {
+func (r *room) write(ctx context.Context, from *conn, update []byte) (err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.broken.Load() {
+		return errLogFailure
+	}
+	defer func() {
+		// A codec bug must not leave the room serving a document the log does not hold.
+		if p := recover(); p != nil {
+			r.hub.log.Error("crdt sync: update panicked", "panic", p)
+			r.breakLocked(from)
+			err = errMalformed
+		}
+	}()
 	if r.size > r.hub.cfg.MaxDocBytes {
 		if r.size = r.doc.Size(); r.size > r.hub.cfg.MaxDocBytes {
 			return errTooLarge
 		}
 	}
 	changed, err := r.doc.ApplyChanged(update)
+	if errors.Is(err, yjs.ErrTooComplex) {
+		// Part of it was applied: the room's document no longer matches the log.
+		r.breakLocked(from)
+		return errTooComplex
+	}
 	if err != nil {
 		return errMalformed
 	}
@@ -286,14 +332,18 @@ func (r *room) write(ctx context.Context, from *conn, update []byte) error {
 	}
 	r.size += 4 * len(update)
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	at, created, err := r.hub.cfg.Log.Append(wctx, r.key, update)
+	at, created, err := r.hub.cfg.Log.Append(wctx, r.key, r.at.Version, update)
 	cancel()
-	if err != nil {
-		r.hub.log.Warn("crdt sync: append", "err", err)
+	if errors.Is(err, ErrGone) {
 		r.broken.Store(true)
 		for c := range r.conns {
-			c.close(websocket.StatusTryAgainLater, errLogFailure.Error())
+			c.close(statusGone, msgGone)
 		}
+		return errGone
+	}
+	if err != nil {
+		r.hub.log.Warn("crdt sync: append", "err", err)
+		r.breakLocked(from)
 		return errLogFailure
 	}
 	switch {
@@ -308,6 +358,17 @@ func (r *room) write(ctx context.Context, from *conn, update []byte) error {
 	r.broadcastLocked(yjs.SyncFrame(yjs.SyncUpdate, update), from)
 	r.dirty, r.lastGrant = true, from.grant
 	return nil
+}
+
+// breakLocked marks the room's document as out of step with the log: the other connections
+// are closed to reconnect (to a room loaded again), the sender's by its caller with the reason.
+func (r *room) breakLocked(from *conn) {
+	r.broken.Store(true)
+	for c := range r.conns {
+		if c != from {
+			c.close(websocket.StatusTryAgainLater, "The document is reloading; reconnect.")
+		}
+	}
 }
 
 // markSeen records an applied sequence number; seq advances over a contiguous run.
@@ -375,7 +436,8 @@ func (r *room) drop(c *conn) {
 	}
 }
 
-func (r *room) closeAll() {
+// closeAll closes every connection of the room with the code.
+func (r *room) closeAll(code websocket.StatusCode, reason string) {
 	r.mu.Lock()
 	conns := make([]*conn, 0, len(r.conns))
 	for c := range r.conns {
@@ -383,7 +445,7 @@ func (r *room) closeAll() {
 	}
 	r.mu.Unlock()
 	for _, c := range conns {
-		c.close(websocket.StatusServiceRestart, "The document changed; reconnect.")
+		c.close(code, reason)
 	}
 }
 
@@ -423,7 +485,7 @@ func (r *room) catchUp() {
 	entries, reset, err := r.hub.cfg.Log.Since(ctx, r.key, at)
 	if errors.Is(err, ErrGone) {
 		r.broken.Store(true)
-		r.closeAll()
+		r.closeAll(statusGone, msgGone)
 		return
 	}
 	if err != nil {
