@@ -364,3 +364,19 @@ func TestAppendRacingADeletion(t *testing.T) {
 		t.Fatalf("%d events, want the add's only", n)
 	}
 }
+
+// Values JSON cannot hold as yjs keeps them (undefined, a BigInt) read as JSON.stringify would
+// write them, and a Get of such data succeeds: a Y.Map set by yjs with {u: undefined, b: 10n,
+// x: 1}.
+func TestGetReadsValuesJSONCannotHold(t *testing.T) {
+	h := newHarness(t)
+	u, err := base64.StdEncoding.DecodeString("AQPS5rvZBQAoAQdjb250ZW50AXUBfygBB2NvbnRlbnQBYgF6AAAAAAAAAAooAQdjb250ZW50AXgBfQEA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.apply(t, "e", u)
+	got := h.content(t, "e", func(r *crdtv1.GetCrdtDataRequest) { r.Type = "map" })
+	if !same(got, map[string]any{"b": float64(10), "x": float64(1)}) {
+		t.Fatalf("read %#v", got)
+	}
+}
