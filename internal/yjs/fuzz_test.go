@@ -2,6 +2,7 @@ package yjs
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"testing"
@@ -114,6 +115,56 @@ func FuzzReadMessage(f *testing.F) {
 			if _, err := ReadMessage(AwarenessFrame(m.Awareness)); err != nil {
 				t.Fatal(err)
 			}
+		}
+	})
+}
+
+// FuzzApplySequence applies a sequence of updates (each a lib0 varUint8Array of the input) to
+// one document, as a room or a stored log does: states only several updates reach (waiting
+// structs, splits of items from earlier updates, merged updates with skips) must not panic
+// either, and the document must keep encoding to something that loads.
+func FuzzApplySequence(f *testing.F) {
+	frame := func(updates ...[]byte) []byte {
+		var e encoder
+		for _, u := range updates {
+			e.bytes(u)
+		}
+		return e.buf
+	}
+	seeds := seedUpdates(f)
+	f.Add(frame(seeds...))
+	f.Add(frame(seeds[1], seeds[0]))
+	for _, s := range []string{"AQMHBYQHBAFhCgGEBwYBYwA=", "AQEHBoQHBQFiAA==", "AQUHAAQBAXQBaIQHAAFlhAcBAWyEBwIBbIQHAwFvAA=="} {
+		b, _ := base64.StdEncoding.DecodeString(s)
+		seeds = append(seeds, b)
+	}
+	f.Add(frame(seeds[len(seeds)-3:]...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tm := time.AfterFunc(5*time.Second, func() { panic(fmt.Sprintf("HANG %x", b)) })
+		defer tm.Stop()
+		d := NewDocWithClient(1)
+		d.LimitWork()
+		dec := decoder{buf: b}
+		for dec.left() > 0 {
+			u, err := dec.bytes()
+			if err != nil {
+				break
+			}
+			_ = d.Apply(u)
+		}
+		full, err := d.Encode(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := NewDocWithClient(2)
+		if err := e.Apply(full); err != nil {
+			t.Fatalf("our encoding does not load: %v", err)
+		}
+		for name := range d.roots {
+			for _, k := range []Kind{Text, Map, Array, XML} {
+				_ = d.JSON(name, k)
+			}
+			_ = d.Delta(name)
 		}
 	})
 }
