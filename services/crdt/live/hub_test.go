@@ -130,12 +130,14 @@ func dial(t *testing.T, url, token string) *client {
 }
 
 func (c *client) send(frame []byte) {
+	c.t.Helper()
 	if err := c.ws.Write(context.Background(), websocket.MessageBinary, frame); err != nil {
 		c.t.Fatal(err)
 	}
 }
 
 func (c *client) edit(text string) {
+	c.t.Helper()
 	c.mu.Lock()
 	u, err := c.doc.Replace("content", yjs.Text, text)
 	c.mu.Unlock()
