@@ -76,7 +76,10 @@ func (c *content) splice(offset uint64) content {
 		c.n = offset
 		return r
 	case refString:
-		right := append([]uint16(nil), c.str[offset:]...)
+		// Both parts keep the array: the left part's capacity ends where the right part
+		// starts, so appending to either (mergeWith) never writes into the other. Copying
+		// the right part instead made each split of a long text cost its length.
+		right := c.str[offset:]
 		left := c.str[:offset:offset]
 		if last := left[offset-1]; last >= 0xd800 && last <= 0xdbff {
 			left = append(left[:offset-1:offset-1], 0xfffd)
@@ -229,7 +232,7 @@ func (c *content) write(e *encoder, offset uint64) {
 	case refDeleted:
 		e.uint(c.n - offset)
 	case refString:
-		e.string(utf8Of(c.str[offset:]))
+		e.utf16String(c.str[offset:])
 	case refJSON:
 		e.uint(uint64(len(c.elems)) - offset)
 		for _, b := range c.elems[offset:] {

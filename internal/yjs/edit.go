@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"unicode/utf8"
 )
 
 // Replace makes a root hold value, as an ordinary Yjs update on the current state: what is
@@ -174,28 +175,29 @@ func (c *seqCursor) insert(ct content) *block {
 // replaceText makes a text hold s: a character diff of the visible strings, applied in one
 // pass. Formats and embeds stay where they are.
 func (d *Doc) replaceText(t *ytype, s string) {
-	oldRunes := []rune(textString(t))
-	newRunes := []rune(s)
-	ops := diffRunes(oldRunes, newRunes)
+	old := textString(t)
+	if !utf8.ValidString(s) {
+		s = string([]rune(s)) // each invalid byte reads as U+FFFD
+	}
+	ops := diffText(old, s)
 	if len(ops) == 0 {
 		return
 	}
-	// Positions are in runes; the sequence counts UTF-16 units, and embeds count one.
+	// Positions are bytes of old; the sequence counts UTF-16 units, and embeds count one.
 	c := d.cursor(t)
-	pos := 0 // runes of old passed
+	pos := 0 // bytes of old passed
 	for _, op := range ops {
-		c.skipText(oldRunes[pos:op.at])
-		c.delText(oldRunes[op.at : op.at+op.del])
+		c.skipText(utf16Len(old[pos:op.at]))
+		c.delText(utf16Len(old[op.at : op.at+op.del]))
 		pos = op.at + op.del
 		if len(op.ins) > 0 {
-			c.insert(content{ref: refString, str: u16(string(op.ins))})
+			c.insert(content{ref: refString, str: u16(op.ins)})
 		}
 	}
 }
 
-// skipText moves past the given runes of text, and past any embed between them.
-func (c *seqCursor) skipText(rs []rune) {
-	n := utf16Len(rs)
+// skipText moves past n UTF-16 units of text, and past any embed between them.
+func (c *seqCursor) skipText(n uint64) {
 	for n > 0 && c.right != nil {
 		r := c.right
 		if r.visible() && r.content.ref == refString {
@@ -208,9 +210,8 @@ func (c *seqCursor) skipText(rs []rune) {
 	}
 }
 
-// delText deletes the given runes of text, leaving embeds and formats between them.
-func (c *seqCursor) delText(rs []rune) {
-	n := utf16Len(rs)
+// delText deletes n UTF-16 units of text, leaving embeds and formats between them.
+func (c *seqCursor) delText(n uint64) {
 	for n > 0 && c.right != nil {
 		r := c.right
 		if r.visible() && r.content.ref == refString {
@@ -224,12 +225,16 @@ func (c *seqCursor) delText(rs []rune) {
 	}
 }
 
-func utf16Len(rs []rune) uint64 {
+// utf16Len is the length in UTF-16 units of valid UTF-8: one per character, two for those
+// beyond the BMP (four-byte sequences).
+func utf16Len(s string) uint64 {
 	n := uint64(0)
-	for _, r := range rs {
-		if r >= 0x10000 {
-			n += 2
-		} else {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c&0xc0 != 0x80 {
+			n++
+		}
+		if c >= 0xf0 {
 			n++
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // ErrMalformed is wrapped by every error about bytes that are not a Yjs v1 update, state
@@ -177,7 +178,10 @@ func (e *encoder) bytes(b []byte) {
 	e.buf = append(e.buf, b...)
 }
 
-func (e *encoder) string(s string) { e.bytes([]byte(s)) }
+func (e *encoder) string(s string) {
+	e.uint(uint64(len(s)))
+	e.buf = append(e.buf, s...)
+}
 
 // u16 converts UTF-8 to UTF-16 code units as JavaScript holds strings.
 func u16(s string) []uint16 {
@@ -213,7 +217,31 @@ func u16(s string) []uint16 {
 // utf8Of converts UTF-16 code units to UTF-8 as TextEncoder does: lone surrogates become
 // U+FFFD.
 func utf8Of(u []uint16) string {
-	b := make([]byte, 0, len(u))
+	b := appendUTF8(make([]byte, 0, utf8Len(u)), u)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not used again
+}
+
+// utf8Len is the length of utf8Of(u).
+func utf8Len(u []uint16) int {
+	n := 0
+	for i := 0; i < len(u); i++ {
+		switch c := u[i]; {
+		case c < 0x80:
+			n++
+		case c < 0x800:
+			n += 2
+		case c >= 0xd800 && c < 0xdc00 && i+1 < len(u) && u[i+1] >= 0xdc00 && u[i+1] < 0xe000:
+			n += 4
+			i++
+		default: // the rest of the BMP, and lone surrogates as U+FFFD
+			n += 3
+		}
+	}
+	return n
+}
+
+// appendUTF8 appends utf8Of(u) to b.
+func appendUTF8(b []byte, u []uint16) []byte {
 	for i := 0; i < len(u); i++ {
 		c := u[i]
 		switch {
@@ -228,7 +256,14 @@ func utf8Of(u []uint16) string {
 			b = utf8.AppendRune(b, rune(c))
 		}
 	}
-	return string(b)
+	return b
+}
+
+// utf16String writes UTF-16 code units as a lib0 string (as TextEncoder makes its UTF-8),
+// without an intermediate string.
+func (e *encoder) utf16String(u []uint16) {
+	e.uint(uint64(utf8Len(u)))
+	e.buf = appendUTF8(e.buf, u)
 }
 
 // Any values (lib0's writeAny) are kept as the bytes they were read from, so a re-encoding

@@ -96,7 +96,18 @@ func (d *Doc) KindOf(root string) (Kind, bool) {
 }
 
 func textString(t *ytype) string {
-	var u []uint16
+	// The units are joined first: a surrogate pair may straddle two items.
+	n, only := 0, []uint16(nil)
+	for b := t.start; b != nil; b = b.right {
+		if !b.deleted && b.content.ref == refString {
+			n += len(b.content.str)
+			only = b.content.str
+		}
+	}
+	if len(only) == n {
+		return utf8Of(only) // one item, or none
+	}
+	u := make([]uint16, 0, n)
 	for b := t.start; b != nil; b = b.right {
 		if !b.deleted && b.content.ref == refString {
 			u = append(u, b.content.str...)
