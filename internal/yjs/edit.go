@@ -257,7 +257,7 @@ func (d *Doc) replaceMap(t *ytype, m map[string]any, depth int) {
 		cur := t.m[k]
 		if cur != nil && !cur.deleted {
 			if cur.content.ref == refType && depth < maxViewDepth {
-				nt := cur.content.typ
+				nt := cur.content.typ()
 				switch x := v.(type) {
 				case map[string]any:
 					if nt.ref == typeMap {

@@ -397,7 +397,7 @@ func (d *Doc) integrate(s *pendingStruct, offset uint64) {
 		b.parent = d.root(s.rootName)
 	case s.hasParent:
 		if p := d.get(s.parentID); p != nil && !p.gc && p.content.ref == refType {
-			b.parent = p.content.typ
+			b.parent = p.content.typ()
 		}
 	default:
 		if b.left != nil {
@@ -496,7 +496,7 @@ func (d *Doc) integrateItem(b *block) {
 	d.clients[b.id.Client] = append(d.clients[b.id.Client], b)
 	switch b.content.ref {
 	case refType:
-		t := b.content.typ
+		t := b.content.typ()
 		t.item = b
 		t.depth = p.depth + 1
 	case refDeleted:
@@ -533,7 +533,7 @@ func (d *Doc) deleteItem(b *block) {
 		d.tr.deleted = append(d.tr.deleted, dsRange{b.id.Client, b.id.Clock, b.length})
 	}
 	if b.content.ref == refType {
-		t := b.content.typ
+		t := b.content.typ()
 		for c := t.start; c != nil; c = c.right {
 			if !c.deleted {
 				d.deleteItem(c)
@@ -711,7 +711,7 @@ func mergeable(l, r *block) bool {
 // parent was collected too, becomes a GC struct.
 func (d *Doc) gcItem(b *block, parentGone bool) {
 	if b.content.ref == refType {
-		t := b.content.typ
+		t := b.content.typ()
 		for c := t.start; c != nil; c = c.right {
 			if !c.gc {
 				d.gcItem(c, true)
