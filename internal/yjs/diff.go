@@ -250,6 +250,27 @@ func runesAtMost(a, b string, n int) bool {
 
 // runeDiff diffs two short texts by character; positions are bytes of a, plus base.
 func runeDiff(a, b string, base int) []textEdit {
+	// The common prefix and suffix, as diffSeq would find them, without decoding them: bytes
+	// compared, then moved back to a character boundary.
+	pre := 0
+	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {
+		pre++
+	}
+	for pre > 0 && pre < len(a) && !utf8.RuneStart(a[pre]) {
+		pre--
+	}
+	suf := 0
+	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
+		suf++
+	}
+	for suf > 0 && !utf8.RuneStart(a[len(a)-suf]) {
+		suf--
+	}
+	a, b = a[pre:len(a)-suf], b[pre:len(b)-suf]
+	base += pre
+	if len(a) == 0 && len(b) == 0 {
+		return nil
+	}
 	ra, rb := []rune(a), []rune(b)
 	edits := diffSeq(ra, rb)
 	if len(edits) == 0 {

@@ -48,6 +48,11 @@ func TestDiffText(t *testing.T) {
 		if k%10 == 0 {
 			b = text(rng.IntN(50))
 		}
+		if k%7 == 0 {
+			// Invalid UTF-8 in the new text reads as U+FFFD per byte.
+			i := rng.IntN(len(b) + 1)
+			b = b[:i] + []string{"\xff", "\xe2\x82", "\x80\x80", "\xf0\x9f"}[rng.IntN(4)] + b[i:]
+		}
 		edits := diffText(a, b)
 		var sb strings.Builder
 		pos := 0
@@ -56,15 +61,64 @@ func TestDiffText(t *testing.T) {
 				t.Fatalf("case %d: edit %+v out of order or range", k, e)
 			}
 			sb.WriteString(a[pos:e.at])
-			sb.WriteString(e.ins)
+			sb.WriteString(string([]rune(e.ins)))
 			pos = e.at + e.del
 		}
 		sb.WriteString(a[pos:])
-		if got := sb.String(); got != b {
+		if got := sb.String(); got != string([]rune(b)) {
 			t.Fatalf("case %d: the edits of %q to %q give %q", k, a, b, got)
 		}
 		if a == b && len(edits) != 0 {
 			t.Fatalf("case %d: %d edits of equal texts", k, len(edits))
+		}
+	}
+}
+
+// TestUTF8Of holds the UTF-16 to UTF-8 conversions to the plain definition (TextEncoder's:
+// pairs join, lone surrogates become U+FFFD), into buffers with and without room, and
+// utf16Len to the units u16 makes.
+func TestUTF8Of(t *testing.T) {
+	plain := func(u []uint16) string {
+		var sb strings.Builder
+		for i := 0; i < len(u); i++ {
+			c := rune(u[i])
+			switch {
+			case c >= 0xd800 && c < 0xdc00 && i+1 < len(u) && u[i+1] >= 0xdc00 && u[i+1] < 0xe000:
+				sb.WriteRune(0x10000 + (c-0xd800)<<10 + rune(u[i+1]) - 0xdc00)
+				i++
+			case c >= 0xd800 && c < 0xe000:
+				sb.WriteRune(0xfffd)
+			default:
+				sb.WriteRune(c)
+			}
+		}
+		return sb.String()
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	units := []uint16{'a', 'b', ' ', 0x7f, 0x80, 0xe9, 0x7ff, 0x800, 0x20ac, 0xd83d, 0xde00, 0xdbff, 0xdc00, 0xfffd, 0xffff}
+	for k := range 2000 {
+		u := make([]uint16, rng.IntN(60))
+		for i := range u {
+			if rng.IntN(3) == 0 {
+				u[i] = units[rng.IntN(len(units))]
+			} else {
+				u[i] = 'a' + uint16(rng.IntN(26))
+			}
+		}
+		want := plain(u)
+		if got := utf8Of(u); got != want {
+			t.Fatalf("case %d: utf8Of(%x) = %q, want %q", k, u, got, want)
+		}
+		if n := utf8Len(u); n != len(want) {
+			t.Fatalf("case %d: utf8Len(%x) = %d, want %d", k, u, n, len(want))
+		}
+		prefix := []byte("xyz")
+		buf := append(make([]byte, 0, 3+rng.IntN(len(want)+2)), prefix...)
+		if got := string(appendUTF8(buf, u)); got != "xyz"+want {
+			t.Fatalf("case %d: appendUTF8 into cap %d gives %q, want %q", k, cap(buf), got, "xyz"+want)
+		}
+		if n := utf16Len(want); n != uint64(len(u16(want))) {
+			t.Fatalf("case %d: utf16Len(%q) = %d, want %d", k, want, n, len(u16(want)))
 		}
 	}
 }

@@ -1,11 +1,12 @@
 package yjs
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
-	"unicode/utf8"
+	"unsafe"
 )
 
 // Replace makes a root hold value, as an ordinary Yjs update on the current state: what is
@@ -175,10 +176,10 @@ func (c *seqCursor) insert(ct content) *block {
 // replaceText makes a text hold s: a character diff of the visible strings, applied in one
 // pass. Formats and embeds stay where they are.
 func (d *Doc) replaceText(t *ytype, s string) {
+	// old is valid UTF-8; s need not be: the diff cuts it only at newlines and where it
+	// equals old, never inside a character or an invalid sequence, and decodes each invalid
+	// byte as U+FFFD, as u16 does what is inserted.
 	old := textString(t)
-	if !utf8.ValidString(s) {
-		s = string([]rune(s)) // each invalid byte reads as U+FFFD
-	}
 	ops := diffText(old, s)
 	if len(ops) == 0 {
 		return
@@ -228,6 +229,20 @@ func (c *seqCursor) delText(n uint64) {
 // utf16Len is the length in UTF-16 units of valid UTF-8: one per character, two for those
 // beyond the BMP (four-byte sequences).
 func utf16Len(s string) uint64 {
+	n := uint64(0)
+	i := 0
+	b := unsafe.Slice(unsafe.StringData(s), len(s)) // read only
+	for ; i+8 <= len(b); i += 8 {
+		if binary.LittleEndian.Uint64(b[i:])&0x8080808080808080 == 0 {
+			n += 8 // eight ASCII characters
+			continue
+		}
+		n += utf16LenSlow(s[i : i+8])
+	}
+	return n + utf16LenSlow(s[i:])
+}
+
+func utf16LenSlow(s string) uint64 {
 	n := uint64(0)
 	for i := 0; i < len(s); i++ {
 		c := s[i]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
@@ -217,7 +218,8 @@ func u16(s string) []uint16 {
 // utf8Of converts UTF-16 code units to UTF-8 as TextEncoder does: lone surrogates become
 // U+FFFD.
 func utf8Of(u []uint16) string {
-	b := appendUTF8(make([]byte, 0, utf8Len(u)), u)
+	// One pass into room for mostly ASCII, growing when the text is not.
+	b := appendUTF8(make([]byte, 0, len(u)+len(u)/8+4), u)
 	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not used again
 }
 
@@ -244,9 +246,19 @@ func utf8Len(u []uint16) int {
 func appendUTF8(b []byte, u []uint16) []byte {
 	for i := 0; i < len(u); i++ {
 		c := u[i]
+		if c < 0x80 {
+			// A run of ASCII, written by index into room for the rest of u.
+			b = slices.Grow(b, len(u)-i)
+			j, k := len(b), i
+			out := b[j : j+len(u)-i]
+			for ; k < len(u) && u[k] < 0x80; k++ {
+				out[k-i] = byte(u[k])
+			}
+			b = b[:j+k-i]
+			i = k - 1
+			continue
+		}
 		switch {
-		case c < 0x80:
-			b = append(b, byte(c))
 		case c >= 0xd800 && c < 0xdc00 && i+1 < len(u) && u[i+1] >= 0xdc00 && u[i+1] < 0xe000:
 			b = utf8.AppendRune(b, utf16.DecodeRune(rune(c), rune(u[i+1])))
 			i++
