@@ -49,58 +49,42 @@ func myers[T comparable](a, b []T, maxD int) ([]seqEdit, bool) {
 	if n == 0 || m == 0 {
 		return []seqEdit{{at: 0, del: n, insAt: 0, ins: m}}, true
 	}
-	off := n + m
 	if maxD > n+m {
 		maxD = n + m
 	}
-	v := make([]int, 2*off+2)
-	var trace [][]int
+	// Round dd finds the furthest x reached on each diagonal k = -dd, -dd+2, ..., dd from
+	// round dd-1's alone, so the rounds are kept one after the other, and nothing sized by the
+	// sequences: round dd's diagonal k is xs[dd(dd+1)/2 + (k+dd)/2].
+	var xs []int
+	at := func(dd, k int) int { return xs[dd*(dd+1)/2+(k+dd)/2] }
 	found := -1
-	for dd := 0; dd <= maxD; dd++ {
-		// Keep only the diagonals this round can touch.
-		lo, hi := off-dd-1, off+dd+2
-		if lo < 0 {
-			lo = 0
-		}
-		if hi > len(v) {
-			hi = len(v)
-		}
-		snap := make([]int, hi-lo)
-		copy(snap, v[lo:hi])
-		trace = append(trace, snap)
+	for dd := 0; dd <= maxD && found < 0; dd++ {
 		for k := -dd; k <= dd; k += 2 {
 			var x int
-			if k == -dd || (k != dd && v[off+k-1] < v[off+k+1]) {
-				x = v[off+k+1]
-			} else {
-				x = v[off+k-1] + 1
+			switch {
+			case dd == 0:
+			case k == -dd || (k != dd && at(dd-1, k-1) < at(dd-1, k+1)):
+				x = at(dd-1, k+1)
+			default:
+				x = at(dd-1, k-1) + 1
 			}
 			y := x - k
 			for x < n && y < m && a[x] == b[y] {
 				x++
 				y++
 			}
-			v[off+k] = x
+			xs = append(xs, x)
 			if x >= n && y >= m {
 				found = dd
 				break
 			}
 		}
-		if found >= 0 {
-			break
-		}
 	}
 	if found < 0 {
 		return nil, false
 	}
-	// Walk back through the saved rounds.
-	get := func(dd, k int) int {
-		lo := off - dd - 1
-		if lo < 0 {
-			lo = 0
-		}
-		return trace[dd][off+k-lo]
-	}
+	// Walk back through the rounds.
+	get := func(dd, k int) int { return at(dd-1, k) }
 	type step struct{ x, y, px, py int }
 	var steps []step
 	x, y := n, m

@@ -2,6 +2,7 @@ package yjs
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -121,4 +122,130 @@ func TestUTF8Of(t *testing.T) {
 			t.Fatalf("case %d: utf16Len(%q) = %d, want %d", k, want, n, len(u16(want)))
 		}
 	}
+}
+
+// TestMyersSameScripts holds myers to the version that kept a snapshot of every diagonal per
+// round (myersRef, below): the same shortest scripts, and the same refusals past maxD.
+func TestMyersSameScripts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	seq := func(n, k int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = rng.IntN(k)
+		}
+		return out
+	}
+	for c := range 3000 {
+		k := 2 + rng.IntN(6)
+		a := seq(rng.IntN(40), k)
+		b := seq(rng.IntN(40), k)
+		if c%2 == 0 && len(a) > 0 {
+			b = append(append([]int(nil), a...), seq(rng.IntN(5), k)...)
+			i := rng.IntN(len(b))
+			b = append(b[:i], b[min(len(b), i+rng.IntN(4)):]...)
+		}
+		maxD := 1000
+		if c%5 == 0 {
+			maxD = rng.IntN(20)
+		}
+		got, gotOK := myers(a, b, maxD)
+		want, wantOK := myersRef(a, b, maxD)
+		if gotOK != wantOK || !reflect.DeepEqual(got, want) {
+			t.Fatalf("case %d: myers(%v, %v, %d) = %v %v, want %v %v", c, a, b, maxD, got, gotOK, want, wantOK)
+		}
+	}
+}
+
+func myersRef[T comparable](a, b []T, maxD int) ([]seqEdit, bool) {
+	n, m := len(a), len(b)
+	if n == 0 || m == 0 {
+		return []seqEdit{{at: 0, del: n, insAt: 0, ins: m}}, true
+	}
+	off := n + m
+	if maxD > n+m {
+		maxD = n + m
+	}
+	v := make([]int, 2*off+2)
+	var trace [][]int
+	found := -1
+	for dd := 0; dd <= maxD; dd++ {
+		// Keep only the diagonals this round can touch.
+		lo, hi := off-dd-1, off+dd+2
+		if lo < 0 {
+			lo = 0
+		}
+		if hi > len(v) {
+			hi = len(v)
+		}
+		snap := make([]int, hi-lo)
+		copy(snap, v[lo:hi])
+		trace = append(trace, snap)
+		for k := -dd; k <= dd; k += 2 {
+			var x int
+			if k == -dd || (k != dd && v[off+k-1] < v[off+k+1]) {
+				x = v[off+k+1]
+			} else {
+				x = v[off+k-1] + 1
+			}
+			y := x - k
+			for x < n && y < m && a[x] == b[y] {
+				x++
+				y++
+			}
+			v[off+k] = x
+			if x >= n && y >= m {
+				found = dd
+				break
+			}
+		}
+		if found >= 0 {
+			break
+		}
+	}
+	if found < 0 {
+		return nil, false
+	}
+	// Walk back through the saved rounds.
+	get := func(dd, k int) int {
+		lo := off - dd - 1
+		if lo < 0 {
+			lo = 0
+		}
+		return trace[dd][off+k-lo]
+	}
+	type step struct{ x, y, px, py int }
+	var steps []step
+	x, y := n, m
+	for dd := found; dd > 0; dd-- {
+		k := x - y
+		var pk int
+		if k == -dd || (k != dd && get(dd, k-1) < get(dd, k+1)) {
+			pk = k + 1
+		} else {
+			pk = k - 1
+		}
+		px := get(dd, pk)
+		py := px - pk
+		steps = append(steps, step{x, y, px, py})
+		x, y = px, py
+	}
+	// Each step is one insertion or deletion from (px, py), then a snake.
+	var edits []seqEdit
+	for i := len(steps) - 1; i >= 0; i-- {
+		s := steps[i]
+		var e seqEdit
+		// Which of the two it was: a deletion moves x by one more than y before the snake.
+		if (s.px - s.py) < (s.x - s.y) {
+			e = seqEdit{at: s.px, del: 1, insAt: s.py}
+		} else {
+			e = seqEdit{at: s.px, insAt: s.py, ins: 1}
+		}
+		if k := len(edits) - 1; k >= 0 && edits[k].at+edits[k].del == e.at && edits[k].insAt+edits[k].ins == e.insAt {
+			edits[k].del += e.del
+			edits[k].ins += e.ins
+			continue
+		}
+		edits = append(edits, e)
+	}
+	return edits, true
 }
