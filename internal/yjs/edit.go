@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"reflect"
 	"slices"
 	"unsafe"
@@ -227,19 +228,20 @@ func (c *seqCursor) delText(n uint64) {
 }
 
 // utf16Len is the length in UTF-16 units of valid UTF-8: one per character, two for those
-// beyond the BMP (four-byte sequences).
+// beyond the BMP. That is a unit per byte, less one per continuation byte (10xxxxxx), plus one
+// per four-byte lead (11110xxx), counted eight bytes at a time.
 func utf16Len(s string) uint64 {
-	n := uint64(0)
-	i := 0
+	const high = 0x8080808080808080
 	b := unsafe.Slice(unsafe.StringData(s), len(s)) // read only
+	n := uint64(len(b))
+	i := 0
 	for ; i+8 <= len(b); i += 8 {
-		if binary.LittleEndian.Uint64(b[i:])&0x8080808080808080 == 0 {
-			n += 8 // eight ASCII characters
-			continue
-		}
-		n += utf16LenSlow(s[i : i+8])
+		w := binary.LittleEndian.Uint64(b[i:])
+		cont := w &^ (w << 1) & high // bit 7 set, bit 6 clear
+		four := w & (w << 1) & (w << 2) & (w << 3) & high
+		n += uint64(bits.OnesCount64(four)) - uint64(bits.OnesCount64(cont))
 	}
-	return n + utf16LenSlow(s[i:])
+	return n - uint64(len(b)-i) + utf16LenSlow(s[i:])
 }
 
 func utf16LenSlow(s string) uint64 {
