@@ -3,10 +3,12 @@ package yjs_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/collab/collab/internal/yjs"
@@ -231,4 +233,49 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// BenchmarkApplyManyClients applies 1,000 one-character updates to a document that 1,000
+// other clients have edited before (every browser session is a new client): an update costs
+// what it touches, not the number of clients the document has seen.
+func BenchmarkApplyManyClients(b *testing.B) {
+	base := yjs.NewDocWithClient(1)
+	for c := range 1000 {
+		w := yjs.NewDocWithClient(uint64(100 + c))
+		u, err := w.Replace("map", yjs.Map, map[string]any{fmt.Sprint("k", c%10): float64(c)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := base.Apply(u); err != nil {
+			b.Fatal(err)
+		}
+	}
+	full, err := base.Encode(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := yjs.NewDocWithClient(5000)
+	var updates [][]byte
+	var text strings.Builder
+	for range 1000 {
+		text.WriteByte('y')
+		u, err := w.Replace("text", yjs.Text, text.String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		updates = append(updates, u)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		d := loadDoc(b, full)
+		b.StartTimer()
+		for _, u := range updates {
+			if err := d.Apply(u); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(updates)), "ns/update")
 }

@@ -50,6 +50,7 @@ func (d *Doc) Replace(root string, k Kind, value any) ([]byte, error) {
 	}
 	t := d.root(root)
 	d.begin()
+	d.track(d.client) // local edits add structs of d.client alone
 	tr := d.tr
 	switch k {
 	case Text:

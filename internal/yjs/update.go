@@ -23,6 +23,7 @@ type dsRange struct{ client, clock, length uint64 }
 // transaction collects what one change did, for the clean-up yjs does after each: garbage
 // collection of deleted content and merging of neighbouring structs.
 type transaction struct {
+	// before holds the state, at the start, of every client that may gain structs.
 	before  map[uint64]uint64
 	deleted []dsRange
 	merge   []ID
@@ -207,9 +208,6 @@ func (d *Doc) ApplyChanged(update []byte) (bool, error) {
 		return false, err
 	}
 	pendingBefore := d.pendingCount()
-	d.begin()
-	tr := d.tr
-	defer d.commit()
 	if d.pending == nil {
 		d.pending = map[uint64][]*pendingStruct{}
 	}
@@ -238,14 +236,21 @@ func (d *Doc) ApplyChanged(update []byte) (bool, error) {
 		})
 		d.pending[c] = q
 	}
+	// Only the clients with pending structs can gain any (drain integrates those alone).
+	d.begin()
+	for c := range d.pending {
+		d.track(c)
+	}
+	tr := d.tr
+	defer d.commit()
 	d.drain()
 	d.pendingDS = append(d.pendingDS, u.ds...)
 	d.applyDeletes()
 	if len(tr.deleted) > 0 || d.pendingCount() != pendingBefore {
 		return true, nil
 	}
-	for c := range d.clients {
-		if d.state(c) != tr.before[c] {
+	for c, from := range tr.before {
+		if d.state(c) != from {
 			return true, nil
 		}
 	}
@@ -328,6 +333,11 @@ func (d *Doc) drain() {
 		if len(q) == 0 {
 			delete(d.pending, c)
 		}
+	}
+	if len(d.pending) == 0 && len(queued) > 8 {
+		// A map that once held many clients (a document's load) keeps its size, and every
+		// update would iterate it.
+		d.pending = nil
 	}
 }
 
@@ -597,13 +607,17 @@ func (d *Doc) applyDeletes() {
 	}
 }
 
-// begin starts a transaction.
-func (d *Doc) begin() {
-	before := make(map[uint64]uint64, len(d.clients))
-	for c := range d.clients {
-		before[c] = d.state(c)
+// begin starts a transaction, in which only the clients it tracks may gain structs: what a
+// transaction does costs what it touches, not the number of clients the document has seen
+// (every session of a browser is a new one).
+func (d *Doc) begin() { d.tr = &transaction{before: map[uint64]uint64{}} }
+
+// track records a client's state at the start of the transaction; the caller knows which
+// clients may gain structs.
+func (d *Doc) track(c uint64) {
+	if _, ok := d.tr.before[c]; !ok {
+		d.tr.before[c] = d.state(c)
 	}
-	d.tr = &transaction{before: before}
 }
 
 // commit ends the transaction: deleted content is garbage-collected (yjs's default gc) and
@@ -637,8 +651,8 @@ func (d *Doc) commit() {
 			structs = d.clients[r.client]
 		}
 	}
-	for c, s := range d.clients {
-		from := tr.before[c]
+	for c, from := range tr.before {
+		s := d.clients[c]
 		if len(s) == 0 || d.state(c) == from {
 			continue
 		}
