@@ -137,8 +137,9 @@ const lineDiffThreshold = 4096
 // texts are worked on as they are, lines as substrings: only the changed lines are decoded
 // into characters.
 func diffText(a, b string) []textEdit {
+	var rd runeDiffer
 	if runesAtMost(a, b, lineDiffThreshold) {
-		return runeDiff(a, b, 0)
+		return rd.diff(nil, a, b, 0)
 	}
 	la, lb := lines(a), lines(b)
 	// Lines compared by content through an interning table.
@@ -164,7 +165,7 @@ func diffText(a, b string) []textEdit {
 		sa := a[oa:startA[e.at+e.del]]
 		sb := b[ob:startB[e.insAt+e.ins]]
 		if runesAtMost(sa, sb, 4*lineDiffThreshold) {
-			out = append(out, runeDiff(sa, sb, oa)...)
+			out = rd.diff(out, sa, sb, oa)
 		} else {
 			out = append(out, textEdit{at: oa, del: len(sa), ins: sb})
 		}
@@ -232,8 +233,12 @@ func runesAtMost(a, b string, n int) bool {
 	return utf8.RuneCountInString(a)+utf8.RuneCountInString(b) <= n
 }
 
-// runeDiff diffs two short texts by character; positions are bytes of a, plus base.
-func runeDiff(a, b string, base int) []textEdit {
+// runeDiffer diffs short texts by character, reusing its buffers from one text to the next.
+type runeDiffer struct{ ra, rb []rune }
+
+// diff appends the edits of a to b, by character, to out; positions are bytes of a, plus
+// base.
+func (rd *runeDiffer) diff(out []textEdit, a, b string, base int) []textEdit {
 	// The common prefix and suffix, as diffSeq would find them, without decoding them: bytes
 	// compared, then moved back to a character boundary.
 	pre := 0
@@ -253,15 +258,18 @@ func runeDiff(a, b string, base int) []textEdit {
 	a, b = a[pre:len(a)-suf], b[pre:len(b)-suf]
 	base += pre
 	if len(a) == 0 && len(b) == 0 {
-		return nil
+		return out
 	}
-	ra, rb := []rune(a), []rune(b)
-	edits := diffSeq(ra, rb)
-	if len(edits) == 0 {
-		return nil
+	// As []rune(s) decodes: each invalid byte is one U+FFFD.
+	rd.ra, rd.rb = rd.ra[:0], rd.rb[:0]
+	for _, r := range a {
+		rd.ra = append(rd.ra, r)
 	}
+	for _, r := range b {
+		rd.rb = append(rd.rb, r)
+	}
+	edits := diffSeq(rd.ra, rd.rb)
 	// Rune indexes to byte offsets, walking both texts once (edits are in order).
-	out := make([]textEdit, len(edits))
 	ia, ba := 0, 0 // rune index and byte offset in a
 	ib, bb := 0, 0
 	advance := func(s string, i, off, to int) (int, int) {
@@ -271,14 +279,14 @@ func runeDiff(a, b string, base int) []textEdit {
 		}
 		return i, off
 	}
-	for k, e := range edits {
+	for _, e := range edits {
 		ia, ba = advance(a, ia, ba, e.at)
 		at := ba
 		ia, ba = advance(a, ia, ba, e.at+e.del)
 		ib, bb = advance(b, ib, bb, e.insAt)
 		from := bb
 		ib, bb = advance(b, ib, bb, e.insAt+e.ins)
-		out[k] = textEdit{at: base + at, del: ba - at, ins: b[from:bb]}
+		out = append(out, textEdit{at: base + at, del: ba - at, ins: b[from:bb]})
 	}
 	return out
 }
