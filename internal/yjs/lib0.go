@@ -248,14 +248,18 @@ func appendUTF8(b []byte, u []uint16) []byte {
 		c := u[i]
 		if c < 0x80 {
 			// A run of ASCII, written by index into room for the rest of u.
-			b = slices.Grow(b, len(u)-i)
-			j, k := len(b), i
-			out := b[j : j+len(u)-i]
-			for ; k < len(u) && u[k] < 0x80; k++ {
-				out[k-i] = byte(u[k])
+			src := u[i:]
+			if cap(b)-len(b) < len(src) {
+				b = slices.Grow(b, len(src))
 			}
-			b = b[:j+k-i]
-			i = k - 1
+			out := b[len(b) : len(b)+len(src)]
+			n := 0
+			for n < len(src) && n < len(out) && src[n] < 0x80 {
+				out[n] = byte(src[n])
+				n++
+			}
+			b = b[:len(b)+n]
+			i += n - 1
 			continue
 		}
 		switch {
