@@ -3,8 +3,10 @@ package yjs
 import (
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf16"
 )
 
 // TestDiffText checks that the edits of diffText turn the old text into the new one, on
@@ -120,6 +122,15 @@ func TestUTF8Of(t *testing.T) {
 		}
 		if n := utf16Len(want); n != uint64(len(u16(want))) {
 			t.Fatalf("case %d: utf16Len(%q) = %d, want %d", k, want, n, len(u16(want)))
+		}
+		// u16 as JavaScript would hold the string, invalid bytes as U+FFFD each.
+		in := want
+		if k%3 == 0 {
+			i := rng.IntN(len(in) + 1)
+			in = in[:i] + []string{"\xff", "\xe2\x82", "\x80", "\xf0\x9f\x98"}[rng.IntN(4)] + in[i:]
+		}
+		if got, want := u16(in), utf16.Encode([]rune(in)); !slices.Equal(got, want) {
+			t.Fatalf("case %d: u16(%q) = %x, want %x", k, in, got, want)
 		}
 	}
 }

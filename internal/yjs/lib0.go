@@ -184,27 +184,26 @@ func (e *encoder) string(s string) {
 	e.buf = append(e.buf, s...)
 }
 
-// u16 converts UTF-8 to UTF-16 code units as JavaScript holds strings.
+// u16 converts UTF-8 to UTF-16 code units as JavaScript holds strings (each invalid byte as
+// U+FFFD). A character takes no more units than bytes, so out never grows.
 func u16(s string) []uint16 {
-	// Fast path: ASCII maps one to one.
-	ascii := true
-	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
-		out := make([]uint16, len(s))
-		for i := 0; i < len(s); i++ {
-			out[i] = uint16(s[i])
-		}
-		return out
-	}
 	out := make([]uint16, 0, len(s))
-	for len(s) > 0 {
-		r, size := utf8.DecodeRuneInString(s)
-		s = s[size:]
+	for i := 0; i < len(s); {
+		if s[i] < 0x80 {
+			// A run of ASCII, copied with bounds the compiler can see.
+			src := s[i:]
+			o := out[len(out) : len(out)+len(src)]
+			n := 0
+			for n < len(src) && n < len(o) && src[n] < 0x80 {
+				o[n] = uint16(src[n])
+				n++
+			}
+			out = out[:len(out)+n]
+			i += n
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
 		if r >= 0x10000 {
 			a, b := utf16.EncodeRune(r)
 			out = append(out, uint16(a), uint16(b))
