@@ -32,22 +32,50 @@ const (
 )
 
 // content is what an item holds. One struct for every kind keeps items small and splitting
-// simple; which fields are set depends on ref.
+// simple; which fields are set depends on ref. The kinds that are rare and never split or
+// merge keep their fields behind x, so that every item is smaller.
 type content struct {
-	ref uint8
-	// deleted: the length of a ContentDeleted.
-	n uint64
 	// string: UTF-16 code units, as JavaScript counts them.
 	str []uint16
 	// JSON: each element's JSON text; any: each element's encoded bytes. Kept as read so a
 	// re-encoding writes them exactly.
 	elems [][]byte
+	// binary, embed, format, type and doc.
+	x *contentX
+	// deleted: the length of a ContentDeleted.
+	n   uint64
+	ref uint8
+}
+
+// contentX holds what the rarer kinds of content hold. It does not change once made.
+type contentX struct {
 	// binary bytes; embed JSON text; format value JSON text; doc options (an encoded any).
 	raw []byte
 	// format key; doc guid.
 	key string
 	// type: the shared type this item holds.
 	typ *ytype
+}
+
+func (c *content) raw() []byte {
+	if c.x == nil {
+		return nil
+	}
+	return c.x.raw
+}
+
+func (c *content) key() string {
+	if c.x == nil {
+		return ""
+	}
+	return c.x.key
+}
+
+func (c *content) typ() *ytype {
+	if c.x == nil {
+		return nil
+	}
+	return c.x.typ
 }
 
 // length is the number of clocks the content takes.
@@ -76,7 +104,10 @@ func (c *content) splice(offset uint64) content {
 		c.n = offset
 		return r
 	case refString:
-		right := append([]uint16(nil), c.str[offset:]...)
+		// Both parts keep the array: the left part's capacity ends where the right part
+		// starts, so appending to either (mergeWith) never writes into the other. Copying
+		// the right part instead made each split of a long text cost its length.
+		right := c.str[offset:]
 		left := c.str[:offset:offset]
 		if last := left[offset-1]; last >= 0xd800 && last <= 0xdbff {
 			left = append(left[:offset-1:offset-1], 0xfffd)
@@ -144,7 +175,7 @@ func (d *decoder) readContent(ref uint8) (content, error) {
 		return content{ref: refJSON, elems: elems}, nil
 	case refBinary:
 		b, err := d.bytes()
-		return content{ref: refBinary, raw: bytes.Clone(b)}, err
+		return content{ref: refBinary, x: &contentX{raw: bytes.Clone(b)}}, err
 	case refString:
 		s, err := d.string()
 		if err != nil {
@@ -162,7 +193,7 @@ func (d *decoder) readContent(ref uint8) (content, error) {
 		if !json.Valid(b) {
 			return content{}, malformed("embed is not JSON")
 		}
-		return content{ref: refEmbed, raw: bytes.Clone(b)}, nil
+		return content{ref: refEmbed, x: &contentX{raw: bytes.Clone(b)}}, nil
 	case refFormat:
 		k, err := d.string()
 		if err != nil {
@@ -175,7 +206,7 @@ func (d *decoder) readContent(ref uint8) (content, error) {
 		if !json.Valid(b) {
 			return content{}, malformed("format value is not JSON")
 		}
-		return content{ref: refFormat, key: k, raw: bytes.Clone(b)}, nil
+		return content{ref: refFormat, x: &contentX{key: k, raw: bytes.Clone(b)}}, nil
 	case refType:
 		tr, err := d.uint()
 		if err != nil {
@@ -191,7 +222,7 @@ func (d *decoder) readContent(ref uint8) (content, error) {
 		default:
 			return content{}, malformed("unknown type ref %d", tr)
 		}
-		return content{ref: refType, typ: t}, nil
+		return content{ref: refType, x: &contentX{typ: t}}, nil
 	case refAny:
 		n, err := d.count(1)
 		if err != nil {
@@ -218,7 +249,7 @@ func (d *decoder) readContent(ref uint8) (content, error) {
 		if err != nil {
 			return content{}, err
 		}
-		return content{ref: refDoc, key: guid, raw: bytes.Clone(opts)}, nil
+		return content{ref: refDoc, x: &contentX{key: guid, raw: bytes.Clone(opts)}}, nil
 	}
 	return content{}, malformed("unknown content ref %d", ref)
 }
@@ -229,7 +260,7 @@ func (c *content) write(e *encoder, offset uint64) {
 	case refDeleted:
 		e.uint(c.n - offset)
 	case refString:
-		e.string(utf8Of(c.str[offset:]))
+		e.utf16String(c.str[offset:])
 	case refJSON:
 		e.uint(uint64(len(c.elems)) - offset)
 		for _, b := range c.elems[offset:] {
@@ -241,17 +272,17 @@ func (c *content) write(e *encoder, offset uint64) {
 			e.buf = append(e.buf, b...)
 		}
 	case refBinary, refEmbed:
-		e.bytes(c.raw)
+		e.bytes(c.raw())
 	case refFormat:
-		e.string(c.key)
-		e.bytes(c.raw)
+		e.string(c.key())
+		e.bytes(c.raw())
 	case refType:
-		e.uint(uint64(c.typ.ref))
-		if c.typ.ref == typeXmlElement || c.typ.ref == typeXmlHook {
-			e.string(c.typ.name)
+		e.uint(uint64(c.typ().ref))
+		if c.typ().ref == typeXmlElement || c.typ().ref == typeXmlHook {
+			e.string(c.typ().name)
 		}
 	case refDoc:
-		e.string(c.key)
-		e.buf = append(e.buf, c.raw...)
+		e.string(c.key())
+		e.buf = append(e.buf, c.raw()...)
 	}
 }

@@ -1,5 +1,10 @@
 package yjs
 
+import (
+	"strings"
+	"unicode/utf8"
+)
+
 // seqEdit is one change of a sequence diff: at position at of the old sequence, del elements
 // go and ins elements of the new sequence, from insAt, come.
 type seqEdit struct {
@@ -44,58 +49,42 @@ func myers[T comparable](a, b []T, maxD int) ([]seqEdit, bool) {
 	if n == 0 || m == 0 {
 		return []seqEdit{{at: 0, del: n, insAt: 0, ins: m}}, true
 	}
-	off := n + m
 	if maxD > n+m {
 		maxD = n + m
 	}
-	v := make([]int, 2*off+2)
-	var trace [][]int
+	// Round dd finds the furthest x reached on each diagonal k = -dd, -dd+2, ..., dd from
+	// round dd-1's alone, so the rounds are kept one after the other, and nothing sized by the
+	// sequences: round dd's diagonal k is xs[dd(dd+1)/2 + (k+dd)/2].
+	var xs []int
+	at := func(dd, k int) int { return xs[dd*(dd+1)/2+(k+dd)/2] }
 	found := -1
-	for dd := 0; dd <= maxD; dd++ {
-		// Keep only the diagonals this round can touch.
-		lo, hi := off-dd-1, off+dd+2
-		if lo < 0 {
-			lo = 0
-		}
-		if hi > len(v) {
-			hi = len(v)
-		}
-		snap := make([]int, hi-lo)
-		copy(snap, v[lo:hi])
-		trace = append(trace, snap)
+	for dd := 0; dd <= maxD && found < 0; dd++ {
 		for k := -dd; k <= dd; k += 2 {
 			var x int
-			if k == -dd || (k != dd && v[off+k-1] < v[off+k+1]) {
-				x = v[off+k+1]
-			} else {
-				x = v[off+k-1] + 1
+			switch {
+			case dd == 0:
+			case k == -dd || (k != dd && at(dd-1, k-1) < at(dd-1, k+1)):
+				x = at(dd-1, k+1)
+			default:
+				x = at(dd-1, k-1) + 1
 			}
 			y := x - k
 			for x < n && y < m && a[x] == b[y] {
 				x++
 				y++
 			}
-			v[off+k] = x
+			xs = append(xs, x)
 			if x >= n && y >= m {
 				found = dd
 				break
 			}
 		}
-		if found >= 0 {
-			break
-		}
 	}
 	if found < 0 {
 		return nil, false
 	}
-	// Walk back through the saved rounds.
-	get := func(dd, k int) int {
-		lo := off - dd - 1
-		if lo < 0 {
-			lo = 0
-		}
-		return trace[dd][off+k-lo]
-	}
+	// Walk back through the rounds.
+	get := func(dd, k int) int { return at(dd-1, k) }
 	type step struct{ x, y, px, py int }
 	var steps []step
 	x, y := n, m
@@ -133,85 +122,195 @@ func myers[T comparable](a, b []T, maxD int) ([]seqEdit, bool) {
 	return edits, true
 }
 
-// runeEdit is one change of a text diff, in runes of the old text.
-type runeEdit struct {
+// textEdit is one change of a text diff: at byte at of the old text, del bytes go and ins
+// comes. Edits fall on character boundaries.
+type textEdit struct {
 	at, del int
-	ins     []rune
+	ins     string
 }
 
-// lineDiffThreshold is the size from which texts are diffed by line first, then by
-// character within changed lines, to keep long documents cheap.
+// lineDiffThreshold is the size, in characters, from which texts are diffed by line first,
+// then by character within changed lines, to keep long documents cheap.
 const lineDiffThreshold = 4096
 
-// diffRunes diffs two texts by character (by line first for long ones).
-func diffRunes(a, b []rune) []runeEdit {
-	if len(a)+len(b) <= lineDiffThreshold {
-		return runeEdits(a, b, 0, diffSeq(a, b))
+// diffText diffs two texts (valid UTF-8) by character, by line first for long ones. The
+// texts are worked on as they are, lines as substrings: only the changed lines are decoded
+// into characters.
+func diffText(a, b string) []textEdit {
+	var rd runeDiffer
+	if runesAtMost(a, b, lineDiffThreshold) {
+		return rd.diff(nil, a, b, 0)
 	}
 	la, lb := lines(a), lines(b)
 	// Lines compared by content through an interning table.
-	ids := map[string]int{}
-	intern := func(ls [][]rune) []int {
-		out := make([]int, len(ls))
+	ids := make(map[string]int32, len(la))
+	intern := func(ls []string) []int32 {
+		out := make([]int32, len(ls))
 		for i, l := range ls {
-			s := string(l)
-			id, ok := ids[s]
+			id, ok := ids[l]
 			if !ok {
-				id = len(ids)
-				ids[s] = id
+				id = int32(len(ids))
+				ids[l] = id
 			}
 			out[i] = id
 		}
 		return out
 	}
 	ia, ib := intern(la), intern(lb)
-	startA := make([]int, len(la)+1)
-	for i, l := range la {
-		startA[i+1] = startA[i] + len(l)
-	}
-	startB := make([]int, len(lb)+1)
-	for i, l := range lb {
-		startB[i+1] = startB[i] + len(l)
-	}
-	var out []runeEdit
-	for _, e := range diffSeq(ia, ib) {
+	startA := lineStarts(la)
+	startB := lineStarts(lb)
+	var out []textEdit
+	for _, e := range diffLines(ia, ib, len(ids)) {
 		oa, ob := startA[e.at], startB[e.insAt]
 		sa := a[oa:startA[e.at+e.del]]
 		sb := b[ob:startB[e.insAt+e.ins]]
-		var inner []seqEdit
-		if len(sa)+len(sb) <= 4*lineDiffThreshold {
-			inner = diffSeq(sa, sb)
+		if runesAtMost(sa, sb, 4*lineDiffThreshold) {
+			out = rd.diff(out, sa, sb, oa)
 		} else {
-			inner = []seqEdit{{at: 0, del: len(sa), insAt: 0, ins: len(sb)}}
-		}
-		for _, x := range runeEdits(sa, sb, 0, inner) {
-			x.at += oa
-			out = append(out, x)
+			out = append(out, textEdit{at: oa, del: len(sa), ins: sb})
 		}
 	}
 	return out
 }
 
-func runeEdits(_, b []rune, _ int, edits []seqEdit) []runeEdit {
-	out := make([]runeEdit, len(edits))
-	for i, e := range edits {
-		out[i] = runeEdit{at: e.at, del: e.del, ins: b[e.insAt : e.insAt+e.ins]}
+// diffLines diffs two sequences of line ids (below n). A line found on one side only matches
+// nothing, so such lines are set aside before the Myers search, whose cost then follows the
+// lines that moved or repeat rather than every changed one, and come back as deletions and
+// insertions in the gaps between the matches it found.
+func diffLines(a, b []int32, n int) []seqEdit {
+	inA, inB := make([]bool, n), make([]bool, n)
+	for _, x := range a {
+		inA[x] = true
+	}
+	for _, x := range b {
+		inB[x] = true
+	}
+	var ka, kb []int // the indexes kept
+	var ra, rb []int32
+	for i, x := range a {
+		if inB[x] {
+			ka, ra = append(ka, i), append(ra, x)
+		}
+	}
+	for i, x := range b {
+		if inA[x] {
+			kb, rb = append(kb, i), append(rb, x)
+		}
+	}
+	var out []seqEdit
+	pa, pb := 0, 0 // the indexes after the last match
+	match := func(ma, mb int) {
+		if ma > pa || mb > pb {
+			out = append(out, seqEdit{at: pa, del: ma - pa, insAt: pb, ins: mb - pb})
+		}
+		pa, pb = ma+1, mb+1
+	}
+	i, j := 0, 0 // in ra and rb
+	for _, e := range diffSeq(ra, rb) {
+		for ; i < e.at; i, j = i+1, j+1 {
+			match(ka[i], kb[j])
+		}
+		i, j = i+e.del, j+e.ins
+	}
+	for ; i < len(ra); i, j = i+1, j+1 {
+		match(ka[i], kb[j])
+	}
+	if pa < len(a) || pb < len(b) {
+		out = append(out, seqEdit{at: pa, del: len(a) - pa, insAt: pb, ins: len(b) - pb})
+	}
+	return out
+}
+
+// runesAtMost reports whether a and b hold at most n characters together, counting them only
+// when their bytes leave it open (a character is one to four bytes).
+func runesAtMost(a, b string, n int) bool {
+	switch bytes := len(a) + len(b); {
+	case bytes <= n:
+		return true
+	case bytes > 4*n:
+		return false
+	}
+	return utf8.RuneCountInString(a)+utf8.RuneCountInString(b) <= n
+}
+
+// runeDiffer diffs short texts by character, reusing its buffers from one text to the next.
+type runeDiffer struct{ ra, rb []rune }
+
+// diff appends the edits of a to b, by character, to out; positions are bytes of a, plus
+// base.
+func (rd *runeDiffer) diff(out []textEdit, a, b string, base int) []textEdit {
+	// The common prefix and suffix, as diffSeq would find them, without decoding them: bytes
+	// compared, then moved back to a character boundary.
+	pre := 0
+	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {
+		pre++
+	}
+	for pre > 0 && pre < len(a) && !utf8.RuneStart(a[pre]) {
+		pre--
+	}
+	suf := 0
+	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
+		suf++
+	}
+	for suf > 0 && !utf8.RuneStart(a[len(a)-suf]) {
+		suf--
+	}
+	a, b = a[pre:len(a)-suf], b[pre:len(b)-suf]
+	base += pre
+	if len(a) == 0 && len(b) == 0 {
+		return out
+	}
+	// As []rune(s) decodes: each invalid byte is one U+FFFD.
+	rd.ra, rd.rb = rd.ra[:0], rd.rb[:0]
+	for _, r := range a {
+		rd.ra = append(rd.ra, r)
+	}
+	for _, r := range b {
+		rd.rb = append(rd.rb, r)
+	}
+	edits := diffSeq(rd.ra, rd.rb)
+	// Rune indexes to byte offsets, walking both texts once (edits are in order).
+	ia, ba := 0, 0 // rune index and byte offset in a
+	ib, bb := 0, 0
+	advance := func(s string, i, off, to int) (int, int) {
+		for ; i < to; i++ {
+			_, n := utf8.DecodeRuneInString(s[off:])
+			off += n
+		}
+		return i, off
+	}
+	for _, e := range edits {
+		ia, ba = advance(a, ia, ba, e.at)
+		at := ba
+		ia, ba = advance(a, ia, ba, e.at+e.del)
+		ib, bb = advance(b, ib, bb, e.insAt)
+		from := bb
+		ib, bb = advance(b, ib, bb, e.insAt+e.ins)
+		out = append(out, textEdit{at: base + at, del: ba - at, ins: b[from:bb]})
 	}
 	return out
 }
 
 // lines splits a text after each newline.
-func lines(rs []rune) [][]rune {
-	var out [][]rune
-	start := 0
-	for i, r := range rs {
-		if r == '\n' {
-			out = append(out, rs[start:i+1])
-			start = i + 1
+func lines(s string) []string {
+	out := make([]string, 0, strings.Count(s, "\n")+1)
+	for len(s) > 0 {
+		i := strings.IndexByte(s, '\n')
+		if i < 0 {
+			out = append(out, s)
+			break
 		}
+		out = append(out, s[:i+1])
+		s = s[i+1:]
 	}
-	if start < len(rs) {
-		out = append(out, rs[start:])
+	return out
+}
+
+// lineStarts are the byte offsets where each line starts, and the end.
+func lineStarts(ls []string) []int {
+	out := make([]int, len(ls)+1)
+	for i, l := range ls {
+		out[i+1] = out[i] + len(l)
 	}
 	return out
 }

@@ -1,10 +1,13 @@
 package yjs
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"reflect"
 	"slices"
+	"unsafe"
 )
 
 // Replace makes a root hold value, as an ordinary Yjs update on the current state: what is
@@ -47,6 +50,7 @@ func (d *Doc) Replace(root string, k Kind, value any) ([]byte, error) {
 	}
 	t := d.root(root)
 	d.begin()
+	d.track(d.client) // local edits add structs of d.client alone
 	tr := d.tr
 	switch k {
 	case Text:
@@ -174,28 +178,29 @@ func (c *seqCursor) insert(ct content) *block {
 // replaceText makes a text hold s: a character diff of the visible strings, applied in one
 // pass. Formats and embeds stay where they are.
 func (d *Doc) replaceText(t *ytype, s string) {
-	oldRunes := []rune(textString(t))
-	newRunes := []rune(s)
-	ops := diffRunes(oldRunes, newRunes)
+	// old is valid UTF-8; s need not be: the diff cuts it only at newlines and where it
+	// equals old, never inside a character or an invalid sequence, and decodes each invalid
+	// byte as U+FFFD, as u16 does what is inserted.
+	old := textString(t)
+	ops := diffText(old, s)
 	if len(ops) == 0 {
 		return
 	}
-	// Positions are in runes; the sequence counts UTF-16 units, and embeds count one.
+	// Positions are bytes of old; the sequence counts UTF-16 units, and embeds count one.
 	c := d.cursor(t)
-	pos := 0 // runes of old passed
+	pos := 0 // bytes of old passed
 	for _, op := range ops {
-		c.skipText(oldRunes[pos:op.at])
-		c.delText(oldRunes[op.at : op.at+op.del])
+		c.skipText(utf16Len(old[pos:op.at]))
+		c.delText(utf16Len(old[op.at : op.at+op.del]))
 		pos = op.at + op.del
 		if len(op.ins) > 0 {
-			c.insert(content{ref: refString, str: u16(string(op.ins))})
+			c.insert(content{ref: refString, str: u16(op.ins)})
 		}
 	}
 }
 
-// skipText moves past the given runes of text, and past any embed between them.
-func (c *seqCursor) skipText(rs []rune) {
-	n := utf16Len(rs)
+// skipText moves past n UTF-16 units of text, and past any embed between them.
+func (c *seqCursor) skipText(n uint64) {
 	for n > 0 && c.right != nil {
 		r := c.right
 		if r.visible() && r.content.ref == refString {
@@ -208,9 +213,8 @@ func (c *seqCursor) skipText(rs []rune) {
 	}
 }
 
-// delText deletes the given runes of text, leaving embeds and formats between them.
-func (c *seqCursor) delText(rs []rune) {
-	n := utf16Len(rs)
+// delText deletes n UTF-16 units of text, leaving embeds and formats between them.
+func (c *seqCursor) delText(n uint64) {
 	for n > 0 && c.right != nil {
 		r := c.right
 		if r.visible() && r.content.ref == refString {
@@ -224,12 +228,31 @@ func (c *seqCursor) delText(rs []rune) {
 	}
 }
 
-func utf16Len(rs []rune) uint64 {
+// utf16Len is the length in UTF-16 units of valid UTF-8: one per character, two for those
+// beyond the BMP. That is a unit per byte, less one per continuation byte (10xxxxxx), plus one
+// per four-byte lead (11110xxx), counted eight bytes at a time.
+func utf16Len(s string) uint64 {
+	const high = 0x8080808080808080
+	b := unsafe.Slice(unsafe.StringData(s), len(s)) // read only
+	n := uint64(len(b))
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		cont := w &^ (w << 1) & high // bit 7 set, bit 6 clear
+		four := w & (w << 1) & (w << 2) & (w << 3) & high
+		n += uint64(bits.OnesCount64(four)) - uint64(bits.OnesCount64(cont))
+	}
+	return n - uint64(len(b)-i) + utf16LenSlow(s[i:])
+}
+
+func utf16LenSlow(s string) uint64 {
 	n := uint64(0)
-	for _, r := range rs {
-		if r >= 0x10000 {
-			n += 2
-		} else {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c&0xc0 != 0x80 {
+			n++
+		}
+		if c >= 0xf0 {
 			n++
 		}
 	}
@@ -252,7 +275,7 @@ func (d *Doc) replaceMap(t *ytype, m map[string]any, depth int) {
 		cur := t.m[k]
 		if cur != nil && !cur.deleted {
 			if cur.content.ref == refType && depth < maxViewDepth {
-				nt := cur.content.typ
+				nt := cur.content.typ()
 				switch x := v.(type) {
 				case map[string]any:
 					if nt.ref == typeMap {

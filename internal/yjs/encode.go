@@ -288,9 +288,9 @@ func sortMerge(rs [][2]uint64) [][2]uint64 {
 func (d *Doc) encodeTransaction(tr *transaction) []byte {
 	type from struct{ client, clock uint64 }
 	var list []from
-	for c := range d.clients {
-		if d.state(c) > tr.before[c] {
-			list = append(list, from{c, tr.before[c]})
+	for c, clock := range tr.before {
+		if d.state(c) > clock {
+			list = append(list, from{c, clock})
 		}
 	}
 	slices.SortFunc(list, func(a, b from) int {

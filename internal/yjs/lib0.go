@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // ErrMalformed is wrapped by every error about bytes that are not a Yjs v1 update, state
@@ -189,29 +191,31 @@ func (e *encoder) bytes(b []byte) {
 	e.buf = append(e.buf, b...)
 }
 
-func (e *encoder) string(s string) { e.bytes([]byte(s)) }
+func (e *encoder) string(s string) {
+	e.uint(uint64(len(s)))
+	e.buf = append(e.buf, s...)
+}
 
-// u16 converts UTF-8 to UTF-16 code units as JavaScript holds strings.
+// u16 converts UTF-8 to UTF-16 code units as JavaScript holds strings (each invalid byte as
+// U+FFFD). A character takes no more units than bytes, so out never grows.
 func u16(s string) []uint16 {
-	// Fast path: ASCII maps one to one.
-	ascii := true
-	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
-		out := make([]uint16, len(s))
-		for i := 0; i < len(s); i++ {
-			out[i] = uint16(s[i])
-		}
-		return out
-	}
 	out := make([]uint16, 0, len(s))
-	for len(s) > 0 {
-		r, size := utf8.DecodeRuneInString(s)
-		s = s[size:]
+	for i := 0; i < len(s); {
+		if s[i] < 0x80 {
+			// A run of ASCII, copied with bounds the compiler can see.
+			src := s[i:]
+			o := out[len(out) : len(out)+len(src)]
+			n := 0
+			for n < len(src) && n < len(o) && src[n] < 0x80 {
+				o[n] = uint16(src[n])
+				n++
+			}
+			out = out[:len(out)+n]
+			i += n
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
 		if r >= 0x10000 {
 			a, b := utf16.EncodeRune(r)
 			out = append(out, uint16(a), uint16(b))
@@ -225,12 +229,51 @@ func u16(s string) []uint16 {
 // utf8Of converts UTF-16 code units to UTF-8 as TextEncoder does: lone surrogates become
 // U+FFFD.
 func utf8Of(u []uint16) string {
-	b := make([]byte, 0, len(u))
+	// One pass into room for mostly ASCII, growing when the text is not.
+	b := appendUTF8(make([]byte, 0, len(u)+len(u)/8+4), u)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not used again
+}
+
+// utf8Len is the length of utf8Of(u).
+func utf8Len(u []uint16) int {
+	n := 0
+	for i := 0; i < len(u); i++ {
+		switch c := u[i]; {
+		case c < 0x80:
+			n++
+		case c < 0x800:
+			n += 2
+		case c >= 0xd800 && c < 0xdc00 && i+1 < len(u) && u[i+1] >= 0xdc00 && u[i+1] < 0xe000:
+			n += 4
+			i++
+		default: // the rest of the BMP, and lone surrogates as U+FFFD
+			n += 3
+		}
+	}
+	return n
+}
+
+// appendUTF8 appends utf8Of(u) to b.
+func appendUTF8(b []byte, u []uint16) []byte {
 	for i := 0; i < len(u); i++ {
 		c := u[i]
+		if c < 0x80 {
+			// A run of ASCII, written by index into room for the rest of u.
+			src := u[i:]
+			if cap(b)-len(b) < len(src) {
+				b = slices.Grow(b, len(src))
+			}
+			out := b[len(b) : len(b)+len(src)]
+			n := 0
+			for n < len(src) && n < len(out) && src[n] < 0x80 {
+				out[n] = byte(src[n])
+				n++
+			}
+			b = b[:len(b)+n]
+			i += n - 1
+			continue
+		}
 		switch {
-		case c < 0x80:
-			b = append(b, byte(c))
 		case c >= 0xd800 && c < 0xdc00 && i+1 < len(u) && u[i+1] >= 0xdc00 && u[i+1] < 0xe000:
 			b = utf8.AppendRune(b, utf16.DecodeRune(rune(c), rune(u[i+1])))
 			i++
@@ -240,7 +283,14 @@ func utf8Of(u []uint16) string {
 			b = utf8.AppendRune(b, rune(c))
 		}
 	}
-	return string(b)
+	return b
+}
+
+// utf16String writes UTF-16 code units as a lib0 string (as TextEncoder makes its UTF-8),
+// without an intermediate string.
+func (e *encoder) utf16String(u []uint16) {
+	e.uint(uint64(utf8Len(u)))
+	e.buf = appendUTF8(e.buf, u)
 }
 
 // Any values (lib0's writeAny) are kept as the bytes they were read from, so a re-encoding

@@ -36,12 +36,15 @@ func (d *Doc) Size() int {
 
 // bytes is the heap a content holds beyond its struct.
 func (c *content) bytes() int {
-	n := 2*len(c.str) + len(c.raw) + len(c.key)
+	n := 2 * len(c.str)
 	for _, e := range c.elems {
 		n += len(e) + int(unsafe.Sizeof(e))
 	}
-	if c.typ != nil {
-		n += int(unsafe.Sizeof(*c.typ)) + len(c.typ.name) + 48*len(c.typ.m)
+	if x := c.x; x != nil {
+		n += int(unsafe.Sizeof(*x)) + len(x.raw) + len(x.key)
+		if t := x.typ; t != nil {
+			n += int(unsafe.Sizeof(*t)) + len(t.name) + 48*len(t.m)
+		}
 	}
 	return n
 }

@@ -15,17 +15,19 @@ type ID struct{ Client, Clock uint64 }
 type block struct {
 	id     ID
 	length uint64
-	gc     bool
 
 	// The rest belong to items.
-	origin, rightOrigin       ID
+	origin, rightOrigin ID
+	left, right         *block
+	parent              *ytype
+	sub                 string // parentSub: the map key, when hasSub
+	content             content
+
+	// Last, so that they share a word.
+	gc                        bool
 	hasOrigin, hasRightOrigin bool
-	left, right               *block
-	parent                    *ytype
-	sub                       string // parentSub: the map key, when hasSub
 	hasSub                    bool
 	deleted                   bool
-	content                   content
 }
 
 func (b *block) end() uint64 { return b.id.Clock + b.length }

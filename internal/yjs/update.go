@@ -23,6 +23,7 @@ type dsRange struct{ client, clock, length uint64 }
 // transaction collects what one change did, for the clean-up yjs does after each: garbage
 // collection of deleted content and merging of neighbouring structs.
 type transaction struct {
+	// before holds the state, at the start, of every client that may gain structs.
 	before  map[uint64]uint64
 	deleted []dsRange
 	merge   []ID
@@ -207,9 +208,6 @@ func (d *Doc) ApplyChanged(update []byte) (bool, error) {
 		return false, err
 	}
 	pendingBefore, dsBefore := d.pendingCount(), d.pendingDSLength()
-	d.begin()
-	tr := d.tr
-	defer d.commit()
 	d.budget = 0
 	if d.limited {
 		d.work = 0
@@ -247,6 +245,13 @@ func (d *Doc) ApplyChanged(update []byte) (bool, error) {
 		})
 		d.pending[c] = q
 	}
+	// Only the clients with pending structs can gain any (drain integrates those alone).
+	d.begin()
+	for c := range d.pending {
+		d.track(c)
+	}
+	tr := d.tr
+	defer d.commit()
 	d.drain()
 	if d.budget > 0 && d.work > d.budget {
 		// Stopped at a struct boundary: what waits from this update goes, its deletions too.
@@ -258,8 +263,8 @@ func (d *Doc) ApplyChanged(update []byte) (bool, error) {
 	if len(tr.deleted) > 0 || d.pendingCount() != pendingBefore || d.pendingDSLength() != dsBefore {
 		return true, nil
 	}
-	for c := range d.clients {
-		if d.state(c) != tr.before[c] {
+	for c, from := range tr.before {
+		if d.state(c) != from {
 			return true, nil
 		}
 	}
@@ -377,6 +382,11 @@ func (d *Doc) drain() {
 			delete(d.pending, c)
 		}
 	}
+	if len(d.pending) == 0 && len(queued) > 8 {
+		// A map that once held many clients (a document's load) keeps its size, and every
+		// update would iterate it.
+		d.pending = nil
+	}
 }
 
 // waiter is a client whose head struct needs clock need of another client.
@@ -445,7 +455,7 @@ func (d *Doc) integrate(s *pendingStruct, offset uint64) {
 		b.parent = d.root(s.rootName)
 	case s.hasParent:
 		if p := d.get(s.parentID); p != nil && !p.gc && p.content.ref == refType {
-			b.parent = p.content.typ
+			b.parent = p.content.typ()
 		}
 	default:
 		// The left neighbour's parent and key, else the right's (yjs: getMissing).
@@ -545,7 +555,7 @@ func (d *Doc) integrateItem(b *block) {
 	d.clients[b.id.Client] = append(d.clients[b.id.Client], b)
 	switch b.content.ref {
 	case refType:
-		t := b.content.typ
+		t := b.content.typ()
 		t.item = b
 		t.depth = p.depth + 1
 	case refDeleted:
@@ -582,7 +592,7 @@ func (d *Doc) deleteItem(b *block) {
 		d.tr.deleted = append(d.tr.deleted, dsRange{b.id.Client, b.id.Clock, b.length})
 	}
 	if b.content.ref == refType {
-		t := b.content.typ
+		t := b.content.typ()
 		for c := t.start; c != nil; c = c.right {
 			if !c.deleted {
 				d.deleteItem(c)
@@ -646,13 +656,17 @@ func (d *Doc) applyDeletes() {
 	}
 }
 
-// begin starts a transaction.
-func (d *Doc) begin() {
-	before := make(map[uint64]uint64, len(d.clients))
-	for c := range d.clients {
-		before[c] = d.state(c)
+// begin starts a transaction, in which only the clients it tracks may gain structs: what a
+// transaction does costs what it touches, not the number of clients the document has seen
+// (every session of a browser is a new one).
+func (d *Doc) begin() { d.tr = &transaction{before: map[uint64]uint64{}} }
+
+// track records a client's state at the start of the transaction; the caller knows which
+// clients may gain structs.
+func (d *Doc) track(c uint64) {
+	if _, ok := d.tr.before[c]; !ok {
+		d.tr.before[c] = d.state(c)
 	}
-	d.tr = &transaction{before: before}
 }
 
 // commit ends the transaction: deleted content is garbage-collected (yjs's default gc) and
@@ -686,8 +700,8 @@ func (d *Doc) commit() {
 			structs = d.clients[r.client]
 		}
 	}
-	for c, s := range d.clients {
-		from := tr.before[c]
+	for c, from := range tr.before {
+		s := d.clients[c]
 		if len(s) == 0 || d.state(c) == from {
 			continue
 		}
@@ -760,7 +774,7 @@ func mergeable(l, r *block) bool {
 // parent was collected too, becomes a GC struct.
 func (d *Doc) gcItem(b *block, parentGone bool) {
 	if b.content.ref == refType {
-		t := b.content.typ
+		t := b.content.typ()
 		for c := t.start; c != nil; c = c.right {
 			if !c.gc {
 				d.gcItem(c, true)

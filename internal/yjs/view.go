@@ -81,7 +81,7 @@ func (d *Doc) KindOf(root string) (Kind, bool) {
 		case refString, refFormat, refEmbed:
 			return Text, true
 		case refType:
-			switch b.content.typ.ref {
+			switch b.content.typ().ref {
 			case typeXmlElement, typeXmlText, typeXmlHook:
 				return XML, true
 			}
@@ -97,7 +97,18 @@ func (d *Doc) KindOf(root string) (Kind, bool) {
 }
 
 func textString(t *ytype) string {
-	var u []uint16
+	// The units are joined first: a surrogate pair may straddle two items.
+	n, only := 0, []uint16(nil)
+	for b := t.start; b != nil; b = b.right {
+		if !b.deleted && b.content.ref == refString {
+			n += len(b.content.str)
+			only = b.content.str
+		}
+	}
+	if len(only) == n {
+		return utf8Of(only) // one item, or none
+	}
+	u := make([]uint16, 0, n)
 	for b := t.start; b != nil; b = b.right {
 		if !b.deleted && b.content.ref == refString {
 			u = append(u, b.content.str...)
@@ -150,17 +161,17 @@ func appendValues(out []any, b *block, depth int) []any {
 			out = append(out, parseJSON(e))
 		}
 	case refBinary:
-		out = append(out, slices.Clone(c.raw))
+		out = append(out, slices.Clone(c.raw()))
 	case refString:
 		for _, u := range c.str {
 			out = append(out, utf8Of([]uint16{u}))
 		}
 	case refEmbed:
-		out = append(out, parseJSON(c.raw))
+		out = append(out, parseJSON(c.raw()))
 	case refType:
-		out = append(out, typeJSON(c.typ, depth+1))
+		out = append(out, typeJSON(c.typ(), depth+1))
 	case refDoc:
-		out = append(out, SubDoc{GUID: c.key, Options: readAny(c.raw)})
+		out = append(out, SubDoc{GUID: c.key(), Options: readAny(c.raw())})
 	}
 	return out
 }
@@ -288,15 +299,15 @@ func delta(t *ytype, depth int) []DeltaOp {
 			ops = append(ops, DeltaOp{Insert: lastValue(b, depth), Attributes: cur.copy()})
 		case refType:
 			pack()
-			t := b.content.typ
+			t := b.content.typ()
 			ops = append(ops, DeltaOp{Insert: Embedded{Kind: typeNames[t.ref], JSON: typeJSON(t, depth+1), typ: t}, Attributes: cur.copy()})
 		case refFormat:
 			pack()
-			v := parseJSON(b.content.raw)
+			v := parseJSON(b.content.raw())
 			if v == nil {
-				cur.del(b.content.key)
+				cur.del(b.content.key())
 			} else {
-				cur.set(b.content.key, v)
+				cur.set(b.content.key(), v)
 			}
 		}
 	}
@@ -341,7 +352,7 @@ func xmlString(t *ytype, ref uint8, depth int) string {
 // itemString is String() of the value an item holds: a nested type prints its toString.
 func itemString(b *block, depth int) string {
 	if b.content.ref == refType {
-		return xmlString(b.content.typ, b.content.typ.ref, depth+1)
+		return xmlString(b.content.typ(), b.content.typ().ref, depth+1)
 	}
 	return jsString(lastValue(b, depth))
 }
@@ -354,7 +365,7 @@ func xmlChildren(t *ytype, depth int) string {
 			continue
 		}
 		if b.content.ref == refType {
-			sb.WriteString(xmlString(b.content.typ, b.content.typ.ref, depth+1))
+			sb.WriteString(xmlString(b.content.typ(), b.content.typ().ref, depth+1))
 			continue
 		}
 		for _, v := range appendValues(nil, b, depth) {

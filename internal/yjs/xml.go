@@ -153,7 +153,7 @@ func (d *Doc) replaceXML(t *ytype, nodes []xmlNode, depth int) {
 		if b.visible() {
 			s := ""
 			if b.content.ref == refType {
-				s = xmlString(b.content.typ, b.content.typ.ref, 0)
+				s = xmlString(b.content.typ(), b.content.typ().ref, 0)
 			}
 			cur = append(cur, child{b, s})
 		}
@@ -199,7 +199,7 @@ func (d *Doc) editInPlace(b *block, n xmlNode, depth int) bool {
 	if b.content.ref != refType {
 		return false
 	}
-	t := b.content.typ
+	t := b.content.typ()
 	switch {
 	case n.isText && t.ref == typeXmlText && plainText(t):
 		d.replaceText(t, n.text)
@@ -237,14 +237,14 @@ func (d *Doc) insertXML(t *ytype, left *block, n xmlNode, depth int) *block {
 	}
 	if n.isText {
 		nt := &ytype{ref: typeXmlText}
-		b := d.newItem(t, left, right, "", false, content{ref: refType, typ: nt})
+		b := d.newItem(t, left, right, "", false, content{ref: refType, x: &contentX{typ: nt}})
 		if n.text != "" {
 			d.newItem(nt, nil, nil, "", false, content{ref: refString, str: u16(n.text)})
 		}
 		return b
 	}
 	nt := &ytype{ref: typeXmlElement, name: n.name}
-	b := d.newItem(t, left, right, "", false, content{ref: refType, typ: nt})
+	b := d.newItem(t, left, right, "", false, content{ref: refType, x: &contentX{typ: nt}})
 	for _, a := range n.attrs {
 		d.newItem(nt, nt.m[a[0]], nil, a[0], true, anyContent([]any{a[1]}))
 	}

@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -150,6 +151,16 @@ var (
 // manifest.json (bench.mjs says what each is).
 func BenchInputs(t testing.TB) string {
 	t.Helper()
+	dir, err := BenchInputsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// BenchInputsDir is BenchInputs for programs (bench/crdt): the directory, or why the inputs
+// could not be written.
+func BenchInputsDir() (string, error) {
 	benchOnce.Do(func() {
 		env, err := prepare()
 		if err != nil {
@@ -161,10 +172,26 @@ func BenchInputs(t testing.TB) string {
 				return runNode(env, 5*time.Minute, "--expose-gc", "bench.mjs", "--write", dir, "--inputs-only")
 			})
 	})
-	if benchErr != nil {
-		t.Fatal(benchErr)
+	return benchDir, benchErr
+}
+
+// RunBench runs e2e/yjs/bench.mjs (node --expose-gc bench.mjs --runs runs) and returns its
+// report: the JSON object it prints, and the Node.js version. Its stderr goes to stderr.
+func RunBench(runs int) (report []byte, nodeVersion string, err error) {
+	env, err := prepare()
+	if err != nil {
+		return nil, "", err
 	}
-	return benchDir
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, env.node, "--expose-gc", "bench.mjs", "--runs", strconv.Itoa(runs))
+	cmd.Dir = env.dir
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, "", fmt.Errorf("yjstest: node bench.mjs: %v", err)
+	}
+	return out, env.nodeVersion, nil
 }
 
 // runNode runs node with args in e2e/yjs, killing it after timeout; its output goes into the
