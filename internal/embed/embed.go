@@ -1,6 +1,3 @@
-// Package embed turns text into vectors for semantic search (the memory service's Search
-// Judgments). An Embedder is chosen by configuration: the local model (Universal Sentence
-// Encoder lite, run in pure Go) or a remote OpenAI-compatible /v1/embeddings endpoint.
 package embed
 
 import (
