@@ -118,22 +118,39 @@ func (r *reader) floats(n int) []float32 {
 	return v
 }
 
-// matrix is a dense [rows, cols] float32 matrix, row-major: rows are output channels.
+// matrix is a [rows, cols] matrix of int8 with a float32 scale per row (an output channel):
+// value[r][c] = q[r*cols+c] * scale[r]. The products read the int8 values directly, a quarter
+// of the memory float32 would take.
 type matrix struct {
 	rows, cols int
-	data       []float32
+	q          []int8
+	scale      []float32
 }
 
-func (m *matrix) row(i int) []float32 { return m.data[i*m.cols : (i+1)*m.cols] }
+func (m *matrix) row(i int) []int8 { return m.q[i*m.cols : (i+1)*m.cols] }
 
-// dequantize expands an int8 tensor.
-func (t *tensor) dequantize() *matrix {
-	m := &matrix{rows: t.dims[0], cols: t.dims[1], data: make([]float32, len(t.q))}
+// quantized returns the matrix of an int8 tensor, or of a float32 one quantized the way
+// scripts/convert-use-lite does it (max |row| / 127 per row, rounded to nearest).
+func (t *tensor) matrix() *matrix {
+	m := &matrix{rows: t.dims[0], cols: t.dims[1], q: t.q, scale: t.scales}
+	if t.f32 == nil {
+		return m
+	}
+	m.q = make([]int8, len(t.f32))
+	m.scale = make([]float32, m.rows)
 	for r := 0; r < m.rows; r++ {
-		s := t.scales[r]
-		row := m.row(r)
-		for c, q := range t.q[r*m.cols : (r+1)*m.cols] {
-			row[c] = float32(q) * s
+		row := t.f32[r*m.cols : (r+1)*m.cols]
+		var mx float32
+		for _, v := range row {
+			mx = max(mx, float32(math.Abs(float64(v))))
+		}
+		s := mx / 127
+		m.scale[r] = s
+		if s == 0 {
+			continue
+		}
+		for c, v := range row {
+			m.q[r*m.cols+c] = int8(max(-127, min(127, math.Round(float64(v/s)))))
 		}
 	}
 	return m
