@@ -67,10 +67,10 @@
 // Speed: the matrix products multiply the int8 weights by float32 activations, eight tokens per
 // pass over a weight row, in an AVX2+FMA kernel (kernel_amd64.s, Go assembly, no cgo) where the
 // CPU has both, else in Go loops (four tokens per pass). One text splits each product between
-// GOMAXPROCS goroutines; a batch runs one text per goroutine and core. On the 2-core Xeon
-// (AVX2) of the CI: BenchmarkEmbedOne (one sentence of 13 tokens) about 2.8 ms,
-// BenchmarkEmbedBatch16 (16 sentences, 181 tokens) about 37 ms; the Go loops are about 4x
-// slower.
+// GOMAXPROCS goroutines; a batch runs one text per goroutine and core. On a 2-core Xeon with
+// AVX2 (the machine this was written on): BenchmarkEmbedOne (one sentence of 13 tokens) about
+// 2.8 ms, BenchmarkEmbedBatch16 (16 sentences, 181 tokens) about 37 ms, 2.3 ms a sentence;
+// with the Go loops (BenchmarkEmbedOneGoKernel) one sentence takes about 18 ms.
 //
 // # The remote model
 //

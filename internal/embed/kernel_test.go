@@ -61,3 +61,12 @@ func TestLocalGoKernel(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkEmbedOneGoKernel is BenchmarkEmbedOne with the Go products.
+func BenchmarkEmbedOneGoKernel(b *testing.B) {
+	if haveDot8q {
+		haveDot8q = false
+		defer func() { haveDot8q = true }()
+	}
+	BenchmarkEmbedOne(b)
+}
