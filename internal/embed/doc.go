@@ -41,8 +41,8 @@
 //
 //   - the text is NFKC-normalised; if not empty, "▁" (U+2581) is put in front and every space
 //     U+0020 becomes "▁" (other white space stays as it is); nothing is lowercased;
-//   - invalid UTF-8 becomes U+FFFD (one per run of invalid bytes); at most the first 4096 code
-//     points are tokenized (the model reads 128 tokens and no piece is longer than 16 code
+//   - invalid UTF-8 becomes U+FFFD (one per run of invalid bytes); only the first 64 KiB of
+//     the text are read, and at most the first 4096 code points are tokenized (the model reads 128 tokens and no piece is longer than 16 code
 //     points, so this never changes the tokens it reads in practice);
 //   - pieces 0 to 5 (the unknown piece, <s>, </s>, three extra tokens) are never matched; a
 //     piece listed twice keeps its last id and score; a null score counts as 0;

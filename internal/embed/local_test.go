@@ -283,3 +283,26 @@ func BenchmarkEmbedBatch16(b *testing.B) {
 		}
 	}
 }
+
+// TestLocalLongText: the vector of a text is that of its first MaxTokens tokens, however long
+// the text.
+func TestLocalLongText(t *testing.T) {
+	g := readGolden(t)
+	var long string
+	for _, s := range g.Sentences {
+		if len(s.IDs) > MaxTokens {
+			long = s.Text
+		}
+	}
+	if long == "" {
+		t.Fatal("no golden sentence over MaxTokens tokens")
+	}
+	e := newLocal(t)
+	v, err := e.Embed(context.Background(), []string{long, long + strings.Repeat(" and more words", 50000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cosine(v[0], v[1]); c < 0.99999 {
+		t.Errorf("cosine %v between a long text and the same with 750 kB more", c)
+	}
+}

@@ -24,6 +24,9 @@ const (
 	wordBoundary = '▁'
 	// maxTokenizedRunes bounds the text tokenized (code points after normalisation); see doc.go.
 	maxTokenizedRunes = 4096
+	// maxNormalizedBytes bounds the text normalised: 64 KiB hold at least 16384 code points,
+	// which NFKC cannot make fewer than maxTokenizedRunes.
+	maxNormalizedBytes = 64 << 10
 )
 
 type trieNode struct {
@@ -89,8 +92,16 @@ func newTokenizer(vocabJSON []byte) (*tokenizer, error) {
 
 // normalize prepares text as the JavaScript does: NFKC, then, unless empty, a word boundary
 // in front and every space (U+0020 only) replaced by one. Invalid UTF-8 becomes U+FFFD, one
-// per run of invalid bytes. At most maxTokenizedRunes code points are kept.
+// per run of invalid bytes. Only the first 64 KiB are read, and at most maxTokenizedRunes code
+// points are kept.
 func normalize(text string) []rune {
+	if len(text) > maxNormalizedBytes {
+		cut := maxNormalizedBytes
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut]
+	}
 	if !utf8.ValidString(text) {
 		text = strings.ToValidUTF8(text, "\uFFFD")
 	}
