@@ -65,12 +65,13 @@
 // need no Node.js.
 //
 // Speed: the matrix products multiply the int8 weights by float32 activations, eight tokens per
-// pass over a weight row, in an AVX2+FMA kernel (kernel_amd64.s, Go assembly, no cgo) where the
-// CPU has both, else in Go loops (four tokens per pass). One text splits each product between
-// GOMAXPROCS goroutines; a batch runs one text per goroutine and core. On a 2-core Xeon with
-// AVX2 (the machine this was written on): BenchmarkEmbedOne (one sentence of 13 tokens) about
-// 2.8 ms, BenchmarkEmbedBatch16 (16 sentences, 181 tokens) about 37 ms, 2.3 ms a sentence;
-// with the Go loops (BenchmarkEmbedOneGoKernel) one sentence takes about 18 ms.
+// pass over a weight row, in a kernel of Go assembly (kernel_amd64.s, no cgo): 16 lanes with
+// AVX-512F, else 8 with AVX2 and FMA, else Go loops (four tokens per pass). One text splits each
+// product between GOMAXPROCS goroutines; a batch runs one text per goroutine and core. On a
+// 2-core Xeon with AVX-512 (the machine this was written on, shared, so give or take 20%):
+// BenchmarkEmbedOne (one sentence of 13 tokens) about 1.7 ms (2.2 ms with AVX2 only,
+// BenchmarkEmbedOneAVX2; 10 to 18 ms with the Go loops, BenchmarkEmbedOneGoKernel);
+// BenchmarkEmbedBatch16 (16 sentences, 181 tokens) about 29 ms, 1.8 ms a sentence.
 //
 // # The remote model
 //

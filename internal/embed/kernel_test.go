@@ -25,12 +25,20 @@ func TestDot8q(t *testing.T) {
 				xs[k][i] = rng.Float32()*4 - 2
 			}
 		}
-		var s [8]float32
+		var s, s16 [8]float32
 		dot8q(&q[0], &xs[0][0], &xs[1][0], &xs[2][0], &xs[3][0], &xs[4][0], &xs[5][0], &xs[6][0], &xs[7][0], n, &s)
+		wide := haveDot8q16 && n%16 == 0
+		if wide {
+			dot8q16(&q[0], &xs[0][0], &xs[1][0], &xs[2][0], &xs[3][0], &xs[4][0], &xs[5][0], &xs[6][0], &xs[7][0], n, &s16)
+		}
 		for k := range xs {
 			want := dotq(q, xs[k])
-			if math.Abs(float64(s[k]-want)) > 1e-3*math.Max(1, math.Abs(float64(want))) {
+			tol := 1e-3 * math.Max(1, math.Abs(float64(want)))
+			if math.Abs(float64(s[k]-want)) > tol {
 				t.Errorf("n %d, row %d: %v, Go says %v", n, k, s[k], want)
+			}
+			if wide && math.Abs(float64(s16[k]-want)) > tol {
+				t.Errorf("n %d, row %d: AVX-512 %v, Go says %v", n, k, s16[k], want)
 			}
 		}
 	}
@@ -49,8 +57,9 @@ func TestLocalGoKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	haveDot8q = false
-	defer func() { haveDot8q = true }()
+	saved := haveDot8q16
+	haveDot8q, haveDot8q16 = false, false
+	defer func() { haveDot8q, haveDot8q16 = true, saved }()
 	goVecs, err := e.Embed(context.Background(), texts)
 	if err != nil {
 		t.Fatal(err)
@@ -64,9 +73,19 @@ func TestLocalGoKernel(t *testing.T) {
 
 // BenchmarkEmbedOneGoKernel is BenchmarkEmbedOne with the Go products.
 func BenchmarkEmbedOneGoKernel(b *testing.B) {
-	if haveDot8q {
-		haveDot8q = false
-		defer func() { haveDot8q = true }()
+	saved8, saved16 := haveDot8q, haveDot8q16
+	haveDot8q, haveDot8q16 = false, false
+	defer func() { haveDot8q, haveDot8q16 = saved8, saved16 }()
+	BenchmarkEmbedOne(b)
+}
+
+// BenchmarkEmbedOneAVX2 is BenchmarkEmbedOne with the AVX2 kernel where AVX-512 would run.
+func BenchmarkEmbedOneAVX2(b *testing.B) {
+	if !haveDot8q {
+		b.Skip("no AVX2 and FMA here")
 	}
+	saved := haveDot8q16
+	haveDot8q16 = false
+	defer func() { haveDot8q16 = saved }()
 	BenchmarkEmbedOne(b)
 }

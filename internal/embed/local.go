@@ -388,8 +388,13 @@ func linearRows(dst, x []float32, T int, w *matrix, b []float32, lo, hi int) {
 				}
 				rows[i] = &x[r*d]
 			}
+			wide := haveDot8q16 && d%16 == 0
 			for o := lo; o < hi; o++ {
-				dot8q(&w.q[o*d], rows[0], rows[1], rows[2], rows[3], rows[4], rows[5], rows[6], rows[7], d, &s)
+				if wide {
+					dot8q16(&w.q[o*d], rows[0], rows[1], rows[2], rows[3], rows[4], rows[5], rows[6], rows[7], d, &s)
+				} else {
+					dot8q(&w.q[o*d], rows[0], rows[1], rows[2], rows[3], rows[4], rows[5], rows[6], rows[7], d, &s)
+				}
 				for i := 0; i < k; i++ {
 					dst[(t+i)*out+o] = s[i]*w.scale[o] + b[o]
 				}
