@@ -32,20 +32,20 @@ const (
 
 // layer holds the weights of one transformer layer; see forward for how they are used.
 type layer struct {
-	in, heads     int
-	lnG, lnB      []float32 // layer norm before attention, [in]
-	qkv           *matrix   // [3*in, in]
-	qkvB          []float32
-	qScale        float32 // queries are multiplied by it (1/sqrt(head size))
-	out           *matrix // [modelDim, in]
-	outB          []float32
-	res           *matrix // layer 0 only: [modelDim, in], projects the residual to modelDim
-	resB          []float32
-	ffnLnG, ffnLn []float32 // layer norm before the feed-forward part, [modelDim]
-	ffn1          *matrix   // [ffnDim, modelDim]
-	ffn1B         []float32
-	ffn2          *matrix // [modelDim, ffnDim]
-	ffn2B         []float32
+	in, heads      int
+	lnG, lnB       []float32 // layer norm before attention, [in]
+	qkv            *matrix   // [3*in, in]
+	qkvB           []float32
+	qScale         float32 // queries are multiplied by it (1/sqrt(head size))
+	out            *matrix // [modelDim, in]
+	outB           []float32
+	res            *matrix // layer 0 only: [modelDim, in], projects the residual to modelDim
+	resB           []float32
+	ffnLnG, ffnLnB []float32 // layer norm before the feed-forward part, [modelDim]
+	ffn1           *matrix   // [ffnDim, modelDim]
+	ffn1B          []float32
+	ffn2           *matrix // [modelDim, ffnDim]
+	ffn2B          []float32
 }
 
 // useLite is the loaded network, read-only and shared.
@@ -127,7 +127,7 @@ func buildUseLite(bin, vocab []byte) (*useLite, error) {
 		if i == 0 {
 			l.res, l.resB = mat(p+"res.w", modelDim, in), vec(p+"res.b", modelDim)
 		}
-		l.ffnLnG, l.ffnLn = vec(p+"ffn.ln.g", modelDim), vec(p+"ffn.ln.b", modelDim)
+		l.ffnLnG, l.ffnLnB = vec(p+"ffn.ln.g", modelDim), vec(p+"ffn.ln.b", modelDim)
 		l.ffn1, l.ffn1B = mat(p+"ffn1.w", ffnDim, modelDim), vec(p+"ffn1.b", ffnDim)
 		l.ffn2, l.ffn2B = mat(p+"ffn2.w", modelDim, ffnDim), vec(p+"ffn2.b", modelDim)
 	}
@@ -307,7 +307,7 @@ func (l *layer) forward(s *scratch, T int, eps float32, parallel bool) {
 		y[i] += res[i]
 	}
 	hn := s.h[:T*modelDim]
-	layerNorm(hn, y, T, modelDim, l.ffnLnG, l.ffnLn, eps)
+	layerNorm(hn, y, T, modelDim, l.ffnLnG, l.ffnLnB, eps)
 	f := s.ffn[:T*ffnDim]
 	linear(f, hn, T, l.ffn1, l.ffn1B, parallel)
 	for i, v := range f {
