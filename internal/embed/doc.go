@@ -51,7 +51,10 @@
 //     no piece starts at gets the unknown piece (id 0, score 0, one code point); the best
 //     path is walked back by each piece's length in UTF-16 code units; runs of unknown pieces
 //     are merged into one;
-//   - no start or end token is added, and there is no padding (each text runs alone).
+//   - no start or end token is added, and there is no padding: each text runs alone. (The
+//     graph pads a batch to its longest text and masks the padding, -1e9 added to the
+//     attention logits of padded keys and the mean taken over the text's own tokens, so a
+//     text's vector does not depend on its batch.)
 //
 // An empty text has no tokens, and its vector is the head applied to
 // a zero mean: the same fixed unit vector for every such text. (The npm package returns no row
