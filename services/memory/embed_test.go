@@ -81,4 +81,3 @@ func bagVector(text string, dim int) []float32 {
 }
 
 var errModelDown = fmt.Errorf("connection refused: %w", embed.ErrUnavailable)
-
