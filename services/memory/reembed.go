@@ -29,10 +29,16 @@ type reembedState struct {
 	lastError string
 }
 
-func (r *reembedState) set(state string, done int64, err error) {
+func (r *reembedState) add(n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.state, r.done = state, r.done+done
+	r.done += int64(n)
+}
+
+func (r *reembedState) set(state string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.state = state
 	if err != nil {
 		r.lastError = err.Error()
 	} else if state != "failing" {
@@ -52,6 +58,7 @@ func (s *Server) ReembedBatch(ctx context.Context) (int, bool, error) {
 		return 0, true, err
 	}
 	n := 0
+	defer func() { s.reembed.add(n) }()
 	for _, j := range stale {
 		err := s.store.SetVectors(ctx, j, name, j.ReviewVector, j.ContentVector)
 		switch {
@@ -76,19 +83,19 @@ func (s *Server) RunReembedding(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
-		n, more, err := s.ReembedBatch(ctx)
+		_, more, err := s.ReembedBatch(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
 			s.log.WarnContext(ctx, "re-embedding failed; retrying", "embedder", s.embedder.Name(), "error", err, "retry_in", backoff)
-			s.reembed.set("failing", int64(n), err)
+			s.reembed.set("failing", err)
 			wait, backoff = backoff, min(2*backoff, reembedMaxWait)
 		case more:
-			s.reembed.set("running", int64(n), nil)
+			s.reembed.set("running", nil)
 			wait, backoff = 0, reembedBackoff
 		default:
-			s.reembed.set("idle", int64(n), nil)
+			s.reembed.set("idle", nil)
 			wait, backoff = reembedIdle, reembedBackoff
 		}
 	}
