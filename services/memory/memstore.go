@@ -21,6 +21,7 @@ type MemoryStore struct {
 	execs      map[string]map[string]*Execution // apiKey -> id -> execution
 	tombstones map[tombKey]struct{}
 	moves      map[tombKey]string
+	slab       codeSlab
 }
 
 type (
@@ -140,11 +141,17 @@ func (s *MemoryStore) dropIfEmpty(apiKey, orgID string) {
 	}
 }
 
+// quantized sets the int8 forms of j's vectors; s.mu is held.
+func (s *MemoryStore) quantized(j *Judgment) *Judgment {
+	j.ReviewQuant, j.ContentQuant = quantize(j.ReviewVector, s.slab.alloc), quantize(j.ContentVector, s.slab.alloc)
+	return j
+}
+
 func (s *MemoryStore) PutJudgment(_ context.Context, j *Judgment) (bool, error) {
 	c := copyJudgment(j)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.org(j.APIKey, j.OrganizationID, true).put(c), nil
+	return s.org(j.APIKey, j.OrganizationID, true).put(s.quantized(c)), nil
 }
 
 func (s *MemoryStore) DeleteJudgments(_ context.Context, apiKey, orgID string, ids []string) ([]string, error) {
@@ -249,7 +256,7 @@ func (s *MemoryStore) SetVectors(_ context.Context, j *Judgment, embedder string
 	c.Embedder, c.Dim = embedder, len(review)
 	c.ReviewVector, c.ContentVector = slices.Clone(review), slices.Clone(content)
 	c.Rev = ids.Random(12)
-	o.put(c)
+	o.put(s.quantized(c))
 	return nil
 }
 
