@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -97,6 +98,76 @@ func TestTopKIsExact(t *testing.T) {
 		}
 		return 1
 	})
+	checkTopK(t, q, cands, all)
+	// The same through the int8 first pass, with sparse (bag) and dense vectors: still exact.
+	for _, j := range cands {
+		j.ReviewQuant = quantize(j.ReviewVector, func(n int) []int8 { return make([]int8, n) })
+	}
+	checkTopK(t, q, cands, all)
+	dense := make([]*Judgment, 0, 20_000)
+	for i := range 20_000 {
+		dense = append(dense, &Judgment{RecordID: fmt.Sprint("v", i), ReviewVector: randomUnit(r, 512)})
+	}
+	// Near-duplicates of the query make the top tight.
+	for i := range 30 {
+		v := slices.Clone(dense[i].ReviewVector)
+		for d := range v {
+			v[d] = v[d]*0.01 + float32(i%3)*0.001
+		}
+		dense[i].ReviewVector = v
+	}
+	qd := randomUnit(r, 512)
+	for i := range 40 {
+		v := slices.Clone(qd)
+		v[i] += 0.01
+		dense[100+i].ReviewVector = v
+	}
+	allDense := make([]scored, len(dense))
+	for i, j := range dense {
+		allDense[i] = scored{j, dot(qd, j.ReviewVector)}
+	}
+	slices.SortFunc(allDense, func(a, b scored) int {
+		if better(a, b) {
+			return -1
+		}
+		return 1
+	})
+	for _, j := range dense {
+		j.ReviewQuant = quantize(j.ReviewVector, func(n int) []int8 { return make([]int8, n) })
+	}
+	checkTopK(t, qd, dense, allDense)
+	// dot agrees with a plain loop, including lengths that are not a multiple of 8.
+	for _, n := range []int{1, 7, 8, 13, 33, 512} {
+		a, b := bagVector("alpha beta gamma", n), bagVector("beta gamma delta", n)
+		var want float32
+		for i := range a {
+			want += a[i] * b[i]
+		}
+		if got := dot(a, b); got-want > 1e-5 || want-got > 1e-5 {
+			t.Fatalf("dot over %d: %v, want %v", n, got, want)
+		}
+		z := quantize(b, func(n int) []int8 { return make([]int8, n) })
+		if got := z.approx(a); got-want > z.Err || want-got > z.Err {
+			t.Fatalf("quantized dot over %d: %v, want %v ± %v", n, got, want, z.Err)
+		}
+	}
+}
+
+func randomUnit(r *rand.Rand, dim int) []float32 {
+	v := make([]float32, dim)
+	var n float64
+	for i := range v {
+		f := r.NormFloat64()
+		v[i], n = float32(f), n+f*f
+	}
+	for i := range v {
+		v[i] /= float32(math.Sqrt(n))
+	}
+	return v
+}
+
+func checkTopK(t *testing.T, q []float32, cands []*Judgment, all []scored) {
+	t.Helper()
 	for _, k := range []int{1, 10, 50} {
 		got := topK(q, cands, EmbedReview, k)
 		if len(got) != k {
@@ -106,17 +177,6 @@ func TestTopKIsExact(t *testing.T) {
 			if got[i].j != all[i].j {
 				t.Fatalf("k=%d: result %d is %s (%v), want %s (%v)", k, i, got[i].j.RecordID, got[i].score, all[i].j.RecordID, all[i].score)
 			}
-		}
-	}
-	// dot agrees with a plain loop, including lengths that are not a multiple of 8.
-	for _, n := range []int{1, 7, 8, 13, 512} {
-		a, b := bagVector("alpha beta gamma", n), bagVector("beta gamma delta", n)
-		var want float32
-		for i := range a {
-			want += a[i] * b[i]
-		}
-		if got := dot(a, b); got-want > 1e-5 || want-got > 1e-5 {
-			t.Fatalf("dot over %d: %v, want %v", n, got, want)
 		}
 	}
 }
