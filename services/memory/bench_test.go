@@ -78,67 +78,80 @@ func benchSearch(b *testing.B, n int) {
 func BenchmarkSearch10k(b *testing.B)  { benchSearch(b, 10_000) }
 func BenchmarkSearch100k(b *testing.B) { benchSearch(b, 100_000) }
 
-// The exact top-k is exact: against a full sort of every score.
-func TestTopKIsExact(t *testing.T) {
+// The memory store's two-pass search (int8 bounds, then float32) gives exactly what scoring
+// every candidate with dot gives (topK), whatever the data: sparse (bag) and dense vectors, a
+// tight top of near-duplicates, two models side by side, judgments without content, updates,
+// deletions and moves between documents, filters.
+func TestSearchVectorsIsExact(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	var cands []*Judgment
-	for i := range 20_000 {
-		j := &Judgment{RecordID: fmt.Sprint("j", i), CreatedAt: int64(i % 7)}
-		j.ReviewVector = bagVector(benchSentence(r), 64)
-		cands = append(cands, j)
-	}
-	q := bagVector(benchSentence(r), 64)
-	all := make([]scored, len(cands))
-	for i, j := range cands {
-		all[i] = scored{j, dot(q, j.ReviewVector)}
-	}
-	slices.SortFunc(all, func(a, b scored) int {
-		if better(a, b) {
-			return -1
-		}
-		return 1
-	})
-	checkTopK(t, q, cands, all)
-	// The same through the int8 first pass, with sparse (bag) and dense vectors: still exact.
-	for _, j := range cands {
-		j.ReviewQuant = quantize(j.ReviewVector, func(n int) []int8 { return make([]int8, n) })
-	}
-	checkTopK(t, q, cands, all)
-	dense := make([]*Judgment, 0, 20_000)
-	for i := range 20_000 {
-		dense = append(dense, &Judgment{RecordID: fmt.Sprint("v", i), ReviewVector: randomUnit(r, 512)})
-	}
-	// Near-duplicates of the query make the top tight.
-	for i := range 30 {
-		v := slices.Clone(dense[i].ReviewVector)
-		for d := range v {
-			v[d] = v[d]*0.01 + float32(i%3)*0.001
-		}
-		dense[i].ReviewVector = v
-	}
+	s := NewMemoryStore()
 	qd := randomUnit(r, 512)
-	for i := range 40 {
-		v := slices.Clone(qd)
-		v[i] += 0.01
-		dense[100+i].ReviewVector = v
-	}
-	allDense := make([]scored, len(dense))
-	for i, j := range dense {
-		allDense[i] = scored{j, dot(qd, j.ReviewVector)}
-	}
-	slices.SortFunc(allDense, func(a, b scored) int {
-		if better(a, b) {
-			return -1
+	for i := range 12_000 {
+		j := &Judgment{APIKey: "k1", OrganizationID: "o", RecordID: fmt.Sprint("j", i%11_000), DocumentID: fmt.Sprint("d", i%7),
+			CreatedAt: int64(i % 13), Decision: []string{"approve", "reject"}[i%2], Embedder: "dense", Dim: 512}
+		switch {
+		case i%5 == 0:
+			j.ReviewVector = bagVector(benchSentence(r), 512)
+		case i < 60: // near-duplicates of the query: a tight top
+			v := slices.Clone(qd)
+			v[i] += 0.01 * float32(i%4)
+			j.ReviewVector = v
+		default:
+			j.ReviewVector = randomUnit(r, 512)
 		}
-		return 1
-	})
-	for _, j := range dense {
-		j.ReviewQuant = quantize(j.ReviewVector, func(n int) []int8 { return make([]int8, n) })
+		if i%3 != 0 {
+			j.ContentVector = randomUnit(r, 512)
+		}
+		if i%17 == 0 {
+			j.Embedder = "other"
+		}
+		put(t, s, j)
 	}
-	checkTopK(t, qd, dense, allDense)
-	// dot agrees with a plain loop, including lengths that are not a multiple of 8.
+	if _, err := s.DeleteJudgments(bg, "k1", "o", []string{"j1", "j2", "j3", "j500"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MoveDocument(bg, "k1", "o", "d3", "d4", ""); err != nil {
+		t.Fatal(err)
+	}
+	checkFlat(t, s)
+	for _, c := range []struct {
+		sc   Scope
+		f    Filter
+		kind string
+		q    []float32
+	}{
+		{Scope{APIKey: "k1"}, Filter{}, EmbedReview, qd},
+		{Scope{APIKey: "k1", OrganizationID: "o"}, Filter{Decision: "reject"}, EmbedReview, qd},
+		{Scope{APIKey: "k1", OrganizationID: "o", DocumentID: "d4"}, Filter{}, EmbedContent, randomUnit(r, 512)},
+		{Scope{APIKey: "k1"}, Filter{Since: i64(3), Until: i64(9)}, EmbedReview, bagVector(benchSentence(r), 512)},
+		{Scope{APIKey: "k2"}, Filter{}, EmbedReview, qd},
+	} {
+		var cands []*Judgment
+		total := 0
+		_ = s.ScanJudgments(bg, c.sc, c.f, c.kind, func(j *Judgment) bool {
+			total++
+			if j.Embedder == "dense" && j.Vector(c.kind) != nil {
+				cands = append(cands, j)
+			}
+			return true
+		})
+		for _, k := range []int{1, 10, 50} {
+			want := topK(c.q, cands, c.kind, k)
+			got, n, err := s.SearchVectors(bg, c.sc, c.f, c.kind, "dense", c.q, k)
+			if err != nil || n != total || len(got) != len(want) {
+				t.Fatalf("%+v k=%d: %d results of %d, want %d of %d (%v)", c.sc, k, len(got), n, len(want), total, err)
+			}
+			for i := range got {
+				if got[i].j != want[i].j || got[i].score != want[i].score {
+					t.Fatalf("%+v k=%d: result %d is %s (%v), want %s (%v)", c.sc, k, i, got[i].j.RecordID, got[i].score, want[i].j.RecordID, want[i].score)
+				}
+			}
+		}
+	}
+	// The quantized dot stays within its bound, and dot agrees with a plain loop, including
+	// lengths that are not a multiple of 8 or 32.
 	for _, n := range []int{1, 7, 8, 13, 33, 512} {
-		a, b := bagVector("alpha beta gamma", n), bagVector("beta gamma delta", n)
+		a, b := bagVector("alpha beta gamma", n), randomUnit(r, n)
 		var want float32
 		for i := range a {
 			want += a[i] * b[i]
@@ -164,19 +177,4 @@ func randomUnit(r *rand.Rand, dim int) []float32 {
 		v[i] /= float32(math.Sqrt(n))
 	}
 	return v
-}
-
-func checkTopK(t *testing.T, q []float32, cands []*Judgment, all []scored) {
-	t.Helper()
-	for _, k := range []int{1, 10, 50} {
-		got := topK(q, cands, EmbedReview, k)
-		if len(got) != k {
-			t.Fatalf("k=%d: %d results", k, len(got))
-		}
-		for i := range got {
-			if got[i].j != all[i].j {
-				t.Fatalf("k=%d: result %d is %s (%v), want %s (%v)", k, i, got[i].j.RecordID, got[i].score, all[i].j.RecordID, all[i].score)
-			}
-		}
-	}
 }

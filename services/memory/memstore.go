@@ -21,7 +21,6 @@ type MemoryStore struct {
 	execs      map[string]map[string]*Execution // apiKey -> id -> execution
 	tombstones map[tombKey]struct{}
 	moves      map[tombKey]string
-	slab       codeSlab
 }
 
 type (
@@ -37,18 +36,22 @@ type orgJudgments struct {
 }
 
 // bucket is the judgments of one document ("" for none) in a slice, with each one's index.
+// flats are its int8 indexes (flat.go), one per kind of vector and model, row for row.
 type bucket struct {
 	items []*Judgment
 	pos   map[string]int
+	flats map[flatKey]*flatVectors
 }
 
 func (b *bucket) put(j *Judgment) {
 	if i, ok := b.pos[j.RecordID]; ok {
 		b.items[i] = j
+		b.index(i, j)
 		return
 	}
 	b.pos[j.RecordID] = len(b.items)
 	b.items = append(b.items, j)
+	b.index(len(b.items)-1, j)
 }
 
 func (b *bucket) remove(id string) {
@@ -62,6 +65,7 @@ func (b *bucket) remove(id string) {
 	b.items[last] = nil
 	b.items = b.items[:last]
 	delete(b.pos, id)
+	b.unindex(i)
 }
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -141,17 +145,11 @@ func (s *MemoryStore) dropIfEmpty(apiKey, orgID string) {
 	}
 }
 
-// quantized sets the int8 forms of j's vectors; s.mu is held.
-func (s *MemoryStore) quantized(j *Judgment) *Judgment {
-	j.ReviewQuant, j.ContentQuant = quantize(j.ReviewVector, s.slab.alloc), quantize(j.ContentVector, s.slab.alloc)
-	return j
-}
-
 func (s *MemoryStore) PutJudgment(_ context.Context, j *Judgment) (bool, error) {
 	c := copyJudgment(j)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.org(j.APIKey, j.OrganizationID, true).put(s.quantized(c)), nil
+	return s.org(j.APIKey, j.OrganizationID, true).put(c), nil
 }
 
 func (s *MemoryStore) DeleteJudgments(_ context.Context, apiKey, orgID string, ids []string) ([]string, error) {
@@ -256,7 +254,7 @@ func (s *MemoryStore) SetVectors(_ context.Context, j *Judgment, embedder string
 	c.Embedder, c.Dim = embedder, len(review)
 	c.ReviewVector, c.ContentVector = slices.Clone(review), slices.Clone(content)
 	c.Rev = ids.Random(12)
-	o.put(s.quantized(c))
+	o.put(c)
 	return nil
 }
 

@@ -7,8 +7,8 @@ import (
 // Quantized is a vector's int8 codes with its scale and error bound: v ≈ Scale·Codes, and
 // |q·v − Scale·(q·Codes)| ≤ Err for every unit query q (Cauchy–Schwarz: Err is the norm of the
 // rounding residual, plus a margin for float32 rounding in both sums). The memory store keeps
-// one per vector, so a search reads a quarter of the bytes in its first pass and scores
-// exactly only the judgments that could still be in the top k (topK).
+// the codes of every vector in flat arrays (flat.go), so a search reads a quarter of the bytes
+// in its first pass and scores exactly only the judgments that could still be in the top k.
 type Quantized struct {
 	Codes []int8
 	Scale float32
@@ -69,24 +69,4 @@ func (z *Quantized) approx(q []float32) float32 {
 		s += q[i] * float32(z.Codes[i])
 	}
 	return z.Scale * (s + s1 + s2 + s3)
-}
-
-// codeSlab hands out code slices from large chunks, so the codes of judgments written one
-// after another lie one after another in memory and a scan streams through them instead of
-// chasing a pointer per judgment. A chunk is freed by the garbage collector once no judgment
-// uses any of its codes.
-type codeSlab struct{ chunk []int8 }
-
-const slabChunk = 1 << 20
-
-func (s *codeSlab) alloc(n int) []int8 {
-	if n > slabChunk/8 {
-		return make([]int8, n)
-	}
-	if len(s.chunk) < n {
-		s.chunk = make([]int8, slabChunk)
-	}
-	out := s.chunk[:n:n]
-	s.chunk = s.chunk[n:]
-	return out
 }

@@ -49,6 +49,12 @@ var (
 	_ lifecycle.Handler            = (*Server)(nil)
 )
 
+// vectorSearcher is a store that searches its own vector index (the memory store's flat int8
+// codes); other stores scan and the server scores (topK).
+type vectorSearcher interface {
+	SearchVectors(ctx context.Context, sc Scope, f Filter, kind, embedder string, q []float32, k int) ([]scored, int, error)
+}
+
 // Server implements the memory service.
 type Server struct {
 	memoryv1.UnimplementedMemoryServiceServer
@@ -257,6 +263,18 @@ func (s *Server) SearchJudgments(ctx context.Context, req *memoryv1.SearchJudgme
 			return nil, err
 		}
 		name, total := s.embedder.Name(), 0
+		if vs, ok := s.store.(vectorSearcher); ok {
+			top, n, err := vs.SearchVectors(ctx, q.scope, q.filter, q.kind, name, vecs[0], q.limit)
+			if err != nil {
+				return nil, fmt.Errorf("search judgments: %w", err)
+			}
+			resp.TotalInScope = float64(n)
+			for _, r := range top {
+				resp.Results = append(resp.Results, toResult(r.j, float64(r.score), q.scopeName))
+			}
+			resp.SearchLatencyMs = float64(time.Since(started).Microseconds()) / 1000
+			return resp, nil
+		}
 		var cands []*Judgment
 		if err := s.store.ScanJudgments(ctx, q.scope, q.filter, q.kind, func(j *Judgment) bool {
 			total++

@@ -508,6 +508,7 @@ func TestEmbedderChangeReembeds(t *testing.T) {
 	}
 	cancel()
 	<-done
+	checkFlat(t, store)
 }
 
 func TestExecutionsFlow(t *testing.T) {
@@ -656,5 +657,64 @@ func TestUnknownOrganization(t *testing.T) {
 	}
 	if got := h.search(t, &memoryv1.SearchJudgmentsRequest{RecencyDays: i32(1)}); got.GetTotalInScope() != 0 {
 		t.Fatalf("kept: %v", got)
+	}
+}
+
+// Searches run while judgments are recorded, updated and deleted (run with -race).
+func TestSearchWhileWriting(t *testing.T) {
+	h := newHarness(t)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				id := fmt.Sprint("j", (w*50+i)%60)
+				switch {
+				case w%2 == 0:
+					if _, err := h.srv.RecordJudgments(k1, &memoryv1.RecordJudgmentsRequest{OrganizationId: "o",
+						Judgments: []*memoryv1.NewJudgment{{RecordId: id, DocumentId: fmt.Sprint("d", i%3), Decision: "approve", Reasoning: fmt.Sprint("header spacing ", i), Content: "c"}}}); err != nil {
+						t.Error(err)
+					}
+				case i%5 == 0:
+					if _, err := h.srv.DeleteJudgments(k1, &memoryv1.DeleteJudgmentsRequest{OrganizationId: "o", RecordIds: []string{id}}); err != nil {
+						t.Error(err)
+					}
+				default:
+					if _, err := h.srv.SearchJudgments(k1, &memoryv1.SearchJudgmentsRequest{Query: "header spacing", EmbeddingType: []string{"review", "content"}[i%2], OrganizationId: "o"}); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	checkFlat(t, h.store.(*MemoryStore))
+}
+
+// checkFlat asserts the memory store's flat indexes are row for row with their buckets.
+func checkFlat(t *testing.T, s *MemoryStore) {
+	t.Helper()
+	for _, o := range s.orgs {
+		for doc, b := range o.docs {
+			for k, f := range b.flats {
+				if len(f.err) != len(b.items) || len(f.codes) != len(b.items)*f.dim {
+					t.Fatalf("%s %v: %d rows for %d judgments", doc, k, len(f.err), len(b.items))
+				}
+				valid := 0
+				for i, j := range b.items {
+					has := j.Embedder == k.embedder && len(j.Vector(k.kind)) == f.dim
+					if has != (f.err[i] >= 0) {
+						t.Fatalf("%s %v: row %d (%s) valid %v", doc, k, i, j.RecordID, f.err[i] >= 0)
+					}
+					if has {
+						valid++
+					}
+				}
+				if valid != f.valid || valid == 0 {
+					t.Fatalf("%s %v: %d valid, counted %d", doc, k, valid, f.valid)
+				}
+			}
+		}
 	}
 }

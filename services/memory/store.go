@@ -66,19 +66,6 @@ type Judgment struct {
 	Dim           int       `bson:"dim"`
 	ReviewVector  []float32 `bson:"-"`
 	ContentVector []float32 `bson:"-"`
-	// The vectors' int8 forms, when a store keeps them (the memory store does): searches
-	// then read these first and score exactly only what may rank (topK). Never changed once
-	// set.
-	ReviewQuant, ContentQuant Quantized `bson:"-"`
-}
-
-// Quant returns the quantized vector of the embedding type; its Codes are nil when there is
-// none.
-func (j *Judgment) Quant(kind string) *Quantized {
-	if kind == EmbedContent {
-		return &j.ContentQuant
-	}
-	return &j.ReviewQuant
 }
 
 // Vector returns the judgment's vector of the embedding type ("review" or "content").

@@ -3,7 +3,6 @@ package memory
 import (
 	"cmp"
 	"container/heap"
-	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -118,27 +117,12 @@ func sortBest(all []scored) {
 	})
 }
 
-// topK returns the k candidates most similar to q, best first, exactly: the result is what
-// scoring every candidate with dot and sorting would give.
-//
-// When every candidate has an int8 form of its vector, a first pass reads only those (a
-// quarter of the bytes) and bounds each score: approx ± Err·|q|. The k-th largest lower bound
-// T is at most the k-th largest true score, so every candidate of the true top k has an upper
-// bound of at least T; only those are scored exactly. Otherwise every candidate is scored
-// exactly. Both passes run in parallel chunks, each keeping its own bounded heap.
+// topK returns the k candidates most similar to q, best first, exactly: every candidate is
+// scored with dot, in parallel chunks, each keeping its own bounded heap. (The memory store
+// searches its own int8 index instead: SearchVectors.)
 func topK(q []float32, cands []*Judgment, kind string, k int) []scored {
 	if k <= 0 || len(cands) == 0 {
 		return nil
-	}
-	quant := true
-	for _, j := range cands {
-		if z := j.Quant(kind); len(z.Codes) != len(q) {
-			quant = false
-			break
-		}
-	}
-	if quant && len(cands) > 4*k {
-		return topKBounded(q, cands, kind, k)
 	}
 	heaps := make([]worstFirst, runtime.GOMAXPROCS(0))
 	workers := split(len(cands), func(w, lo, hi int) {
@@ -154,47 +138,6 @@ func topK(q []float32, cands []*Judgment, kind string, k int) []scored {
 	}
 	sortBest(all)
 	return all[:min(k, len(all))]
-}
-
-func topKBounded(q []float32, cands []*Judgment, kind string, k int) []scored {
-	qn := float32(math.Sqrt(float64(dot(q, q))))
-	approx := make([]float32, len(cands))
-	errs := make([]float32, len(cands))
-	lows := make([][]float32, runtime.GOMAXPROCS(0))
-	workers := split(len(cands), func(w, lo, hi int) {
-		// The k largest lower bounds of the chunk, in a min-heap.
-		h := make(lowHeap, 0, k+1)
-		for i := lo; i < hi; i++ {
-			z := cands[i].Quant(kind)
-			a, e := z.approx(q), z.Err*qn+quantMargin
-			approx[i], errs[i] = a, e
-			h.offer(a-e, k)
-		}
-		lows[w] = h
-	})
-	var all lowHeap
-	for _, h := range lows[:workers] {
-		all = append(all, h...)
-	}
-	slices.Sort(all)
-	t := all[max(0, len(all)-k)] // the k-th largest lower bound
-	heaps := make([]worstFirst, workers)
-	split(len(cands), func(w, lo, hi int) {
-		h := make(worstFirst, 0, k+1)
-		for i := lo; i < hi; i++ {
-			if approx[i]+errs[i] >= t {
-				j := cands[i]
-				h.offer(scored{j, dot(q, j.Vector(kind))}, k)
-			}
-		}
-		heaps[w] = h
-	})
-	var out []scored
-	for _, h := range heaps {
-		out = append(out, h...)
-	}
-	sortBest(out)
-	return out[:min(k, len(out))]
 }
 
 // lowHeap is a min-heap of floats keeping the k largest.
