@@ -93,9 +93,21 @@ func TestSplitProcesses(t *testing.T) {
 	if got := logs(); len(got) != 1 || got[0].(map[string]any)["id"] != "e1" {
 		t.Fatalf("activity across processes: %v", got)
 	}
+	// An agent execution started in the memory process under the organization (whose
+	// generation memory asks documents for) goes with the organization's deletion too.
+	gw.call("/v2/agents/execution/start", k, map[string]any{"agentId": "a", "organizationId": "o"}).data(t, "Agent execution started successfully.")
+	executions := func() []any {
+		return gw.call("/v2/agents/execution/list", k, map[string]any{"organizationId": "o"}).ok(t)["items"].([]any)
+	}
+	if got := executions(); len(got) != 1 {
+		t.Fatalf("agent executions across processes: %v", got)
+	}
 	gw.call("/v2/organizations/delete", k, map[string]any{"organizationIds": []string{"o"}}).data(t, "")
 	if got := logs(); len(got) != 0 {
 		t.Fatalf("activity outlived its organization: %v", got)
+	}
+	if got := executions(); len(got) != 0 {
+		t.Fatalf("agent executions outlived their organization: %v", got)
 	}
 	// A notification fans out in its process, reading members from users in another.
 	gw.call("/v2/users/add", k, map[string]any{"organizationId": "o2", "createOrganization": true, "users": users("u1", "u2")}).data(t, "")
