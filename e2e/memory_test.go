@@ -20,7 +20,9 @@ func judgmentIDs(t *testing.T, result map[string]any) []string {
 // Judgments recorded over HTTP are found by meaning (a paraphrase shares no word with the
 // judgment it finds), updated by record id, read on the annotation and recency paths, deleted,
 // and go with their organization.
-func TestMemoryJudgmentsOverHTTP(t *testing.T) { onBothStores(t, testMemoryJudgmentsOverHTTP) }
+func TestMemoryJudgmentsOverHTTPWithLocalModel(t *testing.T) {
+	onBothStores(t, testMemoryJudgmentsOverHTTP)
+}
 
 func testMemoryJudgmentsOverHTTP(t *testing.T, s *system) {
 	k := s.devKey()
