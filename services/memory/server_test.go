@@ -718,3 +718,34 @@ func checkFlat(t *testing.T, s *MemoryStore) {
 		}
 	}
 }
+
+// The server on the MongoDB store (embedded FerretDB): vectors stored as bytes come back
+// exactly, searches score in Go, and re-embedding works through revisions.
+func TestServerOnMongoStore(t *testing.T) {
+	store := newMongoStore(t)
+	old := newHarnessOn(t, store, newBag(32))
+	old.record(t, jdg("a", "reject", "blurry photo"))
+	h := newHarnessOn(t, store, newBag(64))
+	h.record(t, jdg("b", "approve", "sharp photo"), &memoryv1.NewJudgment{RecordId: "c", Decision: "approve", Reasoning: "invoice", Content: "photo of an invoice", AnnotationId: "t"})
+	if got := h.search(t, &memoryv1.SearchJudgmentsRequest{Query: "photo"}); !slices.Equal(recordIDs(got), []string{"b", "c"}) || got.GetTotalInScope() != 3 {
+		t.Fatalf("before re-embedding: %v", got)
+	}
+	if n, _, err := h.srv.ReembedBatch(context.Background()); err != nil || n != 1 {
+		t.Fatalf("re-embedded %d, %v", n, err)
+	}
+	got := h.search(t, &memoryv1.SearchJudgmentsRequest{Query: "blurry photo", OrganizationId: "o"})
+	if recordIDs(got)[0] != "a" || len(got.GetResults()) != 3 {
+		t.Fatalf("after re-embedding: %v", got)
+	}
+	// Scores equal the dot products of the vectors the embedder gives.
+	want := dot(bagVector("blurry photo", 64), bagVector("reject: blurry photo", 64))
+	if got.GetResults()[0].GetSimilarity() != float64(want) {
+		t.Fatalf("similarity %v, want %v", got.GetResults()[0].GetSimilarity(), want)
+	}
+	if got := h.search(t, &memoryv1.SearchJudgmentsRequest{Query: "invoice photo", EmbeddingType: "content"}); !slices.Equal(recordIDs(got), []string{"c"}) {
+		t.Fatalf("content: %v", recordIDs(got))
+	}
+	if got := h.search(t, &memoryv1.SearchJudgmentsRequest{OrganizationId: "o", Filters: &memoryv1.SearchFilters{AnnotationId: "t"}}); !slices.Equal(recordIDs(got), []string{"c"}) {
+		t.Fatalf("annotation: %v", recordIDs(got))
+	}
+}
