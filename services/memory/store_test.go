@@ -316,76 +316,91 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	// writer created it.
 	t.Run("ConcurrentPutsOfOneRecord", func(t *testing.T) {
 		s := newStore(t)
-		const writers = 12
-		var wg sync.WaitGroup
-		created := make(chan bool, writers)
-		errs := make(chan error, writers)
-		for i := range writers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				j := judgment("same", "", int64(i))
-				j.Reasoning = fmt.Sprint("writer ", i)
-				c, err := s.PutJudgment(bg, j)
-				created <- c
-				errs <- err
-			}()
-		}
-		wg.Wait()
-		close(created)
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Fatal(err)
+		const writers, rounds = 12, 10
+		for round := range rounds {
+			id := fmt.Sprint("same", round)
+			var wg sync.WaitGroup
+			created := make(chan bool, writers)
+			errs := make(chan error, writers)
+			for i := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					j := judgment(id, "", int64(i))
+					j.Reasoning = fmt.Sprint("writer ", i)
+					c, err := s.PutJudgment(bg, j)
+					created <- c
+					errs <- err
+				}()
+			}
+			wg.Wait()
+			close(created)
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			n := 0
+			for c := range created {
+				if c {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("round %d: %d writers created the judgment, want 1", round, n)
 			}
 		}
-		n := 0
-		for c := range created {
-			if c {
-				n++
-			}
+		var want []string
+		for round := range rounds {
+			want = append(want, fmt.Sprint("same", round))
 		}
-		if n != 1 {
-			t.Errorf("%d writers created the judgment, want 1", n)
+		sort.Strings(want)
+		if got := scan(t, s, Scope{APIKey: "k1"}, Filter{}); !slices.Equal(got, want) {
+			t.Errorf("judgments %v, want one per record id", got)
 		}
-		want(t, "judgments", scan(t, s, Scope{APIKey: "k1"}, Filter{}), "same")
 	})
 
 	// Concurrent finishes of one execution: exactly one wins, the others see ErrFinished.
 	t.Run("ConcurrentFinishes", func(t *testing.T) {
 		s := newStore(t)
-		if err := s.InsertExecution(bg, &Execution{APIKey: "k1", ID: "e", StartedAt: 1, Status: StatusRunning}); err != nil {
-			t.Fatal(err)
-		}
-		const finishers = 12
-		var wg sync.WaitGroup
-		results := make(chan error, finishers)
+		const finishers, rounds = 12, 10
 		statuses := []string{StatusPassed, StatusFailed, StatusError, StatusSkipped}
-		for i := range finishers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, err := s.FinishExecution(bg, "k1", "e", statuses[i%4], fmt.Sprint(i), int64(10+i))
-				results <- err
-			}()
-		}
-		wg.Wait()
-		close(results)
-		won := 0
-		for err := range results {
-			switch {
-			case err == nil:
-				won++
-			case !errors.Is(err, ErrFinished):
+		for round := range rounds {
+			id := fmt.Sprint("e", round)
+			if err := s.InsertExecution(bg, &Execution{APIKey: "k1", ID: id, StartedAt: 1, Status: StatusRunning}); err != nil {
 				t.Fatal(err)
 			}
-		}
-		if won != 1 {
-			t.Fatalf("%d finishes won, want 1", won)
+			var wg sync.WaitGroup
+			results := make(chan error, finishers)
+			for i := range finishers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, err := s.FinishExecution(bg, "k1", id, statuses[i%4], fmt.Sprint(i), int64(10+i))
+					results <- err
+				}()
+			}
+			wg.Wait()
+			close(results)
+			won := 0
+			for err := range results {
+				switch {
+				case err == nil:
+					won++
+				case !errors.Is(err, ErrFinished):
+					t.Fatal(err)
+				}
+			}
+			if won != 1 {
+				t.Fatalf("round %d: %d finishes won, want 1", round, won)
+			}
 		}
 		es, _ := s.ListExecutions(bg, "k1", ExecutionFilter{}, nil, false, 0)
-		if len(es) != 1 || es[0].Status == StatusRunning || es[0].CompletedAt == nil {
-			t.Fatalf("after the race: %+v", es[0])
+		for _, e := range es {
+			if e.Status == StatusRunning || e.CompletedAt == nil || *e.DurationMs != *e.CompletedAt-1 {
+				t.Fatalf("after the race: %+v", e)
+			}
 		}
 	})
 }
