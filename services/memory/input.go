@@ -73,7 +73,7 @@ func checkVersion(field string, v float64) error {
 }
 
 // checkRecord checks Record Judgments and returns the judgments to embed and write (tenant,
-// generations, revision and vectors left to the caller; CreatedAt 0 means now).
+// generations, revision and vectors left to the caller; CreatedAt -1 means now).
 func checkRecord(req *memoryv1.RecordJudgmentsRequest) ([]*Judgment, error) {
 	if err := validate.ID("organizationId", req.GetOrganizationId()); err != nil {
 		return nil, err
@@ -129,7 +129,7 @@ func checkRecord(req *memoryv1.RecordJudgmentsRequest) ([]*Judgment, error) {
 		if err := checkUser(field+".actionUser", n.GetActionUser()); err != nil {
 			return nil, err
 		}
-		var created int64
+		created := int64(-1) // now, set when written
 		if n.CreatedAt != nil {
 			c := n.GetCreatedAt()
 			if math.IsNaN(c) || c < 0 || c > maxEpochMs || c != math.Trunc(c) {

@@ -177,7 +177,7 @@ func (s *Server) RecordJudgments(ctx context.Context, req *memoryv1.RecordJudgme
 		if j.RecordID == "" {
 			j.RecordID = "jdg_" + ids.Random(24)
 		}
-		if j.CreatedAt == 0 {
+		if j.CreatedAt < 0 {
 			j.CreatedAt = now
 		}
 		j.APIKey, j.OrganizationGeneration, j.DocumentGeneration, j.Rev = c.APIKey, orgGen, docGens[j.DocumentID], ids.Random(12)

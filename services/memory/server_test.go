@@ -281,6 +281,14 @@ func TestRecordUpdateDeleteAndSearch(t *testing.T) {
 			t.Errorf("generated id %q", id)
 		}
 	}
+	// createdAt given, even 0, is kept.
+	h.record(t, &memoryv1.NewJudgment{RecordId: "epoch", Decision: "approve", CreatedAt: f64(0)})
+	if got := h.search(t, &memoryv1.SearchJudgmentsRequest{RecencyDays: i32(365)}); slices.Contains(recordIDs(got), "epoch") {
+		t.Fatalf("createdAt 0 became now: %v", recordIDs(got))
+	}
+	if _, err := h.srv.DeleteJudgments(k1, &memoryv1.DeleteJudgmentsRequest{OrganizationId: "o", RecordIds: []string{"epoch"}}); err != nil {
+		t.Fatal(err)
+	}
 	got := h.search(t, &memoryv1.SearchJudgmentsRequest{Query: "contrast of the text", OrganizationId: "o"})
 	if recordIDs(got)[0] != "contrast" || got.GetTotalInScope() != 3 || len(got.GetResults()) != 3 {
 		t.Fatalf("search: %v", got)
