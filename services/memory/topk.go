@@ -177,6 +177,17 @@ func newest(cands []*Judgment, k int, asc bool) []*Judgment {
 		}
 		return cmp.Compare(a.RecordID, b.RecordID)
 	}
-	slices.SortFunc(cands, order)
-	return cands[:min(k, len(cands))]
+	// One pass keeping the k first in order: most candidates lose to the k-th at once.
+	top := make([]*Judgment, 0, k+1)
+	for _, j := range cands {
+		if len(top) == k && order(j, top[k-1]) >= 0 {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(top, j, order)
+		top = slices.Insert(top, i, j)
+		if len(top) > k {
+			top = top[:k]
+		}
+	}
+	return top
 }
