@@ -3,6 +3,7 @@ package e2e
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 // These tests run the memory service with its default embedder, the local model
@@ -27,12 +28,13 @@ func TestMemoryJudgmentsOverHTTPWithLocalModel(t *testing.T) {
 func testMemoryJudgmentsOverHTTP(t *testing.T, s *system) {
 	k := s.devKey()
 	s.addOrganization(t, k, "o")
+	before := float64(time.Now().Add(-time.Hour).UnixMilli())
 	added := s.call("/v2/memory/judgments/add", k, map[string]any{"organizationId": "o", "judgments": []any{
 		map[string]any{"recordId": "contrast", "documentId": "d", "decision": "reject", "reasoning": "The grey caption has very low contrast on the light photo.",
-			"confidence": 0.8, "actionUser": map[string]any{"userId": "u1", "name": "Ada"}, "judgeType": "agent", "annotationId": "thread-1",
+			"confidence": 0.8, "actionUser": map[string]any{"userId": "u1", "name": "Ada"}, "judgeType": "agent", "annotationId": "thread-1", "createdAt": before,
 			"agent": map[string]any{"agentId": "a1", "agentName": "Accessibility", "agentVersion": 2}, "content": "Banner image with a caption"},
-		map[string]any{"recordId": "invoice", "decision": "approve", "reasoning": "The invoice total matches the purchase order.", "annotationId": "thread-1"},
-		map[string]any{"recordId": "logo", "decision": "approve", "reasoning": "Logo placement follows the brand guidelines."},
+		map[string]any{"recordId": "invoice", "decision": "approve", "reasoning": "The invoice total matches the purchase order.", "annotationId": "thread-1", "createdAt": before + 1},
+		map[string]any{"recordId": "logo", "decision": "approve", "reasoning": "Logo placement follows the brand guidelines.", "createdAt": before + 2},
 	}}).data(t, "Judgment(s) recorded successfully.")
 	if len(added) != 3 || added["contrast"].(map[string]any)["message"] != "Judgment recorded." {
 		t.Fatalf("add: %v", added)
