@@ -26,14 +26,14 @@ func TestDefaults(t *testing.T) {
 	if c.HTTPAddr != "127.0.0.1:8080" || c.GRPCAddr != "127.0.0.1:9090" || c.MongoURI != "" || c.AuthCacheTTL != 5*time.Second {
 		t.Fatalf("defaults %+v", c)
 	}
-	if !slices.Equal(c.Services, []string{"access", "activity", "crdt", "documents", "events", "gateway", "notifications", "users", "webhooks", "workspace"}) || !c.AllInOne() {
+	if !slices.Equal(c.Services, []string{"access", "activity", "crdt", "documents", "events", "gateway", "memory", "notifications", "users", "webhooks", "workspace"}) || !c.AllInOne() {
 		t.Fatalf("services %v", c.Services)
 	}
 }
 
 func TestEnvironmentTwinsAndFlagsWin(t *testing.T) {
 	env := map[string]string{"COLLAB_HTTP_ADDR": "0.0.0.0:1", "COLLAB_MONGO_URI": "mongodb://x/db", "COLLAB_AUTH_CACHE_TTL": "1s", "COLLAB_DOCUMENTS_ADDR": "d:1"}
-	c, err := parse(t, env, "--http-addr=127.0.0.1:2", "--services=gateway,workspace,users,access,events,activity,notifications,crdt,webhooks", "--internal-token=9c1e4f7a2b8d05e3f6a9c2d1b4e7f0a3")
+	c, err := parse(t, env, "--http-addr=127.0.0.1:2", "--services=gateway,workspace,users,access,events,activity,notifications,memory,crdt,webhooks", "--internal-token=9c1e4f7a2b8d05e3f6a9c2d1b4e7f0a3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,9 +50,9 @@ func TestNeedsDeriveFromModules(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string][]string{
-		"gateway":   {"workspace", "documents", "users", "access", "events", "activity", "notifications", "crdt", "webhooks"},
+		"gateway":   {"workspace", "documents", "users", "access", "events", "activity", "notifications", "memory", "crdt", "webhooks"},
 		"workspace": nil,
-		"documents": {"workspace", "users", "access", "activity", "notifications", "crdt"},
+		"documents": {"workspace", "users", "access", "activity", "notifications", "memory", "crdt"},
 		"users":     {"workspace", "documents", "access", "notifications"},
 		"access":    {"workspace", "documents"},
 		// events publishes every domain type; only activity consumes any today.
@@ -61,6 +61,8 @@ func TestNeedsDeriveFromModules(t *testing.T) {
 		// notifications fans out its own notification.add, then webhooks sends it.
 		"notifications": {"workspace", "documents", "users", "access", "webhooks"},
 		"webhooks":      {"workspace"},
+		// memory asks documents for generations; it publishes nothing.
+		"memory": {"workspace", "documents"},
 		// crdt publishes crdt.update_data, which activity records and webhooks sends.
 		"crdt": {"workspace", "documents", "access", "activity", "webhooks"},
 	} {
@@ -80,7 +82,7 @@ func TestNeedsDeriveFromModules(t *testing.T) {
 	if got := c.Consumers("crdt.update_data"); !slices.Equal(got, []string{"activity", "webhooks"}) {
 		t.Errorf("crdt.update_data goes to %v", got)
 	}
-	if got := c.Consumers("document.migrated"); !slices.Equal(got, []string{"documents", "users", "access", "activity", "notifications", "crdt"}) {
+	if got := c.Consumers("document.migrated"); !slices.Equal(got, []string{"documents", "users", "access", "activity", "notifications", "memory", "crdt"}) {
 		t.Errorf("document.migrated goes to %v", got)
 	}
 	if got := c.Consumers("huddle.join"); !slices.Equal(got, []string{"webhooks"}) {
@@ -167,7 +169,7 @@ func TestHTTPPeerAddress(t *testing.T) {
 	}
 	// A process that runs crdt serves its routes; one without the gateway serves no one else's.
 	for _, args := range [][]string{nil, {"--services=gateway,crdt", "--workspace-addr=w:1", "--documents-addr=d:1", "--access-addr=a:1",
-		"--activity-addr=a:1", "--webhooks-addr=w:1", "--users-addr=u:1", "--events-addr=e:1", "--notifications-addr=n:1",
+		"--activity-addr=a:1", "--webhooks-addr=w:1", "--users-addr=u:1", "--events-addr=e:1", "--notifications-addr=n:1", "--memory-addr=m:1",
 		"--internal-token=9c1e4f7a2b8d05e3f6a9c2d1b4e7f0a3"}} {
 		cfg, err := parse(t, nil, args...)
 		if err != nil {

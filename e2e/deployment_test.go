@@ -25,7 +25,7 @@ func freeAddr(t *testing.T) string {
 }
 
 // The services and the gateway in four processes: workspace alone, the data services
-// together, events, activity, notifications, crdt and webhooks together, the gateway alone. Every call crosses process
+// together, events, activity, notifications, memory, crdt and webhooks together, the gateway alone. Every call crosses process
 // boundaries over gRPC, and events travel between the processes: deletions from documents to
 // users, access and activity, a published event from events to activity. Live sync reaches
 // crdt through the gateway's URL, the one public entry point: the gateway proxies the
@@ -39,12 +39,12 @@ func TestSplitProcesses(t *testing.T) {
 	// the second process's address is chosen before either starts.
 	feedAddr := freeAddr(t)
 	data := start(t, config(t, "--services=documents,users,access", "--workspace-addr="+ws.proc.GRPCAddr, "--internal-token="+testInternalToken,
-		"--events-addr="+feedAddr, "--activity-addr="+feedAddr, "--notifications-addr="+feedAddr, "--crdt-addr="+feedAddr))
-	peers := []string{"--workspace-addr=" + ws.proc.GRPCAddr, "--events-addr=" + feedAddr, "--activity-addr=" + feedAddr, "--notifications-addr=" + feedAddr, "--crdt-addr=" + feedAddr, "--webhooks-addr=" + feedAddr}
+		"--events-addr="+feedAddr, "--activity-addr="+feedAddr, "--notifications-addr="+feedAddr, "--memory-addr="+feedAddr, "--crdt-addr="+feedAddr))
+	peers := []string{"--workspace-addr=" + ws.proc.GRPCAddr, "--events-addr=" + feedAddr, "--activity-addr=" + feedAddr, "--notifications-addr=" + feedAddr, "--memory-addr=" + feedAddr, "--crdt-addr=" + feedAddr, "--webhooks-addr=" + feedAddr}
 	for _, s := range []string{"documents", "users", "access"} {
 		peers = append(peers, "--"+s+"-addr="+data.proc.GRPCAddr)
 	}
-	feed := start(t, config(t, "--services=events,activity,notifications,crdt,webhooks", "--grpc-addr="+feedAddr, "--internal-token="+testInternalToken,
+	feed := start(t, config(t, "--services=events,activity,notifications,memory,crdt,webhooks", "--grpc-addr="+feedAddr, "--internal-token="+testInternalToken,
 		"--workspace-addr="+ws.proc.GRPCAddr, "--documents-addr="+data.proc.GRPCAddr, "--users-addr="+data.proc.GRPCAddr, "--access-addr="+data.proc.GRPCAddr))
 	if feed.proc.HTTPAddr == "" {
 		t.Fatal("the process running crdt serves no HTTP: live sync needs its listener")
@@ -93,9 +93,21 @@ func TestSplitProcesses(t *testing.T) {
 	if got := logs(); len(got) != 1 || got[0].(map[string]any)["id"] != "e1" {
 		t.Fatalf("activity across processes: %v", got)
 	}
+	// An agent execution started in the memory process under the organization (whose
+	// generation memory asks documents for) goes with the organization's deletion too.
+	gw.call("/v2/agents/execution/start", k, map[string]any{"agentId": "a", "organizationId": "o"}).data(t, "Agent execution started successfully.")
+	executions := func() []any {
+		return gw.call("/v2/agents/execution/list", k, map[string]any{"organizationId": "o"}).ok(t)["items"].([]any)
+	}
+	if got := executions(); len(got) != 1 {
+		t.Fatalf("agent executions across processes: %v", got)
+	}
 	gw.call("/v2/organizations/delete", k, map[string]any{"organizationIds": []string{"o"}}).data(t, "")
 	if got := logs(); len(got) != 0 {
 		t.Fatalf("activity outlived its organization: %v", got)
+	}
+	if got := executions(); len(got) != 0 {
+		t.Fatalf("agent executions outlived their organization: %v", got)
 	}
 	// A notification fans out in its process, reading members from users in another.
 	gw.call("/v2/users/add", k, map[string]any{"organizationId": "o2", "createOrganization": true, "users": users("u1", "u2")}).data(t, "")
@@ -117,7 +129,7 @@ func TestSplitProcesses(t *testing.T) {
 
 func TestSplitProcessesNotReadyWithoutPeer(t *testing.T) {
 	args := []string{"--services=gateway"}
-	for _, s := range []string{"workspace", "documents", "users", "access", "events", "activity", "notifications", "crdt", "webhooks"} {
+	for _, s := range []string{"workspace", "documents", "users", "access", "events", "activity", "notifications", "memory", "crdt", "webhooks"} {
 		args = append(args, "--"+s+"-addr=127.0.0.1:1")
 	}
 	gw := start(t, config(t, args...))
@@ -133,7 +145,7 @@ func TestSplitProcessesNotReadyWithoutPeer(t *testing.T) {
 // listens, 503 too.
 func TestSplitGatewayWithoutCrdtHTTPAddr(t *testing.T) {
 	args := []string{"--services=gateway", "--log-level=warn"}
-	for _, s := range []string{"workspace", "documents", "users", "access", "events", "activity", "notifications", "crdt", "webhooks"} {
+	for _, s := range []string{"workspace", "documents", "users", "access", "events", "activity", "notifications", "memory", "crdt", "webhooks"} {
 		args = append(args, "--"+s+"-addr=127.0.0.1:1")
 	}
 	logged := &lockedBuffer{}

@@ -10,6 +10,7 @@ import (
 	"github.com/collab/collab/services/crdt"
 	"github.com/collab/collab/services/documents"
 	"github.com/collab/collab/services/events"
+	"github.com/collab/collab/services/memory"
 	"github.com/collab/collab/services/notifications"
 	"github.com/collab/collab/services/users"
 	"github.com/collab/collab/services/webhooks"
@@ -28,6 +29,7 @@ func All() []service.Module {
 		events.Module(),
 		activity.Module(),
 		notifications.Module(),
+		memory.Module(),
 		crdt.Module(),
 		webhooks.Module(),
 	}
