@@ -28,7 +28,7 @@ func TestMemoryJudgmentsOverHTTPWithLocalModel(t *testing.T) {
 func testMemoryJudgmentsOverHTTP(t *testing.T, s *system) {
 	k := s.devKey()
 	s.addOrganization(t, k, "o")
-	before := float64(time.Now().Add(-time.Hour).UnixMilli())
+	before := float64(s.clock.Now().Add(-time.Hour).UnixMilli()) // the process's clock decides "now"
 	added := s.call("/v2/memory/judgments/add", k, map[string]any{"organizationId": "o", "judgments": []any{
 		map[string]any{"recordId": "contrast", "documentId": "d", "decision": "reject", "reasoning": "The grey caption has very low contrast on the light photo.",
 			"confidence": 0.8, "actionUser": map[string]any{"userId": "u1", "name": "Ada"}, "judgeType": "agent", "annotationId": "thread-1", "createdAt": before,
