@@ -44,13 +44,14 @@ import (
 func main() {
 	data := flag.String("data", "bench/memoryquality/testdata", "directory holding judgments.json and queries.json")
 	calls := flag.Int("calls", 200, "single-query embedding calls timed")
+	verbose := flag.Bool("v", false, "print each query's first 5 ids by each method")
 	flag.Parse()
-	if err := run(*data, *calls); err != nil {
+	if err := run(*data, *calls, *verbose); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(dir string, calls int) error {
+func run(dir string, calls int, verbose bool) error {
 	js, qs, err := load(dir)
 	if err != nil {
 		return err
@@ -63,6 +64,15 @@ func run(dir string, calls int) error {
 	rep, err := evaluate(ctx, e, js, qs)
 	if err != nil {
 		return err
+	}
+	if verbose {
+		for _, q := range rep.queries {
+			fmt.Printf("%q relevant %v\n", q.query, q.relevant)
+			for _, m := range methods {
+				fmt.Printf("  recall@5 %.2f  %v  %s\n", q.recall5[m], q.top5[m], m)
+			}
+		}
+		fmt.Println()
 	}
 	fmt.Printf("%d judgments, %d queries (%d share no word with their judgments, %d share at most a quarter of their words, %d more); embedder %s, GOMAXPROCS %d, %s/%s, %s\n\n",
 		len(js), len(qs), rep.buckets[0], rep.buckets[1], rep.buckets[2], e.Name(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
@@ -181,6 +191,15 @@ type report struct {
 	all     map[string]*score
 	bucket  [3]map[string]*score
 	buckets [3]int // queries per bucket
+	queries []queryResult
+}
+
+// queryResult is one query's first 5 ids and recall@5 by each method.
+type queryResult struct {
+	query    string
+	relevant []string
+	top5     map[string][]string
+	recall5  map[string]float64
 }
 
 // Recall5 is a method's recall@5 over all queries.
@@ -264,11 +283,17 @@ func evaluate(ctx context.Context, e embed.Embedder, js []Judgment, qs []Query) 
 			methodBM25:   lexical,
 			methodHybrid: fuse(len(js), dense, lexical),
 		}
+		qr := queryResult{query: q.Query, relevant: q.Relevant, top5: map[string][]string{}, recall5: map[string]float64{}}
 		for m, ranking := range rankings {
 			rc, rr := recallAt(ranking, relevant, 5), reciprocalRank(ranking, relevant)
 			r.all[m].add(rc, rr)
 			r.bucket[b][m].add(rc, rr)
+			qr.recall5[m] = rc
+			for _, i := range ranking[:min(5, len(ranking))] {
+				qr.top5[m] = append(qr.top5[m], js[i].ID)
+			}
 		}
+		r.queries = append(r.queries, qr)
 	}
 	return r, nil
 }
