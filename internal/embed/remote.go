@@ -78,10 +78,14 @@ func NewRemote(cfg RemoteConfig) (Embedder, error) {
 	}
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("embed: remote: URL %q is not an http(s) URL", cfg.URL)
+		return nil, errors.New("embed: remote: the URL is not an http(s) URL")
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("embed: remote: URL %q has a query or fragment", cfg.URL)
+		return nil, fmt.Errorf("embed: remote: URL %q has a query or fragment", u.Redacted())
+	}
+	if u.User != nil {
+		// Credentials go in the key setting (a secret); a URL is named in errors and logs.
+		return nil, fmt.Errorf("embed: remote: URL %q holds credentials; give the key as the API key setting", u.Redacted())
 	}
 	base := strings.TrimRight(u.String(), "/")
 	base = strings.TrimSuffix(base, "/v1")

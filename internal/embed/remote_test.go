@@ -175,6 +175,11 @@ func TestRemoteURLForms(t *testing.T) {
 			t.Errorf("NewRemote(%+v): no error", cfg)
 		}
 	}
+	// Credentials in the URL are refused, and not repeated in the error.
+	_, err := NewRemote(RemoteConfig{URL: "https://user:s3cret@embed.example.com/v1", Model: "m"})
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("URL with credentials: %v", err)
+	}
 }
 
 func TestRemoteReorderedIndices(t *testing.T) {

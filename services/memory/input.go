@@ -298,8 +298,9 @@ func checkSearch(req *memoryv1.SearchJudgmentsRequest, apiKey string, now time.T
 		if d < 1 || d > maxRecencyDays {
 			return nil, apierr.InvalidArgument("recencyDays must be between 1 and %d.", maxRecencyDays)
 		}
-		since := now.UnixMilli() - int64(d)*dayMs
-		s.filter.Since, s.filter.Until = &since, nil
+		// The window ends now: a judgment dated in the future is not "recent activity".
+		since, until := now.UnixMilli()-int64(d)*dayMs, now.UnixMilli()
+		s.filter.Since, s.filter.Until = &since, &until
 		s.recency = true
 	}
 	if !s.annotation && !s.recency {

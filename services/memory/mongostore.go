@@ -252,6 +252,13 @@ type finishDoc struct {
 	Status      string `bson:"status"`
 	Message     string `bson:"message"`
 	CompletedAt int64  `bson:"completedAt"`
+	// Where the execution lives, so the marker (it holds the caller's message) goes with its
+	// organization's or document's deletion and follows a migration.
+	APIKey                 string `bson:"apiKey"`
+	OrganizationID         string `bson:"organizationId"`
+	OrganizationGeneration string `bson:"orgGen"`
+	DocumentID             string `bson:"documentId"`
+	DocumentGeneration     string `bson:"docGen"`
 }
 
 func (s *MongoStore) execution(ctx context.Context, key string) (*Execution, error) {
@@ -275,7 +282,9 @@ func (s *MongoStore) FinishExecution(ctx context.Context, apiKey, id, status, me
 	if e.Status != StatusRunning {
 		return nil, ErrFinished
 	}
-	f := finishDoc{Key: key, Status: status, Message: message, CompletedAt: completedAt}
+	f := finishDoc{Key: key, Status: status, Message: message, CompletedAt: completedAt,
+		APIKey: e.APIKey, OrganizationID: e.OrganizationID, OrganizationGeneration: e.OrganizationGeneration,
+		DocumentID: e.DocumentID, DocumentGeneration: e.DocumentGeneration}
 	if _, err := s.finished.InsertOne(ctx, f); mongodb.IsDuplicateKey(err) {
 		// Another finish won. If it died before updating the execution, finish its work, so
 		// the execution shows the outcome that won.
@@ -349,7 +358,7 @@ func (s *MongoStore) ListExecutions(ctx context.Context, apiKey string, f Execut
 func ofGeneration(gen string) bson.M { return bson.M{"$in": bson.A{gen, ""}} }
 
 func (s *MongoStore) deleteMany(ctx context.Context, what string, q bson.D) error {
-	for _, c := range []*mongo.Collection{s.judgments, s.executions} {
+	for _, c := range []*mongo.Collection{s.judgments, s.executions, s.finished} {
 		if _, err := c.DeleteMany(ctx, q); err != nil {
 			return fmt.Errorf("memory store: %s: %w", what, err)
 		}
@@ -381,7 +390,7 @@ func (s *MongoStore) MoveDocument(ctx context.Context, apiKey, orgID, from, to, 
 	if from == "" || from == to {
 		return nil
 	}
-	for _, c := range []*mongo.Collection{s.judgments, s.executions} {
+	for _, c := range []*mongo.Collection{s.judgments, s.executions, s.finished} {
 		if _, err := c.UpdateMany(ctx, documentFilter(apiKey, orgID, from, gen), bson.M{"$set": bson.M{"documentId": to}}); err != nil {
 			return fmt.Errorf("memory store: move document: %w", err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"os"
 	"slices"
 	"sort"
@@ -403,4 +404,32 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			}
 		}
 	})
+}
+
+// A finished execution's marker (it holds the caller's message) goes with its organization's
+// deletion and follows its document's migration, like the execution.
+func TestMongoFinishMarkersFollowTheirExecution(t *testing.T) {
+	s := newMongoStore(t)
+	ctx := context.Background()
+	for _, id := range []string{"x1", "x2"} {
+		e := &Execution{APIKey: "k", ID: id, OrganizationID: "o", OrganizationGeneration: "og", DocumentID: "d", DocumentGeneration: "dg", AgentID: "a", Status: StatusRunning, StartedAt: 1}
+		if err := s.InsertExecution(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.FinishExecution(ctx, "k", id, "passed", "secret words", 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.MoveDocument(ctx, "k", "o", "d", "d2", "dg"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.finished.CountDocuments(ctx, bson.M{"documentId": "d2"}); err != nil || n != 2 {
+		t.Fatalf("markers moved: %d, %v", n, err)
+	}
+	if err := s.DeleteOrganization(ctx, "k", "o", "og"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.finished.CountDocuments(ctx, bson.M{}); err != nil || n != 0 {
+		t.Fatalf("%d finish markers outlived their organization (%v)", n, err)
+	}
 }
