@@ -208,16 +208,20 @@ func (s *MemoryStore) ScanJudgments(ctx context.Context, sc Scope, f Filter, _ s
 	return ctx.Err()
 }
 
-func (s *MemoryStore) StaleJudgments(_ context.Context, embedder string, limit int) ([]*Judgment, error) {
+func (s *MemoryStore) StaleJudgments(_ context.Context, embedder string, limit int, skip []JudgmentRef) ([]*Judgment, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	skipped := make(map[JudgmentRef]bool, len(skip))
+	for _, r := range skip {
+		skipped[r] = true
+	}
 	out := []*Judgment{}
 	for _, o := range s.orgs {
 		for _, j := range o.byID {
 			if len(out) == limit {
 				return out, nil
 			}
-			if j.Embedder != embedder {
+			if j.Embedder != embedder && !skipped[RefOf(j)] {
 				out = append(out, copyJudgment(j))
 			}
 		}

@@ -187,8 +187,16 @@ func (s *MongoStore) ScanJudgments(ctx context.Context, sc Scope, f Filter, with
 	return nil
 }
 
-func (s *MongoStore) StaleJudgments(ctx context.Context, embedder string, limit int) ([]*Judgment, error) {
-	cur, err := s.judgments.Find(ctx, bson.M{"embedder": bson.M{"$ne": embedder}},
+func (s *MongoStore) StaleJudgments(ctx context.Context, embedder string, limit int, skip []JudgmentRef) ([]*Judgment, error) {
+	q := bson.M{"embedder": bson.M{"$ne": embedder}}
+	if len(skip) > 0 {
+		keys := make(bson.A, len(skip))
+		for i, r := range skip {
+			keys[i] = judgmentKey(r.APIKey, r.OrganizationID, r.RecordID)
+		}
+		q["_id"] = bson.M{"$nin": keys}
+	}
+	cur, err := s.judgments.Find(ctx, q,
 		options.Find().SetLimit(int64(limit)).SetProjection(bson.M{"reviewVec": 0, "contentVec": 0}))
 	if err != nil {
 		return nil, fmt.Errorf("memory store: stale judgments: %w", err)

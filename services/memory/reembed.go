@@ -27,6 +27,26 @@ type reembedState struct {
 	state     string // idle, running, failing
 	done      int64
 	lastError string
+	// skipped are judgments the embedder refused alone, left out of the job until the process
+	// restarts (at most maxRefused, the oldest forgotten first).
+	skipped []JudgmentRef
+}
+
+const maxRefused = 1000
+
+func (r *reembedState) refuse(ref JudgmentRef) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.skipped) == maxRefused {
+		r.skipped = r.skipped[1:]
+	}
+	r.skipped = append(r.skipped, ref)
+}
+
+func (r *reembedState) refused() []JudgmentRef {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]JudgmentRef(nil), r.skipped...)
 }
 
 func (r *reembedState) add(n int) {
@@ -50,12 +70,34 @@ func (r *reembedState) set(state string, err error) {
 // and whether more may be pending.
 func (s *Server) ReembedBatch(ctx context.Context) (int, bool, error) {
 	name := s.embedder.Name()
-	stale, err := s.store.StaleJudgments(ctx, name, reembedBatch)
+	stale, err := s.store.StaleJudgments(ctx, name, reembedBatch, s.reembed.refused())
 	if err != nil || len(stale) == 0 {
 		return 0, false, err
 	}
 	if err := s.vectorize(ctx, stale, msgUnavailable); err != nil {
-		return 0, true, err
+		// One text the model refuses (too long for a remote model's context, say) must not
+		// hold the rest back: one at a time. When some pass alone, the model is up and those
+		// still refused alone are set aside (counted in the status) until the process
+		// restarts; when none pass, the model is down and nothing is set aside.
+		if len(stale) == 1 {
+			return 0, true, err
+		}
+		var ok []*Judgment
+		var refused []JudgmentRef
+		for _, j := range stale {
+			if s.vectorize(ctx, []*Judgment{j}, msgUnavailable) == nil {
+				ok = append(ok, j)
+			} else {
+				refused = append(refused, RefOf(j))
+			}
+		}
+		if len(ok) == 0 || ctx.Err() != nil {
+			return 0, true, err
+		}
+		for _, r := range refused {
+			s.reembed.refuse(r)
+		}
+		stale = ok
 	}
 	n := 0
 	defer func() { s.reembed.add(n) }()
@@ -119,5 +161,6 @@ func (s *Server) GetEmbeddingStatus(ctx context.Context, _ *memoryv1.GetEmbeddin
 	return &memoryv1.GetEmbeddingStatusResponse{
 		Embedder: s.embedder.Name(), Dim: int32(s.embedder.Dim()), Pending: float64(pending),
 		Reembedded: float64(s.reembed.done), State: state, LastError: s.reembed.lastError,
+		Refused: float64(len(s.reembed.skipped)),
 	}, nil
 }

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -755,5 +756,41 @@ func TestServerOnMongoStore(t *testing.T) {
 	}
 	if got := h.search(t, &memoryv1.SearchJudgmentsRequest{OrganizationId: "o", Filters: &memoryv1.SearchFilters{AnnotationId: "t"}}); !slices.Equal(recordIDs(got), []string{"c"}) {
 		t.Fatalf("annotation: %v", recordIDs(got))
+	}
+}
+
+// refusing is a model that refuses texts holding a word, and embeds the others.
+type refusing struct {
+	*bagEmbedder
+	word string
+}
+
+func (r *refusing) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	for _, t := range texts {
+		if strings.Contains(t, r.word) {
+			return nil, errors.New("input too long for the model's context")
+		}
+	}
+	return r.bagEmbedder.Embed(ctx, texts)
+}
+
+// A text the model refuses even alone does not hold back the re-embedding of the others: it
+// is set aside and counted, and the rest are re-embedded.
+func TestReembeddingSetsAsideWhatTheModelRefuses(t *testing.T) {
+	store := NewMemoryStore()
+	old := newHarnessOn(t, store, newBag(32))
+	old.record(t, jdg("a", "reject", "poison text"), jdg("b", "approve", "fine photo"), jdg("c", "approve", "good crop"))
+	h := newHarnessOn(t, store, newBag(64))
+	h.srv.embedder = &refusing{bagEmbedder: newBag(64), word: "poison"}
+	n, _, err := h.srv.ReembedBatch(context.Background())
+	if err != nil || n != 2 {
+		t.Fatalf("re-embedded %d, %v", n, err)
+	}
+	st, err := h.srv.GetEmbeddingStatus(context.Background(), &memoryv1.GetEmbeddingStatusRequest{})
+	if err != nil || st.GetPending() != 1 || st.GetRefused() != 1 {
+		t.Fatalf("status %v, %v", st, err)
+	}
+	if n, more, err := h.srv.ReembedBatch(context.Background()); err != nil || n != 0 || more {
+		t.Fatalf("after setting aside: %d more %v %v", n, more, err)
 	}
 }

@@ -179,7 +179,8 @@ type Store interface {
 
 	// StaleJudgments returns up to limit judgments (of any tenant) whose vectors do not come
 	// from the embedder named, with their texts; CountStale counts them.
-	StaleJudgments(ctx context.Context, embedder string, limit int) ([]*Judgment, error)
+	// skip names judgments to leave out (JudgmentRef), those the embedder refused.
+	StaleJudgments(ctx context.Context, embedder string, limit int, skip []JudgmentRef) ([]*Judgment, error)
 	CountStale(ctx context.Context, embedder string) (int64, error)
 	// SetVectors replaces the vectors of the judgment j names, if it is still the revision j
 	// holds (ErrChanged otherwise).
@@ -213,4 +214,12 @@ type Store interface {
 
 	// Ping reports whether the store answers.
 	Ping(ctx context.Context) error
+}
+
+// JudgmentRef names one judgment: its tenant, organization and record id.
+type JudgmentRef struct{ APIKey, OrganizationID, RecordID string }
+
+// RefOf is the judgment's JudgmentRef.
+func RefOf(j *Judgment) JudgmentRef {
+	return JudgmentRef{APIKey: j.APIKey, OrganizationID: j.OrganizationID, RecordID: j.RecordID}
 }

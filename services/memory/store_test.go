@@ -171,7 +171,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		if n, err := s.CountStale(bg, "bag-8"); err != nil || n != 1 {
 			t.Fatalf("stale count %d, %v", n, err)
 		}
-		stale, err := s.StaleJudgments(bg, "bag-8", 10)
+		stale, err := s.StaleJudgments(bg, "bag-8", 10, nil)
 		if err != nil || len(stale) != 1 || stale[0].RecordID != "b" || stale[0].Reasoning != "reason b" {
 			t.Fatalf("stale %v, %v", stale, err)
 		}

@@ -1504,8 +1504,11 @@ type GetEmbeddingStatusResponse struct {
 	// Judgments re-embedded by this process since it started.
 	Reembedded float64 `protobuf:"fixed64,4,opt,name=reembedded,proto3" json:"reembedded,omitempty"`
 	// idle (nothing pending), running, or failing (the last batch failed; retried).
-	State         string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
-	LastError     string `protobuf:"bytes,6,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	State     string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	LastError string `protobuf:"bytes,6,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// Pending judgments the embedder refused even alone (a text too long for a remote model's
+	// context, say), set aside by this process until it restarts so the rest go on.
+	Refused       float64 `protobuf:"fixed64,7,opt,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1580,6 +1583,13 @@ func (x *GetEmbeddingStatusResponse) GetLastError() string {
 		return x.LastError
 	}
 	return ""
+}
+
+func (x *GetEmbeddingStatusResponse) GetRefused() float64 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
 }
 
 var File_collab_memory_v1_memory_proto protoreflect.FileDescriptor
@@ -1734,7 +1744,7 @@ const file_collab_memory_v1_memory_proto_rawDesc = "" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
 	"nextCursor\x12\x19\n" +
 	"\bhas_more\x18\x03 \x01(\bR\ahasMore\"\x1b\n" +
-	"\x19GetEmbeddingStatusRequest\"\xb9\x01\n" +
+	"\x19GetEmbeddingStatusRequest\"\xd3\x01\n" +
 	"\x1aGetEmbeddingStatusResponse\x12\x1a\n" +
 	"\bembedder\x18\x01 \x01(\tR\bembedder\x12\x10\n" +
 	"\x03dim\x18\x02 \x01(\x05R\x03dim\x12\x18\n" +
@@ -1744,7 +1754,8 @@ const file_collab_memory_v1_memory_proto_rawDesc = "" +
 	"reembedded\x12\x14\n" +
 	"\x05state\x18\x05 \x01(\tR\x05state\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\x06 \x01(\tR\tlastError2\xb2\x06\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\x12\x18\n" +
+	"\arefused\x18\a \x01(\x01R\arefused2\xb2\x06\n" +
 	"\rMemoryService\x12h\n" +
 	"\x0fRecordJudgments\x12(.collab.memory.v1.RecordJudgmentsRequest\x1a%.collab.memory.v1.ItemResultsResponse\"\x04\xc8\xf3\x18\x01\x12h\n" +
 	"\x0fDeleteJudgments\x12(.collab.memory.v1.DeleteJudgmentsRequest\x1a%.collab.memory.v1.ItemResultsResponse\"\x04\xc8\xf3\x18\x01\x12l\n" +
