@@ -151,7 +151,15 @@ func (r *remote) Embed(ctx context.Context, texts []string) ([][]float32, error)
 	defer cancel()
 	var last *attemptError
 	for attempt := 0; ; attempt++ {
-		vecs, aerr := r.attempt(ctx, body, len(texts))
+		// Each attempt gets its share of the time left, so a hanging first attempt leaves
+		// room to try again; the last gets all that remains.
+		actx, acancel := ctx, context.CancelFunc(func() {})
+		if deadline, ok := ctx.Deadline(); ok && attempt < r.retries {
+			share := time.Until(deadline) / time.Duration(r.retries-attempt+1)
+			actx, acancel = context.WithTimeout(ctx, share)
+		}
+		vecs, aerr := r.attempt(actx, body, len(texts))
+		acancel()
 		if aerr == nil {
 			return vecs, nil
 		}
@@ -193,12 +201,12 @@ func (r *remote) attempt(ctx context.Context, body []byte, n int) ([][]float32, 
 	if err != nil {
 		// Network errors and timed-out attempts may pass; the url.Error names the endpoint,
 		// never the headers.
-		return nil, &attemptError{msg: r.redact(err.Error()), retry: ctx.Err() == nil}
+		return nil, &attemptError{msg: r.redact(err.Error()), retry: true}
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, r.maxResponse+1))
 	if err != nil {
-		return nil, &attemptError{msg: "reading the answer: " + r.redact(err.Error()), retry: ctx.Err() == nil}
+		return nil, &attemptError{msg: "reading the answer: " + r.redact(err.Error()), retry: true}
 	}
 	if int64(len(raw)) > r.maxResponse {
 		return nil, &attemptError{msg: fmt.Sprintf("the answer is over %d bytes", r.maxResponse)}

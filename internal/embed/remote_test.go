@@ -428,3 +428,27 @@ func TestRetryAfter(t *testing.T) {
 		t.Errorf("retryAfter(date in 10s) = %v", got)
 	}
 }
+
+// An attempt that hangs gets only its share of the timeout, so a retry still fits.
+func TestRemoteHangingAttemptIsRetried(t *testing.T) {
+	f := newFakeServer(t)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	f.handle = func(n int, w http.ResponseWriter, _ []string) bool {
+		if n > 0 {
+			return false // answer normally
+		}
+		select {
+		case <-release:
+		case <-time.After(5 * time.Second):
+		}
+		return true
+	}
+	e := f.embedder(t, RemoteConfig{Timeout: 3 * time.Second, Retries: 2})
+	if _, err := e.Embed(context.Background(), []string{"x"}); err != nil {
+		t.Fatalf("a hanging first attempt was not retried: %v", err)
+	}
+	if n := f.requests.Load(); n != 2 {
+		t.Fatalf("%d requests", n)
+	}
+}
