@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -167,6 +169,10 @@ func (s *MongoStore) ScanJudgments(ctx context.Context, sc Scope, f Filter, with
 	if withVector != EmbedContent {
 		proj["contentVec"] = 0
 	}
+	dead, err := s.deadGenerations(ctx, sc.APIKey)
+	if err != nil {
+		return err
+	}
 	cur, err := s.judgments.Find(ctx, q, options.Find().SetProjection(proj))
 	if err != nil {
 		return fmt.Errorf("memory store: scan judgments: %w", err)
@@ -177,7 +183,11 @@ func (s *MongoStore) ScanJudgments(ctx context.Context, sc Scope, f Filter, with
 		if err := cur.Decode(&d); err != nil {
 			return fmt.Errorf("memory store: scan judgments: %w", err)
 		}
-		if !fn(d.judgment()) {
+		j := d.judgment()
+		if dead.has(j.OrganizationGeneration, j.DocumentGeneration) {
+			continue
+		}
+		if !fn(j) {
 			return nil
 		}
 	}
@@ -343,21 +353,33 @@ func (s *MongoStore) ListExecutions(ctx context.Context, apiKey string, f Execut
 			bson.D{{Key: "startedAt", Value: after.StartedAt}, {Key: "id", Value: bson.M{beyond: after.ID}}},
 		}})
 	}
+	dead, err := s.deadGenerations(ctx, apiKey)
+	if err != nil {
+		return nil, err
+	}
 	opts := options.Find().SetSort(bson.D{{Key: "startedAt", Value: dir}, {Key: "id", Value: dir}})
-	if limit > 0 {
+	if limit > 0 && len(dead) == 0 {
 		opts.SetLimit(int64(limit))
 	}
 	cur, err := s.executions.Find(ctx, q, opts)
 	if err != nil {
 		return nil, fmt.Errorf("memory store: list executions: %w", err)
 	}
-	var docs []executionDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, fmt.Errorf("memory store: list executions: %w", err)
+	defer cur.Close(ctx)
+	out := []*Execution{}
+	for (limit <= 0 || len(out) < limit) && cur.Next(ctx) {
+		var d executionDoc
+		if err := cur.Decode(&d); err != nil {
+			return nil, fmt.Errorf("memory store: list executions: %w", err)
+		}
+		if dead.has(d.Execution.OrganizationGeneration, d.Execution.DocumentGeneration) {
+			continue
+		}
+		e := d.Execution
+		out = append(out, &e)
 	}
-	out := make([]*Execution, len(docs))
-	for i := range docs {
-		out[i] = &docs[i].Execution
+	if err := cur.Err(); err != nil {
+		return nil, fmt.Errorf("memory store: list executions: %w", err)
 	}
 	return out, nil
 }
@@ -459,4 +481,42 @@ func (s *MongoStore) Ping(ctx context.Context) error {
 		return fmt.Errorf("memory store: ping: %w", err)
 	}
 	return nil
+}
+
+// deadSet holds buried generations (organizations' and documents'); generations are random,
+// so a generation alone names its incarnation.
+type deadSet map[string]bool
+
+// has reports whether either generation is buried ("" never is).
+func (d deadSet) has(orgGen, docGen string) bool {
+	return len(d) > 0 && ((orgGen != "" && d[orgGen]) || (docGen != "" && d[docGen]))
+}
+
+// deadGenerations lists an API key's buried generations. A writer settles after writing (and
+// sweeps what it wrote under a generation buried meanwhile), but a crash, or a store error,
+// between its write and its settle leaves the record under the dead generation: readers skip
+// such records (docs/architecture.md: records under a dead generation are never read). The
+// memory store needs none of this: its records die with the process.
+func (s *MongoStore) deadGenerations(ctx context.Context, apiKey string) (deadSet, error) {
+	prefix := mongodb.Key(apiKey, "")
+	cur, err := s.tombstones.Find(ctx, bson.M{"_id": bson.M{"$regex": "^" + regexp.QuoteMeta(prefix)}},
+		options.Find().SetProjection(bson.M{"_id": 1}))
+	if err != nil {
+		return nil, fmt.Errorf("memory store: buried generations: %w", err)
+	}
+	var docs []struct {
+		Key string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, fmt.Errorf("memory store: buried generations: %w", err)
+	}
+	dead := deadSet{}
+	for _, d := range docs {
+		// apiKey, organization, kind, id, generation
+		parts := strings.Split(d.Key, "\x1f")
+		if len(parts) == 5 && (parts[2] == KindOrganization || parts[2] == KindDocument) && parts[4] != "" {
+			dead[parts[4]] = true
+		}
+	}
+	return dead, nil
 }

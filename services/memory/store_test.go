@@ -433,3 +433,38 @@ func TestMongoFinishMarkersFollowTheirExecution(t *testing.T) {
 		t.Fatalf("%d finish markers outlived their organization (%v)", n, err)
 	}
 }
+
+// Records a crash left under a buried generation (written, then the deletion came, and the
+// writer never settled) are never read: not by searches' scans, not by execution lists.
+func TestMongoRecordsUnderDeadGenerationsAreNotRead(t *testing.T) {
+	s := newMongoStore(t)
+	ctx := context.Background()
+	for i, gen := range []string{"og-dead", "og-live"} {
+		j := &Judgment{APIKey: "k", OrganizationID: fmt.Sprint("o", i), RecordID: "r", OrganizationGeneration: gen, Decision: "approve", Reasoning: "x", Embedder: "e"}
+		if _, err := s.PutJudgment(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		e := &Execution{APIKey: "k", ID: fmt.Sprint("x", i), OrganizationID: fmt.Sprint("o", i), OrganizationGeneration: gen, AgentID: "a", Status: StatusRunning, StartedAt: int64(i + 1)}
+		if err := s.InsertExecution(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The deletion of o0's generation is recorded; its sweep never ran (the crash).
+	if err := s.Bury(ctx, "k", "o0", KindOrganization, "o0", "og-dead"); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	if err := s.ScanJudgments(ctx, Scope{APIKey: "k"}, Filter{}, "", func(j *Judgment) bool {
+		seen = append(seen, j.OrganizationID)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(seen, []string{"o1"}) {
+		t.Fatalf("scan read %v", seen)
+	}
+	es, err := s.ListExecutions(ctx, "k", ExecutionFilter{}, nil, false, 1)
+	if err != nil || len(es) != 1 || es[0].ID != "x1" {
+		t.Fatalf("list read %v, %v", es, err)
+	}
+}
