@@ -208,7 +208,7 @@ func (s *MemoryStore) ScanJudgments(ctx context.Context, sc Scope, f Filter, _ s
 	return ctx.Err()
 }
 
-func (s *MemoryStore) StaleJudgments(_ context.Context, embedder string, limit int, skip []JudgmentRef) ([]*Judgment, error) {
+func (s *MemoryStore) StaleJudgments(_ context.Context, embedder string, dim, limit int, skip []JudgmentRef) ([]*Judgment, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	skipped := make(map[JudgmentRef]bool, len(skip))
@@ -221,7 +221,7 @@ func (s *MemoryStore) StaleJudgments(_ context.Context, embedder string, limit i
 			if len(out) == limit {
 				return out, nil
 			}
-			if j.Embedder != embedder && !skipped[RefOf(j)] {
+			if stale(j, embedder, dim) && !skipped[RefOf(j)] {
 				out = append(out, copyJudgment(j))
 			}
 		}
@@ -229,13 +229,13 @@ func (s *MemoryStore) StaleJudgments(_ context.Context, embedder string, limit i
 	return out, nil
 }
 
-func (s *MemoryStore) CountStale(_ context.Context, embedder string) (int64, error) {
+func (s *MemoryStore) CountStale(_ context.Context, embedder string, dim int) (int64, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var n int64
 	for _, o := range s.orgs {
 		for _, j := range o.byID {
-			if j.Embedder != embedder {
+			if stale(j, embedder, dim) {
 				n++
 			}
 		}

@@ -197,8 +197,16 @@ func (s *MongoStore) ScanJudgments(ctx context.Context, sc Scope, f Filter, with
 	return nil
 }
 
-func (s *MongoStore) StaleJudgments(ctx context.Context, embedder string, limit int, skip []JudgmentRef) ([]*Judgment, error) {
-	q := bson.M{"embedder": bson.M{"$ne": embedder}}
+// staleQuery matches judgments whose vectors are not the embedder's (see stale).
+func staleQuery(embedder string, dim int) bson.M {
+	if dim <= 0 {
+		return bson.M{"embedder": bson.M{"$ne": embedder}}
+	}
+	return bson.M{"$or": bson.A{bson.M{"embedder": bson.M{"$ne": embedder}}, bson.M{"dim": bson.M{"$ne": dim}}}}
+}
+
+func (s *MongoStore) StaleJudgments(ctx context.Context, embedder string, dim, limit int, skip []JudgmentRef) ([]*Judgment, error) {
+	q := staleQuery(embedder, dim)
 	if len(skip) > 0 {
 		keys := make(bson.A, len(skip))
 		for i, r := range skip {
@@ -222,8 +230,8 @@ func (s *MongoStore) StaleJudgments(ctx context.Context, embedder string, limit 
 	return out, nil
 }
 
-func (s *MongoStore) CountStale(ctx context.Context, embedder string) (int64, error) {
-	n, err := s.judgments.CountDocuments(ctx, bson.M{"embedder": bson.M{"$ne": embedder}})
+func (s *MongoStore) CountStale(ctx context.Context, embedder string, dim int) (int64, error) {
+	n, err := s.judgments.CountDocuments(ctx, staleQuery(embedder, dim))
 	if err != nil {
 		return 0, fmt.Errorf("memory store: count stale: %w", err)
 	}

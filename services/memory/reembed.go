@@ -70,7 +70,7 @@ func (r *reembedState) set(state string, err error) {
 // and whether more may be pending.
 func (s *Server) ReembedBatch(ctx context.Context) (int, bool, error) {
 	name := s.embedder.Name()
-	stale, err := s.store.StaleJudgments(ctx, name, reembedBatch, s.reembed.refused())
+	stale, err := s.store.StaleJudgments(ctx, name, s.embedder.Dim(), reembedBatch, s.reembed.refused())
 	if err != nil || len(stale) == 0 {
 		return 0, false, err
 	}
@@ -144,7 +144,7 @@ func (s *Server) RunReembedding(ctx context.Context) {
 }
 
 func (s *Server) GetEmbeddingStatus(ctx context.Context, _ *memoryv1.GetEmbeddingStatusRequest) (*memoryv1.GetEmbeddingStatusResponse, error) {
-	pending, err := s.store.CountStale(ctx, s.embedder.Name())
+	pending, err := s.store.CountStale(ctx, s.embedder.Name(), s.embedder.Dim())
 	if err != nil {
 		return nil, err
 	}

@@ -180,8 +180,10 @@ type Store interface {
 	// StaleJudgments returns up to limit judgments (of any tenant) whose vectors do not come
 	// from the embedder named, with their texts; CountStale counts them.
 	// skip names judgments to leave out (JudgmentRef), those the embedder refused.
-	StaleJudgments(ctx context.Context, embedder string, limit int, skip []JudgmentRef) ([]*Judgment, error)
-	CountStale(ctx context.Context, embedder string) (int64, error)
+	// dim, when positive, is the embedder's dimension: vectors of the same name but another
+	// length (a remote model's server changed) are stale too.
+	StaleJudgments(ctx context.Context, embedder string, dim int, limit int, skip []JudgmentRef) ([]*Judgment, error)
+	CountStale(ctx context.Context, embedder string, dim int) (int64, error)
 	// SetVectors replaces the vectors of the judgment j names, if it is still the revision j
 	// holds (ErrChanged otherwise).
 	SetVectors(ctx context.Context, j *Judgment, embedder string, review, content []float32) error
@@ -222,4 +224,10 @@ type JudgmentRef struct{ APIKey, OrganizationID, RecordID string }
 // RefOf is the judgment's JudgmentRef.
 func RefOf(j *Judgment) JudgmentRef {
 	return JudgmentRef{APIKey: j.APIKey, OrganizationID: j.OrganizationID, RecordID: j.RecordID}
+}
+
+// stale reports whether a judgment's vectors are not the embedder's: another name, or (dim
+// positive) another length.
+func stale(j *Judgment, embedder string, dim int) bool {
+	return j.Embedder != embedder || (dim > 0 && j.Dim != dim)
 }

@@ -168,10 +168,17 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		b.Content = ""
 		b.ContentVector = nil
 		put(t, s, a, b)
-		if n, err := s.CountStale(bg, "bag-8"); err != nil || n != 1 {
+		if n, err := s.CountStale(bg, "bag-8", 0); err != nil || n != 1 {
 			t.Fatalf("stale count %d, %v", n, err)
 		}
-		stale, err := s.StaleJudgments(bg, "bag-8", 10, nil)
+		// Same name, another dimension (a remote model's server changed): stale too.
+		if n, err := s.CountStale(bg, "bag-8", a.Dim+1); err != nil || n != 2 {
+			t.Fatalf("stale count by dimension %d, %v", n, err)
+		}
+		if got, err := s.StaleJudgments(bg, "bag-8", a.Dim+1, 10, nil); err != nil || len(got) != 2 {
+			t.Fatalf("stale by dimension %d, %v", len(got), err)
+		}
+		stale, err := s.StaleJudgments(bg, "bag-8", 0, 10, nil)
 		if err != nil || len(stale) != 1 || stale[0].RecordID != "b" || stale[0].Reasoning != "reason b" {
 			t.Fatalf("stale %v, %v", stale, err)
 		}
@@ -184,7 +191,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		if err := s.SetVectors(bg, stale[0], "bag-8", a.ReviewVector, nil); !errors.Is(err, ErrChanged) {
 			t.Fatalf("set vectors twice from one read: %v", err)
 		}
-		if n, _ := s.CountStale(bg, "bag-8"); n != 0 {
+		if n, _ := s.CountStale(bg, "bag-8", 0); n != 0 {
 			t.Fatalf("stale after re-embedding: %d", n)
 		}
 		_ = s.ScanJudgments(bg, Scope{APIKey: "k1"}, Filter{}, EmbedReview, func(j *Judgment) bool {
