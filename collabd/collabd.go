@@ -31,6 +31,7 @@ import (
 	"github.com/collab/collab/internal/inproc"
 	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/logging"
+	"github.com/collab/collab/internal/metrics"
 	"github.com/collab/collab/internal/mongodb"
 	"github.com/collab/collab/internal/outbox"
 	"github.com/collab/collab/internal/service"
@@ -48,6 +49,8 @@ type Process struct {
 	// HTTPAddr and GRPCAddr are the bound addresses ("" when not listening).
 	HTTPAddr string
 	GRPCAddr string
+	// MetricsAddr is the bound address of /metrics ("" without --metrics-addr).
+	MetricsAddr string
 	// Dev holds the development workspace's credentials when it was created.
 	Dev *service.DevCredentials
 	// routesOnly is set when the HTTP listener serves services' own routes (live sync) but no
@@ -85,6 +88,14 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		}
 	}()
 
+	// Services register their series whether or not anything serves them: a registry nobody
+	// scrapes costs nothing per call, and the per-request interceptors only run with the flag.
+	reg := metrics.New()
+	var rpcMetrics []grpc.UnaryServerInterceptor
+	if cfg.MetricsAddr != "" {
+		rpcMetrics = append(rpcMetrics, reg.UnaryServerInterceptor())
+	}
+
 	mongo, storage, err := p.openStorage(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -110,7 +121,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		routes []service.Route
 	)
 	if len(localModules) > 0 {
-		chain := grpcserver.Chain(log, authn.NewInterceptor(lazyAuthenticator{get: func() authn.Authenticator { return auth }}, cfg.InternalToken))
+		chain := grpcserver.Chain(log, authn.NewInterceptor(lazyAuthenticator{get: func() authn.Authenticator { return auth }}, cfg.InternalToken), rpcMetrics...)
 		srv = grpcserver.New(chain)
 		local = inproc.New(srv, chain, grpcserver.MaxMessageBytes)
 	}
@@ -129,7 +140,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 				return nil, err
 			}
 		}
-		b := &builder{cfg: cfg, deps: deps, log: log, mongo: mongo, storage: storage, secret: secret, email: sender, internal: internal, p: p}
+		b := &builder{metrics: reg, cfg: cfg, deps: deps, log: log, mongo: mongo, storage: storage, secret: secret, email: sender, internal: internal, p: p}
 		dispatcher := lifecycle.NewDispatcher()
 		events := false
 		for _, m := range localModules {
@@ -224,6 +235,9 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 			if err != nil {
 				return nil, err
 			}
+			if cfg.MetricsAddr != "" {
+				g.SetMetrics(reg.HTTP())
+			}
 			gw = g
 		}
 		if len(routes) > 0 {
@@ -256,7 +270,15 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 			return hs.Shutdown(ctx)
 		})
 	}
-	log.Info("collab started", "services", cfg.Services, "http", p.HTTPAddr, "grpc", p.GRPCAddr, "store", storeName(cfg))
+	if cfg.MetricsAddr != "" {
+		addr, stop, err := reg.Serve(cfg.MetricsAddr, log, p.errs)
+		if err != nil {
+			return nil, err
+		}
+		p.MetricsAddr = addr
+		p.closers = append(p.closers, stop)
+	}
+	log.Info("collab started", "services", cfg.Services, "http", p.HTTPAddr, "grpc", p.GRPCAddr, "metrics", p.MetricsAddr, "store", storeName(cfg))
 	return p, nil
 }
 
@@ -396,6 +418,7 @@ type builder struct {
 	email    email.Sender
 	internal map[string]grpc.ClientConnInterface
 	p        *Process
+	metrics  *metrics.Registry
 
 	outboxes   []*outbox.Outbox
 	background []func(ctx context.Context)
@@ -413,7 +436,8 @@ func (b *builder) build(ctx context.Context, m service.Module) (*service.Instanc
 	env := service.Env{
 		Log: b.log, Clock: b.deps.Clock, Secret: b.secret, Mongo: b.mongo, Storage: b.storage,
 		Email: b.email, PublicURL: publicURL,
-		Conn: func(name string) grpc.ClientConnInterface { return b.internal[name] },
+		Conn:    func(name string) grpc.ClientConnInterface { return b.internal[name] },
+		Metrics: b.metrics.Registerer(),
 	}
 	if len(m.Publishes) > 0 {
 		ob, err := b.outbox(ctx, m)

@@ -28,8 +28,10 @@ type Config struct {
 
 	HTTPAddr string
 	GRPCAddr string
-	MongoURI string
-	DataDir  string
+	// MetricsAddr is where /metrics is served (Prometheus); empty: no metrics.
+	MetricsAddr string
+	MongoURI    string
+	DataDir     string
 	// Services to run here: module names and "gateway"; "all" means every one.
 	Services []string
 	// Peers are gRPC addresses of services not run here, by service name.
@@ -112,6 +114,7 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 
 	httpAddr := f.String("http-addr", "127.0.0.1:8080", "HTTP listen address: the API where the gateway runs, and the routes of services that serve their own (crdt's live sync)")
 	grpcAddr := f.String("grpc-addr", "127.0.0.1:9090", "gRPC listen address for internal callers, reflection on; empty: in-process only")
+	metricsAddr := f.String("metrics-addr", "", "listen address of the Prometheus /metrics endpoint (e.g. 127.0.0.1:9100), apart from the HTTP API; empty: no metrics")
 	mongoURI := f.Secret("mongo-uri", "", "MongoDB URI; empty: memory store")
 	dataDir := f.String("data-dir", "", "keep data in this directory on an embedded MongoDB-wire server")
 	services := f.String("services", "all", "comma-separated services to run: all, gateway, "+strings.Join(names, ", "))
@@ -144,6 +147,7 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 	}
 	return fs, f, func() error {
 		c.HTTPAddr, c.GRPCAddr, c.MongoURI, c.DataDir = *httpAddr, *grpcAddr, *mongoURI, *dataDir
+		c.MetricsAddr = *metricsAddr
 		c.AuthCacheTTL, c.InternalToken, c.SecretKey, c.PublicURL = *ttl, *internalToken, *secretKey, *publicURL
 		c.SMTPAddr, c.SMTPUsername, c.SMTPPassword, c.SMTPFrom, c.MailDir = *smtpAddr, *smtpUser, *smtpPassword, *smtpFrom, *mailDir
 		c.LogFormat = *logFormat

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 
@@ -40,6 +41,31 @@ type Gateway struct {
 	log       *slog.Logger
 	upstreams []Upstream
 	getRoutes map[string]bool
+	metrics   Observer
+}
+
+// Observer records each answered request (internal/metrics.HTTP): route is the operation's
+// path template ("/v2/documents/get"), a fixed path the gateway serves itself, or "other" for
+// what no route matched, so its values stay bounded whatever callers send.
+type Observer interface {
+	Observe(route, method string, status int, d time.Duration)
+}
+
+// SetMetrics makes the gateway report every request to o; call it before serving.
+func (g *Gateway) SetMetrics(o Observer) { g.metrics = o }
+
+// routeKey carries a *string the mux fills with the matched route's template.
+type routeKey struct{}
+
+// routeTemplate is a metadata annotator: grpc-gateway calls it with the matched operation's
+// path pattern in the context, which it hands back to ServeHTTP for the metrics.
+func routeTemplate(ctx context.Context, r *http.Request) metadata.MD {
+	if dst, ok := r.Context().Value(routeKey{}).(*string); ok {
+		if p, ok := runtime.HTTPPathPattern(ctx); ok {
+			*dst = p
+		}
+	}
+	return nil
 }
 
 // New returns a Gateway routing each upstream's operations to its connection, in the order
@@ -55,6 +81,7 @@ func New(ctx context.Context, upstreams []Upstream, log *slog.Logger) (*Gateway,
 		runtime.WithRoutingErrorHandler(g.routingErrorHandler),
 		runtime.WithDisablePathLengthFallback(),
 		runtime.WithForwardResponseRewriter(pooledAnswers),
+		runtime.WithMetadata(routeTemplate),
 	)
 	for _, u := range upstreams {
 		if u.Conn == nil || u.Register == nil {
@@ -116,6 +143,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	buffers := &responseBuffers{}
 	defer buffers.release() // runs after the access log below: the response is written by then
 	ctx := context.WithValue(logging.WithRequestID(r.Context(), id), responseBuffersKey{}, buffers)
+	route := "other"
+	switch r.URL.Path {
+	case "/healthz", "/readyz", "/openapi.json", "/.well-known/jwks.json":
+		route = r.URL.Path
+	}
+	if g.metrics != nil {
+		ctx = context.WithValue(ctx, routeKey{}, &route)
+	}
 	r = r.WithContext(ctx)
 	rec := &statusRecorder{ResponseWriter: w}
 	start := time.Now()
@@ -125,6 +160,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if rec.status == 0 {
 				writeError(rec, http.StatusInternalServerError, codes.Internal, "Internal error.", nil)
 			}
+		}
+		if g.metrics != nil {
+			status := rec.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			g.metrics.Observe(route, r.Method, status, time.Since(start))
 		}
 		level := slog.LevelInfo
 		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/collab/collab/internal/authn"
@@ -95,6 +96,9 @@ type Env struct {
 	Conn func(service string) grpc.ClientConnInterface
 	// Outbox is the service's durable event outbox, when it publishes events.
 	Outbox *outbox.Outbox
+	// Metrics is where the service registers its own Prometheus series (collab_<service>_...,
+	// with bounded labels: no ids); never nil. Without --metrics-addr nothing serves it.
+	Metrics prometheus.Registerer
 }
 
 // Instance is a built service.

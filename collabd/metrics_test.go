@@ -1,0 +1,165 @@
+package collabd
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/collab/collab/internal/clock"
+)
+
+// startProcess runs every service in memory on free ports, with extra flags.
+func startProcess(t *testing.T, extra ...string) *Process {
+	t.Helper()
+	args := append([]string{"--http-addr=127.0.0.1:0", "--grpc-addr=127.0.0.1:0", "--rate-limit=off", "--log-level=error"}, extra...)
+	cfg, err := parse(t, nil, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start(context.Background(), cfg, Deps{Clock: clock.Real(), LogOutput: io.Discard})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = p.Shutdown(ctx)
+	})
+	return p
+}
+
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape: %d %s", resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// sample returns the value of the series name whose labels include every one of labels
+// (`k="v"`), 0 when there is none.
+func sample(t *testing.T, text, name string, labels ...string) float64 {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(nil, 1<<20)
+next:
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		for _, l := range labels {
+			if !strings.Contains(line, l) {
+				continue next
+			}
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("series %q: %v", line, err)
+		}
+		return v
+	}
+	return 0
+}
+
+func post(t *testing.T, p *Process, path string, headers map[string]string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+p.HTTPAddr+path, bytes.NewReader([]byte(`{"data":{}}`)))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// Real calls through the gateway move the per-RPC and per-route series by exactly their
+// number, with the code the caller got; /metrics is on its own listener, not the API's.
+func TestMetricsCountCalls(t *testing.T) {
+	p := startProcess(t, "--metrics-addr=127.0.0.1:0")
+	if p.MetricsAddr == "" || p.MetricsAddr == p.HTTPAddr {
+		t.Fatalf("metrics address %q (http %q)", p.MetricsAddr, p.HTTPAddr)
+	}
+	const route = "/v2/workspace/activityconfig/get"
+	rpc := []string{`grpc_service="collab.activity.v1.ActivityService"`, `grpc_method="GetActivityConfig"`}
+	ok := append([]string{`grpc_code="OK"`}, rpc...)
+	refused := append([]string{`grpc_code="InvalidArgument"`}, rpc...) // a wrong token: 400 in the API
+	httpOK := []string{`route="` + route + `"`, `method="POST"`, `code="2xx"`}
+	http4xx := []string{`route="` + route + `"`, `method="POST"`, `code="4xx"`}
+
+	before := scrape(t, p.MetricsAddr)
+	good := map[string]string{"x-service-api-key": p.Dev.APIKey, "x-service-auth-token": p.Dev.AuthToken}
+	bad := map[string]string{"x-service-api-key": p.Dev.APIKey, "x-service-auth-token": "wrong"}
+	for range 3 {
+		if code := post(t, p, route, good); code != http.StatusOK {
+			t.Fatalf("good call: %d", code)
+		}
+	}
+	for range 2 {
+		if code := post(t, p, route, bad); code != http.StatusBadRequest {
+			t.Fatalf("bad call: %d", code)
+		}
+	}
+	post(t, p, "/v2/no/such/route/123", good)
+	after := scrape(t, p.MetricsAddr)
+
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"grpc_server_handled_total", ok, 3},
+		{"grpc_server_handled_total", refused, 2},
+		{"grpc_server_started_total", rpc, 5},
+		{"grpc_server_handling_seconds_count", rpc, 5},
+		{"collab_http_requests_total", httpOK, 3},
+		{"collab_http_requests_total", http4xx, 2},
+		{"collab_http_request_duration_seconds_count", []string{`route="` + route + `"`, `method="POST"`}, 5},
+		{"collab_http_requests_total", []string{`route="other"`, `code="4xx"`}, 1},
+	} {
+		if got := sample(t, after, c.name, c.labels...) - sample(t, before, c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v moved by %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if strings.Contains(after, "/v2/no/such/route/123") {
+		t.Error("a raw path became a label value")
+	}
+	// The API's listener does not serve the metrics.
+	if code := post(t, p, "/metrics", nil); code == http.StatusOK {
+		t.Error("/metrics answered on the HTTP API")
+	}
+	resp, err := http.Get("http://" + p.HTTPAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK || strings.Contains(string(body), "grpc_server_handled_total") {
+		t.Errorf("/metrics on the HTTP API: %d", resp.StatusCode)
+	}
+}
+
+// Without --metrics-addr the process opens no metrics listener.
+func TestNoMetricsWithoutTheFlag(t *testing.T) {
+	p := startProcess(t)
+	if p.MetricsAddr != "" {
+		t.Fatalf("metrics served at %s", p.MetricsAddr)
+	}
+}
