@@ -138,6 +138,12 @@ func TestMetricsCountCalls(t *testing.T) {
 			t.Errorf("%s%v moved by %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
+	// Services' own series are registered on the process's registry.
+	for _, name := range []string{"collab_crdt_rooms 0", "collab_crdt_connections 0"} {
+		if !strings.Contains(after, "\n"+name+"\n") {
+			t.Errorf("no %q in the scrape", name)
+		}
+	}
 	if strings.Contains(after, "/v2/no/such/route/123") {
 		t.Error("a raw path became a label value")
 	}

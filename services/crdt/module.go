@@ -3,8 +3,10 @@ package crdt
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
@@ -60,6 +62,13 @@ func build(ctx context.Context, env service.Env) (*service.Instance, error) {
 		// most, so live edits stop near the limit REST changes stop at.
 		MaxDocBytes: 4 * maxStateBytes,
 	})
+	hub := sync.hub
+	if err := registerGauges(env.Metrics,
+		gauge{"collab_crdt_rooms", "Documents loaded for live sync on this process (rooms with connected clients, or idle ones not yet unloaded).", func() float64 { return float64(hub.Rooms()) }},
+		gauge{"collab_crdt_connections", "Live-sync clients (WebSockets) connected to this process.", func() float64 { return float64(hub.Conns()) }},
+	); err != nil {
+		return nil, err
+	}
 	return &service.Instance{
 		Register: func(r grpc.ServiceRegistrar) { crdtv1.RegisterCrdtServiceServer(r, s) },
 		Ping:     s.Ping,
@@ -70,4 +79,22 @@ func build(ctx context.Context, env service.Env) (*service.Instance, error) {
 			sync.hub.Close()
 		},
 	}, nil
+}
+
+type gauge struct {
+	name, help string
+	value      func() float64
+}
+
+// registerGauges registers gauges read at scrape time.
+func registerGauges(reg prometheus.Registerer, gs ...gauge) error {
+	if reg == nil {
+		return nil
+	}
+	for _, g := range gs {
+		if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help}, g.value)); err != nil {
+			return fmt.Errorf("crdt: metric %s: %w", g.name, err)
+		}
+	}
+	return nil
 }

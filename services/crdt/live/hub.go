@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -125,6 +126,8 @@ type Hub struct {
 	rms  map[string]*room
 	done chan struct{}
 	wg   sync.WaitGroup
+	// conns counts the WebSockets being served in a room (Conns).
+	conns atomic.Int64
 }
 
 // New returns a hub serving cfg.Prefix.
@@ -178,6 +181,9 @@ func (h *Hub) Rooms() int {
 	defer h.mu.Unlock()
 	return len(h.rms)
 }
+
+// Conns is the number of connected clients: WebSockets admitted to a room and not yet closed.
+func (h *Hub) Conns() int { return int(h.conns.Load()) }
 
 // Publish applies an update stored by someone else on this replica (a REST change) to the
 // document's room, when it is loaded, and relays it to the room's clients.
@@ -270,6 +276,8 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		_ = c.Close(websocket.StatusTryAgainLater, "The document is full or reloading; reconnect.")
 		return
 	}
+	h.conns.Add(1)
+	defer h.conns.Add(-1)
 	r.serve(cn)
 }
 

@@ -407,3 +407,17 @@ func TestEscapedIDs(t *testing.T) {
 	c.edit("x")
 	eventually(t, "stored under the unescaped id", func() bool { return log.count("o/d/sub/e") == 1 })
 }
+
+// Conns counts the clients admitted to a room until their connections end.
+func TestConnsCountsConnectedClients(t *testing.T) {
+	h, url := newServer(t, &memLog{}, nil)
+	a := dial(t, url+"o/d/e", "edit")
+	b := dial(t, url+"o/d/f", "edit")
+	a.edit("x")
+	b.edit("y")
+	eventually(t, "two clients", func() bool { return h.Conns() == 2 && h.Rooms() == 2 })
+	a.ws.Close(websocket.StatusNormalClosure, "")
+	eventually(t, "one client", func() bool { return h.Conns() == 1 })
+	b.ws.Close(websocket.StatusNormalClosure, "")
+	eventually(t, "no client", func() bool { return h.Conns() == 0 })
+}
