@@ -171,6 +171,11 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		if events {
 			lifecyclev1.RegisterLifecycleServiceServer(local, dispatcher)
 		}
+		if len(b.outboxes) > 0 {
+			if err := reg.Registerer().Register(outbox.NewCollector(b.outboxes...)); err != nil {
+				return nil, fmt.Errorf("outbox metrics: %w", err)
+			}
+		}
 		if p.embedded != nil {
 			// The services created their databases: make the new files private too.
 			if err := p.embedded.Protect(); err != nil {

@@ -144,6 +144,9 @@ func TestMetricsCountCalls(t *testing.T) {
 			t.Errorf("no %q in the scrape", name)
 		}
 	}
+	if !strings.Contains(after, "collab_outbox_pending_events{producer=") {
+		t.Error("no outbox backlog series in the scrape")
+	}
 	if strings.Contains(after, "/v2/no/such/route/123") {
 		t.Error("a raw path became a label value")
 	}

@@ -154,3 +154,20 @@ func (s *MemoryStore) Prune(_ context.Context, before, now time.Time) (int, erro
 }
 
 func (s *MemoryStore) Ping(context.Context) error { return nil }
+
+// Backlog counts the events pending for subscriber and returns the creation time of the
+// oldest (zero when none).
+func (s *MemoryStore) Backlog(_ context.Context, subscriber string) (int, time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, oldest := 0, time.Time{}
+	for _, r := range s.events {
+		if slices.Contains(r.Pending, subscriber) {
+			n++
+			if oldest.IsZero() || r.CreatedAt.Before(oldest) {
+				oldest = r.CreatedAt
+			}
+		}
+	}
+	return n, oldest, nil
+}

@@ -254,3 +254,29 @@ func (s *MongoStore) Ping(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Backlog counts the events pending for subscriber and returns the creation time of the
+// oldest (zero when none): both read the "pending" index (pending, createdAt), the count in
+// time proportional to the backlog.
+func (s *MongoStore) Backlog(ctx context.Context, subscriber string) (int, time.Time, error) {
+	filter := bson.M{"pending": subscriber}
+	n, err := s.coll.CountDocuments(ctx, filter)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("outbox store: backlog: %w", err)
+	}
+	if n == 0 {
+		return 0, time.Time{}, nil
+	}
+	var first struct {
+		CreatedAt time.Time `bson:"createdAt"`
+	}
+	err = s.coll.FindOne(ctx, filter, options.FindOne().SetSort(bson.D{{Key: "createdAt", Value: 1}}).
+		SetProjection(bson.M{"createdAt": 1})).Decode(&first)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return 0, time.Time{}, nil
+	}
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("outbox store: backlog: %w", err)
+	}
+	return int(n), first.CreatedAt, nil
+}
