@@ -549,6 +549,7 @@ func (s *Server) retry(ctx context.Context, d *Delivery, ep *Endpoint, code int,
 }
 
 func (s *Server) record(ctx context.Context, d *Delivery, code int, response string, duration time.Duration, status string) {
+	s.metrics.observe(status, duration)
 	a := &Attempt{APIKey: d.APIKey, ID: timeID("atmpt_", s.clock.Now()), MessageID: d.MessageID, EndpointID: d.EndpointID, StatusCode: code,
 		Response: trimmed(response, responsePrefix), DurationMs: float64(duration.Microseconds()) / 1000, Status: status, Timestamp: s.now()}
 	if err := s.store.AddAttempt(ctx, a); err != nil {

@@ -75,6 +75,13 @@ func build(ctx context.Context, env service.Env, opts ...Option) (*service.Insta
 	if err != nil {
 		return nil, err
 	}
+	if env.Metrics != nil {
+		for _, c := range w.Collectors() {
+			if err := env.Metrics.Register(c); err != nil {
+				return nil, fmt.Errorf("webhooks: metrics: %w", err)
+			}
+		}
+	}
 	return &service.Instance{
 		Register: func(s grpc.ServiceRegistrar) { webhooksv1.RegisterWebhooksServiceServer(s, w) },
 		Ping:     w.Ping,

@@ -68,6 +68,7 @@ type Server struct {
 	engine  *engine
 	workers int
 	lease   time.Duration
+	metrics *deliveryMetrics
 }
 
 // Option configures a Server.
@@ -92,7 +93,7 @@ func New(store Store, opts ...Option) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("webhooks: a store is required")
 	}
-	s := &Server{store: store, clock: clock.Real(), log: slog.Default(), workers: workers, lease: leaseFor}
+	s := &Server{store: store, clock: clock.Real(), log: slog.Default(), workers: workers, lease: leaseFor, metrics: newDeliveryMetrics()}
 	for _, o := range opts {
 		o(s)
 	}

@@ -1,0 +1,43 @@
+package webhooks
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	webhooksv1 "github.com/collab/collab/proto/collab/webhooks/v1"
+)
+
+// Each attempt counts once under its outcome: a 500 is a retry, the next 200 a success, a 410
+// a failure.
+func TestAttemptMetrics(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	count := func(outcome string) float64 { return testutil.ToFloat64(h.srv.metrics.attempts.WithLabelValues(outcome)) }
+
+	flaky := newReceiver(t, 500, 200)
+	h.endpoint(t, &webhooksv1.CreateEndpointRequest{Url: flaky.srv.URL})
+	h.publish(t, "e1", "comment.add", "")
+	h.srv.SendDue(ctx)
+	if count("retry") != 1 || count("success") != 0 {
+		t.Fatalf("after a 500: retry %v, success %v", count("retry"), count("success"))
+	}
+	h.clock.Advance(6 * time.Second)
+	h.srv.SendDue(ctx)
+	if count("retry") != 1 || count("success") != 1 || count("failed") != 0 {
+		t.Fatalf("after a 200: retry %v, success %v, failed %v", count("retry"), count("success"), count("failed"))
+	}
+	if n := testutil.CollectAndCount(h.srv.metrics.duration); n != 1 {
+		t.Fatalf("%d duration series", n)
+	}
+
+	gone := newReceiver(t, 410)
+	h.endpoint(t, &webhooksv1.CreateEndpointRequest{Url: gone.srv.URL})
+	h.publish(t, "e2", "comment.add", "")
+	h.srv.SendDue(ctx)
+	if count("failed") != 1 {
+		t.Fatalf("after a 410: failed %v", count("failed"))
+	}
+}
