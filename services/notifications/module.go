@@ -70,6 +70,13 @@ func build(ctx context.Context, env service.Env, slackPrivate bool) (*service.In
 	if err != nil {
 		return nil, err
 	}
+	if env.Metrics != nil {
+		for _, c := range n.Collectors() {
+			if err := env.Metrics.Register(c); err != nil {
+				return nil, fmt.Errorf("notifications: metrics: %w", err)
+			}
+		}
+	}
 	return &service.Instance{
 		Register: func(s grpc.ServiceRegistrar) { notificationsv1.RegisterNotificationsServiceServer(s, n) },
 		Ping:     n.Ping,

@@ -88,7 +88,8 @@ type Server struct {
 	clock  clock.Clock
 	log    *slog.Logger
 
-	wake chan struct{} // the delivery worker
+	wake    chan struct{} // the delivery worker
+	metrics *sendMetrics
 }
 
 // Option configures a Server.
@@ -110,7 +111,7 @@ func New(store Store, peers Peers, events Publisher, secret []byte, opts ...Opti
 	if store == nil || events == nil || peers.Documents == nil || peers.Users == nil || peers.Access == nil || peers.Workspace == nil {
 		return nil, errors.New("notifications: a store, an outbox and every peer are required")
 	}
-	s := &Server{store: store, peers: peers, events: events, http: egress.Client(false, sendTimeout, 4), clock: clock.Real(), log: slog.Default(), wake: make(chan struct{}, 1)}
+	s := &Server{store: store, peers: peers, events: events, http: egress.Client(false, sendTimeout, 4), clock: clock.Real(), log: slog.Default(), wake: make(chan struct{}, 1), metrics: newSendMetrics()}
 	for _, o := range opts {
 		o(s)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -322,6 +323,12 @@ func TestEmailRetriesAndSendsOnce(t *testing.T) {
 	d, _ = h.store.Deliveries(ctx, "k1", "bad")
 	if d[0].State != StateFailed || d[0].Attempts != 1 {
 		t.Fatalf("refused %+v", d[0])
+	}
+	// Every attempt counted once, under its outcome.
+	for outcome, want := range map[string]float64{"retry": 2, "sent": 1, "failed": 1} {
+		if got := testutil.ToFloat64(h.srv.metrics.sends.WithLabelValues(ChannelEmail, outcome)); got != want {
+			t.Errorf("email %s: %v, want %v", outcome, got, want)
+		}
 	}
 }
 

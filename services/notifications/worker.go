@@ -137,6 +137,7 @@ func (s *Server) send(ctx context.Context, d *Delivery) {
 		state, next, lastErr = StatePending, now.Add(wait), err.Error()
 		s.log.WarnContext(ctx, "notifications: delivery failed, will retry", "delivery_id", d.ID, "channel", d.Channel, "attempt", attempts, "retry_at", next, "error", err)
 	}
+	s.metrics.observe(d.Channel, state)
 	if err := s.store.FinishDelivery(ctx, d.ID, state, attempts, next, lastErr, now); err != nil {
 		s.log.ErrorContext(ctx, "notifications: recording a delivery", "delivery_id", d.ID, "error", err)
 	}
