@@ -15,7 +15,9 @@ import (
 func TestAttemptMetrics(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	count := func(outcome string) float64 { return testutil.ToFloat64(h.srv.metrics.attempts.WithLabelValues(outcome)) }
+	count := func(outcome string) float64 {
+		return testutil.ToFloat64(h.srv.metrics.attempts.WithLabelValues(outcome))
+	}
 
 	flaky := newReceiver(t, 500, 200)
 	h.endpoint(t, &webhooksv1.CreateEndpointRequest{Url: flaky.srv.URL})
