@@ -97,6 +97,13 @@ func build(ctx context.Context, env service.Env, e embed.Embedder) (*service.Ins
 	if err != nil {
 		return nil, err
 	}
+	if env.Metrics != nil {
+		for _, c := range s.Collectors() {
+			if err := env.Metrics.Register(c); err != nil {
+				return nil, fmt.Errorf("memory: metrics: %w", err)
+			}
+		}
+	}
 	return &service.Instance{
 		Register: func(r grpc.ServiceRegistrar) { memoryv1.RegisterMemoryServiceServer(r, s) },
 		Ping:     s.Ping,

@@ -66,6 +66,7 @@ type Server struct {
 	clock    clock.Clock
 	log      *slog.Logger
 	reembed  reembedState
+	metrics  *embedMetrics
 }
 
 // Option configures a Server.
@@ -80,7 +81,7 @@ func New(store Store, docs documentsv1.DocumentsServiceClient, e embed.Embedder,
 	if store == nil || docs == nil || e == nil {
 		return nil, errors.New("memory: a store, a documents client and an embedder are required")
 	}
-	s := &Server{store: store, docs: docs, embedder: e, clock: clock.Real(), log: slog.Default()}
+	s := &Server{store: store, docs: docs, embedder: e, clock: clock.Real(), log: slog.Default(), metrics: newEmbedMetrics()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -105,6 +106,7 @@ func (s *Server) embedTexts(ctx context.Context, texts []string, msg string) ([]
 	if len(texts) == 0 {
 		return nil, nil
 	}
+	start := time.Now()
 	vecs, err := s.embedder.Embed(ctx, texts)
 	if err == nil && len(vecs) != len(texts) {
 		err = fmt.Errorf("%d vectors for %d texts", len(vecs), len(texts))
@@ -114,6 +116,7 @@ func (s *Server) embedTexts(ctx context.Context, texts []string, msg string) ([]
 			err = fmt.Errorf("vector of %d dimensions, want %d", len(vecs[i]), s.embedder.Dim())
 		}
 	}
+	s.metrics.observe(time.Since(start), len(texts), err)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
