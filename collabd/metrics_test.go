@@ -139,7 +139,7 @@ func TestMetricsCountCalls(t *testing.T) {
 		}
 	}
 	// Services' own series are registered on the process's registry.
-	for _, name := range []string{"collab_crdt_rooms 0", "collab_crdt_connections 0"} {
+	for _, name := range []string{"collab_crdt_rooms 0", "collab_crdt_connections 0", "collab_webhook_pending_deliveries 0", "collab_webhook_due_lag_seconds 0"} {
 		if !strings.Contains(after, "\n"+name+"\n") {
 			t.Errorf("no %q in the scrape", name)
 		}

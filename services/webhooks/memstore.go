@@ -1020,3 +1020,21 @@ func (s *MemoryStore) Prune(_ context.Context, before time.Time) error {
 func (s *MemoryStore) Ping(context.Context) error { return nil }
 
 var _ Store = (*MemoryStore)(nil)
+
+// Backlog counts the pending deliveries and returns the earliest next attempt among those due
+// at now (zero when none is due): the queue's depth and how far behind it is.
+func (s *MemoryStore) Backlog(_ context.Context, now time.Time) (int, time.Time, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n, oldest := 0, time.Time{}
+	for _, e := range s.deliveries {
+		if e.d.State != StatePending {
+			continue
+		}
+		n++
+		if !e.d.NextAttempt.After(now) && !e.d.LeaseUntil.After(now) && (oldest.IsZero() || e.d.NextAttempt.Before(oldest)) {
+			oldest = e.d.NextAttempt
+		}
+	}
+	return n, oldest, nil
+}

@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,7 +41,47 @@ func (m *deliveryMetrics) observe(state string, d time.Duration) {
 	}
 }
 
+// Backlogger is a store that can tell the delivery queue's depth (MemoryStore, MongoStore).
+type Backlogger interface {
+	// Backlog counts the pending deliveries and returns the earliest next attempt among those
+	// due at now (zero when none is due).
+	Backlog(ctx context.Context, now time.Time) (int, time.Time, error)
+}
+
+var (
+	pendingDesc = prometheus.NewDesc("collab_webhook_pending_deliveries",
+		"Webhook deliveries waiting to be sent (due now, or waiting for a retry), in the store every webhooks process shares.", nil, nil)
+	lagDesc = prometheus.NewDesc("collab_webhook_due_lag_seconds",
+		"How long the most overdue delivery has been due and not yet taken by a worker (0 when none is due).", nil, nil)
+)
+
+// queueCollector reads the queue's depth from the store at scrape time.
+type queueCollector struct{ s *Server }
+
+func (c queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- pendingDesc; ch <- lagDesc }
+
+func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
+	b, ok := c.s.store.(Backlogger)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	now := c.s.clock.Now()
+	n, oldest, err := b.Backlog(ctx, now)
+	if err != nil {
+		c.s.log.Warn("webhooks: reading the queue for metrics", "error", err)
+		return
+	}
+	lag := 0.0
+	if !oldest.IsZero() {
+		lag = max(now.Sub(oldest).Seconds(), 0)
+	}
+	ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, lag)
+}
+
 // Collectors are the service's metrics, for the process's registry.
 func (s *Server) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.metrics.attempts, s.metrics.duration}
+	return []prometheus.Collector{s.metrics.attempts, s.metrics.duration, queueCollector{s}}
 }

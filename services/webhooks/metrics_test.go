@@ -43,3 +43,33 @@ func TestAttemptMetrics(t *testing.T) {
 		t.Fatalf("after a 410: failed %v", count("failed"))
 	}
 }
+
+// Backlog counts what is pending and says which due delivery has waited longest, on both
+// stores.
+func TestStoreBacklog(t *testing.T) {
+	for name, newStore := range map[string]func(t *testing.T) Store{
+		"memory":  func(*testing.T) Store { return NewMemoryStore() },
+		"mongodb": func(t *testing.T) Store { return newMongoStore(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := newStore(t)
+			b := s.(Backlogger)
+			if n, oldest, err := b.Backlog(ctx, t0); err != nil || n != 0 || !oldest.IsZero() {
+				t.Fatalf("empty: %d, %v, %v", n, oldest, err)
+			}
+			d1 := delivery("k1", "m1", "e1", at(2*time.Second))
+			d2 := delivery("k1", "m2", "e1", at(time.Minute))
+			d3 := delivery("k1", "m3", "e2", t0)
+			queue(t, s, d1, d2, d3)
+			if !claim(t, s, d3.ID, t0, at(time.Minute)) {
+				t.Fatal("claim")
+			}
+			must(t, s.FinishDelivery(ctx, d3.ID, StateSuccess, 1, t0, at(time.Second)))
+			n, oldest, err := b.Backlog(ctx, at(10*time.Second))
+			if err != nil || n != 2 || !oldest.Equal(at(2*time.Second)) {
+				t.Fatalf("backlog: %d, %v, %v", n, oldest, err)
+			}
+		})
+	}
+}

@@ -848,3 +848,26 @@ func (s *MongoStore) Ping(ctx context.Context) error {
 }
 
 var _ Store = (*MongoStore)(nil)
+
+// Backlog counts the pending deliveries and returns the earliest next attempt among those due
+// at now (zero when none is due), both on the "due" index (state, next).
+func (s *MongoStore) Backlog(ctx context.Context, now time.Time) (int, time.Time, error) {
+	n, err := s.deliveries.CountDocuments(ctx, bson.D{{Key: "state", Value: StatePending}})
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("webhooks store: backlog: %w", err)
+	}
+	if n == 0 {
+		return 0, time.Time{}, nil
+	}
+	var first struct {
+		Next time.Time `bson:"next"`
+	}
+	err = s.deliveries.FindOne(ctx, dueFilter(now), options.FindOne().SetSort(bson.D{{Key: "next", Value: 1}}).SetProjection(bson.M{"next": 1})).Decode(&first)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return int(n), time.Time{}, nil
+	}
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("webhooks store: backlog: %w", err)
+	}
+	return int(n), first.Next, nil
+}
