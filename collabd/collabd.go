@@ -96,7 +96,11 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		rpcMetrics = append(rpcMetrics, reg.UnaryServerInterceptor())
 	}
 
-	mongo, storage, err := p.openStorage(ctx, cfg, log)
+	var mongoOpts []mongodb.ConnectOption
+	if cfg.MetricsAddr != "" {
+		mongoOpts = append(mongoOpts, mongodb.WithCommandMonitor(reg.MongoMonitor()))
+	}
+	mongo, storage, err := p.openStorage(ctx, cfg, log, mongoOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -349,7 +353,7 @@ func storeName(cfg Config) string {
 	}
 }
 
-func (p *Process) openStorage(ctx context.Context, cfg Config, log *slog.Logger) (*mongodb.Conn, service.Storage, error) {
+func (p *Process) openStorage(ctx context.Context, cfg Config, log *slog.Logger, opts ...mongodb.ConnectOption) (*mongodb.Conn, service.Storage, error) {
 	uri, storage := cfg.MongoURI, service.StorageMongoDB
 	if cfg.DataDir != "" {
 		srv, err := embedmongo.Start(cfg.DataDir, embedmongo.QuietLogger(log))
@@ -363,7 +367,7 @@ func (p *Process) openStorage(ctx context.Context, cfg Config, log *slog.Logger)
 	if uri == "" {
 		return nil, service.StorageMemory, nil
 	}
-	conn, err := mongodb.Connect(ctx, uri)
+	conn, err := mongodb.Connect(ctx, uri, opts...)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -48,12 +48,13 @@ func scrape(t *testing.T, addr string) string {
 	return string(b)
 }
 
-// sample returns the value of the series name whose labels include every one of labels
+// sample returns the sum of the series name whose labels include every one of labels
 // (`k="v"`), 0 when there is none.
 func sample(t *testing.T, text, name string, labels ...string) float64 {
 	t.Helper()
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(nil, 1<<20)
+	sum := 0.0
 next:
 	for sc.Scan() {
 		line := sc.Text()
@@ -69,9 +70,9 @@ next:
 		if err != nil {
 			t.Fatalf("series %q: %v", line, err)
 		}
-		return v
+		sum += v
 	}
-	return 0
+	return sum
 }
 
 func post(t *testing.T, p *Process, path string, headers map[string]string) int {
@@ -170,5 +171,21 @@ func TestNoMetricsWithoutTheFlag(t *testing.T) {
 	p := startProcess(t)
 	if p.MetricsAddr != "" {
 		t.Fatalf("metrics served at %s", p.MetricsAddr)
+	}
+}
+
+// On MongoDB (here the embedded server of --data-dir) every command is timed by database, so
+// by service.
+func TestMetricsTimeStoreCommands(t *testing.T) {
+	p := startProcess(t, "--metrics-addr=127.0.0.1:0", "--data-dir="+t.TempDir())
+	good := map[string]string{"x-service-api-key": p.Dev.APIKey, "x-service-auth-token": p.Dev.AuthToken}
+	before := scrape(t, p.MetricsAddr)
+	if code := post(t, p, "/v2/workspace/activityconfig/get", good); code != http.StatusOK {
+		t.Fatalf("call: %d", code)
+	}
+	after := scrape(t, p.MetricsAddr)
+	labels := []string{`database="collab_activity"`, `outcome="ok"`}
+	if got := sample(t, after, "collab_store_command_seconds_count", labels...) - sample(t, before, "collab_store_command_seconds_count", labels...); got < 1 {
+		t.Errorf("activity's store commands moved by %v", got)
 	}
 }

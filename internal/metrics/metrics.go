@@ -25,9 +25,10 @@ import (
 
 // Registry is one process's metrics.
 type Registry struct {
-	reg  *prometheus.Registry
-	rpc  *grpcprom.ServerMetrics
-	http *HTTP
+	reg   *prometheus.Registry
+	rpc   *grpcprom.ServerMetrics
+	http  *HTTP
+	store *storeCommands
 }
 
 // New returns a registry with the Go runtime and process collectors, the gRPC server metrics
@@ -41,7 +42,9 @@ func New() *Registry {
 	reg.MustRegister(rpc)
 	h := newHTTP()
 	reg.MustRegister(h.requests, h.duration)
-	return &Registry{reg: reg, rpc: rpc, http: h}
+	st := newStoreCommands()
+	reg.MustRegister(st.seconds)
+	return &Registry{reg: reg, rpc: rpc, http: h, store: st}
 }
 
 // Registerer is where services register their own series (service.Env.Metrics).

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
@@ -27,12 +28,16 @@ type Conn struct {
 }
 
 // Connect opens a client to uri and checks that the server answers.
-func Connect(ctx context.Context, uri string) (*Conn, error) {
+func Connect(ctx context.Context, uri string, opts ...ConnectOption) (*Conn, error) {
 	cs, err := connstring.ParseAndValidate(uri)
 	if err != nil {
 		return nil, fmt.Errorf("mongodb: parse uri: %w", err)
 	}
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetTimeout(30 * time.Second))
+	co := options.Client().ApplyURI(uri).SetTimeout(30 * time.Second)
+	for _, o := range opts {
+		o(co)
+	}
+	client, err := mongo.Connect(co)
 	if err != nil {
 		return nil, fmt.Errorf("mongodb: connect: %w", err)
 	}
@@ -47,6 +52,14 @@ func Connect(ctx context.Context, uri string) (*Conn, error) {
 		prefix = DefaultDatabase
 	}
 	return &Conn{Client: client, Prefix: prefix}, nil
+}
+
+// ConnectOption adjusts the client Connect makes.
+type ConnectOption func(*options.ClientOptions)
+
+// WithCommandMonitor has the driver report every command to m (internal/metrics times them).
+func WithCommandMonitor(m *event.CommandMonitor) ConnectOption {
+	return func(o *options.ClientOptions) { o.SetMonitor(m) }
 }
 
 // Database returns the database of one service. Each service keeps its data in its own
