@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	"github.com/collab/collab/internal/clock"
 )
 
@@ -166,11 +170,42 @@ func TestMetricsCountCalls(t *testing.T) {
 	}
 }
 
+// Calls over TCP (from another process) pass the same interceptor, so they count too.
+func TestMetricsCountTCPCalls(t *testing.T) {
+	p := startProcess(t, "--metrics-addr=127.0.0.1:0")
+	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	labels := []string{`grpc_service="grpc.health.v1.Health"`, `grpc_method="Check"`, `grpc_code="OK"`}
+	before := sample(t, scrape(t, p.MetricsAddr), "grpc_server_handled_total", labels...)
+	for range 4 {
+		if _, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := sample(t, scrape(t, p.MetricsAddr), "grpc_server_handled_total", labels...) - before; got != 4 {
+		t.Fatalf("health checks over TCP moved the count by %v, want 4", got)
+	}
+}
+
 // Without --metrics-addr the process opens no metrics listener.
 func TestNoMetricsWithoutTheFlag(t *testing.T) {
 	p := startProcess(t)
 	if p.MetricsAddr != "" {
 		t.Fatalf("metrics served at %s", p.MetricsAddr)
+	}
+	for _, addr := range []string{p.HTTPAddr} {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || strings.Contains(string(body), "go_goroutines") {
+			t.Fatalf("/metrics on %s: %d", addr, resp.StatusCode)
+		}
 	}
 }
 
