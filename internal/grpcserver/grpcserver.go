@@ -1,5 +1,6 @@
 // Package grpcserver builds the gRPC server every service runs on, with the one interceptor
-// chain they share: request id and logging, panic recovery, error mapping and authentication.
+// chain they share: metrics when on, request id and logging, panic recovery, error mapping and
+// authentication.
 package grpcserver
 
 import (
