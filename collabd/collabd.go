@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -129,7 +130,11 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		srv = grpcserver.New(chain)
 		local = inproc.New(srv, chain, grpcserver.MaxMessageBytes)
 	}
-	plain, internal, err := p.connect(cfg, local)
+	var peerMetrics []grpc.DialOption
+	if cfg.MetricsAddr != "" {
+		peerMetrics = append(peerMetrics, grpc.WithChainUnaryInterceptor(reg.UnaryClientInterceptor()))
+	}
+	plain, internal, err := p.connect(cfg, local, peerMetrics...)
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +299,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 // connect opens two connections to every service: a plain one for the gateway, which forwards
 // callers' credentials, and one that adds the internal token for service-to-service calls.
 // Services of this process are reached in process (local), others at their peer address.
-func (p *Process) connect(cfg Config, local *inproc.Server) (plain, internal map[string]grpc.ClientConnInterface, err error) {
+func (p *Process) connect(cfg Config, local *inproc.Server, peerOpts ...grpc.DialOption) (plain, internal map[string]grpc.ClientConnInterface, err error) {
 	plain, internal = map[string]grpc.ClientConnInterface{}, map[string]grpc.ClientConnInterface{}
 	withToken := authn.InternalClientInterceptor(cfg.InternalToken)
 	dial := func(target string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
@@ -304,7 +309,7 @@ func (p *Process) connect(cfg Config, local *inproc.Server) (plain, internal map
 			// Calls to peers spread over every address the target resolves to (a headless
 			// Kubernetes service behind dns:///), not only the first.
 			grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
-		}, extra...)
+		}, slices.Concat(peerOpts, extra)...)
 		conn, err := grpc.NewClient(target, opts...)
 		if err != nil {
 			return nil, err

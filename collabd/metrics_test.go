@@ -16,6 +16,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/collab/collab/internal/clock"
+	"github.com/collab/collab/services"
 )
 
 // startProcess runs every service in memory on free ports, with extra flags.
@@ -187,6 +188,33 @@ func TestMetricsCountTCPCalls(t *testing.T) {
 	}
 	if got := sample(t, scrape(t, p.MetricsAddr), "grpc_server_handled_total", labels...) - before; got != 4 {
 		t.Fatalf("health checks over TCP moved the count by %v, want 4", got)
+	}
+}
+
+// In split mode the caller's side counts too: a gateway alone calls the services' process over
+// TCP, and both scrapes move by the number of calls.
+func TestMetricsCountPeerCalls(t *testing.T) {
+	token := "--internal-token=" + strings.Repeat("0123456789abcdef", 4)
+	svc := startProcess(t, "--metrics-addr=127.0.0.1:0", token)
+	args := []string{"--services=gateway", "--metrics-addr=127.0.0.1:0", token}
+	for _, m := range services.All() {
+		args = append(args, "--"+m.Name+"-addr="+svc.GRPCAddr)
+	}
+	gw := startProcess(t, args...)
+	good := map[string]string{"x-service-api-key": svc.Dev.APIKey, "x-service-auth-token": svc.Dev.AuthToken}
+	rpc := []string{`grpc_service="collab.activity.v1.ActivityService"`, `grpc_method="GetActivityConfig"`, `grpc_code="OK"`}
+	clientBefore := sample(t, scrape(t, gw.MetricsAddr), "grpc_client_handled_total", rpc...)
+	serverBefore := sample(t, scrape(t, svc.MetricsAddr), "grpc_server_handled_total", rpc...)
+	for range 3 {
+		if code := post(t, gw, "/v2/workspace/activityconfig/get", good); code != http.StatusOK {
+			t.Fatalf("call through the gateway: %d", code)
+		}
+	}
+	if got := sample(t, scrape(t, gw.MetricsAddr), "grpc_client_handled_total", rpc...) - clientBefore; got != 3 {
+		t.Errorf("the gateway's client count moved by %v, want 3", got)
+	}
+	if got := sample(t, scrape(t, svc.MetricsAddr), "grpc_server_handled_total", rpc...) - serverBefore; got != 3 {
+		t.Errorf("the service's count moved by %v, want 3", got)
 	}
 }
 

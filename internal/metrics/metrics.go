@@ -25,10 +25,11 @@ import (
 
 // Registry is one process's metrics.
 type Registry struct {
-	reg   *prometheus.Registry
-	rpc   *grpcprom.ServerMetrics
-	http  *HTTP
-	store *storeCommands
+	reg    *prometheus.Registry
+	rpc    *grpcprom.ServerMetrics
+	client *grpcprom.ClientMetrics
+	http   *HTTP
+	store  *storeCommands
 }
 
 // New returns a registry with the Go runtime and process collectors, the gRPC server metrics
@@ -40,11 +41,15 @@ func New() *Registry {
 		grpcprom.WithHistogramBuckets([]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}),
 	))
 	reg.MustRegister(rpc)
+	client := grpcprom.NewClientMetrics(grpcprom.WithClientHandlingTimeHistogram(
+		grpcprom.WithHistogramBuckets([]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}),
+	))
+	reg.MustRegister(client)
 	h := newHTTP()
 	reg.MustRegister(h.requests, h.duration)
 	st := newStoreCommands()
 	reg.MustRegister(st.seconds)
-	return &Registry{reg: reg, rpc: rpc, http: h, store: st}
+	return &Registry{reg: reg, rpc: rpc, client: client, http: h, store: st}
 }
 
 // Registerer is where services register their own series (service.Env.Metrics).
@@ -55,6 +60,13 @@ func (r *Registry) Registerer() prometheus.Registerer { return r.reg }
 // grpc_method.
 func (r *Registry) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return r.rpc.UnaryServerInterceptor()
+}
+
+// UnaryClientInterceptor counts and times calls to services in other processes, as the caller
+// sees them (the network included): grpc_client_started_total, grpc_client_handled_total
+// {grpc_code}, grpc_client_handling_seconds.
+func (r *Registry) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
+	return r.client.UnaryClientInterceptor()
 }
 
 // HTTP returns the gateway's HTTP request metrics.
