@@ -149,8 +149,8 @@ func Start(t testing.TB) *Receiver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(env.node, "receiver.mjs", "--exit-on-stdin-close")
-	cmd.Dir = env.dir
+	cmd := exec.Command(env.Node, "receiver.mjs", "--exit-on-stdin-close")
+	cmd.Dir = env.Dir
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatalf("webhooktest: %v", err)
@@ -160,7 +160,7 @@ func Start(t testing.TB) *Receiver {
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("webhooktest: starting %s receiver.mjs in %s: %v", env.node, env.dir, err)
+		t.Fatalf("webhooktest: starting %s receiver.mjs in %s: %v", env.Node, env.Dir, err)
 	}
 	exited := make(chan struct{})
 	var waitErr error

@@ -25,8 +25,8 @@ type proc struct {
 // startProc starts node with args in e2e/yjs; onLine gets each line of stdout (without the
 // newline), in order, from one goroutine.
 func startProc(env environment, onLine func([]byte), args ...string) (*proc, error) {
-	cmd := exec.Command(env.node, args...)
-	cmd.Dir = env.dir
+	cmd := exec.Command(env.Node, args...)
+	cmd.Dir = env.Dir
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -39,7 +39,7 @@ func startProc(env environment, onLine func([]byte), args ...string) (*proc, err
 	cmd.Stderr = p.stderr
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("yjstest: starting %s %s in %s: %v", env.node, strings.Join(args, " "), env.dir, err)
+		return nil, fmt.Errorf("yjstest: starting %s %s in %s: %v", env.Node, strings.Join(args, " "), env.Dir, err)
 	}
 	go func() {
 		r := bufio.NewReaderSize(stdout, 1<<16)

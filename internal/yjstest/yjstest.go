@@ -184,14 +184,14 @@ func RunBench(runs int) (report []byte, nodeVersion string, err error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, env.node, "--expose-gc", "bench.mjs", "--runs", strconv.Itoa(runs))
-	cmd.Dir = env.dir
+	cmd := exec.CommandContext(ctx, env.Node, "--expose-gc", "bench.mjs", "--runs", strconv.Itoa(runs))
+	cmd.Dir = env.Dir
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
 		return nil, "", fmt.Errorf("yjstest: node bench.mjs: %v", err)
 	}
-	return out, env.nodeVersion, nil
+	return out, env.NodeVersion, nil
 }
 
 // runNode runs node with args in e2e/yjs, killing it after timeout; its output goes into the
@@ -199,8 +199,8 @@ func RunBench(runs int) (report []byte, nodeVersion string, err error) {
 func runNode(env environment, timeout time.Duration, args ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, env.node, args...)
-	cmd.Dir = env.dir
+	cmd := exec.CommandContext(ctx, env.Node, args...)
+	cmd.Dir = env.Dir
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {

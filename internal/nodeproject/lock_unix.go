@@ -1,16 +1,16 @@
 //go:build unix
 
-package yjstest
+package nodeproject
 
 import (
 	"os"
 	"syscall"
 )
 
-// lockFile takes an exclusive advisory lock (flock) on path, creating the file if needed and
+// LockFile takes an exclusive advisory lock (flock) on path, creating the file if needed and
 // waiting for the lock; the returned function releases it. The lock belongs to the open file,
 // so it is released as well when the process dies.
-func lockFile(path string) (unlock func(), err error) {
+func LockFile(path string) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
