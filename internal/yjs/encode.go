@@ -129,54 +129,31 @@ func (d *Doc) writeClient(e *encoder, client, clock uint64) {
 
 // writeBlock writes an integrated struct from offset on.
 func writeBlock(e *encoder, b *block, offset uint64) {
-	if b.gc {
-		e.byte(refGC)
-		e.uint(b.length - offset)
-		return
+	var parent parentRef
+	if p := b.parent; p != nil && p.item == nil {
+		parent = parentRef{root: true, name: p.name}
+	} else if p != nil {
+		parent = parentRef{id: p.item.id}
 	}
-	origin, hasOrigin := b.origin, b.hasOrigin
-	if offset > 0 {
-		origin, hasOrigin = ID{b.id.Client, b.id.Clock + offset - 1}, true
-	}
-	info := b.content.ref
-	if hasOrigin {
-		info |= 0x80
-	}
-	if b.hasRightOrigin {
-		info |= 0x40
-	}
-	if b.hasSub {
-		info |= 0x20
-	}
-	e.byte(info)
-	if hasOrigin {
-		e.uint(origin.Client)
-		e.uint(origin.Clock)
-	}
-	if b.hasRightOrigin {
-		e.uint(b.rightOrigin.Client)
-		e.uint(b.rightOrigin.Clock)
-	}
-	if !hasOrigin && !b.hasRightOrigin {
-		p := b.parent
-		if p.item == nil {
-			e.uint(1)
-			e.string(p.name)
-		} else {
-			e.uint(0)
-			e.uint(p.item.id.Client)
-			e.uint(p.item.id.Clock)
-		}
-		if b.hasSub {
-			e.string(b.sub)
-		}
-	}
-	b.content.write(e, offset)
+	writeStruct(e, b, offset, parent)
 }
 
 // writePending writes a struct not integrated yet, as it was read, from offset on.
 func writePending(e *encoder, p *pendingStruct, offset uint64) {
-	b := p.b
+	writeStruct(e, p.b, offset, parentRef{root: p.hasRoot, name: p.rootName, id: p.parentID})
+}
+
+// parentRef is how an item names its parent when it has no origins: a root type by name, or
+// the item holding the parent type.
+type parentRef struct {
+	root bool
+	name string
+	id   ID
+}
+
+// writeStruct writes a GC struct or an item from offset on (the origin of an item written from
+// an offset is the clock before it, and then its parent is not written).
+func writeStruct(e *encoder, b *block, offset uint64, parent parentRef) {
 	if b.gc {
 		e.byte(refGC)
 		e.uint(b.length - offset)
@@ -206,13 +183,13 @@ func writePending(e *encoder, p *pendingStruct, offset uint64) {
 		e.uint(b.rightOrigin.Clock)
 	}
 	if !hasOrigin && !b.hasRightOrigin {
-		if p.hasRoot {
+		if parent.root {
 			e.uint(1)
-			e.string(p.rootName)
+			e.string(parent.name)
 		} else {
 			e.uint(0)
-			e.uint(p.parentID.Client)
-			e.uint(p.parentID.Clock)
+			e.uint(parent.id.Client)
+			e.uint(parent.id.Clock)
 		}
 		if b.hasSub {
 			e.string(b.sub)
