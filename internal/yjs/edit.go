@@ -329,30 +329,39 @@ func sameJSON(a, b any) bool {
 
 // normalize maps a value to plain JSON values (numbers as float64), for comparison.
 func normalize(v any) any {
+	return mapLeaves(v, func(v any) any {
+		switch x := v.(type) {
+		case json.Number:
+			f, _ := x.Float64()
+			return f
+		case int:
+			return float64(x)
+		case int64:
+			return float64(x)
+		case BigInt:
+			return float64(x)
+		}
+		return v
+	})
+}
+
+// mapLeaves copies objects and arrays, replacing every other value by f's answer.
+func mapLeaves(v any, f func(any) any) any {
 	switch x := v.(type) {
-	case json.Number:
-		f, _ := x.Float64()
-		return f
-	case int:
-		return float64(x)
-	case int64:
-		return float64(x)
-	case BigInt:
-		return float64(x)
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			out[k] = normalize(e)
+			out[k] = mapLeaves(e, f)
 		}
 		return out
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			out[i] = normalize(e)
+			out[i] = mapLeaves(e, f)
 		}
 		return out
 	}
-	return v
+	return f(v)
 }
 
 // replaceArray makes an array hold vals: a diff by element, each element compared as JSON.
@@ -388,25 +397,15 @@ func (d *Doc) replaceArray(t *ytype, vals []any) {
 
 // jsonSafe turns view values that encoding/json cannot write into comparable stand-ins.
 func jsonSafe(v any) any {
-	switch x := v.(type) {
-	case Undefined:
-		return map[string]any{"$undefined": true}
-	case []byte:
-		return map[string]any{"$bytes": x}
-	case SubDoc:
-		return map[string]any{"$doc": x.GUID}
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = jsonSafe(e)
+	return mapLeaves(v, func(v any) any {
+		switch x := v.(type) {
+		case Undefined:
+			return map[string]any{"$undefined": true}
+		case []byte:
+			return map[string]any{"$bytes": x}
+		case SubDoc:
+			return map[string]any{"$doc": x.GUID}
 		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = jsonSafe(e)
-		}
-		return out
-	}
-	return v
+		return v
+	})
 }
