@@ -101,6 +101,11 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 // answered, as a retry of the request would not publish it either (the content would be the
 // same).
 func (s *Server) publish(ctx context.Context, c authn.Caller, m *Meta, action string, d *yjs.Doc, key string, kind yjs.Kind) {
+	s.emitAs(ctx, c, m, "", contentData(m, action, d, key, kind))
+}
+
+// contentData is the data of crdt.update_data for a change: the content when it is small.
+func contentData(m *Meta, action string, d *yjs.Doc, key string, kind yjs.Kind) map[string]any {
 	data := map[string]any{"editorId": m.EditorID, "action": action, "type": kind.String(), "contentKey": key}
 	if b, err := json.Marshal(yjs.Plain(d.JSON(key, kind))); err == nil && len(b) <= maxEventContentBytes {
 		var v any
@@ -110,7 +115,7 @@ func (s *Server) publish(ctx context.Context, c authn.Caller, m *Meta, action st
 	} else {
 		data["dataOmitted"] = true
 	}
-	s.emit(ctx, c, m, data)
+	return data
 }
 
 // publishDeleted announces a deletion as crdt.update_data.
@@ -124,16 +129,7 @@ func (s *Server) publishDeleted(ctx context.Context, c authn.Caller, m *Meta) {
 
 // publishLive announces live edits, with the user of the last writing connection.
 func (s *Server) publishLive(ctx context.Context, c authn.Caller, m *Meta, user string, d *yjs.Doc, key string, kind yjs.Kind) {
-	data := map[string]any{"editorId": m.EditorID, "action": actionLive, "type": kind.String(), "contentKey": key}
-	if b, err := json.Marshal(yjs.Plain(d.JSON(key, kind))); err == nil && len(b) <= maxEventContentBytes {
-		var v any
-		if json.Unmarshal(b, &v) == nil {
-			data["data"] = v
-		}
-	} else {
-		data["dataOmitted"] = true
-	}
-	s.emitAs(ctx, c, m, user, data)
+	s.emitAs(ctx, c, m, user, contentData(m, actionLive, d, key, kind))
 }
 
 func (s *Server) emit(ctx context.Context, c authn.Caller, m *Meta, data map[string]any) {
