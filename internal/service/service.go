@@ -16,6 +16,8 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 
 	"github.com/collab/collab/internal/authn"
@@ -99,6 +101,18 @@ type Env struct {
 	// Metrics is where the service registers its own Prometheus series (collab_<service>_...,
 	// with bounded labels: no ids); never nil. Without --metrics-addr nothing serves it.
 	Metrics prometheus.Registerer
+	// Tracing is where the service starts its own spans (OpenTelemetry); nil when tracing is
+	// off. Services take tracers through Tracer, which is a no-op then.
+	Tracing trace.TracerProvider
+}
+
+// Tracer returns the named tracer of the process's provider, or a no-op one when tracing is
+// off, so spans cost nothing unless an exporter is configured.
+func (e Env) Tracer(name string) trace.Tracer {
+	if e.Tracing == nil {
+		return noop.NewTracerProvider().Tracer(name)
+	}
+	return e.Tracing.Tracer(name)
 }
 
 // Instance is a built service.
