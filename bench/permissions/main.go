@@ -75,7 +75,8 @@ func run(duration time.Duration, concurrency int) error {
 	if err != nil {
 		return err
 	}
-	defer p.Shutdown(context.Background())
+	// The measurement is over by then; a failed stop changes none of it.
+	defer func() { _ = p.Shutdown(context.Background()) }()
 	base := "http://" + p.HTTPAddr
 	hdr := map[string]string{"x-service-api-key": p.Dev.APIKey, "x-service-auth-token": p.Dev.AuthToken}
 
@@ -201,13 +202,14 @@ func profile(file string, run func()) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
 	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
 		return err
 	}
 	run()
 	pprof.StopCPUProfile()
-	return nil
+	// The profile is only complete once the file is closed: its error is the run's.
+	return f.Close()
 }
 
 // load calls call from concurrency goroutines for d and reports throughput and latency.

@@ -283,7 +283,8 @@ func (s SMTP) Send(ctx context.Context, m Message) error {
 		_ = conn.Close()
 		return fmt.Errorf("smtp: greeting: %w", err)
 	}
-	defer c.Close()
+	// After Quit the connection is closed already; after a failure, that failure is the error.
+	defer func() { _ = c.Close() }()
 	if ok, _ := c.Extension("STARTTLS"); ok {
 		// A config naming the host: with none, crypto/tls refuses to start (it cannot verify
 		// a certificate for no name), so STARTTLS never worked.

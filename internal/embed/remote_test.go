@@ -71,7 +71,9 @@ func newFakeServer(t *testing.T) *fakeServer {
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data, "model": req.Model})
+		if err := json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data, "model": req.Model}); err != nil {
+			t.Errorf("fake embeddings API: writing the answer: %v", err)
+		}
 	}))
 	t.Cleanup(f.srv.Close)
 	return f

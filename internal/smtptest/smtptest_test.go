@@ -146,11 +146,11 @@ func TestSTARTTLS(t *testing.T) {
 	if err := c.Auth(smtp.PlainAuth("", "user", "pw", "127.0.0.1")); replyCode(err) != 523 {
 		t.Fatalf("login without TLS: %v", err)
 	}
-	c.Close()
+	_ = c.Close() // net/smtp closed it already after the failed AUTH
 	if c, err = smtp.Dial(s.Addr()); err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	if ok, _ := c.Extension("STARTTLS"); !ok {
 		t.Fatal("STARTTLS not offered")
 	}

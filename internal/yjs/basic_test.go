@@ -18,6 +18,14 @@ func loaded(t *testing.T, updates ...[]byte) *Doc {
 	return d
 }
 
+// mustApply applies u to d, failing the test if d refuses it.
+func mustApply(t *testing.T, d *Doc, u []byte) {
+	t.Helper()
+	if err := d.Apply(u); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+}
+
 func TestReplaceRoundTrips(t *testing.T) {
 	cases := []struct {
 		kind   Kind
@@ -92,20 +100,20 @@ func TestConcurrentEditsConverge(t *testing.T) {
 	a, b := loaded(t, u0), loaded(t, u0)
 	ua, _ := a.Replace("content", Text, "hello brave world")
 	ub, _ := b.Replace("content", Text, "hello world!")
-	a.Apply(ub)
-	b.Apply(ua)
+	mustApply(t, a, ub)
+	mustApply(t, b, ua)
 	ga, gb := a.JSON("content", Text), b.JSON("content", Text)
 	if ga != gb || ga != "hello brave world!" {
 		t.Fatalf("a=%q b=%q", ga, gb)
 	}
 	// Out of order: the second update before the first waits, then both apply.
 	c := NewDoc()
-	c.Apply(ua)
+	mustApply(t, c, ua)
 	if g := c.JSON("content", Text); g != "" {
 		t.Fatalf("pending shown: %q", g)
 	}
-	c.Apply(u0)
-	c.Apply(ub)
+	mustApply(t, c, u0)
+	mustApply(t, c, ub)
 	if g := c.JSON("content", Text); g != ga {
 		t.Fatalf("out of order = %q, want %q", g, ga)
 	}

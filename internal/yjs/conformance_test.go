@@ -244,7 +244,7 @@ func TestConformance(t *testing.T) {
 				// A diff against a partial state completes that state.
 				half := NewDoc()
 				for _, u := range f.Updates[:len(f.Updates)/2] {
-					half.Apply(u)
+					mustApply(t, half, u)
 				}
 				diff, err := d.Encode(half.StateVector())
 				if err != nil {

@@ -106,7 +106,7 @@ func TestWorkLimitRefusesQuadraticUpdates(t *testing.T) {
 	// Ordinary updates stay well within the limit.
 	u, _ := base.Replace("t", Text, strings.Repeat("a", 3000)+"typed"+strings.Repeat("a", 3000))
 	l := NewDoc()
-	l.Apply(state)
+	mustApply(t, l, state)
 	l.LimitWork()
 	if err := l.Apply(u); err != nil {
 		t.Fatalf("an ordinary update refused: %v", err)

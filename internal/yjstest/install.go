@@ -67,15 +67,16 @@ func cached(env environment, name string, files, args []string, generate func(di
 		return "", fmt.Errorf("yjstest: %v", err)
 	}
 	if err := generate(tmp); err != nil {
-		os.RemoveAll(tmp)
+		_ = os.RemoveAll(tmp) // best effort: the error returned is the one that matters
 		return "", err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, completeMarker), nil, 0o644); err != nil {
-		os.RemoveAll(tmp)
+		_ = os.RemoveAll(tmp) // best effort: the error returned is the one that matters
 		return "", fmt.Errorf("yjstest: %v", err)
 	}
 	if err := os.Rename(tmp, final); err != nil {
-		os.RemoveAll(tmp)
+		// Best effort: the error returned is the one that matters.
+		_ = os.RemoveAll(tmp)
 		if complete() { // another process without flock got there first
 			return final, nil
 		}

@@ -183,7 +183,9 @@ func TestEditsReachOtherReplicasAndPersist(t *testing.T) {
 	parts, _, _ := log.Load(context.Background(), "o/d/e")
 	d := yjs.NewDoc()
 	for _, p := range parts {
-		d.Apply(p)
+		if err := d.Apply(p); err != nil {
+			t.Fatalf("applying the log: %v", err)
+		}
 	}
 	if g := d.JSON("content", yjs.Text); g != "hello world" {
 		t.Fatalf("log holds %q", g)
