@@ -87,7 +87,7 @@ func TestRouteProxyCarriesWebSockets(t *testing.T) {
 func errorEnvelope(t *testing.T, h http.Handler, path string) (int, map[string]string) {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 	var body map[string]map[string]string
 	if rec.Header().Get("Content-Type") != "application/json" {
 		t.Errorf("content type %q", rec.Header().Get("Content-Type"))
