@@ -155,7 +155,7 @@ func runYjs(runs int) (result, string, error) {
 		}
 	}
 	if err := json.Unmarshal(out, &rep); err != nil {
-		return result{}, "", fmt.Errorf("bench.mjs's report: %v\n%s", err, out)
+		return result{}, "", fmt.Errorf("bench.mjs's report: %w\n%s", err, out)
 	}
 	rs := rep.Results
 	if rs.Replace1MiB.MedianNs == 0 || rs.Apply10k.MedianNs == 0 || rs.LoadEncode60k.MedianNs == 0 || rs.MemPerDoc.BytesPerDoc == 0 {
@@ -195,7 +195,7 @@ func readInputs(dir string) (*inputs, error) {
 		return nil, err
 	}
 	if err := json.Unmarshal(read("apply10k.json"), &in.apply10k); err != nil {
-		return nil, fmt.Errorf("apply10k.json: %v", err)
+		return nil, fmt.Errorf("apply10k.json: %w", err)
 	}
 	return in, nil
 }
@@ -222,7 +222,7 @@ func (in *inputs) check() error {
 	}
 	again := load(in.originalUpdate)
 	if err := again.Apply(u); err != nil || again.JSON("text", yjs.Text) != in.edited {
-		return fmt.Errorf("the replacement does not make the original hold edited.txt (%v)", err)
+		return fmt.Errorf("the replacement does not make the original hold edited.txt (%w)", err)
 	}
 	d = newDoc()
 	for _, u := range in.apply10k {

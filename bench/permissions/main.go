@@ -152,7 +152,7 @@ func run(duration time.Duration, concurrency int) error {
 			} `json:"result"`
 		}
 		if err := apiclient.Post(base+"/v2/auth/permissions/get", hdr, body, &check); err != nil || len(check.Result.Data) != users {
-			return fmt.Errorf("http check: %v (%d users)", err, len(check.Result.Data))
+			return fmt.Errorf("http check: %w (%d users)", err, len(check.Result.Data))
 		}
 		grpcCall := func() error {
 			_, err := client.GetPermissions(metadata.NewOutgoingContext(ctx, md), req)

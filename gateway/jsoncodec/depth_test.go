@@ -140,7 +140,7 @@ func TestCheckDepthReadsStrings(t *testing.T) {
 // The fast decoder bounds its own recursion, whatever ran before it.
 func TestDecodeFastBoundsItsDepth(t *testing.T) {
 	for _, c := range depthCases()[:3] {
-		if err := decodeFast([]byte(c.body(MaxDepth+1)), c.mt.New().Interface()); err != errTooDeep {
+		if err := decodeFast([]byte(c.body(MaxDepth+1)), c.mt.New().Interface()); !errors.Is(err, errTooDeep) {
 			t.Errorf("%s: decodeFast at depth %d = %v, want errTooDeep", c.name, MaxDepth+1, err)
 		}
 		if err := decodeFast([]byte(c.body(MaxDepth)), c.mt.New().Interface()); err != nil {
@@ -149,7 +149,7 @@ func TestDecodeFastBoundsItsDepth(t *testing.T) {
 	}
 	body := hugeOpenBody()
 	_, used := memoryUsedBy(func() {
-		if err := decodeFast(body, &workspacev1.GetEmailVerificationStatusRequest{}); err != errTooDeep {
+		if err := decodeFast(body, &workspacev1.GetEmailVerificationStatusRequest{}); !errors.Is(err, errTooDeep) {
 			t.Errorf("decodeFast on 4 MiB of [ = %v", err)
 		}
 	})

@@ -35,7 +35,7 @@ func Unmarshal(body []byte, m proto.Message) error {
 		return nil
 	}
 	proto.Reset(m)
-	if err != errFallback {
+	if !errors.Is(err, errFallback) {
 		return err
 	}
 	return slowUnmarshal(body, m)

@@ -81,7 +81,7 @@ func readModelFile(b []byte) (map[string]*tensor, error) {
 		out[name] = t
 	}
 	if r.err != nil {
-		return nil, fmt.Errorf("embed: use-lite.bin: %v", r.err)
+		return nil, fmt.Errorf("embed: use-lite.bin: %w", r.err)
 	}
 	if len(r.b) != 0 {
 		return nil, fmt.Errorf("embed: use-lite.bin: %d bytes after the last tensor", len(r.b))

@@ -50,7 +50,7 @@ type tokenizer struct {
 func newTokenizer(vocabJSON []byte) (*tokenizer, error) {
 	var entries [][2]any
 	if err := json.Unmarshal(vocabJSON, &entries); err != nil {
-		return nil, fmt.Errorf("embed: vocabulary: %v", err)
+		return nil, fmt.Errorf("embed: vocabulary: %w", err)
 	}
 	if len(entries) <= reservedPieces {
 		return nil, fmt.Errorf("embed: vocabulary has %d entries", len(entries))

@@ -72,7 +72,7 @@ func (c *Checker) call(op string, req map[string]any, out any) error {
 	req["id"] = id
 	b, err := json.Marshal(req)
 	if err != nil {
-		return fmt.Errorf("yjstest: %s: %v", op, err)
+		return fmt.Errorf("yjstest: %s: %w", op, err)
 	}
 	if err := c.p.writeLine(b); err != nil {
 		c.dead = err
@@ -101,7 +101,7 @@ func (c *Checker) call(op string, req map[string]any, out any) error {
 		Error *string `json:"error"`
 	}
 	if err := json.Unmarshal(line, &head); err != nil {
-		c.dead = fmt.Errorf("yjstest: %s: check.mjs answered %.200q: %v", op, line, err)
+		c.dead = fmt.Errorf("yjstest: %s: check.mjs answered %.200q: %w", op, line, err)
 		return c.dead
 	}
 	if head.ID == nil || *head.ID != id {
@@ -112,7 +112,7 @@ func (c *Checker) call(op string, req map[string]any, out any) error {
 		return fmt.Errorf("yjstest: check.mjs: %s", *head.Error)
 	}
 	if err := decodeJSON(line, out); err != nil {
-		return fmt.Errorf("yjstest: %s: decoding check.mjs's answer: %v", op, err)
+		return fmt.Errorf("yjstest: %s: decoding check.mjs's answer: %w", op, err)
 	}
 	return nil
 }

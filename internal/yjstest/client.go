@@ -83,7 +83,7 @@ func (c *Client) onLine(line []byte) {
 func (c *Client) Send(cmd any) error {
 	b, err := json.Marshal(cmd)
 	if err != nil {
-		return fmt.Errorf("yjstest: client command: %v", err)
+		return fmt.Errorf("yjstest: client command: %w", err)
 	}
 	return c.p.writeLine(b)
 }
@@ -118,7 +118,7 @@ func (c *Client) Next(ctx context.Context, name string) (map[string]any, error) 
 					name, c.eventLog(), c.p.exitInfo())
 			}
 		case <-ctx.Done():
-			return nil, fmt.Errorf("yjstest: no %q event from client.mjs: %v; events:\n%s", name, ctx.Err(), c.eventLog())
+			return nil, fmt.Errorf("yjstest: no %q event from client.mjs: %w; events:\n%s", name, ctx.Err(), c.eventLog())
 		}
 	}
 }
@@ -134,11 +134,11 @@ func (c *Client) View(ctx context.Context, roots []Root) (View, error) {
 	}
 	b, err := json.Marshal(ev["view"])
 	if err != nil {
-		return View{}, fmt.Errorf("yjstest: view event: %v", err)
+		return View{}, fmt.Errorf("yjstest: view event: %w", err)
 	}
 	var v View
 	if err := decodeJSON(b, &v); err != nil {
-		return View{}, fmt.Errorf("yjstest: view event: %v", err)
+		return View{}, fmt.Errorf("yjstest: view event: %w", err)
 	}
 	return v, nil
 }

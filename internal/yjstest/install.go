@@ -33,14 +33,14 @@ func cached(env environment, name string, files, args []string, generate func(di
 	for _, f := range files {
 		b, err := os.ReadFile(filepath.Join(env.Dir, f))
 		if err != nil {
-			return "", fmt.Errorf("yjstest: %v", err)
+			return "", fmt.Errorf("yjstest: %w", err)
 		}
 		fmt.Fprintf(h, "%s\x00%d\x00", f, len(b))
 		h.Write(b)
 	}
 	parent := filepath.Join(os.TempDir(), "collab-yjstest")
 	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return "", fmt.Errorf("yjstest: %v", err)
+		return "", fmt.Errorf("yjstest: %w", err)
 	}
 	final := filepath.Join(parent, name+"-"+hex.EncodeToString(h.Sum(nil))[:20])
 	complete := func() bool {
@@ -52,7 +52,7 @@ func cached(env environment, name string, files, args []string, generate func(di
 	}
 	unlock, err := nodeproject.LockFile(final + ".lock")
 	if err != nil {
-		return "", fmt.Errorf("yjstest: locking %s: %v", final, err)
+		return "", fmt.Errorf("yjstest: locking %s: %w", final, err)
 	}
 	defer unlock()
 	if complete() {
@@ -60,11 +60,11 @@ func cached(env environment, name string, files, args []string, generate func(di
 	}
 	// A directory without the marker is what is left of a crash or a tmp cleaner: start over.
 	if err := os.RemoveAll(final); err != nil {
-		return "", fmt.Errorf("yjstest: %v", err)
+		return "", fmt.Errorf("yjstest: %w", err)
 	}
 	tmp, err := os.MkdirTemp(parent, name+"-tmp-")
 	if err != nil {
-		return "", fmt.Errorf("yjstest: %v", err)
+		return "", fmt.Errorf("yjstest: %w", err)
 	}
 	if err := generate(tmp); err != nil {
 		_ = os.RemoveAll(tmp) // best effort: the error returned is the one that matters
@@ -72,7 +72,7 @@ func cached(env environment, name string, files, args []string, generate func(di
 	}
 	if err := os.WriteFile(filepath.Join(tmp, completeMarker), nil, 0o644); err != nil {
 		_ = os.RemoveAll(tmp) // best effort: the error returned is the one that matters
-		return "", fmt.Errorf("yjstest: %v", err)
+		return "", fmt.Errorf("yjstest: %w", err)
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		// Best effort: the error returned is the one that matters.
@@ -80,7 +80,7 @@ func cached(env environment, name string, files, args []string, generate func(di
 		if complete() { // another process without flock got there first
 			return final, nil
 		}
-		return "", fmt.Errorf("yjstest: %v", err)
+		return "", fmt.Errorf("yjstest: %w", err)
 	}
 	return final, nil
 }

@@ -39,7 +39,7 @@ func startProc(env environment, onLine func([]byte), args ...string) (*proc, err
 	cmd.Stderr = p.stderr
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("yjstest: starting %s %s in %s: %v", env.Node, strings.Join(args, " "), env.Dir, err)
+		return nil, fmt.Errorf("yjstest: starting %s %s in %s: %w", env.Node, strings.Join(args, " "), env.Dir, err)
 	}
 	go func() {
 		r := bufio.NewReaderSize(stdout, 1<<16)
@@ -63,7 +63,7 @@ func (p *proc) writeLine(b []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, err := p.stdin.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("yjstest: writing to %s: %v%s", p.name, err, p.exitInfo())
+		return fmt.Errorf("yjstest: writing to %s: %w%s", p.name, err, p.exitInfo())
 	}
 	return nil
 }

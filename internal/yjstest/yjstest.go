@@ -189,7 +189,7 @@ func RunBench(runs int) (report []byte, nodeVersion string, err error) {
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, "", fmt.Errorf("yjstest: node bench.mjs: %v", err)
+		return nil, "", fmt.Errorf("yjstest: node bench.mjs: %w", err)
 	}
 	return out, env.NodeVersion, nil
 }
@@ -207,7 +207,7 @@ func runNode(env environment, timeout time.Duration, args ...string) error {
 		return fmt.Errorf("yjstest: node %s did not finish within %v\n%s", strings.Join(args, " "), timeout, out)
 	}
 	if err != nil {
-		return fmt.Errorf("yjstest: node %s: %v\n%s", strings.Join(args, " "), err, out)
+		return fmt.Errorf("yjstest: node %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return nil
 }

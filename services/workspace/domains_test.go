@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -122,7 +123,7 @@ func TestNormalizeDomainRefuses(t *testing.T) {
 		"*.localhost": errWildcard,
 	} {
 		got, err := normalizeDomain(in)
-		if err != want {
+		if !errors.Is(err, want) {
 			t.Errorf("normalizeDomain(%q) = %q, %v; want %v", in, got, err, want)
 		}
 	}

@@ -283,12 +283,12 @@ var (
 )
 
 func closeCode(err error) websocket.StatusCode {
-	switch err {
-	case errTooLarge:
+	switch {
+	case errors.Is(err, errTooLarge):
 		return statusTooLarge
-	case errMalformed, errTooComplex:
+	case errors.Is(err, errMalformed), errors.Is(err, errTooComplex):
 		return statusMalformed
-	case errGone:
+	case errors.Is(err, errGone):
 		return statusGone
 	}
 	return statusLogFailure
