@@ -170,9 +170,10 @@ func TestNotificationsAreDeliveredByInboxEmailAndSlack(t *testing.T) {
 	}
 
 	// Email: bob (MINE, named) and cy (ALL), one each, text and HTML.
-	mails := s.smtp.WaitFor(t, 2, 10*time.Second)
+	s.smtp.WaitFor(t, 2, 10*time.Second)
 	time.Sleep(200 * time.Millisecond) // nothing more may come
-	if mails = s.smtp.Messages(); len(mails) != 2 {
+	mails := s.smtp.Messages()
+	if len(mails) != 2 {
 		t.Fatalf("%d mails, want 2", len(mails))
 	}
 	byTo := map[string]smtptest.Mail{}

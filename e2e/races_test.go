@@ -147,10 +147,10 @@ func TestNoGrantOrContactOutlivesItsDocument(t *testing.T) {
 			_, _, err := s.concurrentCall("/v2/organizations/documents/delete", k, map[string]any{"organizationId": "o", "documentIds": []string{doc}})
 			return err
 		}}
-		var granted, listed []string
+		var granted []string
 		for i := range 4 {
 			contact, grantee := fmt.Sprintf("c%d-%d", round, i), fmt.Sprintf("g%d-%d", round, i)
-			listed, granted = append(listed, contact), append(granted, grantee)
+			granted = append(granted, grantee)
 			calls = append(calls, func() error {
 				_, _, err := s.concurrentCall("/v2/users/add", k, map[string]any{"organizationId": "o", "documentId": doc,
 					"users": []any{map[string]any{"userId": contact, "name": "C"}}})

@@ -163,7 +163,7 @@ func run(nClients, nUpdates, warmup int, interval time.Duration) error {
 		Authorize: func(_ context.Context, token, org, doc, editor string) (live.Grant, error) {
 			return live.Grant{Key: org + "/" + doc + "/" + editor, CanWrite: token == "edit", UserID: "bench"}, nil
 		},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: slog.New(slog.DiscardHandler),
 		Prefix: "/v2/crdt/sync/",
 	})
 	srv := httptest.NewServer(hub)
@@ -211,9 +211,9 @@ func run(nClients, nUpdates, warmup int, interval time.Duration) error {
 			}
 		})
 		if err != nil {
-			return fmt.Errorf("client %d: %v", c, err)
+			return fmt.Errorf("client %d: %w", c, err)
 		}
-		defer p.ws.CloseNow()
+		defer p.ws.CloseNow() //nolint:revive // every client stays connected until the run ends
 		receivers[c] = p
 	}
 	writer, err := dial(ctx, url, nil)
@@ -221,7 +221,7 @@ func run(nClients, nUpdates, warmup int, interval time.Duration) error {
 		return err
 	}
 	defer writer.ws.CloseNow()
-	for _, p := range append(receivers, writer) {
+	for _, p := range slices.Concat(receivers, []*peer{writer}) {
 		select {
 		case <-p.synced:
 		case <-ctx.Done():
@@ -280,7 +280,7 @@ func run(nClients, nUpdates, warmup int, interval time.Duration) error {
 	for c, p := range receivers {
 		g, err := p.state()
 		if err != nil {
-			return fmt.Errorf("client %d: %v", c, err)
+			return fmt.Errorf("client %d: %w", c, err)
 		}
 		if g != text.String() {
 			return fmt.Errorf("client %d holds %d characters, the writer %d", c, len(g), text.Len())

@@ -89,14 +89,14 @@ func run(users, rounds int) error {
 			var got struct {
 				Result struct {
 					Data []struct {
-						NotifyUserIds []string `json:"notifyUserIds"`
+						NotifyUserIDs []string `json:"notifyUserIds"`
 					} `json:"data"`
 				} `json:"result"`
 			}
 			if err := apiclient.Post(base+"/v2/notifications/get", hdr, map[string]any{"organizationId": "bench", "notificationIds": []string{id}}, &got); err != nil {
 				return err
 			}
-			if len(got.Result.Data) == 1 && len(got.Result.Data[0].NotifyUserIds) == users-1 {
+			if len(got.Result.Data) == 1 && len(got.Result.Data[0].NotifyUserIDs) == users-1 {
 				filed = time.Since(start)
 				break
 			}

@@ -304,8 +304,8 @@ func (p *plan) write(out []byte, b []byte, depth int) ([]byte, error) {
 	var (
 		smallNotes [maxNoted]noted
 		smallWins  [maxNoted]int16
-		notes      = smallNotes[:0]
-		winners    = smallWins[:0] // per oneof: index+1 of the member seen last
+		notes      []noted
+		winners    []int16 // per oneof: index+1 of the member seen last
 	)
 	if len(p.fields) <= maxNoted {
 		notes = smallNotes[:len(p.fields)]

@@ -13,14 +13,16 @@ import (
 )
 
 // smtpServer is a minimal SMTP receiver on loopback speaking enough of RFC 5321 for one message.
-func smtpServer(t *testing.T) (addr string, got chan string) {
+func smtpServer(t *testing.T) (addr string, transcripts <-chan string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	got = make(chan string, 1)
+	// Its own variable, not the named result: the return statement writes the results while
+	// the goroutine below already reads this.
+	got := make(chan string, 1)
 	go func() {
 		conn, err := ln.Accept()
 		if err != nil {

@@ -2,7 +2,6 @@ package embedmongo
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -21,7 +20,7 @@ func TestServerIsPrivate(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil { // as a careless operator would leave it
 		t.Fatal(err)
 	}
-	srv, err := Start(dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := Start(dir, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -175,7 +175,7 @@ func (s *Server) answer(out proto.Message, reply any, opts []grpc.CallOption) er
 		if err != nil {
 			return status.Errorf(codes.Internal, "marshal answer: %v", err)
 		}
-		defer b.Free()
+		defer b.Free() //nolint:revive // the loop returns in this iteration: one deferred call
 		if s.maxMessage > 0 && b.Len() > s.maxMessage {
 			return tooLarge(b.Len(), s.maxMessage)
 		}

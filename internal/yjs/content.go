@@ -25,10 +25,10 @@ const (
 	typeArray       = 0
 	typeMap         = 1
 	typeText        = 2
-	typeXmlElement  = 3
-	typeXmlFragment = 4
-	typeXmlHook     = 5
-	typeXmlText     = 6
+	typeXMLElement  = 3
+	typeXMLFragment = 4
+	typeXMLHook     = 5
+	typeXMLText     = 6
 )
 
 // content is what an item holds. One struct for every kind keeps items small and splitting
@@ -214,11 +214,11 @@ func (d *decoder) readContent(ref uint8) (content, error) {
 		}
 		t := &ytype{ref: uint8(tr)}
 		switch tr {
-		case typeXmlElement, typeXmlHook:
+		case typeXMLElement, typeXMLHook:
 			if t.name, err = d.string(); err != nil {
 				return content{}, err
 			}
-		case typeArray, typeMap, typeText, typeXmlFragment, typeXmlText:
+		case typeArray, typeMap, typeText, typeXMLFragment, typeXMLText:
 		default:
 			return content{}, malformed("unknown type ref %d", tr)
 		}
@@ -278,7 +278,7 @@ func (c *content) write(e *encoder, offset uint64) {
 		e.bytes(c.raw())
 	case refType:
 		e.uint(uint64(c.typ().ref))
-		if c.typ().ref == typeXmlElement || c.typ().ref == typeXmlHook {
+		if c.typ().ref == typeXMLElement || c.typ().ref == typeXMLHook {
 			e.string(c.typ().name)
 		}
 	case refDoc:

@@ -58,7 +58,7 @@ func (d *Doc) JSON(root string, k Kind) any {
 	case Array:
 		return arrayJSON(t, 0)
 	case XML:
-		return xmlString(t, typeXmlFragment, 0)
+		return xmlString(t, typeXMLFragment, 0)
 	}
 	return textString(t)
 }
@@ -82,7 +82,7 @@ func (d *Doc) KindOf(root string) (Kind, bool) {
 			return Text, true
 		case refType:
 			switch b.content.typ().ref {
-			case typeXmlElement, typeXmlText, typeXmlHook:
+			case typeXMLElement, typeXMLText, typeXMLHook:
 				return XML, true
 			}
 			return Array, true
@@ -185,8 +185,8 @@ type Embedded struct {
 }
 
 var typeNames = map[uint8]string{
-	typeArray: "array", typeMap: "map", typeText: "text", typeXmlElement: "xmlElement",
-	typeXmlFragment: "xmlFragment", typeXmlHook: "xmlHook", typeXmlText: "xmlText",
+	typeArray: "array", typeMap: "map", typeText: "text", typeXMLElement: "xmlElement",
+	typeXMLFragment: "xmlFragment", typeXMLHook: "xmlHook", typeXMLText: "xmlText",
 }
 
 // SubDoc is a subdocument as a view shows it: its guid and options; its content lives in its
@@ -215,11 +215,11 @@ func typeJSON(t *ytype, depth int) any {
 	switch t.ref {
 	case typeArray:
 		return arrayJSON(t, depth)
-	case typeMap, typeXmlHook:
+	case typeMap, typeXMLHook:
 		return mapJSON(t, depth)
 	case typeText:
 		return textString(t)
-	case typeXmlElement, typeXmlFragment, typeXmlText:
+	case typeXMLElement, typeXMLFragment, typeXMLText:
 		return xmlString(t, t.ref, depth)
 	}
 	return nil
@@ -321,11 +321,11 @@ func xmlString(t *ytype, ref uint8, depth int) string {
 		return ""
 	}
 	switch ref {
-	case typeXmlText:
+	case typeXMLText:
 		return xmlTextString(t, depth)
 	case typeText:
 		return textString(t)
-	case typeXmlElement:
+	case typeXMLElement:
 		var sb strings.Builder
 		name := strings.ToLower(t.name)
 		sb.WriteString("<" + name)
@@ -343,7 +343,7 @@ func xmlString(t *ytype, ref uint8, depth int) string {
 		sb.WriteString(xmlChildren(t, depth))
 		sb.WriteString("</" + name + ">")
 		return sb.String()
-	case typeXmlHook, typeMap, typeArray:
+	case typeXMLHook, typeMap, typeArray:
 		return "[object Object]" // no toString of their own
 	}
 	return xmlChildren(t, depth)
@@ -387,9 +387,7 @@ func xmlTextString(t *ytype, depth int) string {
 		var nodes []node
 		for name, v := range op.Attributes {
 			n := node{name: name}
-			for _, kv := range jsProps(v) {
-				n.attrs = append(n.attrs, kv)
-			}
+			n.attrs = append(n.attrs, jsProps(v)...)
 			slices.SortFunc(n.attrs, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
 			nodes = append(nodes, n)
 		}

@@ -201,10 +201,10 @@ func (d *Doc) editInPlace(b *block, n xmlNode, depth int) bool {
 	}
 	t := b.content.typ()
 	switch {
-	case n.isText && t.ref == typeXmlText && plainText(t):
+	case n.isText && t.ref == typeXMLText && plainText(t):
 		d.replaceText(t, n.text)
 		return true
-	case !n.isText && t.ref == typeXmlElement && t.name == n.name:
+	case !n.isText && t.ref == typeXMLElement && t.name == n.name:
 		want := map[string]any{}
 		for _, a := range n.attrs {
 			want[a[0]] = a[1]
@@ -236,14 +236,14 @@ func (d *Doc) insertXML(t *ytype, left *block, n xmlNode, depth int) *block {
 		right = t.start
 	}
 	if n.isText {
-		nt := &ytype{ref: typeXmlText}
+		nt := &ytype{ref: typeXMLText}
 		b := d.newItem(t, left, right, "", false, content{ref: refType, x: &contentX{typ: nt}})
 		if n.text != "" {
 			d.newItem(nt, nil, nil, "", false, content{ref: refString, str: u16(n.text)})
 		}
 		return b
 	}
-	nt := &ytype{ref: typeXmlElement, name: n.name}
+	nt := &ytype{ref: typeXMLElement, name: n.name}
 	b := d.newItem(t, left, right, "", false, content{ref: refType, x: &contentX{typ: nt}})
 	for _, a := range n.attrs {
 		d.newItem(nt, nt.m[a[0]], nil, a[0], true, anyContent([]any{a[1]}))

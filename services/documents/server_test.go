@@ -230,7 +230,7 @@ func TestFolders(t *testing.T) {
 	wantErr(t, "unknown organization", err, codes.NotFound, "Organization does not exist.")
 
 	// Update: rename, move, refuse cycles.
-	resp, err = h.srv.UpdateFolders(k1, &documentsv1.UpdateFoldersRequest{OrganizationId: "o", Folders: []*documentsv1.FolderUpdate{
+	_, err = h.srv.UpdateFolders(k1, &documentsv1.UpdateFoldersRequest{OrganizationId: "o", Folders: []*documentsv1.FolderUpdate{
 		{FolderId: "later", FolderName: ptr(" Later ")},
 		{FolderId: "a", ParentFolderId: ptr("c")},     // into its own descendant
 		{FolderId: "b", ParentFolderId: ptr("b")},     // into itself

@@ -35,7 +35,6 @@ func benchSentence(r *rand.Rand) string {
 // benchHarness is a server on the memory store holding n judgments in one organization, with
 // 512-dimensional vectors (the local model's size) of the test embedder.
 func benchHarness(b *testing.B, n int) *harness {
-	h := &harness{}
 	emb := newBag(512)
 	store := NewMemoryStore()
 	r := rand.New(rand.NewPCG(1, 2))
@@ -48,8 +47,7 @@ func benchHarness(b *testing.B, n int) *harness {
 		}
 	}
 	t := &testing.T{}
-	h = newHarnessOn(t, store, emb)
-	return h
+	return newHarnessOn(t, store, emb)
 }
 
 func benchSearch(b *testing.B, n int) {

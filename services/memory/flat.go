@@ -115,6 +115,8 @@ type rowRange struct {
 // (of any model). A first pass reads only the codes (and the judgments, when there are
 // filters); the second scores in float32 only the judgments whose upper bound reaches the
 // k-th best lower bound.
+//
+//nolint:revive // unexported-return: only this package's server calls it (vectorSearcher)
 func (s *MemoryStore) SearchVectors(ctx context.Context, sc Scope, f Filter, kind, embedder string, q []float32, k int) ([]scored, int, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -250,11 +250,11 @@ func checkGet(req *notificationsv1.GetNotificationsRequest) (*listing, error) {
 		return nil, apierr.InvalidArgument("order must be asc or desc.")
 	}
 	if req.PageSize != nil {
-		if n := int(req.GetPageSize()); n < 1 || n > maxPageSize {
+		n := int(req.GetPageSize())
+		if n < 1 || n > maxPageSize {
 			return nil, apierr.InvalidArgument("pageSize must be between 1 and %d.", maxPageSize)
-		} else {
-			l.size = n
 		}
+		l.size = n
 	}
 	if len(l.ids) > 0 && req.GetPageToken() != "" {
 		return nil, apierr.InvalidArgument("pageToken does not apply to notificationIds, which are answered at once.")

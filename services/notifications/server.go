@@ -355,7 +355,7 @@ func (s *Server) GetNotifications(ctx context.Context, req *notificationsv1.GetN
 		after = &Position{Timestamp: p.Timestamp, ID: p.ID}
 	}
 	var last *Position
-	more := false
+	var more bool
 	if l.user != "" {
 		entries, err := s.store.Inbox(ctx, org, l.user, after, l.desc, l.size+1)
 		if err != nil {

@@ -85,9 +85,6 @@ func (f *fakeDocs) ResolveResources(_ context.Context, in *documentsv1.ResolveRe
 func resKey(kind, apiKey, org, id string) string { return kind + "|" + apiKey + "|" + org + "|" + id }
 
 func (f *fakeDocs) addOrg(apiKey, org string) { f.known[resKey("org", apiKey, org, "")] = true }
-func (f *fakeDocs) addDoc(apiKey, org, doc string) {
-	f.known[resKey("document", apiKey, org, doc)] = true
-}
 func (f *fakeDocs) addFolder(apiKey, org, folder string) {
 	f.known[resKey("folder", apiKey, org, folder)] = true
 }

@@ -3,7 +3,6 @@ package workspace
 import (
 	"context"
 	"flag"
-	"io"
 	"log/slog"
 	"testing"
 
@@ -51,7 +50,7 @@ func TestDevWorkspaceDefault(t *testing.T) {
 		if err := fs.Parse(c.args); err != nil {
 			t.Fatal(err)
 		}
-		inst, err := build(context.Background(), service.Env{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: clock.Real(),
+		inst, err := build(context.Background(), service.Env{Log: slog.New(slog.DiscardHandler), Clock: clock.Real(),
 			Secret: make([]byte, 32), Storage: c.storage, Email: &email.Memory{}})
 		if err != nil {
 			t.Fatal(err)
@@ -85,7 +84,7 @@ func TestDevTokensPublishedOnlyWhenDocumented(t *testing.T) {
 		if err := f.Finish(); err != nil {
 			t.Fatal(err)
 		}
-		inst, err := build(context.Background(), service.Env{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: clock.Real(),
+		inst, err := build(context.Background(), service.Env{Log: slog.New(slog.DiscardHandler), Clock: clock.Real(),
 			Secret: make([]byte, 32), Email: &email.Memory{}})
 		if err != nil {
 			t.Fatal(err)
