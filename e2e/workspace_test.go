@@ -90,7 +90,7 @@ func equalStrings(v any, want ...string) bool {
 		return false
 	}
 	for i := range arr {
-		if arr[i] != want[i] {
+		if arr[i] != want[i] { //nolint:gosec // G602: the lengths are equal, checked above
 			return false
 		}
 	}

@@ -297,7 +297,7 @@ func (in *inputs) measure(runs int) result {
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		mem = append(mem, float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/docs)
+		mem = append(mem, float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/docs) //nolint:gosec // G115: heap sizes are far below 2^63
 		runtime.KeepAlive(kept)
 	}
 	r.memPerDoc = median(mem)

@@ -206,7 +206,7 @@ func run(nClients, nUpdates, warmup int, interval time.Duration) error {
 				return
 			}
 			lat[i][c] = at.Sub(start).Nanoseconds() - sent[i].Load()
-			if got[i].Add(1) == int32(nClients) {
+			if got[i].Add(1) == int32(nClients) { //nolint:gosec // G115: nClients is a small flag value
 				allGot <- i
 			}
 		})

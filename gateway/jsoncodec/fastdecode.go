@@ -227,7 +227,7 @@ func (d *fastDecoder) hex4() (rune, bool) {
 		return 0, false
 	}
 	d.i += 4
-	return rune(v), true
+	return rune(v), true //nolint:gosec // G115: four hex digits: at most 0xFFFF
 }
 
 // number reads a JSON number's text.
@@ -571,13 +571,13 @@ func (d *fastDecoder) value(fd protoreflect.FieldDescriptor, newMessage func() p
 		if !ok {
 			return fail, errFallback
 		}
-		return protoreflect.ValueOfInt32(int32(n)), nil
+		return protoreflect.ValueOfInt32(int32(n)), nil //nolint:gosec // G115: integer() checked the int32 range
 	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
 		n, ok := d.integer(0, math.MaxUint32)
 		if !ok {
 			return fail, errFallback
 		}
-		return protoreflect.ValueOfUint32(uint32(n)), nil
+		return protoreflect.ValueOfUint32(uint32(n)), nil //nolint:gosec // G115: integer() checked the uint32 range
 	case protoreflect.DoubleKind, protoreflect.FloatKind:
 		s, ok := d.number()
 		if !ok || !validJSONNumber(s) {

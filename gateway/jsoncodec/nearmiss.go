@@ -102,7 +102,7 @@ func editDistance(a, b string, limit int) int {
 	// Rows of the distance table: prev2 for i-2, prev for i-1, cur for i. Only the band of
 	// cells within limit of the diagonal is computed (any cell off it is more than limit
 	// anyway); cells the band reads beside itself hold big. Distances fit in a byte.
-	big := uint8(limit + 1)
+	big := uint8(limit + 1) //nolint:gosec // G115: limit is a small distance; "Distances fit in a byte"
 	var rows [3][maxNameLen + 2]uint8
 	prev2, prev, cur := &rows[0], &rows[1], &rows[2]
 	for j := 0; j <= len(b)+1; j++ {
@@ -134,7 +134,7 @@ func editDistance(a, b string, limit int) int {
 			rowMin = min(rowMin, cur[j])
 		}
 		cur[hi+1] = big
-		if rowMin > uint8(limit) {
+		if rowMin > uint8(limit) { //nolint:gosec // G115: limit is a small distance, as above
 			return limit + 1
 		}
 		prev2, prev, cur = prev, cur, prev2

@@ -325,8 +325,8 @@ func (p *plan) write(out []byte, b []byte, depth int) ([]byte, error) {
 		i := p.index(num)
 		if i >= 0 && p.fields[i].accepts(typ) {
 			n := &notes[i]
-			if o := p.fields[i].oneof; o >= 0 && winners[o] != int16(i+1) {
-				winners[o] = int16(i + 1)
+			if o := p.fields[i].oneof; o >= 0 && winners[o] != int16(i+1) { //nolint:gosec // G115: i indexes a message's fields, far fewer than 2^15
+				winners[o] = int16(i + 1) //nolint:gosec // G115: as above
 				n.count = 0
 			}
 			if n.count == 0 {
@@ -477,7 +477,8 @@ func (f *planField) writeList(out []byte, b []byte, depth int) ([]byte, error) {
 func appendScalar(out []byte, s *scalarSpec, raw []byte, u uint64) ([]byte, error) {
 	switch s.kind {
 	case protoreflect.StringKind:
-		return appendString(out, unsafe.String(unsafe.SliceData(raw), len(raw)))
+		// raw is only read, and only during this call.
+		return appendString(out, unsafe.String(unsafe.SliceData(raw), len(raw))) //nolint:gosec // G103: a read-only view, reviewed
 	case protoreflect.BytesKind:
 		out = append(out, '"')
 		out = base64.StdEncoding.AppendEncode(out, raw)
@@ -495,14 +496,14 @@ func appendScalar(out []byte, s *scalarSpec, raw []byte, u uint64) ([]byte, erro
 		out = append(out, '"')
 		return append(strconv.AppendUint(out, u, 10), '"'), nil
 	case protoreflect.FloatKind:
-		return appendFloat(out, float64(math.Float32frombits(uint32(u))), 32), nil
+		return appendFloat(out, float64(math.Float32frombits(uint32(u))), 32), nil //nolint:gosec // G115: a fixed32 value: the low 32 bits are the float, as protobuf reads it
 	case protoreflect.DoubleKind:
 		return appendFloat(out, math.Float64frombits(u), 64), nil
 	case protoreflect.EnumKind:
 		if s.nullEnum {
 			return append(out, "null"...), nil
 		}
-		n := protoreflect.EnumNumber(int32(u))
+		n := protoreflect.EnumNumber(int32(u)) //nolint:gosec // G115: protobuf truncates an enum varint to int32, as here
 		if ev := s.enum.ByNumber(n); ev != nil {
 			return appendString(out, string(ev.Name()))
 		}
@@ -564,7 +565,7 @@ func (f *planField) writeMap(out []byte, b []byte, count int, depth int) ([]byte
 		switch {
 		case f.key.kind == protoreflect.StringKind:
 			// The key's bytes live in b for the whole call; no copy needed.
-			we.key = unsafe.String(unsafe.SliceData(keyRaw), len(keyRaw))
+			we.key = unsafe.String(unsafe.SliceData(keyRaw), len(keyRaw)) //nolint:gosec // G103: reviewed, see above
 		case f.key.kind == protoreflect.BoolKind:
 			we.key = strconv.FormatBool(keyNum != 0)
 			if keyNum != 0 {
@@ -629,6 +630,8 @@ func (f *planField) writeMap(out []byte, b []byte, count int, depth int) ([]byte
 
 // signedOf is the value of a signed integer kind read as u (a varint or fixed value), as
 // decoding gives it.
+//
+//nolint:gosec // G115: the truncations are protobuf's own decoding of 32-bit and zigzag kinds
 func signedOf(k protoreflect.Kind, u uint64) int64 {
 	switch k {
 	case protoreflect.Int32Kind:
@@ -644,6 +647,8 @@ func signedOf(k protoreflect.Kind, u uint64) int64 {
 }
 
 // unsignedOf is signedOf for the unsigned kinds.
+//
+//nolint:gosec // G115: protobuf truncates 32-bit unsigned kinds so
 func unsignedOf(k protoreflect.Kind, u uint64) uint64 {
 	switch k {
 	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:

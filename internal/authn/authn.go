@@ -21,6 +21,8 @@ import (
 )
 
 // Header names of the credentials (spec section 5). gRPC metadata keys are the same.
+//
+//nolint:gosec // G101: names of headers, not credentials
 const (
 	HeaderAPIKey         = "x-service-api-key"
 	HeaderAuthToken      = "x-service-auth-token"

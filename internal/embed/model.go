@@ -73,7 +73,7 @@ func readModelFile(b []byte) (map[string]*tensor, error) {
 			raw := r.bytes(size)
 			t.q = make([]int8, len(raw))
 			for j, v := range raw {
-				t.q[j] = int8(v)
+				t.q[j] = int8(v) //nolint:gosec // G115: the model stores int8 weights as bytes: a reinterpretation
 			}
 		default:
 			return nil, fmt.Errorf("embed: use-lite.bin: %s: unknown kind %d", name, kind)

@@ -170,7 +170,8 @@ func (r *remote) Embed(ctx context.Context, texts []string) ([][]float32, error)
 		wait := aerr.retryAfter
 		if wait == 0 {
 			wait = min(r.backoff<<attempt, maxBackoff)
-			wait = wait/2 + rand.N(wait/2+1) // jitter: half to all of it
+			// Jitter: half to all of it.
+			wait = wait/2 + rand.N(wait/2+1) //nolint:gosec // G404: jitter spreading retries needs no unpredictability
 		}
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
 			return nil, r.unavailable("%s; no time left to try again in %v (attempt %d)", last.msg, wait, attempt+1)

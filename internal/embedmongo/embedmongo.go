@@ -42,7 +42,7 @@ func Start(dir string, log *slog.Logger) (*Server, error) {
 	}
 	// An existing directory may have been made with wider permissions (by hand, or by an older
 	// version): the data is ours alone.
-	if err := os.Chmod(abs, 0o700); err != nil {
+	if err := os.Chmod(abs, 0o700); err != nil { //nolint:gosec // G302: a directory, which needs x; owner only
 		return nil, fmt.Errorf("embedded mongo: data dir: %w", err)
 	}
 	// The socket's path must stay short (about 100 bytes at most), so it lives in a new

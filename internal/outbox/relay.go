@@ -366,6 +366,6 @@ func backoff(attempt int) time.Duration {
 		d *= 2
 	}
 	d = min(d, maxRetry)
-	jitter := 0.8 + rand.Float64()*0.4
+	jitter := 0.8 + rand.Float64()*0.4 //nolint:gosec // G404: jitter spreading retries needs no unpredictability
 	return time.Duration(float64(d) * jitter)
 }

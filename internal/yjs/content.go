@@ -212,7 +212,7 @@ func (d *decoder) readContent(ref uint8) (content, error) {
 		if err != nil {
 			return content{}, err
 		}
-		t := &ytype{ref: uint8(tr)}
+		t := &ytype{ref: uint8(tr)} //nolint:gosec // G115: the switch below refuses every ref other than 0..6
 		switch tr {
 		case typeXMLElement, typeXMLHook:
 			if t.name, err = d.string(); err != nil {

@@ -149,7 +149,7 @@ func diffText(a, b string) []textEdit {
 		for i, l := range ls {
 			id, ok := ids[l]
 			if !ok {
-				id = int32(len(ids))
+				id = int32(len(ids)) //nolint:gosec // G115: distinct lines of a document within the size limit, far below 2^31
 				ids[l] = id
 			}
 			out[i] = id

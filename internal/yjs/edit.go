@@ -231,9 +231,11 @@ func (c *seqCursor) delText(n uint64) {
 // utf16Len is the length in UTF-16 units of valid UTF-8: one per character, two for those
 // beyond the BMP. That is a unit per byte, less one per continuation byte (10xxxxxx), plus one
 // per four-byte lead (11110xxx), counted eight bytes at a time.
+//
+//nolint:gosec // G115: counts of bytes in a string: non-negative and at most len(s)
 func utf16Len(s string) uint64 {
 	const high = 0x8080808080808080
-	b := unsafe.Slice(unsafe.StringData(s), len(s)) // read only
+	b := unsafe.Slice(unsafe.StringData(s), len(s)) //nolint:gosec // G103: reviewed; read only
 	n := uint64(len(b))
 	i := 0
 	for ; i+8 <= len(b); i += 8 {
@@ -386,8 +388,8 @@ func (d *Doc) replaceArray(t *ytype, vals []any) {
 	c := d.cursor(t)
 	pos := 0
 	for _, op := range ops {
-		c.skip(uint64(op.at - pos))
-		c.del(uint64(op.del))
+		c.skip(uint64(op.at - pos)) //nolint:gosec // G115: diffSeq's ops are in order (op.at >= pos) with non-negative lengths
+		c.del(uint64(op.del))       //nolint:gosec // G115: as above
 		pos = op.at + op.del
 		if op.ins > 0 {
 			c.insert(anyContent(vals[op.insAt : op.insAt+op.ins]))

@@ -284,7 +284,7 @@ func (d *Doc) encodeTransaction(tr *transaction) []byte {
 	for _, f := range list {
 		structs := d.clients[f.client]
 		start := find(structs, f.clock)
-		e.uint(uint64(len(structs) - start))
+		e.uint(uint64(len(structs) - start)) //nolint:gosec // G115: find returns an index within structs: non-negative
 		e.uint(f.client)
 		e.uint(f.clock)
 		for i := start; i < len(structs); i++ {

@@ -70,6 +70,8 @@ func (d *decoder) uint() (uint64, error) {
 
 // count reads a varUint that counts items each taking at least min bytes, so it can never ask
 // for more than the input holds.
+//
+//nolint:gosec // G115: n is checked against the bytes left (an int) before int(n); the lengths are non-negative
 func (d *decoder) count(min int) (int, error) {
 	n, err := d.uint()
 	if err != nil {
@@ -107,6 +109,7 @@ func (d *decoder) int() (int64, error) {
 	return int64(v), nil
 }
 
+//nolint:gosec // G115: n is checked against the bytes left (an int) before int(n); the lengths are non-negative
 func (d *decoder) bytes() ([]byte, error) {
 	n, err := d.uint()
 	if err != nil {
@@ -163,7 +166,7 @@ func (e *encoder) uint(v uint64) {
 
 func (e *encoder) int(v int64) {
 	neg := v < 0
-	u := uint64(v)
+	u := uint64(v) //nolint:gosec // G115: the sign is taken above; the two's complement bits are negated below
 	if neg {
 		u = uint64(-v)
 	}
@@ -218,9 +221,9 @@ func u16(s string) []uint16 {
 		i += size
 		if r >= 0x10000 {
 			a, b := utf16.EncodeRune(r)
-			out = append(out, uint16(a), uint16(b))
+			out = append(out, uint16(a), uint16(b)) //nolint:gosec // G115: utf16.EncodeRune returns surrogates, 0xD800..0xDFFF
 		} else {
-			out = append(out, uint16(r))
+			out = append(out, uint16(r)) //nolint:gosec // G115: r < 0x10000 here
 		}
 	}
 	return out
@@ -231,7 +234,7 @@ func u16(s string) []uint16 {
 func utf8Of(u []uint16) string {
 	// One pass into room for mostly ASCII, growing when the text is not.
 	b := appendUTF8(make([]byte, 0, len(u)+len(u)/8+4), u)
-	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not used again
+	return unsafe.String(unsafe.SliceData(b), len(b)) //nolint:gosec // G103: reviewed; b is not used again
 }
 
 // utf8Len is the length of utf8Of(u).
@@ -289,7 +292,7 @@ func appendUTF8(b []byte, u []uint16) []byte {
 // utf16String writes UTF-16 code units as a lib0 string (as TextEncoder makes its UTF-8),
 // without an intermediate string.
 func (e *encoder) utf16String(u []uint16) {
-	e.uint(uint64(utf8Len(u)))
+	e.uint(uint64(utf8Len(u))) //nolint:gosec // G115: a length: non-negative
 	e.buf = appendUTF8(e.buf, u)
 }
 
@@ -401,7 +404,7 @@ func (d *decoder) anyValue() (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return BigInt(int64(binary.BigEndian.Uint64(b))), nil
+		return BigInt(int64(binary.BigEndian.Uint64(b))), nil //nolint:gosec // G115: lib0 writes a BigInt64 as its two's complement bits
 	case 121:
 		return false, nil
 	case 120:
@@ -465,7 +468,7 @@ func (e *encoder) writeAny(v any) error {
 		e.bytes(x)
 	case BigInt:
 		e.byte(122)
-		e.buf = binary.BigEndian.AppendUint64(e.buf, uint64(x))
+		e.buf = binary.BigEndian.AppendUint64(e.buf, uint64(x)) //nolint:gosec // G115: lib0 writes a BigInt64 as its two's complement bits
 	case float64:
 		e.number(x)
 	case int:

@@ -291,7 +291,7 @@ func (s *MongoStore) Append(ctx context.Context, stream string, u Update) (int64
 	for attempt := range appendAttempts {
 		if attempt > 2 {
 			// Many appenders on one stream: spread them out a little.
-			time.Sleep(time.Duration(rand.IntN(attempt*100)) * time.Microsecond)
+			time.Sleep(time.Duration(rand.IntN(attempt*100)) * time.Microsecond) //nolint:gosec // G404: jitter spreading retries needs no unpredictability
 		}
 		var last updateDoc
 		err := s.updates.FindOne(ctx, bson.M{"stream": stream},

@@ -24,6 +24,8 @@ import (
 const SyncPrefix = "/v2/crdt/sync/"
 
 // Messages of a refused sync connection (the y-websocket permission-denied reason).
+//
+//nolint:gosec // G101: messages that mention a token, not credentials
 const (
 	msgNoToken  = "A token is required: pass the JWT of Generate Token as the token query parameter."
 	msgNoAccess = "You do not have access to this document."
@@ -73,7 +75,7 @@ func (l *liveSync) Load(ctx context.Context, key string) ([][]byte, live.Cursor,
 	if err != nil {
 		return nil, live.Cursor{}, err
 	}
-	return st.Parts(), live.Cursor{Version: st.Meta.Stream, Seq: uint64(st.LastSeq())}, nil
+	return st.Parts(), live.Cursor{Version: st.Meta.Stream, Seq: uint64(st.LastSeq())}, nil //nolint:gosec // G115: sequence numbers count up from 0: non-negative
 }
 
 // Append is live.Log's Append: a client's update, stored as Apply CRDT Update stores one.
@@ -89,7 +91,7 @@ func (l *liveSync) Append(ctx context.Context, key, version string, update []byt
 	if err != nil {
 		return live.Cursor{}, false, err
 	}
-	return live.Cursor{Version: m.Stream, Seq: uint64(seq)}, created, nil
+	return live.Cursor{Version: m.Stream, Seq: uint64(seq)}, created, nil //nolint:gosec // G115: sequence numbers count up from 0: non-negative
 }
 
 // Since is live.Log's Since: the log entries of the editor's current stream after the cursor.
@@ -116,13 +118,13 @@ func (l *liveSync) Since(ctx context.Context, key string, at live.Cursor) ([]liv
 		}
 		return nil, true, nil // the room was loaded without data
 	}
-	ups, reload, err := l.s.store.Tail(ctx, m.Stream, int64(at.Seq), 1000)
+	ups, reload, err := l.s.store.Tail(ctx, m.Stream, int64(at.Seq), 1000) //nolint:gosec // G115: a cursor holds a sequence number of the store (an int64)
 	if err != nil || reload {
 		return nil, reload, err
 	}
 	out := make([]live.Entry, len(ups))
 	for i, u := range ups {
-		out[i] = live.Entry{Seq: uint64(u.Seq), Update: u.Data}
+		out[i] = live.Entry{Seq: uint64(u.Seq), Update: u.Data} //nolint:gosec // G115: sequence numbers count up from 0: non-negative
 	}
 	return out, false, nil
 }
@@ -207,7 +209,7 @@ func (l *liveSync) broadcast(m *Meta, seq int64, update []byte) {
 		l.hub.Gone(func(k string) bool { return k == key })
 		return
 	}
-	l.hub.Publish(key, live.Cursor{Version: m.Stream, Seq: uint64(seq)}, update)
+	l.hub.Publish(key, live.Cursor{Version: m.Stream, Seq: uint64(seq)}, update) //nolint:gosec // G115: sequence numbers count up from 0: non-negative
 }
 
 // reload closes the rooms of the editors a lifecycle event deleted or moved.

@@ -132,7 +132,7 @@ func (s *Server) send(ctx context.Context, d *Delivery) {
 		if errors.As(err, &later) && later.after > 0 {
 			wait = min(later.after, maxRetryAfter)
 		} else {
-			wait = time.Duration(float64(wait) * (0.8 + rand.Float64()*0.4))
+			wait = time.Duration(float64(wait) * (0.8 + rand.Float64()*0.4)) //nolint:gosec // G404: jitter spreading retries needs no unpredictability
 		}
 		state, next, lastErr = StatePending, now.Add(wait), err.Error()
 		s.log.WarnContext(ctx, "notifications: delivery failed, will retry", "delivery_id", d.ID, "channel", d.Channel, "attempt", attempts, "retry_at", next, "error", err)

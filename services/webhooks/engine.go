@@ -527,7 +527,7 @@ func (s *Server) retry(ctx context.Context, d *Delivery, ep *Endpoint, code int,
 		}
 		s.announceExhausted(ctx, d, code)
 	} else {
-		wait := time.Duration(float64(retrySchedule[attempts-1]) * (0.8 + rand.Float64()*0.4))
+		wait := time.Duration(float64(retrySchedule[attempts-1]) * (0.8 + rand.Float64()*0.4)) //nolint:gosec // G404: jitter spreading retries needs no unpredictability
 		if len(retryAfter) > 0 && retryAfter[0] > 0 {
 			wait = retryAfter[0]
 		}

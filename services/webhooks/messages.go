@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -97,7 +98,7 @@ func (s *Server) ListAttempts(ctx context.Context, req *webhooksv1.ListAttemptsR
 		page.Iterator = wrapperspb.String(as[len(as)-1].ID)
 	}
 	for _, a := range as {
-		page.Attempts = append(page.Attempts, &webhooksv1.Attempt{Id: a.ID, MessageId: a.MessageID, EndpointId: a.EndpointID, ResponseStatusCode: int32(a.StatusCode),
+		page.Attempts = append(page.Attempts, &webhooksv1.Attempt{Id: a.ID, MessageId: a.MessageID, EndpointId: a.EndpointID, ResponseStatusCode: int32(a.StatusCode), //nolint:gosec // G115: an HTTP status code (100..999)
 			Response: a.Response, DurationMs: a.DurationMs, Status: a.Status, Timestamp: iso(a.Timestamp)})
 	}
 	return &webhooksv1.ListAttemptsResponse{Status: statusSuccess, Message: msgAttempts, Data: page}, nil
@@ -180,7 +181,11 @@ func (s *Server) RecoverEndpoint(ctx context.Context, req *webhooksv1.RecoverEnd
 		return nil, fmt.Errorf("recover: %w", err)
 	}
 	s.engine.notify()
-	return &webhooksv1.RecoverEndpointResponse{Status: statusSuccess, Message: msgRecovered, Data: &webhooksv1.Recovered{Count: int32(n)}}, nil
+	count := int32(math.MaxInt32) // the API's field is an int32: more than that says "at least"
+	if n >= 0 && n < math.MaxInt32 {
+		count = int32(n)
+	}
+	return &webhooksv1.RecoverEndpointResponse{Status: statusSuccess, Message: msgRecovered, Data: &webhooksv1.Recovered{Count: count}}, nil
 }
 
 func (s *Server) SendTestEvent(ctx context.Context, req *webhooksv1.SendTestEventRequest) (*webhooksv1.SendTestEventResponse, error) {

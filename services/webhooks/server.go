@@ -214,7 +214,7 @@ func endpointProto(e *Endpoint) *webhooksv1.Endpoint {
 		m.Description = wrapperspb.String(*e.Description)
 	}
 	if e.RateLimit != nil {
-		m.RateLimit = wrapperspb.Int32(int32(*e.RateLimit))
+		m.RateLimit = wrapperspb.Int32(int32(*e.RateLimit)) //nolint:gosec // G115: checkRateLimit keeps it within 1..maxRateLimit
 	}
 	if e.UID != nil {
 		m.Uid = wrapperspb.String(*e.UID)

@@ -31,6 +31,7 @@ func Module() service.Module {
 // publishedDev are the development credentials the README and docs publish; tokens an operator
 // chose instead are secrets like any other.
 func publishedDev() service.DevCredentials {
+	//nolint:gosec // G101: published on purpose (README); --mongo-uri turns them off
 	return service.DevCredentials{WorkspaceID: "dev-workspace", WorkspaceToken: "dev-workspace-token", APIKey: "dev-api-key", AuthToken: "dev-auth-token"}
 }
 
