@@ -159,7 +159,7 @@ func (s *Server) GetEmbeddingStatus(ctx context.Context, _ *memoryv1.GetEmbeddin
 		state = "idle"
 	}
 	return &memoryv1.GetEmbeddingStatusResponse{
-		Embedder: s.embedder.Name(), Dim: int32(s.embedder.Dim()), Pending: float64(pending), //nolint:gosec // G115: an embedding size (512, or a checked model's), far below 2^31
+		Embedder: s.embedder.Name(), Dim: int32(s.embedder.Dim()), Pending: float64(pending), //nolint:gosec // G115: an embedding size (512, or a remote answer's, whose size is limited), far below 2^31
 		Reembedded: float64(s.reembed.done), State: state, LastError: s.reembed.lastError,
 		Refused: float64(len(s.reembed.skipped)),
 	}, nil
