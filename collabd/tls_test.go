@@ -390,3 +390,47 @@ func freeAddr(t *testing.T) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// The gRPC listener's certificate and CA bundle are re-read too: a replaced certificate is
+// served on new connections, and clients of a CA dropped from the bundle are refused.
+func TestMutualTLSReloads(t *testing.T) {
+	dir := t.TempDir()
+	ca, next := tlstest.NewCA(t, "deployment CA"), tlstest.NewCA(t, "next CA")
+	files := ca.Write(t, dir, "grpc", ca.Issue(t, "first"))
+	p, _ := startLogged(t, "--grpc-tls-ca-file="+files.CA, "--grpc-tls-cert-file="+files.Cert, "--grpc-tls-key-file="+files.Key)
+	client := ca.Issue(t, "client")
+	cert, err := tls.X509KeyPair(client.CertPEM, client.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := pool(ca)
+	roots.AddCert(next.Cert)
+	// handshake returns the serial served, or the error of a refused client (TLS 1.3 tells the
+	// client on its first read; the gRPC server speaks first, its settings frame).
+	handshake := func() (string, error) {
+		c, err := tls.Dial("tcp", p.GRPCAddr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}})
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		if _, err := c.Read(make([]byte, 1)); err != nil {
+			return "", err
+		}
+		return c.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
+	}
+	if _, err := handshake(); err != nil {
+		t.Fatalf("a client of the CA: %v", err)
+	}
+	second := next.Issue(t, "second")
+	tlstest.Replace(t, files.Cert, second.CertPEM)
+	tlstest.Replace(t, files.Key, second.KeyPEM)
+	eventually(t, "the replaced gRPC certificate served", func() bool {
+		got, err := handshake()
+		return err == nil && got == second.Cert.SerialNumber.String()
+	})
+	tlstest.Replace(t, files.CA, next.PEM)
+	eventually(t, "a client of the dropped CA refused", func() bool {
+		_, err := handshake()
+		return err != nil
+	})
+}
