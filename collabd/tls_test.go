@@ -30,33 +30,33 @@ import (
 	"github.com/collab/collab/services"
 )
 
-// logBuffer is a log output tests read while the process writes.
-type logBuffer struct {
+// lockedLog is a log output tests read while the process writes.
+type lockedLog struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *logBuffer) Write(p []byte) (int, error) {
+func (b *lockedLog) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *logBuffer) String() string {
+func (b *lockedLog) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
 
 // startLogged is startProcess with the process's log (warnings and up) kept.
-func startLogged(t *testing.T, extra ...string) (*Process, *logBuffer) {
+func startLogged(t *testing.T, extra ...string) (*Process, *lockedLog) {
 	t.Helper()
 	args := append([]string{"--http-addr=127.0.0.1:0", "--grpc-addr=127.0.0.1:0", "--rate-limit=off", "--log-level=warn"}, extra...)
 	cfg, err := parse(t, nil, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &logBuffer{}
+	logs := &lockedLog{}
 	p, err := Start(context.Background(), cfg, Deps{Clock: clock.Real(), LogOutput: logs})
 	if err != nil {
 		t.Fatalf("start: %v", err)
@@ -69,9 +69,9 @@ func startLogged(t *testing.T, extra ...string) (*Process, *logBuffer) {
 	return p, logs
 }
 
-// eventually polls cond until it holds, failing the test after a generous deadline: the
+// pollUntil polls cond until it holds, failing the test after a generous deadline: the
 // files are looked at again at most every few seconds, so the change shows within that.
-func eventually(t *testing.T, what string, cond func() bool) {
+func pollUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
@@ -94,7 +94,7 @@ func servedSerial(t *testing.T, addr string, roots *x509.CertPool) string {
 	return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
 }
 
-func pool(ca *tlstest.CA) *x509.CertPool {
+func caPool(ca *tlstest.CA) *x509.CertPool {
 	p := x509.NewCertPool()
 	p.AddCert(ca.Cert)
 	return p
@@ -117,7 +117,7 @@ func TestHTTPSServesAndReloadsTheCertificate(t *testing.T) {
 		t.Fatalf("banner:\n%s", banner.String())
 	}
 
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool(ca)}}}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool(ca)}}}
 	req, _ := http.NewRequest(http.MethodPost, p.HTTPURL()+"/v2/workspace/activityconfig/get", strings.NewReader(`{"data":{}}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("x-service-api-key", p.Dev.APIKey)
@@ -139,7 +139,7 @@ func TestHTTPSServesAndReloadsTheCertificate(t *testing.T) {
 		}
 	}
 	// TLS 1.1 is refused.
-	if c, err := tls.Dial("tcp", p.HTTPAddr, &tls.Config{RootCAs: pool(ca), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}); err == nil {
+	if c, err := tls.Dial("tcp", p.HTTPAddr, &tls.Config{RootCAs: caPool(ca), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}); err == nil {
 		c.Close()
 		t.Fatal("a TLS 1.1 handshake succeeded")
 	}
@@ -147,13 +147,13 @@ func TestHTTPSServesAndReloadsTheCertificate(t *testing.T) {
 	tlstest.Replace(t, files.Cert, second.CertPEM)
 	tlstest.Replace(t, files.Key, second.KeyPEM)
 	want := second.Cert.SerialNumber.String()
-	eventually(t, "the replaced certificate served", func() bool { return servedSerial(t, p.HTTPAddr, pool(ca)) == want })
+	pollUntil(t, "the replaced certificate served", func() bool { return servedSerial(t, p.HTTPAddr, caPool(ca)) == want })
 
 	// A key that does not match the certificate: warned about, and the second pair stays.
 	// (Handshakes are what look at the files.)
 	tlstest.Replace(t, files.Key, first.KeyPEM)
-	eventually(t, "a warning about the broken pair", func() bool {
-		if got := servedSerial(t, p.HTTPAddr, pool(ca)); got != want {
+	pollUntil(t, "a warning about the broken pair", func() bool {
+		if got := servedSerial(t, p.HTTPAddr, caPool(ca)); got != want {
 			t.Fatalf("served %s after a broken replacement, want %s", got, want)
 		}
 		return strings.Contains(logs.String(), "does not load")
@@ -200,7 +200,7 @@ func mtlsFlags(t *testing.T, ca *tlstest.CA, name string) []string {
 // handshake.
 func TestMutualTLSSplitMode(t *testing.T) {
 	ca := tlstest.NewCA(t, "deployment CA")
-	front := freeAddr(t)
+	front := unusedAddr(t)
 	var rest []string
 	for _, m := range services.All() {
 		if m.Name != "documents" {
@@ -264,7 +264,7 @@ func TestMutualTLSSplitMode(t *testing.T) {
 
 	// At the gRPC listener: a client of the CA gets through the handshake...
 	good := mtlsCreds(t, ca, ca)
-	if err := health(back.GRPCAddr, grpc.WithTransportCredentials(good)); err != nil {
+	if err := checkHealth(back.GRPCAddr, grpc.WithTransportCredentials(good)); err != nil {
 		t.Fatalf("a client of the CA: %v", err)
 	}
 	// ...one of another CA (trusting the right one), one without a certificate, and plaintext
@@ -272,10 +272,10 @@ func TestMutualTLSSplitMode(t *testing.T) {
 	stranger := tlstest.NewCA(t, "other CA")
 	for name, opt := range map[string]grpc.DialOption{
 		"another CA":     grpc.WithTransportCredentials(mtlsCreds(t, stranger, ca)),
-		"no certificate": grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool(ca)})),
+		"no certificate": grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: caPool(ca)})),
 		"plaintext":      grpc.WithTransportCredentials(insecure.NewCredentials()),
 	} {
-		err := health(back.GRPCAddr, opt)
+		err := checkHealth(back.GRPCAddr, opt)
 		if status.Code(err) != codes.Unavailable {
 			t.Errorf("%s: %v, want refused at the handshake (Unavailable)", name, err)
 		}
@@ -298,10 +298,10 @@ func mtlsCreds(t *testing.T, issuer, trusted *tlstest.CA) credentials.TransportC
 	if err != nil {
 		t.Fatal(err)
 	}
-	return credentials.NewTLS(&tls.Config{RootCAs: pool(trusted), Certificates: []tls.Certificate{cert}})
+	return credentials.NewTLS(&tls.Config{RootCAs: caPool(trusted), Certificates: []tls.Certificate{cert}})
 }
 
-func health(addr string, opts ...grpc.DialOption) error {
+func checkHealth(addr string, opts ...grpc.DialOption) error {
 	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return err
@@ -381,7 +381,7 @@ func TestPublicCallersAreNotInternalUnderMutualTLS(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
+func unusedAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -403,7 +403,7 @@ func TestMutualTLSReloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	roots := pool(ca)
+	roots := caPool(ca)
 	roots.AddCert(next.Cert)
 	// handshake returns the serial served, or the error of a refused client (TLS 1.3 tells the
 	// client on its first read; the gRPC server speaks first, its settings frame).
@@ -424,12 +424,12 @@ func TestMutualTLSReloads(t *testing.T) {
 	second := next.Issue(t, "second")
 	tlstest.Replace(t, files.Cert, second.CertPEM)
 	tlstest.Replace(t, files.Key, second.KeyPEM)
-	eventually(t, "the replaced gRPC certificate served", func() bool {
+	pollUntil(t, "the replaced gRPC certificate served", func() bool {
 		got, err := handshake()
 		return err == nil && got == second.Cert.SerialNumber.String()
 	})
 	tlstest.Replace(t, files.CA, next.PEM)
-	eventually(t, "a client of the dropped CA refused", func() bool {
+	pollUntil(t, "a client of the dropped CA refused", func() bool {
 		_, err := handshake()
 		return err != nil
 	})
