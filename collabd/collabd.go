@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
@@ -36,6 +35,7 @@ import (
 	"github.com/collab/collab/internal/mongodb"
 	"github.com/collab/collab/internal/outbox"
 	"github.com/collab/collab/internal/service"
+	"github.com/collab/collab/internal/tlsfiles"
 )
 
 // Deps replaces parts of the process for tests; zero values mean the real ones.
@@ -57,6 +57,8 @@ type Process struct {
 	// routesOnly is set when the HTTP listener serves services' own routes (live sync) but no
 	// gateway: not the API.
 	routesOnly bool
+	// tls is the TLS material of the HTTP listener and of gRPC between services.
+	tls processTLS
 
 	log *slog.Logger
 	// embedded is the embedded MongoDB-wire server of a --data-dir run.
@@ -88,6 +90,9 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 			_ = p.Shutdown(context.Background())
 		}
 	}()
+	if p.tls, err = loadTLS(cfg, log); err != nil {
+		return nil, err
+	}
 
 	// Services register their series whether or not anything serves them: a registry nobody
 	// scrapes costs nothing per call, and the per-request interceptors only run with the flag.
@@ -126,8 +131,8 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		routes []service.Route
 	)
 	if len(localModules) > 0 {
-		chain := grpcserver.Chain(log, authn.NewInterceptor(lazyAuthenticator{get: func() authn.Authenticator { return auth }}, cfg.InternalToken), rpcMetrics...)
-		srv = grpcserver.New(chain)
+		chain := grpcserver.Chain(log, authn.NewInterceptor(lazyAuthenticator{get: func() authn.Authenticator { return auth }}, cfg.InternalToken, p.tls.authnOptions()...), rpcMetrics...)
+		srv = grpcserver.New(chain, p.tls.serverOptions()...)
 		local = inproc.New(srv, chain, grpcserver.MaxMessageBytes)
 	}
 	var peerMetrics []grpc.DialOption
@@ -198,7 +203,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 					authService = m.Name
 				}
 			}
-			auth = authn.NewClient(workspacev1.NewWorkspaceServiceClient(plain[authService]), cfg.InternalToken, cfg.AuthCacheTTL, deps.Clock)
+			auth = p.tls.authClient(authn.NewClient(workspacev1.NewWorkspaceServiceClient(plain[authService]), cfg.InternalToken, cfg.AuthCacheTTL, deps.Clock))
 		}
 		if cfg.GRPCAddr != "" {
 			ln, err := net.Listen("tcp", cfg.GRPCAddr)
@@ -234,7 +239,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		if cfg.Runs(Gateway) {
 			// The routes of services that run elsewhere: the gateway is the one public entry
 			// point, so it forwards them to their processes (--<name>-http-addr).
-			remote, err := remoteRoutes(cfg, log)
+			remote, err := remoteRoutes(cfg, p.tls, log)
 			if err != nil {
 				return nil, err
 			}
@@ -274,8 +279,14 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		hs := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
 			ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			BaseContext: func(net.Listener) context.Context { return base }}
+		serve := hs.Serve
+		if p.tls.http != nil {
+			// ServeTLS sets up HTTP/2 as well; the certificate comes from GetCertificate.
+			hs.TLSConfig = tlsfiles.Server(p.tls.http)
+			serve = func(ln net.Listener) error { return hs.ServeTLS(ln, "", "") }
+		}
 		go func() {
-			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				p.errs <- fmt.Errorf("http server: %w", err)
 			}
 		}()
@@ -292,7 +303,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		p.MetricsAddr = addr
 		p.closers = append(p.closers, stop)
 	}
-	log.Info("collab started", "services", cfg.Services, "http", p.HTTPAddr, "grpc", p.GRPCAddr, "metrics", p.MetricsAddr, "store", storeName(cfg))
+	log.Info("collab started", "services", cfg.Services, "http", p.HTTPURL(), "grpc_mtls", p.tls.mutual(), "grpc", p.GRPCAddr, "metrics", p.MetricsAddr, "store", storeName(cfg))
 	return p, nil
 }
 
@@ -304,7 +315,7 @@ func (p *Process) connect(cfg Config, local *inproc.Server, peerOpts ...grpc.Dia
 	withToken := authn.InternalClientInterceptor(cfg.InternalToken)
 	dial := func(target string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 		opts := append([]grpc.DialOption{
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithTransportCredentials(p.tls.dialCredentials()),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcserver.MaxMessageBytes)),
 			// Calls to peers spread over every address the target resolves to (a headless
 			// Kubernetes service behind dns:///), not only the first.
@@ -321,7 +332,7 @@ func (p *Process) connect(cfg Config, local *inproc.Server, peerOpts ...grpc.Dia
 		if plain[name], err = dial(addr); err != nil {
 			return nil, nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
 		}
-		if internal[name], err = dial(addr, grpc.WithChainUnaryInterceptor(withToken)); err != nil {
+		if internal[name], err = dial(addr, append(p.tls.internalPeerOptions(), grpc.WithChainUnaryInterceptor(withToken))...); err != nil {
 			return nil, nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
 		}
 	}
@@ -405,6 +416,14 @@ func emailSender(cfg Config, log *slog.Logger) (email.Sender, error) {
 	return email.SMTP{Addr: cfg.SMTPAddr, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword, From: cfg.SMTPFrom}, nil
 }
 
+// HTTPURL is the base URL of the HTTP listener ("" when not listening): https with --tls-*.
+func (p *Process) HTTPURL() string {
+	if p.HTTPAddr == "" {
+		return ""
+	}
+	return p.tls.scheme() + "://" + p.HTTPAddr
+}
+
 // Err delivers a server's failure after start.
 func (p *Process) Err() <-chan error { return p.errs }
 
@@ -445,7 +464,7 @@ func (b *builder) build(ctx context.Context, m service.Module) (*service.Instanc
 	}
 	publicURL := b.cfg.PublicURL
 	if publicURL == "" {
-		publicURL = "http://" + b.cfg.HTTPAddr
+		publicURL = b.p.tls.scheme() + "://" + b.cfg.HTTPAddr
 	}
 	env := service.Env{
 		Log: b.log, Clock: b.deps.Clock, Secret: b.secret, Mongo: b.mongo, Storage: b.storage,

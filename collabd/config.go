@@ -41,6 +41,14 @@ type Config struct {
 	// there (--<name>-http-addr).
 	HTTPPeers map[string]string
 
+	// TLSCertFile and TLSKeyFile are the HTTP listener's certificate and key (PEM, re-read when
+	// they change); both empty: plain HTTP.
+	TLSCertFile, TLSKeyFile string
+	// GRPCTLSCAFile, GRPCTLSCertFile and GRPCTLSKeyFile turn on mutual TLS between services:
+	// the gRPC listener requires client certificates of the CA, and connections to peers present
+	// the certificate and verify theirs. All empty: plaintext gRPC.
+	GRPCTLSCAFile, GRPCTLSCertFile, GRPCTLSKeyFile string
+
 	AuthCacheTTL  time.Duration
 	InternalToken string
 	SecretKey     string
@@ -54,6 +62,12 @@ type Config struct {
 	LogFormat string
 	LogLevel  slog.Level
 }
+
+// HTTPS reports whether the HTTP listener serves TLS.
+func (c Config) HTTPS() bool { return c.TLSCertFile != "" }
+
+// MutualTLS reports whether gRPC between services runs over mutual TLS.
+func (c Config) MutualTLS() bool { return c.GRPCTLSCAFile != "" }
 
 // Runs reports whether the process runs the named service or the gateway.
 func (c Config) Runs(name string) bool { return slices.Contains(c.Services, name) }
@@ -102,6 +116,9 @@ func ParseFlags(modules []service.Module, args []string, getenv func(string) str
 	if err := c.checkPeers(); err != nil {
 		return c, err
 	}
+	if err := c.checkTLS(); err != nil {
+		return c, err
+	}
 	return c, c.checkInternalToken()
 }
 
@@ -129,8 +146,13 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 				" service's processes when it runs elsewhere: the gateway proxies its routes "+strings.Join(m.Routes, ", ")+" there; empty: they answer 503")
 		}
 	}
+	tlsCert := f.String("tls-cert-file", "", "PEM certificate (chain) the HTTP listener serves over TLS, with --tls-key-file; re-read when the file changes; empty: plain HTTP")
+	tlsKey := f.String("tls-key-file", "", "PEM private key of --tls-cert-file")
+	grpcCA := f.String("grpc-tls-ca-file", "", "PEM CA bundle of mutual TLS between services, with --grpc-tls-cert-file and --grpc-tls-key-file: the gRPC listener requires client certificates it verifies, and connections to peers verify theirs; re-read when the files change; empty: plaintext gRPC")
+	grpcCert := f.String("grpc-tls-cert-file", "", "PEM certificate this process presents in mutual TLS, as server and as client; its SANs must hold the host names (or IPs) peers dial it at")
+	grpcKey := f.String("grpc-tls-key-file", "", "PEM private key of --grpc-tls-cert-file")
 	ttl := f.Duration("auth-cache-ttl", 5*time.Second, "how long services other than the authenticating one trust a checked credential")
-	internalToken := f.Secret("internal-token", "", "shared secret of service-to-service calls, required on internal gRPC operations; at least 32 random characters (openssl rand -hex 32); required when services run in several processes, random per process otherwise")
+	internalToken := f.Secret("internal-token", "", "shared secret of service-to-service calls, required on internal gRPC operations; at least 32 random characters (openssl rand -hex 32); required when services run in several processes without --grpc-tls-* (with mutual TLS a peer's verified certificate is the credential), random per process otherwise")
 	secretKey := f.Secret("secret-key", "", "master secret for page tokens; empty: kept in MongoDB, or random per run on the memory store")
 	publicURL := f.String("public-url", "", "base URL of the HTTP API as callers reach it, for links in emails")
 	smtpAddr := f.String("smtp-addr", "", "SMTP server host:port; empty: emails are written to --mail-dir")
@@ -148,6 +170,8 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 	return fs, f, func() error {
 		c.HTTPAddr, c.GRPCAddr, c.MongoURI, c.DataDir = *httpAddr, *grpcAddr, *mongoURI, *dataDir
 		c.MetricsAddr = *metricsAddr
+		c.TLSCertFile, c.TLSKeyFile = *tlsCert, *tlsKey
+		c.GRPCTLSCAFile, c.GRPCTLSCertFile, c.GRPCTLSKeyFile = *grpcCA, *grpcCert, *grpcKey
 		c.AuthCacheTTL, c.InternalToken, c.SecretKey, c.PublicURL = *ttl, *internalToken, *secretKey, *publicURL
 		c.SMTPAddr, c.SMTPUsername, c.SMTPPassword, c.SMTPFrom, c.MailDir = *smtpAddr, *smtpUser, *smtpPassword, *smtpFrom, *mailDir
 		c.LogFormat = *logFormat
@@ -345,21 +369,42 @@ func (c Config) AllInOne() bool {
 	return true
 }
 
+// checkTLS refuses half a TLS setup, which would otherwise quietly serve plaintext.
+func (c Config) checkTLS() error {
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return fmt.Errorf("--tls-cert-file (%s) and --tls-key-file (%s) go together: set both to serve HTTPS, or neither",
+			service.EnvName("tls-cert-file"), service.EnvName("tls-key-file"))
+	}
+	set := 0
+	for _, v := range []string{c.GRPCTLSCAFile, c.GRPCTLSCertFile, c.GRPCTLSKeyFile} {
+		if v != "" {
+			set++
+		}
+	}
+	if set != 0 && set != 3 {
+		return fmt.Errorf("--grpc-tls-ca-file (%s), --grpc-tls-cert-file (%s) and --grpc-tls-key-file (%s) go together: set all three for mutual TLS between services, or none",
+			service.EnvName("grpc-tls-ca-file"), service.EnvName("grpc-tls-cert-file"), service.EnvName("grpc-tls-key-file"))
+	}
+	return nil
+}
+
 // checkInternalToken fails closed: a process that runs services beside other processes cannot
 // start without a strong shared token, and a token given is never a placeholder. The all-in-one
 // process (and a gateway, which serves no internal operation) may go without: it then uses a
-// random secret of its own (Start).
+// random secret of its own (Start). With mutual TLS, a peer's verified certificate (with the
+// internal connection's marker, authn.WithVerifiedPeers) is the credential: the token is then
+// optional, and still checked when given.
 func (c Config) checkInternalToken() error {
 	runsService := false
 	for _, s := range c.Names() {
 		runsService = runsService || c.Runs(s)
 	}
-	if c.InternalToken == "" && (!runsService || c.AllInOne()) {
+	if c.InternalToken == "" && (!runsService || c.AllInOne() || c.MutualTLS()) {
 		return nil
 	}
 	if err := authn.CheckInternalToken(c.InternalToken); err != nil {
 		if c.InternalToken == "" {
-			return fmt.Errorf("services split across processes call each other's internal operations: %w", err)
+			return fmt.Errorf("services split across processes call each other's internal operations: %w (or turn on mutual TLS between them with --grpc-tls-ca-file, --grpc-tls-cert-file and --grpc-tls-key-file)", err)
 		}
 		return fmt.Errorf("--internal-token: %w", err)
 	}

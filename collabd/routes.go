@@ -14,11 +14,13 @@ import (
 // remoteRoutes are the HTTP routes of the modules this gateway process does not run
 // (Config.RemoteRoutes): each prefix proxied to the module's processes at --<name>-http-addr,
 // or, without that address, answered 503 (and a warning logged now, at start).
-func remoteRoutes(cfg Config, log *slog.Logger) ([]service.Route, error) {
+func remoteRoutes(cfg Config, t processTLS, log *slog.Logger) ([]service.Route, error) {
 	var out []service.Route
 	// Straight to the service's processes: never through an HTTP_PROXY of the environment.
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.Proxy = nil
+	// An https peer is verified against the CA of mutual TLS, when there is one.
+	t.httpsPeers(transport)
 	for _, m := range cfg.RemoteRoutes() {
 		var h http.Handler
 		if addr, ok := cfg.HTTPPeers[m.Name]; ok {
