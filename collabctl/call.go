@@ -156,6 +156,7 @@ func jsonProblem(raw []byte, err error) string {
 	}
 	off = min(off, int64(len(raw)))
 	line := 1 + bytes.Count(raw[:off], []byte("\n"))
-	col := off - int64(bytes.LastIndexByte(raw[:off], '\n'))
+	// Offset counts the bytes read up to and including the offending one.
+	col := off - int64(bytes.LastIndexByte(raw[:off], '\n')) - 1
 	return fmt.Sprintf("%v (line %d, column %d)", err, line, col)
 }
