@@ -18,6 +18,7 @@ func call(ctx context.Context, s *session, args []string) error {
 	file := fs.String("f", "", "read the data (the JSON object under \"data\") from FILE, or from standard input with -")
 	inline := fs.String("d", "", "the data as a JSON object on the command line")
 	auth := fs.String("auth", "auto", "credentials to send: auto (those the operation declares), key, workspace or none")
+	via := fs.String("via", "auto", "auto (HTTP, gRPC for internal operations), http or grpc (--grpc-addr)")
 	// The operation may come before the flags (collabctl call /v2/workspace/get -o json) or after
 	// them; flag parsing stops at the first argument that is not a flag.
 	var name string
@@ -41,14 +42,32 @@ func call(ctx context.Context, s *session, args []string) error {
 	if err != nil {
 		return err
 	}
-	if op.Path == "" {
-		return usagef("%s is an internal operation: it has no HTTP route (services call it over gRPC with the internal token)", op.Method)
+	overGRPC := false
+	switch *via {
+	case "auto":
+		overGRPC = op.Path == ""
+	case "grpc":
+		if op.Method == "" {
+			return usagef("%s is not a path of the API this collabctl was built with: no method to call over gRPC", op.Path)
+		}
+		overGRPC = true
+	case "http":
+		if op.Path == "" {
+			return usagef("%s is an internal operation: it has no HTTP route; call it over gRPC (--grpc-addr, %s)", op.Method, EnvName("internal-token"))
+		}
+	default:
+		return usagef("--via must be auto, http or grpc, not %q", *via)
 	}
 	data, err := readData(s.stdin, *file, *inline)
 	if err != nil {
 		return err
 	}
-	raw, err := s.client.Call(ctx, op.Path, class, data)
+	var raw json.RawMessage
+	if overGRPC {
+		raw, err = s.callGRPC(ctx, op, class, data)
+	} else {
+		raw, err = s.client.Call(ctx, op.Path, class, data)
+	}
 	if err != nil {
 		return err
 	}

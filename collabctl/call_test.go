@@ -101,7 +101,8 @@ func TestCallBadInput(t *testing.T) {
 		{[]string{"call"}, "call needs OPERATION"},
 		{[]string{"call", "NoSuchService.Method"}, `no operation "NoSuchService.Method"`},
 		{[]string{"call", "collab.workspace.v1.WorkspaceService.Nothing"}, "no method collab.workspace.v1.WorkspaceService.Nothing"},
-		{[]string{"call", "collab.workspace.v1.WorkspaceService.Authenticate"}, "is an internal operation"},
+		{[]string{"call", "collab.workspace.v1.WorkspaceService.Authenticate"}, "is called over gRPC: give the address of a process that runs its service with --grpc-addr"},
+		{[]string{"call", "collab.workspace.v1.WorkspaceService.Authenticate", "--via", "http"}, "is an internal operation: it has no HTTP route"},
 		{[]string{"call", "/v2/not/a/route"}, "--auth key|workspace|none"},
 		{[]string{"call", "/v2/organizations/get", "--auth", "root"}, "--auth must be"},
 	} {
@@ -154,5 +155,49 @@ func TestUnreachableServer(t *testing.T) {
 		if o := run(context.Background(), env, "", "--url", bad, "keys", "list"); o.code != ExitUsage || strings.Contains(o.stderr, "pw") {
 			t.Errorf("--url %s: %+v", bad, o)
 		}
+	}
+}
+
+// Internal operations go over gRPC with the internal token; any other may too (--via grpc),
+// with its credentials as metadata. Refusals come back as the API's statuses.
+func TestCallOverGRPC(t *testing.T) {
+	token := strings.Repeat("0123456789abcdef", 4)
+	p := startProcess(t, "--internal-token="+token)
+	ctx := context.Background()
+	env := devEnv(p)
+	env["COLLABCTL_GRPC_ADDR"] = p.GRPCAddr
+	data := `{"apiKey": {"apiKey": "` + p.Dev.APIKey + `", "authToken": "` + p.Dev.AuthToken + `"}}`
+	const authenticate = "collab.workspace.v1.WorkspaceService.Authenticate"
+
+	if o := run(ctx, env, data, "call", authenticate, "-f", "-"); o.code != ExitUsage || !strings.Contains(o.stderr, "COLLABCTL_INTERNAL_TOKEN") {
+		t.Fatalf("without the internal token: %+v", o)
+	}
+	env["COLLABCTL_INTERNAL_TOKEN"] = "f" + token[1:]
+	if o := run(ctx, env, data, "call", authenticate, "-f", "-"); o.code != ExitFailed || !strings.Contains(o.stderr, "PERMISSION_DENIED (gRPC): This operation is for internal callers.") || strings.Contains(o.stderr, token[1:]) {
+		t.Fatalf("a wrong internal token: %+v", o)
+	}
+	env["COLLABCTL_INTERNAL_TOKEN"] = token
+	got := run(ctx, env, data, "-o", "json", "call", authenticate, "-f", "-").ok(t).json(t)
+	if got["workspaceId"] != p.Dev.WorkspaceID || got["apiKey"] != p.Dev.APIKey {
+		t.Fatalf("Authenticate: %v", got)
+	}
+	bad := `{"apiKey": {"apiKey": "` + p.Dev.APIKey + `", "authToken": "wrong"}}`
+	if o := run(ctx, env, bad, "call", authenticate, "-f", "-"); o.code != ExitFailed || !strings.Contains(o.stderr, "(gRPC)") {
+		t.Fatalf("Authenticate with a wrong token: %+v", o)
+	}
+	if o := run(ctx, env, `{"apiKey": 5}`, "call", authenticate, "-f", "-"); o.code != ExitUsage || !strings.Contains(o.stderr, "does not fit collab.workspace.v1.AuthenticateRequest") {
+		t.Fatalf("data of the wrong shape: %+v", o)
+	}
+
+	// A key operation over gRPC: the same answer as over HTTP.
+	run(ctx, env, `{"allowedDomains": ["grpc.example.com"]}`, "call", "/v2/workspace/domains/update", "-f", "-").ok(t)
+	domains := run(ctx, env, "", "-o", "json", "call", "/v2/workspace/domains/get", "--via", "grpc").ok(t).json(t)
+	if list, _ := domains["data"].(map[string]any)["allowedDomains"].([]any); len(list) != 1 || list[0] != "grpc.example.com" {
+		t.Fatalf("GetDomains over gRPC: %v", domains)
+	}
+
+	env["COLLABCTL_GRPC_ADDR"] = closedAddr(t)
+	if o := run(ctx, env, data, "call", authenticate, "-f", "-"); o.code != ExitFailed || !strings.Contains(o.stderr, "cannot reach the gRPC listener") {
+		t.Fatalf("a closed gRPC port: %+v", o)
 	}
 }

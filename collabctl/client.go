@@ -53,6 +53,9 @@ func (a Auth) String() string {
 
 // APIError is the API's error envelope: {"error": {"status", "message", "details"?}}.
 type APIError struct {
+	// GRPC is true when the error came over gRPC; HTTPStatus is then the one the gateway would
+	// have answered.
+	GRPC       bool
 	HTTPStatus int
 	Status     string
 	Message    string
@@ -87,9 +90,9 @@ func NewClient(baseURL string, creds Credentials, caFile string, timeout time.Du
 	return &Client{base: u, http: client, creds: creds}, nil
 }
 
-func httpClient(caFile string, timeout time.Duration) (*http.Client, error) {
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+// tlsConfig trusts the certificates of caFile, or the system's when it is empty.
+func tlsConfig(caFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
@@ -99,8 +102,18 @@ func httpClient(caFile string, timeout time.Duration) (*http.Client, error) {
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, usagef("--ca-file %s holds no PEM certificate", caFile)
 		}
-		transport.TLSClientConfig.RootCAs = pool
+		cfg.RootCAs = pool
 	}
+	return cfg, nil
+}
+
+func httpClient(caFile string, timeout time.Duration) (*http.Client, error) {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	cfg, err := tlsConfig(caFile)
+	if err != nil {
+		return nil, err
+	}
+	transport.TLSClientConfig = cfg
 	return &http.Client{
 		Transport: transport,
 		Timeout:   timeout,

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -38,12 +39,14 @@ func usagef(format string, args ...any) error {
 
 // session is what every command runs with: the global settings, the client and the streams.
 type session struct {
-	client *Client
-	output string // "table" or "json"
-	stdin  io.Reader
-	stdout io.Writer
-	stderr io.Writer
-	getenv func(string) string
+	client  *Client
+	grpc    grpcTarget
+	timeout time.Duration
+	output  string // "table" or "json"
+	stdin   io.Reader
+	stdout  io.Writer
+	stderr  io.Writer
+	getenv  func(string) string
 }
 
 // command is one leaf of the command tree ("keys create").
@@ -63,7 +66,7 @@ func commands() []command {
 		{"keys list", "", "list the workspace's API keys", keysList},
 		{"tokens list", "API_KEY", "list an API key's auth tokens (masked)", tokensList},
 		{"tokens reset", "API_KEY", "replace an API key's auth tokens with a new one (prints it once)", tokensReset},
-		{"call", "OPERATION [-f FILE|-] [-d JSON] [--auth auto|key|workspace|none]", "call any operation by path (/v2/...) or method (collab.x.v1.Service.Method) with JSON data", call},
+		{"call", "OPERATION [-f FILE|-] [-d JSON] [--auth auto|key|workspace|none] [--via auto|http|grpc]", "call any operation by path (/v2/...) or method (collab.x.v1.Service.Method) with JSON data; internal ones over gRPC", call},
 		{"webhooks attempts tail", "--endpoint ID | --message ID [--status S] [--interval 2s] [--last 10]", "print webhook delivery attempts as they are made, until interrupted", webhookAttemptsTail},
 		{"relay backlog", "--metrics-url URL [--metrics-url URL ...]", "the event relay's backlog per producer and subscriber, from processes' /metrics", relayBacklog},
 	}
@@ -121,6 +124,9 @@ func report(stderr io.Writer, err error) int {
 	case errors.As(err, &ue):
 		fmt.Fprintln(stderr, "collabctl:", ue.msg)
 		return ExitUsage
+	case errors.As(err, &ae) && ae.GRPC:
+		fmt.Fprintf(stderr, "collabctl: %s (gRPC): %s\n", ae.Status, sanitize(ae.Message))
+		return ExitFailed
 	case errors.As(err, &ae):
 		fmt.Fprintf(stderr, "collabctl: %s (HTTP %d): %s\n", ae.Status, ae.HTTPStatus, sanitize(ae.Message))
 		if len(ae.Details) > 0 {
@@ -147,6 +153,7 @@ Commands:
 Credentials come from the environment (preferred; flags would show in the process list):
   COLLABCTL_WORKSPACE_ID, COLLABCTL_WORKSPACE_TOKEN   workspace operations (workspace, keys, tokens)
   COLLABCTL_API_KEY, COLLABCTL_AUTH_TOKEN             key operations (webhooks, most of call)
+  COLLABCTL_INTERNAL_TOKEN                            internal operations (call over gRPC)
 Exit codes: 0 done, 1 the API refused or the server could not be reached, 2 usage error.
 `)
 	if fs != nil {
@@ -159,6 +166,8 @@ Exit codes: 0 done, 1 the API refused or the server could not be reached, 2 usag
 // globals are the global flags; each has its environment twin.
 type globals struct {
 	url, workspaceID, workspaceToken, apiKey, authToken, output, caFile string
+	grpcAddr, internalToken                                             string
+	grpcTLS                                                             bool
 	timeout                                                             time.Duration
 }
 
@@ -180,6 +189,9 @@ func parseGlobals(args []string, stdin io.Reader, stdout, stderr io.Writer, gete
 	fs.StringVar(&g.output, "o", "table", "shorthand for --output")
 	str(&g.caFile, "ca-file", "", "PEM file of the CA certificates to trust for https URLs (instead of the system's)")
 	fs.DurationVar(&g.timeout, "timeout", 30*time.Second, "time limit of each request")
+	str(&g.grpcAddr, "grpc-addr", "", "host:port of a process's gRPC listener, for call of internal operations (or with --via grpc)")
+	fs.BoolVar(&g.grpcTLS, "grpc-tls", false, "use TLS to --grpc-addr (trusting --ca-file, or the system's roots)")
+	str(&g.internalToken, "internal-token", "", "the deployment's internal token, for internal operations (a secret: prefer the environment)")
 	// -h prints the usage once, to stdout (below); errors are reported by report.
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
@@ -205,6 +217,13 @@ func parseGlobals(args []string, stdin io.Reader, stdout, stderr io.Writer, gete
 		}
 		g.timeout = d
 	}
+	if v := getenv(EnvName("grpc-tls")); v != "" && !set["grpc-tls"] {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, nil, usagef("%s=%q is not a boolean", EnvName("grpc-tls"), v)
+		}
+		g.grpcTLS = b
+	}
 	if g.timeout <= 0 {
 		return nil, nil, usagef("--timeout must be positive")
 	}
@@ -215,7 +234,12 @@ func parseGlobals(args []string, stdin io.Reader, stdout, stderr io.Writer, gete
 	if err != nil {
 		return nil, nil, err
 	}
-	return &session{client: client, output: g.output, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}, fs.Args(), nil
+	tlsCfg, err := tlsConfig(g.caFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	grpcTarget := grpcTarget{addr: g.grpcAddr, useTLS: g.grpcTLS, tlsConfig: tlsCfg, internalToken: g.internalToken}
+	return &session{client: client, grpc: grpcTarget, timeout: g.timeout, output: g.output, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}, fs.Args(), nil
 }
 
 func checkOutput(o string) error {
