@@ -115,6 +115,18 @@ func printGeneric(w io.Writer, v any) error {
 			return objectTable(w, rows)
 		}
 	case map[string]any:
+		// Results keyed by id (Add Organizations' {"o1": {...}}): a table with the key first.
+		if keys := sortedKeys(x); len(keys) > 0 {
+			rows := make([]map[string]any, 0, len(keys))
+			for _, k := range keys {
+				if m, ok := x[k].(map[string]any); ok {
+					rows = append(rows, m)
+				}
+			}
+			if len(rows) == len(keys) {
+				return keyedTable(w, keys, rows)
+			}
+		}
 		var listKey string
 		for k, f := range x {
 			if l, ok := f.([]any); ok && len(l) > 0 {
@@ -158,6 +170,11 @@ func objects(l []any) ([]map[string]any, bool) {
 }
 
 func objectTable(w io.Writer, rows []map[string]any) error {
+	return keyedTable(w, nil, rows)
+}
+
+// keyedTable writes rows under the union of their fields, each after its key when keys is set.
+func keyedTable(w io.Writer, keys []string, rows []map[string]any) error {
 	seen := map[string]bool{}
 	var cols []string
 	for _, r := range rows {
@@ -168,15 +185,22 @@ func objectTable(w io.Writer, rows []map[string]any) error {
 			}
 		}
 	}
-	header := make([]string, len(cols))
-	for i, c := range cols {
-		header[i] = strings.ToUpper(c)
+	sort.Strings(cols)
+	var header []string
+	if keys != nil {
+		header = append(header, "KEY")
+	}
+	for _, c := range cols {
+		header = append(header, strings.ToUpper(c))
 	}
 	t := newTable(w, header...)
-	for _, r := range rows {
-		cells := make([]string, len(cols))
-		for i, c := range cols {
-			cells[i] = cell(r[c])
+	for i, r := range rows {
+		var cells []string
+		if keys != nil {
+			cells = append(cells, keys[i])
+		}
+		for _, c := range cols {
+			cells = append(cells, cell(r[c]))
 		}
 		t.row(cells...)
 	}
