@@ -71,8 +71,9 @@ func webhookAttemptsTail(ctx context.Context, s *session, args []string) error {
 			}
 		case ctx.Err() != nil:
 			return nil
-		case transient(err):
-			// A restarting gateway should not end a tail: say so and poll again.
+		case seen != nil && transient(err):
+			// A restarting gateway should not end a tail that has started: say so and poll
+			// again. A first poll that fails (a wrong URL, an untrusted certificate) ends it.
 			fmt.Fprintf(s.stderr, "collabctl: polling attempts: %s; trying again\n", sanitize(err.Error()))
 		default:
 			return err

@@ -116,3 +116,61 @@ func TestWebhookAttemptsTail(t *testing.T) {
 		t.Fatalf("tail with a bad status: %+v", o)
 	}
 }
+
+// A poll that fails after the tail started (the gateway answering 503 for a moment) is reported
+// and retried; a tail whose first poll fails (nothing listening) ends with exit 1.
+func TestWebhookAttemptsTailRetries(t *testing.T) {
+	p := startProcess(t)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	defer receiver.Close()
+	ctx := context.Background()
+	env := devEnv(p)
+	run(ctx, env, `{"isEnabled": true}`, "call", "/v2/workspace/advancedwebhookconfig/update", "-f", "-").ok(t)
+	ep := run(ctx, env, `{"url": "`+receiver.URL+`"}`, "-o", "json", "call", "/v2/workspace/advancedwebhook/endpoints/create", "-f", "-").ok(t).json(t)
+	endpoint, _ := ep["data"].(map[string]any)["id"].(string)
+
+	// The second poll gets a 503 from the front; the others pass to the gateway.
+	target, _ := url.Parse("http://" + p.HTTPAddr)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var polls atomic.Int32
+	refused := make(chan struct{})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if polls.Add(1) == 2 {
+			http.Error(w, "upstream restarting", http.StatusServiceUnavailable)
+			close(refused)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	tailEnv := devEnv(p)
+	tailEnv["COLLABCTL_URL"] = front.URL
+	tailCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(tailCtx, []string{"-o", "json", "webhooks", "attempts", "tail", "--endpoint", endpoint, "--interval", "100ms"},
+			strings.NewReader(""), &out, &errOut, func(k string) string { return tailEnv[k] })
+	}()
+	select {
+	case <-refused:
+	case code := <-done:
+		t.Fatalf("tail ended: exit %d: %s", code, errOut.String())
+	}
+	res := run(ctx, env, `{"endpointId": "`+endpoint+`"}`, "-o", "json", "call", "/v2/workspace/advancedwebhook/endpoints/test", "-f", "-").ok(t).json(t)
+	message := res["data"].(map[string]any)["messageId"].(string)
+	eventually(t, "the tail printing an attempt after a failed poll", func() bool { return strings.Contains(out.String(), message) })
+	stop()
+	if code := <-done; code != ExitOK {
+		t.Fatalf("tail ended with %d", code)
+	}
+	if !strings.Contains(errOut.String(), "HTTP 503 (text/plain; charset=utf-8), not the API's JSON envelope") || !strings.Contains(errOut.String(), "trying again") {
+		t.Fatalf("stderr: %s", errOut.String())
+	}
+
+	tailEnv["COLLABCTL_URL"] = "http://" + closedAddr(t)
+	if o := run(ctx, tailEnv, "", "webhooks", "attempts", "tail", "--endpoint", endpoint); o.code != ExitFailed || !strings.Contains(o.stderr, "connection refused") {
+		t.Fatalf("tail of nothing: %+v", o)
+	}
+}
