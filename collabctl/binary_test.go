@@ -2,100 +2,19 @@ package collabctl
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"io"
-	"log"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/collab/collab/internal/tlstest"
 )
-
-// testCA makes a CA and a certificate it signs for 127.0.0.1, and writes the CA's PEM to a file.
-func testCA(t *testing.T) (tls.Certificate, string) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "collabctl test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		KeyUsage: x509.KeyUsageDigitalSignature}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: key}, file
-}
-
-// Over https, collabctl trusts the CA of --ca-file (COLLABCTL_CA_FILE) and refuses a server it
-// cannot verify, saying how to fix it; an http URL to a TLS server is named as such.
-func TestHTTPSWithCAFile(t *testing.T) {
-	p := startProcess(t)
-	cert, caFile := testCA(t)
-	target, _ := url.Parse("http://" + p.HTTPAddr)
-	front := httptest.NewUnstartedServer(httputil.NewSingleHostReverseProxy(target))
-	front.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	front.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes are expected
-	front.StartTLS()
-	defer front.Close()
-	ctx := context.Background()
-	env := devEnv(p)
-	env["COLLABCTL_URL"] = front.URL
-
-	if o := run(ctx, env, "", "keys", "list"); o.code != ExitFailed || !strings.Contains(o.stderr, "not signed by a trusted CA (give its CA with --ca-file)") {
-		t.Fatalf("without the CA: %+v", o)
-	}
-	if o := run(ctx, env, "", "--ca-file", caFile, "keys", "list").ok(t); !strings.Contains(o.stdout, p.Dev.APIKey) {
-		t.Fatalf("with --ca-file:\n%s", o.stdout)
-	}
-	env["COLLABCTL_CA_FILE"] = caFile
-	run(ctx, env, "", "workspace", "get").ok(t)
-	env["COLLABCTL_URL"] = strings.Replace(front.URL, "https://", "http://", 1)
-	if o := run(ctx, env, "", "keys", "list"); o.code != ExitFailed || !strings.Contains(o.stderr, "not the API's JSON envelope") {
-		t.Fatalf("http to a TLS server: %+v", o)
-	}
-	env["COLLABCTL_CA_FILE"] = filepath.Join(t.TempDir(), "none.pem")
-	if o := run(ctx, env, "", "keys", "list"); o.code != ExitUsage || !strings.Contains(o.stderr, "--ca-file") {
-		t.Fatalf("a missing CA file: %+v", o)
-	}
-}
 
 // The built binary runs: cmd/collabctl passes arguments, environment and exit codes through,
 // and SIGINT ends a tail cleanly.
@@ -162,5 +81,65 @@ func TestBinary(t *testing.T) {
 	}
 	if err := <-exited; err != nil {
 		t.Fatalf("tail after SIGINT: %v: %s", err, stderr.String())
+	}
+}
+
+// Against collabd's own TLS: HTTPS on its HTTP listener (--ca-file), and internal operations
+// over its mutual-TLS gRPC listener with a client certificate of the deployment's CA, which is
+// the internal credential there (no internal token).
+func TestCollabdTLS(t *testing.T) {
+	ca := tlstest.NewCA(t, "collab test CA")
+	dir := t.TempDir()
+	server := ca.Write(t, dir, "server", ca.Issue(t, "collabd"))
+	client := ca.Write(t, dir, "operator", ca.Issue(t, "operator"))
+	p := startProcess(t, "--tls-cert-file="+server.Cert, "--tls-key-file="+server.Key,
+		"--grpc-tls-ca-file="+server.CA, "--grpc-tls-cert-file="+server.Cert, "--grpc-tls-key-file="+server.Key)
+	ctx := context.Background()
+	env := devEnv(p)
+	env["COLLABCTL_URL"] = "https://" + p.HTTPAddr
+	if o := run(ctx, env, "", "keys", "list"); o.code != ExitFailed || !strings.Contains(o.stderr, "--ca-file") {
+		t.Fatalf("https without the CA: %+v", o)
+	}
+	env["COLLABCTL_CA_FILE"] = server.CA
+	if o := run(ctx, env, "", "keys", "list").ok(t); !strings.Contains(o.stdout, p.Dev.APIKey) {
+		t.Fatalf("https:\n%s", o.stdout)
+	}
+	if o := run(ctx, env, "", "--url", "http://"+p.HTTPAddr, "keys", "list"); o.code != ExitFailed || !strings.Contains(o.stderr, "not the API's JSON envelope") {
+		t.Fatalf("http to the https listener: %+v", o)
+	}
+	if o := run(ctx, env, "", "--ca-file", filepath.Join(dir, "none.pem"), "keys", "list"); o.code != ExitUsage || !strings.Contains(o.stderr, "--ca-file") {
+		t.Fatalf("a missing CA file: %+v", o)
+	}
+	if o := run(ctx, env, "", "--ca-file", server.Key, "keys", "list"); o.code != ExitUsage || !strings.Contains(o.stderr, "holds no PEM certificate") {
+		t.Fatalf("a key as CA file: %+v", o)
+	}
+
+	env["COLLABCTL_GRPC_ADDR"] = p.GRPCAddr
+	data := `{"apiKey": {"apiKey": "` + p.Dev.APIKey + `", "authToken": "` + p.Dev.AuthToken + `"}}`
+	const authenticate = "collab.workspace.v1.WorkspaceService.Authenticate"
+	// TLS without a client certificate: the listener refuses the connection; no credential for
+	// an internal operation either.
+	env["COLLABCTL_GRPC_TLS"] = "true"
+	if o := run(ctx, env, data, "call", "/v2/workspace/domains/get", "--via", "grpc"); o.code != ExitFailed || !strings.Contains(o.stderr, "cannot reach the gRPC listener") {
+		t.Fatalf("gRPC without a client certificate: %+v", o)
+	}
+	if o := run(ctx, env, data, "call", authenticate, "-f", "-"); o.code != ExitUsage || !strings.Contains(o.stderr, "--grpc-cert-file") {
+		t.Fatalf("internal without a credential: %+v", o)
+	}
+	env["COLLABCTL_GRPC_CERT_FILE"], env["COLLABCTL_GRPC_KEY_FILE"] = client.Cert, client.Key
+	got := run(ctx, env, data, "-o", "json", "call", authenticate, "-f", "-").ok(t).json(t)
+	if got["workspaceId"] != p.Dev.WorkspaceID {
+		t.Fatalf("Authenticate over mutual TLS: %v", got)
+	}
+	// A certificate of another CA is refused.
+	other := tlstest.NewCA(t, "other CA")
+	stranger := other.Write(t, t.TempDir(), "stranger", other.Issue(t, "stranger"))
+	env["COLLABCTL_GRPC_CERT_FILE"], env["COLLABCTL_GRPC_KEY_FILE"] = stranger.Cert, stranger.Key
+	if o := run(ctx, env, data, "call", authenticate, "-f", "-"); o.code != ExitFailed {
+		t.Fatalf("a stranger's certificate: %+v", o)
+	}
+	delete(env, "COLLABCTL_GRPC_KEY_FILE")
+	if o := run(ctx, env, data, "call", authenticate, "-f", "-"); o.code != ExitUsage || !strings.Contains(o.stderr, "go together") {
+		t.Fatalf("a certificate without its key: %+v", o)
 	}
 }

@@ -28,9 +28,12 @@ import (
 // grpcTarget is where and how collabctl calls the gRPC services: internal operations have no
 // HTTP route, and services call them with the deployment's internal token.
 type grpcTarget struct {
-	addr          string
-	useTLS        bool
-	tlsConfig     *tls.Config
+	addr      string
+	useTLS    bool
+	tlsConfig *tls.Config
+	// clientCert: tlsConfig holds a client certificate (mutual TLS), which collab takes as the
+	// internal credential of a call that also carries authn.HeaderInternalPeer.
+	clientCert    bool
 	internalToken string
 }
 
@@ -62,10 +65,15 @@ func (s *session) callGRPC(ctx context.Context, op operation, auth Auth, data js
 		pairs = append(pairs, k, v)
 	}
 	if op.Class == optionsv1.Auth_AUTH_INTERNAL {
-		if g.internalToken == "" {
-			return nil, usagef("%s is internal: it needs the deployment's internal token in %s (or --internal-token)", op.Method, EnvName("internal-token"))
+		if g.internalToken == "" && !g.clientCert {
+			return nil, usagef("%s is internal: it needs the deployment's internal token in %s (or --internal-token), or, under mutual TLS, a client certificate of the deployment's CA (--grpc-cert-file, --grpc-key-file)", op.Method, EnvName("internal-token"))
 		}
-		pairs = append(pairs, authn.HeaderInternalToken, g.internalToken)
+		if g.internalToken != "" {
+			pairs = append(pairs, authn.HeaderInternalToken, g.internalToken)
+		}
+		if g.clientCert {
+			pairs = append(pairs, authn.HeaderInternalPeer, "1")
+		}
 	}
 	creds := insecure.NewCredentials()
 	if g.useTLS {

@@ -2,6 +2,7 @@ package collabctl
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -153,7 +154,8 @@ Commands:
 Credentials come from the environment (preferred; flags would show in the process list):
   COLLABCTL_WORKSPACE_ID, COLLABCTL_WORKSPACE_TOKEN   workspace operations (workspace, keys, tokens)
   COLLABCTL_API_KEY, COLLABCTL_AUTH_TOKEN             key operations (webhooks, most of call)
-  COLLABCTL_INTERNAL_TOKEN                            internal operations (call over gRPC)
+  COLLABCTL_INTERNAL_TOKEN                            internal operations (call over gRPC), or
+  COLLABCTL_GRPC_CERT_FILE, COLLABCTL_GRPC_KEY_FILE   a client certificate of a mutual-TLS deployment
 Exit codes: 0 done, 1 the API refused or the server could not be reached, 2 usage error.
 `)
 	if fs != nil {
@@ -166,7 +168,7 @@ Exit codes: 0 done, 1 the API refused or the server could not be reached, 2 usag
 // globals are the global flags; each has its environment twin.
 type globals struct {
 	url, workspaceID, workspaceToken, apiKey, authToken, output, caFile string
-	grpcAddr, internalToken                                             string
+	grpcAddr, internalToken, grpcCertFile, grpcKeyFile                  string
 	grpcTLS                                                             bool
 	timeout                                                             time.Duration
 }
@@ -191,6 +193,8 @@ func parseGlobals(args []string, stdin io.Reader, stdout, stderr io.Writer, gete
 	fs.DurationVar(&g.timeout, "timeout", 30*time.Second, "time limit of each request")
 	str(&g.grpcAddr, "grpc-addr", "", "host:port of a process's gRPC listener, for call of internal operations (or with --via grpc)")
 	fs.BoolVar(&g.grpcTLS, "grpc-tls", false, "use TLS to --grpc-addr (trusting --ca-file, or the system's roots)")
+	str(&g.grpcCertFile, "grpc-cert-file", "", "client certificate (PEM) for a gRPC listener with mutual TLS (collabd --grpc-tls-*); implies --grpc-tls")
+	str(&g.grpcKeyFile, "grpc-key-file", "", "the key of --grpc-cert-file")
 	str(&g.internalToken, "internal-token", "", "the deployment's internal token, for internal operations (a secret: prefer the environment)")
 	// -h prints the usage once, to stdout (below); errors are reported by report.
 	fs.Usage = func() {}
@@ -238,7 +242,18 @@ func parseGlobals(args []string, stdin io.Reader, stdout, stderr io.Writer, gete
 	if err != nil {
 		return nil, nil, err
 	}
-	grpcTarget := grpcTarget{addr: g.grpcAddr, useTLS: g.grpcTLS, tlsConfig: tlsCfg, internalToken: g.internalToken}
+	if (g.grpcCertFile == "") != (g.grpcKeyFile == "") {
+		return nil, nil, usagef("--grpc-cert-file and --grpc-key-file go together")
+	}
+	clientCert := g.grpcCertFile != ""
+	if clientCert {
+		pair, err := tls.LoadX509KeyPair(g.grpcCertFile, g.grpcKeyFile)
+		if err != nil {
+			return nil, nil, usagef("--grpc-cert-file, --grpc-key-file: %v", err)
+		}
+		tlsCfg.Certificates = []tls.Certificate{pair}
+	}
+	grpcTarget := grpcTarget{addr: g.grpcAddr, useTLS: g.grpcTLS || clientCert, tlsConfig: tlsCfg, clientCert: clientCert, internalToken: g.internalToken}
 	return &session{client: client, grpc: grpcTarget, timeout: g.timeout, output: g.output, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}, fs.Args(), nil
 }
 
