@@ -73,10 +73,19 @@ func (g *Gateway) SetTracing(tp trace.TracerProvider) {
 		otelhttp.WithMeterProvider(noopmetric.NewMeterProvider()), // the metrics are internal/metrics'
 		otelhttp.WithPropagators(tracing.Propagator),
 		otelhttp.WithPublicEndpointFn(func(*http.Request) bool { return true }),
-		// Renamed with the route once the mux has matched it (serve).
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
+		// Called at the start, and again at the end when a ServeMux in front of the gateway
+		// set r.Pattern ("/"): then the name serve found, with the route, must win.
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+			if name, ok := r.Context().Value(spanNameKey{}).(*string); ok && *name != "" {
+				return *name
+			}
+			return r.Method
+		}),
 	)
 }
+
+// spanNameKey carries a *string that serve fills with the request's span name.
+type spanNameKey struct{}
 
 // routeKey carries a *string the mux fills with the matched route's template.
 type routeKey struct{}
@@ -154,7 +163,7 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if g.traced != nil {
-		g.traced.ServeHTTP(w, r)
+		g.traced.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), spanNameKey{}, new(string))))
 		return
 	}
 	g.serve(w, r)
@@ -202,7 +211,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		if g.traced != nil {
 			span := trace.SpanFromContext(ctx)
-			span.SetName(r.Method + " " + route)
+			name := r.Method + " " + route
+			span.SetName(name)
+			if dst, ok := ctx.Value(spanNameKey{}).(*string); ok {
+				*dst = name
+			}
 			span.SetAttributes(semconv.HTTPRoute(route), attribute.String("collab.request_id", id))
 		}
 		level := slog.LevelInfo

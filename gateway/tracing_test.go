@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -122,5 +123,23 @@ func TestTracingUnknownPathIsBounded(t *testing.T) {
 	}
 	if strings.Contains(spans[0].Name, "12345") {
 		t.Error("the raw path named the span")
+	}
+}
+
+// Behind a ServeMux (a process that serves services' own routes mounts the gateway at "/"),
+// otelhttp renames the span by the mux's pattern at the end; the route template still wins.
+func TestTracingNameBehindAServeMux(t *testing.T) {
+	gw, exp := tracedGateway(t)
+	mux := http.NewServeMux()
+	mux.Handle("/", gw)
+	if rec := serve(mux, http.MethodPost, "/v2/workspace/get", `{"data": {}}`, http.Header{"Content-Type": {"application/json"}}); rec.Code != http.StatusOK {
+		t.Fatalf("status %d", rec.Code)
+	}
+	var names []string
+	for _, s := range byKind(exp.GetSpans(), trace.SpanKindServer) {
+		names = append(names, s.Name)
+	}
+	if !slices.Contains(names, "POST /v2/workspace/get") {
+		t.Fatalf("server spans %v", names)
 	}
 }

@@ -90,7 +90,8 @@ func ParseEndpoint(v string) (string, error) {
 	u, err := url.Parse(v)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("tracing: OTLP endpoint: %s: %w", want, err)
+		// Not wrapped: url.Parse's error repeats the text, credentials and all, into the log.
+		return "", fmt.Errorf("tracing: OTLP endpoint: %s, got something that is not a URL", want)
 	case u.Scheme != "http" && u.Scheme != "https":
 		return "", fmt.Errorf("tracing: OTLP endpoint: %s, got the scheme %q", want, u.Scheme)
 	case u.Hostname() == "":

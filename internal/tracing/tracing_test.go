@@ -3,6 +3,7 @@ package tracing_test
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -245,5 +246,15 @@ func TestInjectCopiesMetadata(t *testing.T) {
 	}
 	if len(md.Get("traceparent")) != 0 {
 		t.Fatal("Inject wrote into the caller's metadata")
+	}
+}
+
+// A mistyped endpoint never brings its credentials into the error (and so the log).
+func TestParseEndpointHidesCredentials(t *testing.T) {
+	for _, in := range []string{"http://user:hunter2@collector:x", "http://user:hunter2@collector:4317", "http://user:hunter2@[::1"} {
+		_, err := tracing.ParseEndpoint(in)
+		if err == nil || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%q: %v", in, err)
+		}
 	}
 }
