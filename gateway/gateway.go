@@ -73,6 +73,8 @@ func (g *Gateway) SetTracing(tp trace.TracerProvider) {
 		otelhttp.WithMeterProvider(noopmetric.NewMeterProvider()), // the metrics are internal/metrics'
 		otelhttp.WithPropagators(tracing.Propagator),
 		otelhttp.WithPublicEndpointFn(func(*http.Request) bool { return true }),
+		// Probes come every few seconds and would bury real requests' traces.
+		otelhttp.WithFilter(func(r *http.Request) bool { return r.URL.Path != "/healthz" && r.URL.Path != "/readyz" }),
 		// Called at the start, and again at the end when a ServeMux in front of the gateway
 		// set r.Pattern ("/"): then the name serve found, with the route, must win.
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {

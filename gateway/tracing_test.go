@@ -143,3 +143,18 @@ func TestTracingNameBehindAServeMux(t *testing.T) {
 		t.Fatalf("server spans %v", names)
 	}
 }
+
+// Probes are not traced.
+func TestTracingSkipsProbes(t *testing.T) {
+	gw, exp := tracedGateway(t)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		serve(gw, http.MethodGet, path, "", nil)
+	}
+	if spans := exp.GetSpans(); len(spans) != 0 {
+		t.Fatalf("probes made %d spans", len(spans))
+	}
+	serve(gw, http.MethodGet, "/openapi.json", "", nil)
+	if spans := exp.GetSpans(); len(spans) != 1 || spans[0].Name != "GET /openapi.json" {
+		t.Fatalf("spans %v", spans)
+	}
+}

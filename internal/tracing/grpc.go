@@ -28,6 +28,9 @@ const InstrumentationName = "github.com/collab/collab/internal/tracing"
 func ServerInterceptor(tp trace.TracerProvider) grpc.UnaryServerInterceptor {
 	tracer := tp.Tracer(InstrumentationName)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if probe(info.FullMethod) {
+			return handler(ctx, req)
+		}
 		md, _ := metadata.FromIncomingContext(ctx)
 		ctx = Propagator.Extract(ctx, mdCarrier(md))
 		name, attrs := rpcNames(info.FullMethod)
@@ -49,6 +52,9 @@ func ServerInterceptor(tp trace.TracerProvider) grpc.UnaryServerInterceptor {
 func ClientInterceptor(tp trace.TracerProvider) grpc.UnaryClientInterceptor {
 	tracer := tp.Tracer(InstrumentationName)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if probe(method) {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
 		name, attrs := rpcNames(method)
 		ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 		defer span.End()
@@ -75,6 +81,11 @@ func Inject(ctx context.Context) context.Context {
 	Propagator.Inject(ctx, mdCarrier(md))
 	return metadata.NewOutgoingContext(ctx, md)
 }
+
+// probe reports whether a method is a health check: orchestrators and the gateway's /readyz
+// call them every few seconds, and spans of them would bury the traces of real work (the
+// access log keeps them at debug level for the same reason).
+func probe(fullMethod string) bool { return strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/") }
 
 // serverFault reports the codes that are the server's failure rather than the caller's
 // (OpenTelemetry's gRPC conventions): only these mark a server span as an error.

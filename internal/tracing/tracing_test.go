@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -99,6 +100,30 @@ func TestSampling(t *testing.T) {
 	}
 }
 
+// testService answers EmptyCall and refuses UnaryCall with NOT_FOUND.
+type testService struct {
+	testpb.UnimplementedTestServiceServer
+}
+
+func (testService) EmptyCall(context.Context, *testpb.Empty) (*testpb.Empty, error) {
+	return &testpb.Empty{}, nil
+}
+
+func (testService) UnaryCall(context.Context, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	return nil, status.Error(codes.NotFound, "no such thing")
+}
+
+// call makes the call whose answer has code: EmptyCall for OK, UnaryCall for NOT_FOUND.
+func call(ctx context.Context, conn grpc.ClientConnInterface, code codes.Code) (string, error) {
+	c := testpb.NewTestServiceClient(conn)
+	if code == codes.OK {
+		_, err := c.EmptyCall(ctx, &testpb.Empty{})
+		return "EmptyCall", err
+	}
+	_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
+	return "UnaryCall", err
+}
+
 func newProvider(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExporter) {
 	t.Helper()
 	exp := tracetest.NewInMemoryExporter()
@@ -112,7 +137,7 @@ func newProvider(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExp
 
 // checkPair asserts the spans of one call: a client span under the caller's span, and a
 // server span whose parent is the client span, in the caller's trace, with the RPC attributes.
-func checkPair(t *testing.T, spans tracetest.SpanStubs, parent trace.SpanContext, code codes.Code) {
+func checkPair(t *testing.T, spans tracetest.SpanStubs, parent trace.SpanContext, method string, code codes.Code) {
 	t.Helper()
 	var client, server *tracetest.SpanStub
 	for i := range spans {
@@ -133,10 +158,10 @@ func checkPair(t *testing.T, spans tracetest.SpanStubs, parent trace.SpanContext
 		t.Errorf("server span's parent %v, want the client span %v", server.Parent.SpanID(), client.SpanContext.SpanID())
 	}
 	for _, s := range []*tracetest.SpanStub{client, server} {
-		if s.Name != "grpc.health.v1.Health/Check" {
+		if s.Name != "grpc.testing.TestService/"+method {
 			t.Errorf("span name %q", s.Name)
 		}
-		want := map[attribute.Key]string{"rpc.system": "grpc", "rpc.service": "grpc.health.v1.Health", "rpc.method": "Check"}
+		want := map[attribute.Key]string{"rpc.system": "grpc", "rpc.service": "grpc.testing.TestService", "rpc.method": method}
 		for _, kv := range s.Attributes {
 			if w, ok := want[kv.Key]; ok && kv.Value.AsString() == w {
 				delete(want, kv.Key)
@@ -162,7 +187,7 @@ func checkPair(t *testing.T, spans tracetest.SpanStubs, parent trace.SpanContext
 func TestPropagationOverTCP(t *testing.T) {
 	tp, exp := newProvider(t)
 	srv := grpc.NewServer(grpc.UnaryInterceptor(tracing.ServerInterceptor(tp)))
-	healthpb.RegisterHealthServer(srv, health.NewServer())
+	testpb.RegisterTestServiceServer(srv, testService{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -176,20 +201,17 @@ func TestPropagationOverTCP(t *testing.T) {
 	}
 	defer conn.Close()
 
-	for _, c := range []struct {
-		service string
-		code    codes.Code
-	}{{"", codes.OK}, {"no.such.Service", codes.NotFound}} {
+	for _, code := range []codes.Code{codes.OK, codes.NotFound} {
 		exp.Reset()
 		ctx, root := tp.Tracer("test").Start(context.Background(), "root")
 		// Metadata the caller set stays, beside the trace context.
 		ctx = metadata.AppendToOutgoingContext(ctx, "x-request-id", "abc")
-		_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: c.service})
+		method, err := call(ctx, conn, code)
 		root.End()
-		if status.Code(err) != c.code {
-			t.Fatalf("check %q: %v", c.service, err)
+		if status.Code(err) != code {
+			t.Fatalf("%s: %v", method, err)
 		}
-		checkPair(t, exp.GetSpans(), root.SpanContext(), c.code)
+		checkPair(t, exp.GetSpans(), root.SpanContext(), method, code)
 	}
 }
 
@@ -204,16 +226,16 @@ func TestPropagationInProcess(t *testing.T) {
 	}
 	grpcSrv := grpc.NewServer()
 	local := inproc.New(grpcSrv, spy, 1<<20)
-	healthpb.RegisterHealthServer(local, health.NewServer())
+	testpb.RegisterTestServiceServer(local, testService{})
 	conn := local.Conn(tracing.ClientInterceptor(tp))
 
 	ctx, root := tp.Tracer("test").Start(context.Background(), "root")
-	_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	method, err := call(ctx, conn, codes.OK)
 	root.End()
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkPair(t, exp.GetSpans(), root.SpanContext(), codes.OK)
+	checkPair(t, exp.GetSpans(), root.SpanContext(), method, codes.OK)
 	if len(seen.Get("traceparent")) != 1 {
 		t.Errorf("incoming metadata %v has no traceparent", seen)
 	}
@@ -224,8 +246,8 @@ func TestServerSpanWithoutContext(t *testing.T) {
 	tp, exp := newProvider(t)
 	grpcSrv := grpc.NewServer()
 	local := inproc.New(grpcSrv, tracing.ServerInterceptor(tp), 1<<20)
-	healthpb.RegisterHealthServer(local, health.NewServer())
-	if _, err := healthpb.NewHealthClient(local.Conn()).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+	testpb.RegisterTestServiceServer(local, testService{})
+	if _, err := call(context.Background(), local.Conn(), codes.OK); err != nil {
 		t.Fatal(err)
 	}
 	spans := exp.GetSpans()
@@ -256,5 +278,27 @@ func TestParseEndpointHidesCredentials(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("%q: %v", in, err)
 		}
+	}
+}
+
+// Health checks (probes, /readyz) get no spans on either side.
+func TestHealthChecksAreNotTraced(t *testing.T) {
+	tp, exp := newProvider(t)
+	local := inproc.New(grpc.NewServer(), tracing.ServerInterceptor(tp), 1<<20)
+	healthpb.RegisterHealthServer(local, health.NewServer())
+	testpb.RegisterTestServiceServer(local, testService{})
+	conn := local.Conn(tracing.ClientInterceptor(tp))
+	if _, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(exp.GetSpans()); n != 0 {
+		t.Fatalf("a health check made %d spans", n)
+	}
+	// The same channel traces other calls.
+	if _, err := call(context.Background(), conn, codes.OK); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(exp.GetSpans()); n != 2 {
+		t.Fatalf("a call made %d spans, want 2", n)
 	}
 }
