@@ -113,6 +113,8 @@ func (testService) UnaryCall(context.Context, *testpb.SimpleRequest) (*testpb.Si
 	return nil, status.Error(codes.NotFound, "no such thing")
 }
 
+func testpbRegister(r grpc.ServiceRegistrar) { testpb.RegisterTestServiceServer(r, testService{}) }
+
 // call makes the call whose answer has code: EmptyCall for OK, UnaryCall for NOT_FOUND.
 func call(ctx context.Context, conn grpc.ClientConnInterface, code codes.Code) (string, error) {
 	c := testpb.NewTestServiceClient(conn)
