@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -36,6 +38,7 @@ import (
 	"github.com/collab/collab/internal/outbox"
 	"github.com/collab/collab/internal/service"
 	"github.com/collab/collab/internal/tlsfiles"
+	"github.com/collab/collab/internal/tracing"
 )
 
 // Deps replaces parts of the process for tests; zero values mean the real ones.
@@ -43,6 +46,9 @@ type Deps struct {
 	Clock     clock.Clock
 	Email     email.Sender
 	LogOutput io.Writer
+	// SpanExporter turns tracing on with spans exported synchronously to it, whatever
+	// --otlp-endpoint says (tests: tracetest.InMemoryExporter).
+	SpanExporter sdktrace.SpanExporter
 }
 
 // Process is a running collab process.
@@ -59,6 +65,8 @@ type Process struct {
 	routesOnly bool
 	// tls is the TLS material of the HTTP listener and of gRPC between services.
 	tls processTLS
+	// tracing is the process's tracer provider, nil when tracing is off.
+	tracing trace.TracerProvider
 
 	log *slog.Logger
 	// embedded is the embedded MongoDB-wire server of a --data-dir run.
@@ -97,6 +105,11 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 	// Services register their series whether or not anything serves them: a registry nobody
 	// scrapes costs nothing per call, and the per-request interceptors only run with the flag.
 	reg := metrics.New()
+	tracer, rpcTracing, peerTracing, err := p.startTracing(ctx, cfg, deps)
+	if err != nil {
+		return nil, err
+	}
+	p.tracing = tracer
 	var rpcMetrics []grpc.UnaryServerInterceptor
 	if cfg.MetricsAddr != "" {
 		rpcMetrics = append(rpcMetrics, reg.UnaryServerInterceptor())
@@ -131,11 +144,15 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		routes []service.Route
 	)
 	if len(localModules) > 0 {
-		chain := grpcserver.Chain(log, authn.NewInterceptor(lazyAuthenticator{get: func() authn.Authenticator { return auth }}, cfg.InternalToken, p.tls.authnOptions()...), rpcMetrics...)
+		chain := grpcserver.Chain(log, authn.NewInterceptor(lazyAuthenticator{get: func() authn.Authenticator { return auth }}, cfg.InternalToken, p.tls.authnOptions()...), slices.Concat(rpcTracing, rpcMetrics)...)
 		srv = grpcserver.New(chain, p.tls.serverOptions()...)
 		local = inproc.New(srv, chain, grpcserver.MaxMessageBytes)
+		local.InterceptClients(peerTracing...)
 	}
 	var peerMetrics []grpc.DialOption
+	if len(peerTracing) > 0 {
+		peerMetrics = append(peerMetrics, grpc.WithChainUnaryInterceptor(peerTracing...))
+	}
 	if cfg.MetricsAddr != "" {
 		peerMetrics = append(peerMetrics, grpc.WithChainUnaryInterceptor(reg.UnaryClientInterceptor()))
 	}
@@ -154,7 +171,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 				return nil, err
 			}
 		}
-		b := &builder{metrics: reg, cfg: cfg, deps: deps, log: log, mongo: mongo, storage: storage, secret: secret, email: sender, internal: internal, p: p}
+		b := &builder{metrics: reg, cfg: cfg, deps: deps, log: log, mongo: mongo, storage: storage, secret: secret, email: sender, internal: internal, p: p, tracing: tracer}
 		dispatcher := lifecycle.NewDispatcher()
 		events := false
 		for _, m := range localModules {
@@ -257,6 +274,9 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 			if cfg.MetricsAddr != "" {
 				g.SetMetrics(reg.HTTP())
 			}
+			if tracer != nil {
+				g.SetTracing(tracer)
+			}
 			gw = g
 		}
 		if len(routes) > 0 {
@@ -303,7 +323,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		p.MetricsAddr = addr
 		p.closers = append(p.closers, stop)
 	}
-	log.Info("collab started", "services", cfg.Services, "http", p.HTTPURL(), "grpc_mtls", p.tls.mutual(), "grpc", p.GRPCAddr, "metrics", p.MetricsAddr, "store", storeName(cfg))
+	log.Info("collab started", "services", cfg.Services, "http", p.HTTPURL(), "grpc_mtls", p.tls.mutual(), "grpc", p.GRPCAddr, "metrics", p.MetricsAddr, "store", storeName(cfg), "tracing", tracer != nil)
 	return p, nil
 }
 
@@ -345,6 +365,25 @@ func (p *Process) connect(cfg Config, local *inproc.Server, peerOpts ...grpc.Dia
 		}
 	}
 	return plain, internal, nil
+}
+
+// startTracing builds the process's tracer provider when --otlp-endpoint (or a test's exporter)
+// asks for one, with the interceptors that trace RPCs on both sides. Off, it returns nothing,
+// so no interceptor runs and services get no-op tracers. The provider shuts down, flushing its
+// spans, after everything else has stopped: its closer is the first.
+func (p *Process) startTracing(ctx context.Context, cfg Config, deps Deps) (trace.TracerProvider, []grpc.UnaryServerInterceptor, []grpc.UnaryClientInterceptor, error) {
+	tp, err := tracing.NewProvider(ctx, tracing.Config{Endpoint: cfg.OTLPEndpoint, SampleRatio: cfg.TraceSampleRatio, Services: cfg.Services, Exporter: deps.SpanExporter})
+	if err != nil || tp == nil {
+		// A nil *TracerProvider must not become a non-nil interface.
+		return nil, nil, nil, err
+	}
+	p.closers = append(p.closers, func(ctx context.Context) error {
+		if err := tp.Shutdown(ctx); err != nil {
+			return fmt.Errorf("tracing: flush spans: %w", err)
+		}
+		return nil
+	})
+	return tp, []grpc.UnaryServerInterceptor{tracing.ServerInterceptor(tp)}, []grpc.UnaryClientInterceptor{tracing.ClientInterceptor(tp)}, nil
 }
 
 // lazyAuthenticator lets the interceptor be built before the service that authenticates.
@@ -452,6 +491,8 @@ type builder struct {
 	internal map[string]grpc.ClientConnInterface
 	p        *Process
 	metrics  *metrics.Registry
+	// tracing is nil when tracing is off.
+	tracing trace.TracerProvider
 
 	outboxes   []*outbox.Outbox
 	background []func(ctx context.Context)
@@ -471,6 +512,7 @@ func (b *builder) build(ctx context.Context, m service.Module) (*service.Instanc
 		Email: b.email, PublicURL: publicURL,
 		Conn:    func(name string) grpc.ClientConnInterface { return b.internal[name] },
 		Metrics: b.metrics.Registerer(),
+		Tracing: b.tracing,
 	}
 	if len(m.Publishes) > 0 {
 		ob, err := b.outbox(ctx, m)
@@ -513,8 +555,11 @@ func (b *builder) outbox(ctx context.Context, m service.Module) (*outbox.Outbox,
 			clients[c.Name] = lifecyclev1.NewLifecycleServiceClient(b.internal[c.Name])
 		}
 	}
-	ob := outbox.New(m.Name, store, outbox.GRPCDeliverer{Clients: clients}, routes,
-		outbox.WithClock(b.deps.Clock), outbox.WithLogger(b.log.With("outbox", m.Name)))
+	opts := []outbox.Option{outbox.WithClock(b.deps.Clock), outbox.WithLogger(b.log.With("outbox", m.Name))}
+	if b.tracing != nil {
+		opts = append(opts, outbox.WithTracer(b.tracing))
+	}
+	ob := outbox.New(m.Name, store, outbox.GRPCDeliverer{Clients: clients}, routes, opts...)
 	b.outboxes = append(b.outboxes, ob)
 	return ob, nil
 }

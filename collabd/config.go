@@ -13,6 +13,7 @@ import (
 
 	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/service"
+	"github.com/collab/collab/internal/tracing"
 )
 
 // Gateway is the name of the HTTP gateway in --services; it is not a service module.
@@ -61,6 +62,11 @@ type Config struct {
 
 	LogFormat string
 	LogLevel  slog.Level
+
+	// OTLPEndpoint is the OpenTelemetry collector spans go to (internal/tracing.Config);
+	// empty: no tracing. TraceSampleRatio is the share of new traces recorded.
+	OTLPEndpoint     string
+	TraceSampleRatio float64
 }
 
 // HTTPS reports whether the HTTP listener serves TLS.
@@ -132,6 +138,16 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 	httpAddr := f.String("http-addr", "127.0.0.1:8080", "HTTP listen address: the API where the gateway runs, and the routes of services that serve their own (crdt's live sync)")
 	grpcAddr := f.String("grpc-addr", "127.0.0.1:9090", "gRPC listen address for internal callers, reflection on; empty: in-process only")
 	metricsAddr := f.String("metrics-addr", "", "listen address of the Prometheus /metrics endpoint (e.g. 127.0.0.1:9100), apart from the HTTP API; empty: no metrics")
+	otlpEndpoint := f.String("otlp-endpoint", "", "OpenTelemetry collector (OTLP over gRPC) that receives the traces: host:port or https://host:port (TLS), http://host:port (plain text); empty: no tracing")
+	sampleRatio := 1.0
+	f.Func("trace-sample-ratio", "1", "share of new traces recorded with --otlp-endpoint, 0 to 1; a call whose caller's trace was sampled (or not) follows it", func(v string) error {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r < 0 || r > 1 {
+			return fmt.Errorf("want a number from 0 to 1, got %q", v)
+		}
+		sampleRatio = r
+		return nil
+	})
 	mongoURI := f.Secret("mongo-uri", "", "MongoDB URI; empty: memory store")
 	dataDir := f.String("data-dir", "", "keep data in this directory on an embedded MongoDB-wire server")
 	services := f.String("services", "all", "comma-separated services to run: all, gateway, "+strings.Join(names, ", "))
@@ -172,6 +188,12 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 		c.MetricsAddr = *metricsAddr
 		c.TLSCertFile, c.TLSKeyFile = *tlsCert, *tlsKey
 		c.GRPCTLSCAFile, c.GRPCTLSCertFile, c.GRPCTLSKeyFile = *grpcCA, *grpcCert, *grpcKey
+		c.OTLPEndpoint, c.TraceSampleRatio = *otlpEndpoint, sampleRatio
+		if c.OTLPEndpoint != "" {
+			if _, err := tracing.ParseEndpoint(c.OTLPEndpoint); err != nil {
+				return fmt.Errorf("--otlp-endpoint (%s): %w", service.EnvName("otlp-endpoint"), err)
+			}
+		}
 		c.AuthCacheTTL, c.InternalToken, c.SecretKey, c.PublicURL = *ttl, *internalToken, *secretKey, *publicURL
 		c.SMTPAddr, c.SMTPUsername, c.SMTPPassword, c.SMTPFrom, c.MailDir = *smtpAddr, *smtpUser, *smtpPassword, *smtpFrom, *mailDir
 		c.LogFormat = *logFormat
