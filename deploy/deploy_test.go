@@ -187,6 +187,9 @@ func TestComposeRunsEveryService(t *testing.T) {
 		if got := s.Environment["COLLAB_METRICS_ADDR"]; got != fmt.Sprintf("0.0.0.0:%d", MetricsPort) {
 			t.Errorf("%s: COLLAB_METRICS_ADDR %q, want the metrics port %d on every interface", n, got, MetricsPort)
 		}
+		if got := s.Environment["COLLAB_OTLP_ENDPOINT"]; got != "${COLLAB_OTLP_ENDPOINT:-}" {
+			t.Errorf("%s: COLLAB_OTLP_ENDPOINT %q, want the shell's or .env's (tracing off without it)", n, got)
+		}
 		// A service with routes opens its HTTP port to the other containers (the gateway),
 		// never to the host; it listens where the image says (no COLLAB_HTTP_ADDR of its own),
 		// and has no HTTP address of its own or anyone's.
@@ -232,7 +235,7 @@ func TestComposeRunsEveryService(t *testing.T) {
 		t.Errorf("gateway: %d HTTP addresses, want one per service with routes %v", httpVars, routeServices())
 	}
 	for name := range compose.Services {
-		if name != "mongo" && name != "gateway" && name != "prometheus" && !slices.Contains(names(), name) {
+		if name != "mongo" && name != "gateway" && name != "prometheus" && name != "jaeger" && !slices.Contains(names(), name) {
 			t.Errorf("compose service %q is not a collab service", name)
 		}
 	}
