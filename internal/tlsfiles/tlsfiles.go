@@ -6,10 +6,12 @@
 package tlsfiles
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -116,6 +118,11 @@ type Pair struct{ w *watched[*tls.Certificate] }
 // not match: a process does not start without its certificate.
 func LoadPair(certFile, keyFile string, log *slog.Logger) (*Pair, error) {
 	w, err := newWatched("certificate and key", []string{certFile, keyFile}, func(c [][]byte) (*tls.Certificate, error) {
+		// X509KeyPair stops at a cut-off block: a chain caught mid-write would load without
+		// its last certificates, and clients would refuse it until the next change.
+		if err := whole(c[0]); err != nil {
+			return nil, fmt.Errorf("certificate file: %w", err)
+		}
 		cert, err := tls.X509KeyPair(c[0], c[1])
 		if err != nil {
 			return nil, err
@@ -136,17 +143,58 @@ type Pool struct{ w *watched[*x509.CertPool] }
 
 // LoadPool reads a PEM file of one or more CA certificates.
 func LoadPool(caFile string, log *slog.Logger) (*Pool, error) {
-	w, err := newWatched("CA bundle", []string{caFile}, func(c [][]byte) (*x509.CertPool, error) {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(c[0]) {
-			return nil, errors.New("no PEM certificate in the file")
-		}
-		return pool, nil
-	}, log)
+	w, err := newWatched("CA bundle", []string{caFile}, parseBundle, log)
 	if err != nil {
 		return nil, err
 	}
 	return &Pool{w: w}, nil
+}
+
+// parseBundle reads every certificate of a CA bundle. Unlike AppendCertsFromPEM, which skips
+// what it cannot parse, it refuses a bundle with a broken or cut-off certificate: a bundle
+// caught mid-write would otherwise load without its last CAs and refuse their peers.
+func parseBundle(c [][]byte) (*x509.CertPool, error) {
+	if err := whole(c[0]); err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	n := 0
+	for rest := c[0]; ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d of the bundle: %w", n+1, err)
+		}
+		pool.AddCert(cert)
+		n++
+	}
+	if n == 0 {
+		return nil, errors.New("no PEM certificate in the file")
+	}
+	return pool, nil
+}
+
+// whole refuses PEM data whose last block is cut off (its BEGIN line without an END line),
+// which pem.Decode takes for text after the blocks.
+func whole(b []byte) error {
+	rest := b
+	for {
+		block, r := pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		rest = r
+	}
+	if bytes.Contains(rest, []byte("-----BEGIN")) {
+		return errors.New("a PEM block is cut off (the file is incomplete)")
+	}
+	return nil
 }
 
 // CertPool returns the bundle in use.

@@ -1,0 +1,110 @@
+package tlsfiles
+
+import (
+	"bytes"
+	"crypto/tls"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/collab/collab/internal/tlstest"
+)
+
+// A client whose CA was dropped from the bundle cannot come back by resuming a session (a TLS
+// session ticket) from before: resumption is held to the bundle in use, like a full handshake.
+func TestResumedSessionsFollowTheBundle(t *testing.T) {
+	dir := t.TempDir()
+	ca, next := tlstest.NewCA(t, "deployment CA"), tlstest.NewCA(t, "next CA")
+	srv := ca.Write(t, dir, "server", ca.Issue(t, "server"))
+	pool, err := LoadPool(srv.CA, logTo(&bytes.Buffer{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.w.every = 0
+	addr := serve(t, MutualServer(mustPair(t, srv), pool))
+	leaf := ca.Issue(t, "client")
+	cert, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		tlstest.Replace(t, srv.CA, ca.PEM)
+		cfg := &tls.Config{RootCAs: mustPool(t, srv.CA).CertPool(), ServerName: "127.0.0.1", Certificates: []tls.Certificate{cert},
+			ClientSessionCache: tls.NewLRUClientSessionCache(4), MaxVersion: version}
+		resumed := func() (bool, error) {
+			c, err := tls.Dial("tcp", addr, cfg)
+			if err != nil {
+				return false, err
+			}
+			defer c.Close()
+			if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+				return false, err
+			}
+			return c.ConnectionState().DidResume, nil
+		}
+		if _, err := resumed(); err != nil {
+			t.Fatalf("first handshake: %v", err)
+		}
+		if did, err := resumed(); err != nil || !did {
+			t.Fatalf("TLS %x: the control resumption: %v, %v", version, did, err)
+		}
+		tlstest.Replace(t, srv.CA, next.PEM)
+		if did, err := resumed(); err == nil {
+			t.Fatalf("TLS %x: a client of a dropped CA got through (resumed: %v)", version, did)
+		}
+	}
+}
+
+// A bundle or a certificate chain caught mid-write (its last block cut off) does not load:
+// the version in use stays whole, rather than a bundle without its last CA or a chain
+// without its last certificate.
+func TestCutOffFilesKeepTheVersionInUse(t *testing.T) {
+	dir := t.TempDir()
+	ca, other := tlstest.NewCA(t, "deployment CA"), tlstest.NewCA(t, "other CA")
+	srv := ca.Write(t, dir, "server", ca.Issue(t, "server"))
+	both := append(append([]byte{}, ca.PEM...), other.PEM...)
+	tlstest.Replace(t, srv.CA, both)
+	var logs bytes.Buffer
+	pool, err := LoadPool(srv.CA, logTo(&logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.w.every = 0
+	addr := serve(t, MutualServer(mustPair(t, srv), pool))
+	stranger := other.Write(t, t.TempDir(), "stranger", other.Issue(t, "stranger"))
+	client := Client(mustPair(t, stranger), mustPool(t, srv.CA))
+	if _, err := dial(t, addr, client); err != nil {
+		t.Fatalf("a client of the second CA: %v", err)
+	}
+	// The bundle rewritten in place, caught halfway through its second certificate.
+	tlstest.Replace(t, srv.CA, both[:len(ca.PEM)+len(other.PEM)/2])
+	if _, err := dial(t, addr, client); err != nil {
+		t.Fatalf("a client of the second CA after a cut-off bundle: %v", err)
+	}
+	if !strings.Contains(logs.String(), "cut off") {
+		t.Fatalf("no warning about the cut-off bundle:\n%s", logs.String())
+	}
+	if _, err := LoadPool(srv.CA, logTo(&bytes.Buffer{})); err == nil {
+		t.Fatal("a cut-off bundle loaded at start")
+	}
+
+	// A chain (leaf and a second certificate) cut off in its second certificate.
+	leaf := ca.Issue(t, "leaf")
+	chain := ca.Write(t, dir, "chain", leaf)
+	cut := append(append([]byte{}, leaf.CertPEM...), ca.PEM[:len(ca.PEM)/2]...)
+	tlstest.Replace(t, chain.Cert, cut)
+	if _, err := LoadPair(chain.Cert, chain.Key, logTo(&bytes.Buffer{})); err == nil || !strings.Contains(err.Error(), "cut off") {
+		t.Fatalf("a cut-off chain: %v", err)
+	}
+	// The whole chain loads.
+	tlstest.Replace(t, chain.Cert, append(append([]byte{}, leaf.CertPEM...), ca.PEM...))
+	if _, err := LoadPair(chain.Cert, chain.Key, logTo(&bytes.Buffer{})); err != nil {
+		t.Fatalf("the whole chain: %v", err)
+	}
+	// A bundle with a certificate that does not parse is refused, not loaded without it.
+	bad := append(append([]byte{}, ca.PEM...), []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")...)
+	tlstest.Replace(t, srv.CA, bad)
+	if _, err := LoadPool(srv.CA, logTo(&bytes.Buffer{})); err == nil {
+		t.Fatal("a bundle with a broken certificate loaded")
+	}
+}
