@@ -16,11 +16,7 @@ import (
 // or, without that address, answered 503 (and a warning logged now, at start).
 func remoteRoutes(cfg Config, t processTLS, log *slog.Logger) ([]service.Route, error) {
 	var out []service.Route
-	// Straight to the service's processes: never through an HTTP_PROXY of the environment.
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.Proxy = nil
-	// An https peer is verified against the CA of mutual TLS, when there is one.
-	t.httpsPeers(transport)
+	transport := proxyTransport(t)
 	for _, m := range cfg.RemoteRoutes() {
 		var h http.Handler
 		if addr, ok := cfg.HTTPPeers[m.Name]; ok {
@@ -40,6 +36,18 @@ func remoteRoutes(cfg Config, t processTLS, log *slog.Logger) ([]service.Route, 
 		}
 	}
 	return out, nil
+}
+
+// proxyTransport is the transport of the proxy to services' routes. Straight to the service's
+// processes: never through an HTTP_PROXY of the environment. An https peer is verified against
+// the CA of mutual TLS, when there is one, otherwise against the system's roots. A WebSocket
+// upgrade goes over HTTP/1.1 even to a peer that offers HTTP/2 (net/http dials such requests
+// with HTTP/1.1 only; TestRouteProxyUpgradesOverHTTPSWithoutMutualTLS holds it to that).
+func proxyTransport(t processTLS) *http.Transport {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.Proxy = nil
+	t.httpsPeers(transport)
+	return transport
 }
 
 func routesName(m service.Module) string {
