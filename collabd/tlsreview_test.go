@@ -194,3 +194,35 @@ func TestHTTPSServesHTTP2AndWSS(t *testing.T) {
 	front, _ := startLogged(t, args...)
 	wssSync(t, front.HTTPURL(), h2, back.Dev, ca)
 }
+
+// A peer's certificate is verified against the host name of the address dialled, not the
+// address it resolves to: a dns:/// target (a Kubernetes headless service) reaches a peer whose
+// certificate names only that DNS name, and an IP address target reaches it only when the
+// certificate holds the IP.
+func TestMutualTLSVerifiesThePeerByTheNameDialled(t *testing.T) {
+	ca := tlstest.NewCA(t, "deployment CA")
+	f := ca.Write(t, t.TempDir(), "workspace", ca.Issue(t, "workspace", "localhost"))
+	back, _ := startLogged(t, "--services=workspace", "--grpc-tls-ca-file="+f.CA, "--grpc-tls-cert-file="+f.Cert, "--grpc-tls-key-file="+f.Key)
+	_, port, _ := net.SplitHostPort(back.GRPCAddr)
+	gatewayTo := func(addr string) int {
+		args := append(mtlsFlags(t, ca, "front"), "--services=gateway", "--workspace-addr="+addr)
+		for _, m := range services.All() {
+			if m.Name != "workspace" {
+				args = append(args, "--"+m.Name+"-addr="+back.GRPCAddr)
+			}
+		}
+		front, _ := startLogged(t, args...)
+		// A workspace operation: the gateway calls workspace at addr.
+		resp, body := httpsCall(t, http.DefaultClient, front.HTTPURL(), back.Dev, "/v2/workspace/domains/get", `{}`)
+		if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("%s: %d %s", addr, resp.StatusCode, body)
+		}
+		return resp.StatusCode
+	}
+	if code := gatewayTo("dns:///localhost:" + port); code != http.StatusOK {
+		t.Fatalf("dns:///localhost to a certificate for localhost: %d", code)
+	}
+	if code := gatewayTo(back.GRPCAddr); code != http.StatusServiceUnavailable {
+		t.Fatalf("127.0.0.1 to a certificate for localhost only: %d, want refused (503)", code)
+	}
+}
