@@ -108,3 +108,58 @@ func TestCutOffFilesKeepTheVersionInUse(t *testing.T) {
 		t.Fatal("a bundle with a broken certificate loaded")
 	}
 }
+
+// TLS 1.2 is served and spoken with forward-secret AEAD suites only: a peer that offers only
+// CBC with SHA-1 is refused, on either side.
+func TestTLS12CipherSuites(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "CA")
+	srv := ca.Write(t, dir, "server", ca.Issue(t, "server"))
+	addr := serve(t, Server(mustPair(t, srv)))
+	offer := func(suite uint16) error {
+		cfg := Client(nil, mustPool(t, srv.CA))
+		cfg.MaxVersion, cfg.CipherSuites = tls.VersionTLS12, []uint16{suite}
+		_, err := dial(t, addr, cfg)
+		return err
+	}
+	if err := offer(tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256); err != nil {
+		t.Fatalf("ECDHE with AES-GCM: %v", err)
+	}
+	for _, suite := range []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA} {
+		if err := offer(suite); err == nil {
+			t.Errorf("%s was accepted", tls.CipherSuiteName(suite))
+		}
+	}
+	// The client side: a server that takes only CBC is refused by Client.
+	legacy := &tls.Config{GetCertificate: Server(mustPair(t, srv)).GetCertificate, MaxVersion: tls.VersionTLS12,
+		CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA}}
+	if _, err := dial(t, serve(t, legacy), Client(nil, mustPool(t, srv.CA))); err == nil {
+		t.Error("Client spoke CBC with SHA-1 to a legacy server")
+	}
+}
+
+// A broken version warned about, then the version in use again, then the same broken version:
+// warned about again (an operator retrying the same mistake hears of it).
+func TestBrokenVersionWarnedAgainAfterARevert(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "CA")
+	a, b := ca.Issue(t, "a"), ca.Issue(t, "b")
+	files := ca.Write(t, dir, "server", a)
+	var logs bytes.Buffer
+	pair, err := LoadPair(files.Cert, files.Key, logTo(&logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair.w.every = 0
+	for range 2 {
+		tlstest.Replace(t, files.Key, b.KeyPEM)
+		pair.Certificate()
+		tlstest.Replace(t, files.Key, a.KeyPEM)
+		if got := pair.Certificate(); got.Leaf.SerialNumber.Cmp(a.Cert.SerialNumber) != 0 {
+			t.Fatal("the pair in use changed")
+		}
+	}
+	if n := strings.Count(logs.String(), "does not load"); n != 2 {
+		t.Fatalf("%d warnings, want 2:\n%s", n, logs.String())
+	}
+}

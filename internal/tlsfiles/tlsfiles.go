@@ -31,6 +31,19 @@ const CheckInterval = 2 * time.Second
 // MinVersion is the oldest TLS version served or spoken: TLS 1.2.
 const MinVersion = tls.VersionTLS12
 
+// cipherSuites are those of TLS 1.2 served and spoken: forward secret (ECDHE) and
+// authenticated encryption only. Go's defaults also take CBC with SHA-1, which HTTP/2 forbids
+// and current guidance (Mozilla's "intermediate") drops. TLS 1.3's suites are all AEAD and not
+// configurable.
+var cipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
 // watched is a value parsed from files, parsed again when their contents change. Contents, not
 // modification times, decide: a Kubernetes secret volume swaps a symlink and may keep times.
 type watched[T any] struct {
@@ -91,6 +104,8 @@ func (w *watched[T]) get() T {
 	w.checked = now
 	contents, sum, err := w.read()
 	if err == nil && sum == w.sum {
+		// Back to the version in use: a broken version seen before is new again next time.
+		w.bad = false
 		return w.current
 	}
 	if err == nil {
@@ -204,6 +219,7 @@ func (p *Pool) CertPool() *x509.CertPool { return p.w.get() }
 func Server(pair *Pair) *tls.Config {
 	return &tls.Config{
 		MinVersion:     MinVersion,
+		CipherSuites:   cipherSuites,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return pair.Certificate(), nil },
 	}
 }
@@ -230,7 +246,7 @@ func MutualServer(pair *Pair, ca *Pool) *tls.Config {
 // SAN, a DNS name or an IP address. Long-lived clients take a new one per connection (GRPC,
 // HTTPClient), so that a replaced bundle counts.
 func Client(pair *Pair, ca *Pool) *tls.Config {
-	c := &tls.Config{MinVersion: MinVersion, RootCAs: ca.CertPool()}
+	c := &tls.Config{MinVersion: MinVersion, CipherSuites: cipherSuites, RootCAs: ca.CertPool()}
 	if pair != nil {
 		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return pair.Certificate(), nil }
 	}
