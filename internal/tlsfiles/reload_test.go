@@ -2,10 +2,14 @@ package tlsfiles
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/collab/collab/internal/tlstest"
 )
@@ -161,5 +165,36 @@ func TestBrokenVersionWarnedAgainAfterARevert(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "does not load"); n != 2 {
 		t.Fatalf("%d warnings, want 2:\n%s", n, logs.String())
+	}
+}
+
+// The HTTP transport gives up on a peer that accepts the connection but never answers the
+// handshake after the transport's TLSHandshakeTimeout, not when the request's caller does.
+func TestHTTPTransportHandshakeTimeout(t *testing.T) {
+	ca := tlstest.NewCA(t, "CA")
+	files := ca.Write(t, t.TempDir(), "client", ca.Issue(t, "client"))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, silent
+		}
+	}()
+	tr := &http.Transport{TLSHandshakeTimeout: 200 * time.Millisecond}
+	HTTPTransport(tr, mustPair(t, files), mustPool(t, files.CA))
+	// The caller's own limit is far beyond the transport's: the error must be the handshake's.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+ln.Addr().String()+"/", nil)
+	_, err = (&http.Client{Transport: tr}).Do(req)
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "handshake") {
+		t.Fatalf("a silent peer: %v (caller's context: %v), want the handshake's timeout", err, ctx.Err())
 	}
 }

@@ -276,7 +276,7 @@ func (c *grpcCreds) Clone() credentials.TransportCredentials {
 }
 
 // HTTPTransport sets t to dial https URLs with Client(pair, ca), a new configuration per
-// connection; plain http URLs are unchanged.
+// connection, within t's TLSHandshakeTimeout; plain http URLs are unchanged.
 func HTTPTransport(t *http.Transport, pair *Pair, ca *Pool) {
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -293,10 +293,18 @@ func HTTPTransport(t *http.Transport, pair *Pair, ca *Pool) {
 		// HTTP/1.1 only: a proxied WebSocket upgrade needs it, and the transport speaks HTTP/2
 		// only over the connections it dials itself.
 		cfg.NextProtos = []string{"http/1.1"}
+		// A dialler of its own bypasses the transport's TLSHandshakeTimeout: keep it, so a peer
+		// that accepts and never answers does not hold the request until its caller gives up.
+		hctx := ctx
+		if t.TLSHandshakeTimeout > 0 {
+			var cancel context.CancelFunc
+			hctx, cancel = context.WithTimeout(ctx, t.TLSHandshakeTimeout)
+			defer cancel()
+		}
 		conn := tls.Client(raw, cfg)
-		if err := conn.HandshakeContext(ctx); err != nil {
+		if err := conn.HandshakeContext(hctx); err != nil {
 			raw.Close()
-			return nil, err
+			return nil, fmt.Errorf("tls: handshake with %s: %w", addr, err)
 		}
 		return conn, nil
 	}
