@@ -14,7 +14,14 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
+	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
+
+	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/service"
 	"github.com/collab/collab/internal/tlsfiles"
 	"github.com/collab/collab/internal/tlstest"
@@ -224,5 +231,59 @@ func TestMutualTLSVerifiesThePeerByTheNameDialled(t *testing.T) {
 	}
 	if code := gatewayTo(back.GRPCAddr); code != http.StatusServiceUnavailable {
 		t.Fatalf("127.0.0.1 to a certificate for localhost only: %d, want refused (503)", code)
+	}
+}
+
+// Under mutual TLS, a verified certificate with the marker is the internal credential only
+// where the operator gave no --internal-token: with a token, the token stays required, so the
+// gateway process's certificate (a gateway needs no token) calls no internal operation.
+func TestAnOperatorsTokenStaysRequiredUnderMutualTLS(t *testing.T) {
+	ca := tlstest.NewCA(t, "deployment CA")
+	const token = "3b9d0c7e5a1f48e2b6d4c8a0f2e19b7d"
+	// The gateway's certificate, used as the gateway process would, plus the marker.
+	internalCall := func(p *Process, kv ...string) codes.Code {
+		conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(mtlsCreds(t, ca, ca)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), kv...), 10*time.Second)
+		defer cancel()
+		_, err = workspacev1.NewWorkspaceServiceClient(conn).Authenticate(ctx, &workspacev1.AuthenticateRequest{
+			Credentials: &workspacev1.AuthenticateRequest_ApiKey{ApiKey: &workspacev1.ApiKeyCredentials{ApiKey: p.Dev.APIKey, AuthToken: p.Dev.AuthToken}},
+		})
+		return status.Code(err)
+	}
+	withToken, _ := startLogged(t, append(mtlsFlags(t, ca, "ws"), "--services=workspace", "--internal-token="+token)...)
+	if got := internalCall(withToken, authn.HeaderInternalPeer, "1"); got != codes.PermissionDenied {
+		t.Errorf("certificate and marker where a token is set: %v, want PermissionDenied", got)
+	}
+	if got := internalCall(withToken, authn.HeaderInternalToken, token); got != codes.OK {
+		t.Errorf("the token: %v, want OK", got)
+	}
+	without, _ := startLogged(t, append(mtlsFlags(t, ca, "ws2"), "--services=workspace")...)
+	if got := internalCall(without, authn.HeaderInternalPeer, "1"); got != codes.OK {
+		t.Errorf("certificate and marker without a token: %v, want OK", got)
+	}
+	if got := internalCall(without); got != codes.PermissionDenied {
+		t.Errorf("certificate alone: %v, want PermissionDenied", got)
+	}
+
+	// Services split across processes with the token and mutual TLS still call each other.
+	var rest []string
+	for _, m := range services.All() {
+		if m.Name != "users" {
+			rest = append(rest, m.Name)
+		}
+	}
+	frontAddr := unusedAddr(t)
+	back, _ := startLogged(t, append(mtlsFlags(t, ca, "back"), "--services="+strings.Join(rest, ","), "--users-addr="+frontAddr, "--internal-token="+token)...)
+	args := append(mtlsFlags(t, ca, "front"), "--services=gateway,users", "--grpc-addr="+frontAddr, "--internal-token="+token)
+	for _, s := range rest {
+		args = append(args, "--"+s+"-addr="+back.GRPCAddr)
+	}
+	front, _ := startLogged(t, args...)
+	if resp, body := httpsCall(t, http.DefaultClient, front.HTTPURL(), back.Dev, "/v2/users/add", `{"organizationId":"o","createOrganization":true,"users":[{"userId":"u1","name":"U","email":"u1@example.com"}]}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("users/add across processes with token and mutual TLS: %d %s", resp.StatusCode, body)
 	}
 }
