@@ -24,6 +24,12 @@ func remoteRoutes(cfg Config, t processTLS, log *slog.Logger) ([]service.Route, 
 			if err != nil {
 				return nil, fmt.Errorf("--%s-http-addr: %w", m.Name, err)
 			}
+			if t.mutual() && target.Scheme != "https" {
+				// Live sync's tokens and documents would cross the network that mutual TLS
+				// protects for gRPC in the clear.
+				log.Warn("the gateway proxies a service's routes over plain HTTP although gRPC between services uses mutual TLS: give the service's processes --tls-cert-file and --tls-key-file and an https:// address",
+					"service", m.Name, "flag", "--"+m.Name+"-http-addr", "env", service.EnvName(m.Name+"-http-addr"), "target", target.String())
+			}
 			h = routeProxy(m, target, transport, log)
 		} else {
 			msg := fmt.Sprintf("%s (%s) runs in another process and --%s-http-addr is not set.", routesName(m), m.Name, m.Name)

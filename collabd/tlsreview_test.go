@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -285,5 +286,35 @@ func TestAnOperatorsTokenStaysRequiredUnderMutualTLS(t *testing.T) {
 	front, _ := startLogged(t, args...)
 	if resp, body := httpsCall(t, http.DefaultClient, front.HTTPURL(), back.Dev, "/v2/users/add", `{"organizationId":"o","createOrganization":true,"users":[{"userId":"u1","name":"U","email":"u1@example.com"}]}`); resp.StatusCode != http.StatusOK {
 		t.Fatalf("users/add across processes with token and mutual TLS: %d %s", resp.StatusCode, body)
+	}
+}
+
+// A gateway with mutual TLS warns at start when it proxies live sync over plain HTTP, and not
+// when the address is https.
+func TestPlainLiveSyncProxyWarnedUnderMutualTLS(t *testing.T) {
+	ca := tlstest.NewCA(t, "deployment CA")
+	cfg, err := parse(t, nil, mtlsFlags(t, ca, "gw")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt, err := loadTLS(cfg, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for addr, warned := range map[string]bool{"http://crdt:8080": true, "https://crdt:8443": false} {
+		var logs lockedLog
+		c := Config{Modules: []service.Module{{Name: "workspace"}, syncModule}, Services: []string{Gateway}, HTTPPeers: map[string]string{"crdt": addr}}
+		if _, err := remoteRoutes(c, pt, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(logs.String(), "over plain HTTP") && strings.Contains(logs.String(), "--crdt-http-addr"); got != warned {
+			t.Errorf("%s: warned %v, want %v:\n%s", addr, got, warned, logs.String())
+		}
+	}
+	// Without mutual TLS, plain HTTP is the operator's plain choice: no warning.
+	var logs lockedLog
+	c := Config{Modules: []service.Module{syncModule}, Services: []string{Gateway}, HTTPPeers: map[string]string{"crdt": "http://crdt:8080"}}
+	if _, err := remoteRoutes(c, processTLS{}, slog.New(slog.NewTextHandler(&logs, nil))); err != nil || strings.Contains(logs.String(), "plain HTTP") {
+		t.Errorf("without mutual TLS: %v\n%s", err, logs.String())
 	}
 }
