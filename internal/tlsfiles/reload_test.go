@@ -256,3 +256,33 @@ func BenchmarkMutualHandshake(b *testing.B) {
 		})
 	}
 }
+
+// A certificate outside its validity period loads (peers decide), with a warning at start
+// and when it comes in by a reload; a valid one loads without.
+func TestCertificateOutsideItsValidityIsWarnedAbout(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "CA")
+	valid := ca.Issue(t, "valid")
+	expired := ca.IssueValid(t, "expired", time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour))
+	early := ca.IssueValid(t, "early", time.Now().Add(time.Hour), time.Now().Add(48*time.Hour))
+	files := ca.Write(t, dir, "server", expired)
+	var logs bytes.Buffer
+	pair, err := LoadPair(files.Cert, files.Key, logTo(&logs))
+	if err != nil {
+		t.Fatalf("an expired certificate: %v", err)
+	}
+	if n := strings.Count(logs.String(), "outside its validity period"); n != 1 {
+		t.Fatalf("%d warnings at start, want 1:\n%s", n, logs.String())
+	}
+	pair.w.every = 0
+	for i, l := range []tlstest.Leaf{valid, early} {
+		tlstest.Replace(t, files.Cert, l.CertPEM)
+		tlstest.Replace(t, files.Key, l.KeyPEM)
+		if got := pair.Certificate(); got.Leaf.SerialNumber.Cmp(l.Cert.SerialNumber) != 0 {
+			t.Fatalf("version %d not loaded", i)
+		}
+		if n := strings.Count(logs.String(), "outside its validity period"); n != 1+i {
+			t.Fatalf("after version %d: %d warnings, want %d:\n%s", i, n, 1+i, logs.String())
+		}
+	}
+}

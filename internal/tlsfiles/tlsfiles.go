@@ -142,6 +142,17 @@ func LoadPair(certFile, keyFile string, log *slog.Logger) (*Pair, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Leaf is set by X509KeyPair unless GODEBUG=x509keypairleaf=0.
+		if cert.Leaf == nil {
+			if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+				return nil, err
+			}
+		}
+		// Served all the same (peers decide), but an operator should hear of it before they do.
+		if now := time.Now(); now.After(cert.Leaf.NotAfter) || now.Before(cert.Leaf.NotBefore) {
+			log.Warn("tls: the certificate is outside its validity period; peers will refuse it",
+				"file", certFile, "not_before", cert.Leaf.NotBefore, "not_after", cert.Leaf.NotAfter)
+		}
 		return &cert, nil
 	}, log)
 	if err != nil {
