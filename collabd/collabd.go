@@ -86,9 +86,13 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 	if deps.LogOutput == nil {
 		deps.LogOutput = os.Stderr
 	}
+	// An operator's token, given with mutual TLS, stays required: the certificate then secures
+	// the transport but is no internal credential, since the gateway process, which needs no
+	// token, holds one too.
+	peersAreInternal := cfg.InternalToken == ""
 	if cfg.InternalToken == "" {
-		// ParseFlags allows this only where no other process calls our internal operations:
-		// a secret of our own keeps them closed to everyone else.
+		// ParseFlags allows this only where no other process calls our internal operations, or
+		// under mutual TLS: a secret of our own keeps them closed to everyone else.
 		cfg.InternalToken = authn.NewInternalToken()
 	}
 	log := logging.New(deps.LogOutput, cfg.LogFormat, cfg.LogLevel)
@@ -101,6 +105,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 	if p.tls, err = loadTLS(cfg, log); err != nil {
 		return nil, err
 	}
+	p.tls.tokenOnly = !peersAreInternal
 
 	// Services register their series whether or not anything serves them: a registry nobody
 	// scrapes costs nothing per call, and the per-request interceptors only run with the flag.

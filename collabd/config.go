@@ -168,7 +168,7 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 	grpcCert := f.String("grpc-tls-cert-file", "", "PEM certificate this process presents in mutual TLS, as server and as client; its SANs must hold the host names (or IPs) peers dial it at")
 	grpcKey := f.String("grpc-tls-key-file", "", "PEM private key of --grpc-tls-cert-file")
 	ttl := f.Duration("auth-cache-ttl", 5*time.Second, "how long services other than the authenticating one trust a checked credential")
-	internalToken := f.Secret("internal-token", "", "shared secret of service-to-service calls, required on internal gRPC operations; at least 32 random characters (openssl rand -hex 32); required when services run in several processes without --grpc-tls-* (with mutual TLS a peer's verified certificate is the credential), random per process otherwise")
+	internalToken := f.Secret("internal-token", "", "shared secret of service-to-service calls, required on internal gRPC operations; at least 32 random characters (openssl rand -hex 32); required when services run in several processes without --grpc-tls-* (with mutual TLS and no token, a peer's verified certificate is the credential; a token given stays required), random per process otherwise")
 	secretKey := f.Secret("secret-key", "", "master secret for page tokens; empty: kept in MongoDB, or random per run on the memory store")
 	publicURL := f.String("public-url", "", "base URL of the HTTP API as callers reach it, for links in emails")
 	smtpAddr := f.String("smtp-addr", "", "SMTP server host:port; empty: emails are written to --mail-dir")
@@ -413,9 +413,9 @@ func (c Config) checkTLS() error {
 // checkInternalToken fails closed: a process that runs services beside other processes cannot
 // start without a strong shared token, and a token given is never a placeholder. The all-in-one
 // process (and a gateway, which serves no internal operation) may go without: it then uses a
-// random secret of its own (Start). With mutual TLS, a peer's verified certificate (with the
-// internal connection's marker, authn.WithVerifiedPeers) is the credential: the token is then
-// optional, and still checked when given.
+// random secret of its own (Start). With mutual TLS and no token, a peer's verified certificate
+// (with the internal connection's marker, authn.WithVerifiedPeers) is the credential: the token
+// is then optional; a token given is checked, and stays the only credential (Start).
 func (c Config) checkInternalToken() error {
 	runsService := false
 	for _, s := range c.Names() {

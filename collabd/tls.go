@@ -19,6 +19,9 @@ type processTLS struct {
 	http     *tlsfiles.Pair
 	grpcPair *tlsfiles.Pair
 	grpcCA   *tlsfiles.Pool
+	// tokenOnly keeps the internal token the one internal credential under mutual TLS: set
+	// when the operator gave --internal-token.
+	tokenOnly bool
 }
 
 // loadTLS reads the files the flags name; a process does not start on files that do not load.
@@ -51,9 +54,10 @@ func (t processTLS) serverOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.Creds(tlsfiles.GRPC(t.grpcPair, t.grpcCA))}
 }
 
-// authnOptions make a verified peer with the marker internal under mutual TLS.
+// authnOptions make a verified peer with the marker internal under mutual TLS without an
+// operator's token.
 func (t processTLS) authnOptions() []authn.InterceptorOption {
-	if !t.mutual() {
+	if !t.mutual() || t.tokenOnly {
 		return nil
 	}
 	return []authn.InterceptorOption{authn.WithVerifiedPeers()}

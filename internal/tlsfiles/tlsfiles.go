@@ -6,10 +6,12 @@
 package tlsfiles
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +30,19 @@ const CheckInterval = 2 * time.Second
 
 // MinVersion is the oldest TLS version served or spoken: TLS 1.2.
 const MinVersion = tls.VersionTLS12
+
+// cipherSuites are those of TLS 1.2 served and spoken: forward secret (ECDHE) and
+// authenticated encryption only. Go's defaults also take CBC with SHA-1, which HTTP/2 forbids
+// and current guidance (Mozilla's "intermediate") drops. TLS 1.3's suites are all AEAD and not
+// configurable.
+var cipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
 
 // watched is a value parsed from files, parsed again when their contents change. Contents, not
 // modification times, decide: a Kubernetes secret volume swaps a symlink and may keep times.
@@ -89,6 +104,8 @@ func (w *watched[T]) get() T {
 	w.checked = now
 	contents, sum, err := w.read()
 	if err == nil && sum == w.sum {
+		// Back to the version in use: a broken version seen before is new again next time.
+		w.bad = false
 		return w.current
 	}
 	if err == nil {
@@ -116,9 +133,25 @@ type Pair struct{ w *watched[*tls.Certificate] }
 // not match: a process does not start without its certificate.
 func LoadPair(certFile, keyFile string, log *slog.Logger) (*Pair, error) {
 	w, err := newWatched("certificate and key", []string{certFile, keyFile}, func(c [][]byte) (*tls.Certificate, error) {
+		// X509KeyPair stops at a cut-off block: a chain caught mid-write would load without
+		// its last certificates, and clients would refuse it until the next change.
+		if err := whole(c[0]); err != nil {
+			return nil, fmt.Errorf("certificate file: %w", err)
+		}
 		cert, err := tls.X509KeyPair(c[0], c[1])
 		if err != nil {
 			return nil, err
+		}
+		// Leaf is set by X509KeyPair unless GODEBUG=x509keypairleaf=0.
+		if cert.Leaf == nil {
+			if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+				return nil, err
+			}
+		}
+		// Served all the same (peers decide), but an operator should hear of it before they do.
+		if now := time.Now(); now.After(cert.Leaf.NotAfter) || now.Before(cert.Leaf.NotBefore) {
+			log.Warn("tls: the certificate is outside its validity period; peers will refuse it",
+				"file", certFile, "not_before", cert.Leaf.NotBefore, "not_after", cert.Leaf.NotAfter)
 		}
 		return &cert, nil
 	}, log)
@@ -136,17 +169,58 @@ type Pool struct{ w *watched[*x509.CertPool] }
 
 // LoadPool reads a PEM file of one or more CA certificates.
 func LoadPool(caFile string, log *slog.Logger) (*Pool, error) {
-	w, err := newWatched("CA bundle", []string{caFile}, func(c [][]byte) (*x509.CertPool, error) {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(c[0]) {
-			return nil, errors.New("no PEM certificate in the file")
-		}
-		return pool, nil
-	}, log)
+	w, err := newWatched("CA bundle", []string{caFile}, parseBundle, log)
 	if err != nil {
 		return nil, err
 	}
 	return &Pool{w: w}, nil
+}
+
+// parseBundle reads every certificate of a CA bundle. Unlike AppendCertsFromPEM, which skips
+// what it cannot parse, it refuses a bundle with a broken or cut-off certificate: a bundle
+// caught mid-write would otherwise load without its last CAs and refuse their peers.
+func parseBundle(c [][]byte) (*x509.CertPool, error) {
+	if err := whole(c[0]); err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	n := 0
+	for rest := c[0]; ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d of the bundle: %w", n+1, err)
+		}
+		pool.AddCert(cert)
+		n++
+	}
+	if n == 0 {
+		return nil, errors.New("no PEM certificate in the file")
+	}
+	return pool, nil
+}
+
+// whole refuses PEM data whose last block is cut off (its BEGIN line without an END line),
+// which pem.Decode takes for text after the blocks.
+func whole(b []byte) error {
+	rest := b
+	for {
+		block, r := pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		rest = r
+	}
+	if bytes.Contains(rest, []byte("-----BEGIN")) {
+		return errors.New("a PEM block is cut off (the file is incomplete)")
+	}
+	return nil
 }
 
 // CertPool returns the bundle in use.
@@ -156,6 +230,7 @@ func (p *Pool) CertPool() *x509.CertPool { return p.w.get() }
 func Server(pair *Pair) *tls.Config {
 	return &tls.Config{
 		MinVersion:     MinVersion,
+		CipherSuites:   cipherSuites,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return pair.Certificate(), nil },
 	}
 }
@@ -182,7 +257,7 @@ func MutualServer(pair *Pair, ca *Pool) *tls.Config {
 // SAN, a DNS name or an IP address. Long-lived clients take a new one per connection (GRPC,
 // HTTPClient), so that a replaced bundle counts.
 func Client(pair *Pair, ca *Pool) *tls.Config {
-	c := &tls.Config{MinVersion: MinVersion, RootCAs: ca.CertPool()}
+	c := &tls.Config{MinVersion: MinVersion, CipherSuites: cipherSuites, RootCAs: ca.CertPool()}
 	if pair != nil {
 		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return pair.Certificate(), nil }
 	}
@@ -212,7 +287,7 @@ func (c *grpcCreds) Clone() credentials.TransportCredentials {
 }
 
 // HTTPTransport sets t to dial https URLs with Client(pair, ca), a new configuration per
-// connection; plain http URLs are unchanged.
+// connection, within t's TLSHandshakeTimeout; plain http URLs are unchanged.
 func HTTPTransport(t *http.Transport, pair *Pair, ca *Pool) {
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -229,10 +304,18 @@ func HTTPTransport(t *http.Transport, pair *Pair, ca *Pool) {
 		// HTTP/1.1 only: a proxied WebSocket upgrade needs it, and the transport speaks HTTP/2
 		// only over the connections it dials itself.
 		cfg.NextProtos = []string{"http/1.1"}
+		// A dialler of its own bypasses the transport's TLSHandshakeTimeout: keep it, so a peer
+		// that accepts and never answers does not hold the request until its caller gives up.
+		hctx := ctx
+		if t.TLSHandshakeTimeout > 0 {
+			var cancel context.CancelFunc
+			hctx, cancel = context.WithTimeout(ctx, t.TLSHandshakeTimeout)
+			defer cancel()
+		}
 		conn := tls.Client(raw, cfg)
-		if err := conn.HandshakeContext(ctx); err != nil {
+		if err := conn.HandshakeContext(hctx); err != nil {
 			raw.Close()
-			return nil, err
+			return nil, fmt.Errorf("tls: handshake with %s: %w", addr, err)
 		}
 		return conn, nil
 	}

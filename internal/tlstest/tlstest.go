@@ -58,8 +58,15 @@ func NewCA(t testing.TB, name string) *CA {
 }
 
 // Issue makes a certificate for both server and client use, named name, with hosts (DNS names
-// or IP addresses) as its SANs; without hosts, 127.0.0.1 and localhost.
+// or IP addresses) as its SANs; without hosts, 127.0.0.1 and localhost. It is valid from an
+// hour ago for a day.
 func (ca *CA) Issue(t testing.TB, name string, hosts ...string) Leaf {
+	t.Helper()
+	return ca.IssueValid(t, name, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour), hosts...)
+}
+
+// IssueValid is Issue with the validity period from notBefore to notAfter.
+func (ca *CA) IssueValid(t testing.TB, name string, notBefore, notAfter time.Time, hosts ...string) Leaf {
 	t.Helper()
 	if len(hosts) == 0 {
 		hosts = []string{"127.0.0.1", "localhost"}
@@ -68,8 +75,8 @@ func (ca *CA) Issue(t testing.TB, name string, hosts ...string) Leaf {
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(t),
 		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
