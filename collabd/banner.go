@@ -12,13 +12,17 @@ func PrintBanner(w io.Writer, p *Process) {
 	api := p.HTTPAddr != "" && !p.routesOnly
 	switch {
 	case api:
-		fmt.Fprintf(w, "  HTTP API: http://%s\n", p.HTTPAddr)
+		fmt.Fprintf(w, "  HTTP API: %s\n", p.HTTPURL())
 	case p.HTTPAddr != "":
 		// No gateway here: the listener serves the services' own routes (live sync) only.
-		fmt.Fprintf(w, "  HTTP:     http://%s (live sync only; the API is on the gateway)\n", p.HTTPAddr)
+		fmt.Fprintf(w, "  HTTP:     %s (live sync only; the API is on the gateway)\n", p.HTTPURL())
 	}
 	if p.GRPCAddr != "" {
-		fmt.Fprintf(w, "  gRPC:     %s\n", p.GRPCAddr)
+		mtls := ""
+		if p.tls.mutual() {
+			mtls = " (mutual TLS)"
+		}
+		fmt.Fprintf(w, "  gRPC:     %s%s\n", p.GRPCAddr, mtls)
 	}
 	if p.Dev == nil {
 		return
@@ -39,10 +43,10 @@ Development workspace (the same on every start):
 	if api {
 		fmt.Fprintf(w, `
 Try it:
-  curl -s http://%s/v2/workspace/get -H 'content-type: application/json' \
+  curl -s %s/v2/workspace/get -H 'content-type: application/json' \
     -H 'x-service-workspace-id: %s' -H 'x-service-workspace-auth-token: %s' -d '{"data":{}}'
-  curl -s http://%s/v2/workspace/domains/get -H 'content-type: application/json' \
+  curl -s %s/v2/workspace/domains/get -H 'content-type: application/json' \
     -H 'x-service-api-key: %s' -H 'x-service-auth-token: %s' -d '{"data":{}}'
-`, p.HTTPAddr, d.WorkspaceID, d.WorkspaceToken, p.HTTPAddr, d.APIKey, d.AuthToken)
+`, p.HTTPURL(), d.WorkspaceID, d.WorkspaceToken, p.HTTPURL(), d.APIKey, d.AuthToken)
 	}
 }

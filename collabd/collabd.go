@@ -15,8 +15,9 @@ import (
 	"sync"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
@@ -36,6 +37,8 @@ import (
 	"github.com/collab/collab/internal/mongodb"
 	"github.com/collab/collab/internal/outbox"
 	"github.com/collab/collab/internal/service"
+	"github.com/collab/collab/internal/tlsfiles"
+	"github.com/collab/collab/internal/tracing"
 )
 
 // Deps replaces parts of the process for tests; zero values mean the real ones.
@@ -43,6 +46,9 @@ type Deps struct {
 	Clock     clock.Clock
 	Email     email.Sender
 	LogOutput io.Writer
+	// SpanExporter turns tracing on with spans exported synchronously to it, whatever
+	// --otlp-endpoint says (tests: tracetest.InMemoryExporter).
+	SpanExporter sdktrace.SpanExporter
 }
 
 // Process is a running collab process.
@@ -57,6 +63,10 @@ type Process struct {
 	// routesOnly is set when the HTTP listener serves services' own routes (live sync) but no
 	// gateway: not the API.
 	routesOnly bool
+	// tls is the TLS material of the HTTP listener and of gRPC between services.
+	tls processTLS
+	// tracing is the process's tracer provider, nil when tracing is off.
+	tracing trace.TracerProvider
 
 	log *slog.Logger
 	// embedded is the embedded MongoDB-wire server of a --data-dir run.
@@ -76,9 +86,13 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 	if deps.LogOutput == nil {
 		deps.LogOutput = os.Stderr
 	}
+	// An operator's token, given with mutual TLS, stays required: the certificate then secures
+	// the transport but is no internal credential, since the gateway process, which needs no
+	// token, holds one too.
+	peersAreInternal := cfg.InternalToken == ""
 	if cfg.InternalToken == "" {
-		// ParseFlags allows this only where no other process calls our internal operations:
-		// a secret of our own keeps them closed to everyone else.
+		// ParseFlags allows this only where no other process calls our internal operations, or
+		// under mutual TLS: a secret of our own keeps them closed to everyone else.
 		cfg.InternalToken = authn.NewInternalToken()
 	}
 	log := logging.New(deps.LogOutput, cfg.LogFormat, cfg.LogLevel)
@@ -88,10 +102,19 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 			_ = p.Shutdown(context.Background())
 		}
 	}()
+	if p.tls, err = loadTLS(cfg, log); err != nil {
+		return nil, err
+	}
+	p.tls.tokenOnly = !peersAreInternal
 
 	// Services register their series whether or not anything serves them: a registry nobody
 	// scrapes costs nothing per call, and the per-request interceptors only run with the flag.
 	reg := metrics.New()
+	tracer, rpcTracing, peerTracing, err := p.startTracing(ctx, cfg, deps)
+	if err != nil {
+		return nil, err
+	}
+	p.tracing = tracer
 	var rpcMetrics []grpc.UnaryServerInterceptor
 	if cfg.MetricsAddr != "" {
 		rpcMetrics = append(rpcMetrics, reg.UnaryServerInterceptor())
@@ -126,11 +149,15 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		routes []service.Route
 	)
 	if len(localModules) > 0 {
-		chain := grpcserver.Chain(log, authn.NewInterceptor(lazyAuthenticator{get: func() authn.Authenticator { return auth }}, cfg.InternalToken), rpcMetrics...)
-		srv = grpcserver.New(chain)
+		chain := grpcserver.Chain(log, authn.NewInterceptor(lazyAuthenticator{get: func() authn.Authenticator { return auth }}, cfg.InternalToken, p.tls.authnOptions()...), slices.Concat(rpcTracing, rpcMetrics)...)
+		srv = grpcserver.New(chain, p.tls.serverOptions()...)
 		local = inproc.New(srv, chain, grpcserver.MaxMessageBytes)
+		local.InterceptClients(peerTracing...)
 	}
 	var peerMetrics []grpc.DialOption
+	if len(peerTracing) > 0 {
+		peerMetrics = append(peerMetrics, grpc.WithChainUnaryInterceptor(peerTracing...))
+	}
 	if cfg.MetricsAddr != "" {
 		peerMetrics = append(peerMetrics, grpc.WithChainUnaryInterceptor(reg.UnaryClientInterceptor()))
 	}
@@ -149,7 +176,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 				return nil, err
 			}
 		}
-		b := &builder{metrics: reg, cfg: cfg, deps: deps, log: log, mongo: mongo, storage: storage, secret: secret, email: sender, internal: internal, p: p}
+		b := &builder{metrics: reg, cfg: cfg, deps: deps, log: log, mongo: mongo, storage: storage, secret: secret, email: sender, internal: internal, p: p, tracing: tracer}
 		dispatcher := lifecycle.NewDispatcher()
 		events := false
 		for _, m := range localModules {
@@ -198,7 +225,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 					authService = m.Name
 				}
 			}
-			auth = authn.NewClient(workspacev1.NewWorkspaceServiceClient(plain[authService]), cfg.InternalToken, cfg.AuthCacheTTL, deps.Clock)
+			auth = p.tls.authClient(authn.NewClient(workspacev1.NewWorkspaceServiceClient(plain[authService]), cfg.InternalToken, cfg.AuthCacheTTL, deps.Clock))
 		}
 		if cfg.GRPCAddr != "" {
 			ln, err := net.Listen("tcp", cfg.GRPCAddr)
@@ -234,7 +261,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		if cfg.Runs(Gateway) {
 			// The routes of services that run elsewhere: the gateway is the one public entry
 			// point, so it forwards them to their processes (--<name>-http-addr).
-			remote, err := remoteRoutes(cfg, log)
+			remote, err := remoteRoutes(cfg, p.tls, log)
 			if err != nil {
 				return nil, err
 			}
@@ -251,6 +278,9 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 			}
 			if cfg.MetricsAddr != "" {
 				g.SetMetrics(reg.HTTP())
+			}
+			if tracer != nil {
+				g.SetTracing(tracer)
 			}
 			gw = g
 		}
@@ -274,8 +304,14 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		hs := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
 			ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			BaseContext: func(net.Listener) context.Context { return base }}
+		serve := hs.Serve
+		if p.tls.http != nil {
+			// ServeTLS sets up HTTP/2 as well; the certificate comes from GetCertificate.
+			hs.TLSConfig = tlsfiles.Server(p.tls.http)
+			serve = func(ln net.Listener) error { return hs.ServeTLS(ln, "", "") }
+		}
 		go func() {
-			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				p.errs <- fmt.Errorf("http server: %w", err)
 			}
 		}()
@@ -292,7 +328,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		p.MetricsAddr = addr
 		p.closers = append(p.closers, stop)
 	}
-	log.Info("collab started", "services", cfg.Services, "http", p.HTTPAddr, "grpc", p.GRPCAddr, "metrics", p.MetricsAddr, "store", storeName(cfg))
+	log.Info("collab started", "services", cfg.Services, "http", p.HTTPURL(), "grpc_mtls", p.tls.mutual(), "grpc", p.GRPCAddr, "metrics", p.MetricsAddr, "store", storeName(cfg), "tracing", tracer != nil)
 	return p, nil
 }
 
@@ -304,7 +340,7 @@ func (p *Process) connect(cfg Config, local *inproc.Server, peerOpts ...grpc.Dia
 	withToken := authn.InternalClientInterceptor(cfg.InternalToken)
 	dial := func(target string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 		opts := append([]grpc.DialOption{
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithTransportCredentials(p.tls.dialCredentials()),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcserver.MaxMessageBytes)),
 			// Calls to peers spread over every address the target resolves to (a headless
 			// Kubernetes service behind dns:///), not only the first.
@@ -321,7 +357,7 @@ func (p *Process) connect(cfg Config, local *inproc.Server, peerOpts ...grpc.Dia
 		if plain[name], err = dial(addr); err != nil {
 			return nil, nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
 		}
-		if internal[name], err = dial(addr, grpc.WithChainUnaryInterceptor(withToken)); err != nil {
+		if internal[name], err = dial(addr, append(p.tls.internalPeerOptions(), grpc.WithChainUnaryInterceptor(withToken))...); err != nil {
 			return nil, nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
 		}
 	}
@@ -334,6 +370,25 @@ func (p *Process) connect(cfg Config, local *inproc.Server, peerOpts ...grpc.Dia
 		}
 	}
 	return plain, internal, nil
+}
+
+// startTracing builds the process's tracer provider when --otlp-endpoint (or a test's exporter)
+// asks for one, with the interceptors that trace RPCs on both sides. Off, it returns nothing,
+// so no interceptor runs and services get no-op tracers. The provider shuts down, flushing its
+// spans, after everything else has stopped: its closer is the first.
+func (p *Process) startTracing(ctx context.Context, cfg Config, deps Deps) (trace.TracerProvider, []grpc.UnaryServerInterceptor, []grpc.UnaryClientInterceptor, error) {
+	tp, err := tracing.NewProvider(ctx, tracing.Config{Endpoint: cfg.OTLPEndpoint, SampleRatio: cfg.TraceSampleRatio, Services: cfg.Services, Exporter: deps.SpanExporter})
+	if err != nil || tp == nil {
+		// A nil *TracerProvider must not become a non-nil interface.
+		return nil, nil, nil, err
+	}
+	p.closers = append(p.closers, func(ctx context.Context) error {
+		if err := tp.Shutdown(ctx); err != nil {
+			return fmt.Errorf("tracing: flush spans: %w", err)
+		}
+		return nil
+	})
+	return tp, []grpc.UnaryServerInterceptor{tracing.ServerInterceptor(tp)}, []grpc.UnaryClientInterceptor{tracing.ClientInterceptor(tp)}, nil
 }
 
 // lazyAuthenticator lets the interceptor be built before the service that authenticates.
@@ -405,6 +460,14 @@ func emailSender(cfg Config, log *slog.Logger) (email.Sender, error) {
 	return email.SMTP{Addr: cfg.SMTPAddr, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword, From: cfg.SMTPFrom}, nil
 }
 
+// HTTPURL is the base URL of the HTTP listener ("" when not listening): https with --tls-*.
+func (p *Process) HTTPURL() string {
+	if p.HTTPAddr == "" {
+		return ""
+	}
+	return p.tls.scheme() + "://" + p.HTTPAddr
+}
+
 // Err delivers a server's failure after start.
 func (p *Process) Err() <-chan error { return p.errs }
 
@@ -433,6 +496,8 @@ type builder struct {
 	internal map[string]grpc.ClientConnInterface
 	p        *Process
 	metrics  *metrics.Registry
+	// tracing is nil when tracing is off.
+	tracing trace.TracerProvider
 
 	outboxes   []*outbox.Outbox
 	background []func(ctx context.Context)
@@ -445,13 +510,14 @@ func (b *builder) build(ctx context.Context, m service.Module) (*service.Instanc
 	}
 	publicURL := b.cfg.PublicURL
 	if publicURL == "" {
-		publicURL = "http://" + b.cfg.HTTPAddr
+		publicURL = b.p.tls.scheme() + "://" + b.cfg.HTTPAddr
 	}
 	env := service.Env{
 		Log: b.log, Clock: b.deps.Clock, Secret: b.secret, Mongo: b.mongo, Storage: b.storage,
 		Email: b.email, PublicURL: publicURL,
 		Conn:    func(name string) grpc.ClientConnInterface { return b.internal[name] },
 		Metrics: b.metrics.Registerer(),
+		Tracing: b.tracing,
 	}
 	if len(m.Publishes) > 0 {
 		ob, err := b.outbox(ctx, m)
@@ -494,8 +560,11 @@ func (b *builder) outbox(ctx context.Context, m service.Module) (*outbox.Outbox,
 			clients[c.Name] = lifecyclev1.NewLifecycleServiceClient(b.internal[c.Name])
 		}
 	}
-	ob := outbox.New(m.Name, store, outbox.GRPCDeliverer{Clients: clients}, routes,
-		outbox.WithClock(b.deps.Clock), outbox.WithLogger(b.log.With("outbox", m.Name)))
+	opts := []outbox.Option{outbox.WithClock(b.deps.Clock), outbox.WithLogger(b.log.With("outbox", m.Name))}
+	if b.tracing != nil {
+		opts = append(opts, outbox.WithTracer(b.tracing))
+	}
+	ob := outbox.New(m.Name, store, outbox.GRPCDeliverer{Clients: clients}, routes, opts...)
 	b.outboxes = append(b.outboxes, ob)
 	return ob, nil
 }

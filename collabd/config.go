@@ -13,6 +13,7 @@ import (
 
 	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/service"
+	"github.com/collab/collab/internal/tracing"
 )
 
 // Gateway is the name of the HTTP gateway in --services; it is not a service module.
@@ -41,6 +42,14 @@ type Config struct {
 	// there (--<name>-http-addr).
 	HTTPPeers map[string]string
 
+	// TLSCertFile and TLSKeyFile are the HTTP listener's certificate and key (PEM, re-read when
+	// they change); both empty: plain HTTP.
+	TLSCertFile, TLSKeyFile string
+	// GRPCTLSCAFile, GRPCTLSCertFile and GRPCTLSKeyFile turn on mutual TLS between services:
+	// the gRPC listener requires client certificates of the CA, and connections to peers present
+	// the certificate and verify theirs. All empty: plaintext gRPC.
+	GRPCTLSCAFile, GRPCTLSCertFile, GRPCTLSKeyFile string
+
 	AuthCacheTTL  time.Duration
 	InternalToken string
 	SecretKey     string
@@ -53,7 +62,18 @@ type Config struct {
 
 	LogFormat string
 	LogLevel  slog.Level
+
+	// OTLPEndpoint is the OpenTelemetry collector spans go to (internal/tracing.Config);
+	// empty: no tracing. TraceSampleRatio is the share of new traces recorded.
+	OTLPEndpoint     string
+	TraceSampleRatio float64
 }
+
+// HTTPS reports whether the HTTP listener serves TLS.
+func (c Config) HTTPS() bool { return c.TLSCertFile != "" }
+
+// MutualTLS reports whether gRPC between services runs over mutual TLS.
+func (c Config) MutualTLS() bool { return c.GRPCTLSCAFile != "" }
 
 // Runs reports whether the process runs the named service or the gateway.
 func (c Config) Runs(name string) bool { return slices.Contains(c.Services, name) }
@@ -102,6 +122,9 @@ func ParseFlags(modules []service.Module, args []string, getenv func(string) str
 	if err := c.checkPeers(); err != nil {
 		return c, err
 	}
+	if err := c.checkTLS(); err != nil {
+		return c, err
+	}
 	return c, c.checkInternalToken()
 }
 
@@ -115,6 +138,16 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 	httpAddr := f.String("http-addr", "127.0.0.1:8080", "HTTP listen address: the API where the gateway runs, and the routes of services that serve their own (crdt's live sync)")
 	grpcAddr := f.String("grpc-addr", "127.0.0.1:9090", "gRPC listen address for internal callers, reflection on; empty: in-process only")
 	metricsAddr := f.String("metrics-addr", "", "listen address of the Prometheus /metrics endpoint (e.g. 127.0.0.1:9100), apart from the HTTP API; empty: no metrics")
+	otlpEndpoint := f.String("otlp-endpoint", "", "OpenTelemetry collector (OTLP over gRPC) that receives the traces: host:port or https://host:port (TLS), http://host:port (plain text); empty: no tracing")
+	sampleRatio := 1.0
+	f.Func("trace-sample-ratio", "1", "share of new traces recorded with --otlp-endpoint, 0 to 1; a call whose caller's trace was sampled (or not) follows it", func(v string) error {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r < 0 || r > 1 {
+			return fmt.Errorf("want a number from 0 to 1, got %q", v)
+		}
+		sampleRatio = r
+		return nil
+	})
 	mongoURI := f.Secret("mongo-uri", "", "MongoDB URI; empty: memory store")
 	dataDir := f.String("data-dir", "", "keep data in this directory on an embedded MongoDB-wire server")
 	services := f.String("services", "all", "comma-separated services to run: all, gateway, "+strings.Join(names, ", "))
@@ -129,8 +162,13 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 				" service's processes when it runs elsewhere: the gateway proxies its routes "+strings.Join(m.Routes, ", ")+" there; empty: they answer 503")
 		}
 	}
+	tlsCert := f.String("tls-cert-file", "", "PEM certificate (chain) the HTTP listener serves over TLS, with --tls-key-file; re-read when the file changes; empty: plain HTTP")
+	tlsKey := f.String("tls-key-file", "", "PEM private key of --tls-cert-file")
+	grpcCA := f.String("grpc-tls-ca-file", "", "PEM CA bundle of mutual TLS between services, with --grpc-tls-cert-file and --grpc-tls-key-file: the gRPC listener requires client certificates it verifies, and connections to peers verify theirs; re-read when the files change; empty: plaintext gRPC")
+	grpcCert := f.String("grpc-tls-cert-file", "", "PEM certificate this process presents in mutual TLS, as server and as client; its SANs must hold the host names (or IPs) peers dial it at")
+	grpcKey := f.String("grpc-tls-key-file", "", "PEM private key of --grpc-tls-cert-file")
 	ttl := f.Duration("auth-cache-ttl", 5*time.Second, "how long services other than the authenticating one trust a checked credential")
-	internalToken := f.Secret("internal-token", "", "shared secret of service-to-service calls, required on internal gRPC operations; at least 32 random characters (openssl rand -hex 32); required when services run in several processes, random per process otherwise")
+	internalToken := f.Secret("internal-token", "", "shared secret of service-to-service calls, required on internal gRPC operations; at least 32 random characters (openssl rand -hex 32); required when services run in several processes without --grpc-tls-* (with mutual TLS and no token, a peer's verified certificate is the credential; a token given stays required), random per process otherwise")
 	secretKey := f.Secret("secret-key", "", "master secret for page tokens; empty: kept in MongoDB, or random per run on the memory store")
 	publicURL := f.String("public-url", "", "base URL of the HTTP API as callers reach it, for links in emails")
 	smtpAddr := f.String("smtp-addr", "", "SMTP server host:port; empty: emails are written to --mail-dir")
@@ -148,6 +186,14 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 	return fs, f, func() error {
 		c.HTTPAddr, c.GRPCAddr, c.MongoURI, c.DataDir = *httpAddr, *grpcAddr, *mongoURI, *dataDir
 		c.MetricsAddr = *metricsAddr
+		c.TLSCertFile, c.TLSKeyFile = *tlsCert, *tlsKey
+		c.GRPCTLSCAFile, c.GRPCTLSCertFile, c.GRPCTLSKeyFile = *grpcCA, *grpcCert, *grpcKey
+		c.OTLPEndpoint, c.TraceSampleRatio = *otlpEndpoint, sampleRatio
+		if c.OTLPEndpoint != "" {
+			if _, err := tracing.ParseEndpoint(c.OTLPEndpoint); err != nil {
+				return fmt.Errorf("--otlp-endpoint (%s): %w", service.EnvName("otlp-endpoint"), err)
+			}
+		}
 		c.AuthCacheTTL, c.InternalToken, c.SecretKey, c.PublicURL = *ttl, *internalToken, *secretKey, *publicURL
 		c.SMTPAddr, c.SMTPUsername, c.SMTPPassword, c.SMTPFrom, c.MailDir = *smtpAddr, *smtpUser, *smtpPassword, *smtpFrom, *mailDir
 		c.LogFormat = *logFormat
@@ -345,21 +391,42 @@ func (c Config) AllInOne() bool {
 	return true
 }
 
+// checkTLS refuses half a TLS setup, which would otherwise quietly serve plaintext.
+func (c Config) checkTLS() error {
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return fmt.Errorf("--tls-cert-file (%s) and --tls-key-file (%s) go together: set both to serve HTTPS, or neither",
+			service.EnvName("tls-cert-file"), service.EnvName("tls-key-file"))
+	}
+	set := 0
+	for _, v := range []string{c.GRPCTLSCAFile, c.GRPCTLSCertFile, c.GRPCTLSKeyFile} {
+		if v != "" {
+			set++
+		}
+	}
+	if set != 0 && set != 3 {
+		return fmt.Errorf("--grpc-tls-ca-file (%s), --grpc-tls-cert-file (%s) and --grpc-tls-key-file (%s) go together: set all three for mutual TLS between services, or none",
+			service.EnvName("grpc-tls-ca-file"), service.EnvName("grpc-tls-cert-file"), service.EnvName("grpc-tls-key-file"))
+	}
+	return nil
+}
+
 // checkInternalToken fails closed: a process that runs services beside other processes cannot
 // start without a strong shared token, and a token given is never a placeholder. The all-in-one
 // process (and a gateway, which serves no internal operation) may go without: it then uses a
-// random secret of its own (Start).
+// random secret of its own (Start). With mutual TLS and no token, a peer's verified certificate
+// (with the internal connection's marker, authn.WithVerifiedPeers) is the credential: the token
+// is then optional; a token given is checked, and stays the only credential (Start).
 func (c Config) checkInternalToken() error {
 	runsService := false
 	for _, s := range c.Names() {
 		runsService = runsService || c.Runs(s)
 	}
-	if c.InternalToken == "" && (!runsService || c.AllInOne()) {
+	if c.InternalToken == "" && (!runsService || c.AllInOne() || c.MutualTLS()) {
 		return nil
 	}
 	if err := authn.CheckInternalToken(c.InternalToken); err != nil {
 		if c.InternalToken == "" {
-			return fmt.Errorf("services split across processes call each other's internal operations: %w", err)
+			return fmt.Errorf("services split across processes call each other's internal operations: %w (or turn on mutual TLS between them with --grpc-tls-ca-file, --grpc-tls-cert-file and --grpc-tls-key-file)", err)
 		}
 		return fmt.Errorf("--internal-token: %w", err)
 	}

@@ -323,3 +323,36 @@ func captureStderr(t *testing.T, f func()) string {
 	_ = w.Close()
 	return <-done
 }
+
+// TLS flags come in whole sets, with their environment twins; mutual TLS makes the internal
+// token optional in split mode, but a token given is still checked.
+func TestTLSFlags(t *testing.T) {
+	split := "--services=access"
+	peers := []string{"--workspace-addr=w:1", "--documents-addr=d:1"}
+	mtls := []string{"--grpc-tls-ca-file=ca.crt", "--grpc-tls-cert-file=s.crt", "--grpc-tls-key-file=s.key"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tls-cert-file=c.crt"}, "--tls-cert-file (COLLAB_TLS_CERT_FILE) and --tls-key-file (COLLAB_TLS_KEY_FILE) go together"},
+		{[]string{"--tls-key-file=c.key"}, "go together"},
+		{[]string{"--grpc-tls-ca-file=ca.crt"}, "--grpc-tls-ca-file (COLLAB_GRPC_TLS_CA_FILE), --grpc-tls-cert-file (COLLAB_GRPC_TLS_CERT_FILE) and --grpc-tls-key-file (COLLAB_GRPC_TLS_KEY_FILE) go together"},
+		{[]string{"--grpc-tls-cert-file=s.crt", "--grpc-tls-key-file=s.key"}, "go together"},
+		{append([]string{split}, peers...), "or turn on mutual TLS"},
+		{append(append([]string{split, "--internal-token=short"}, peers...), mtls...), "--internal-token"},
+	} {
+		if _, err := parse(t, nil, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+	cfg, err := parse(t, nil, append(append([]string{split}, peers...), mtls...)...)
+	if err != nil || !cfg.MutualTLS() || cfg.InternalToken != "" || cfg.GRPCTLSCertFile != "s.crt" {
+		t.Fatalf("split mode with mutual TLS and no token: %+v, %v", cfg, err)
+	}
+	env := map[string]string{"COLLAB_TLS_CERT_FILE": "h.crt", "COLLAB_TLS_KEY_FILE": "h.key", "COLLAB_GRPC_TLS_CA_FILE": "ca.crt",
+		"COLLAB_GRPC_TLS_CERT_FILE": "g.crt", "COLLAB_GRPC_TLS_KEY_FILE": "g.key"}
+	cfg, err = parse(t, env, "--tls-key-file=flag.key")
+	if err != nil || !cfg.HTTPS() || cfg.TLSCertFile != "h.crt" || cfg.TLSKeyFile != "flag.key" || cfg.GRPCTLSCAFile != "ca.crt" || cfg.GRPCTLSKeyFile != "g.key" {
+		t.Fatalf("environment twins: %+v, %v", cfg, err)
+	}
+}

@@ -14,17 +14,21 @@ import (
 // remoteRoutes are the HTTP routes of the modules this gateway process does not run
 // (Config.RemoteRoutes): each prefix proxied to the module's processes at --<name>-http-addr,
 // or, without that address, answered 503 (and a warning logged now, at start).
-func remoteRoutes(cfg Config, log *slog.Logger) ([]service.Route, error) {
+func remoteRoutes(cfg Config, t processTLS, log *slog.Logger) ([]service.Route, error) {
 	var out []service.Route
-	// Straight to the service's processes: never through an HTTP_PROXY of the environment.
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.Proxy = nil
+	transport := proxyTransport(t)
 	for _, m := range cfg.RemoteRoutes() {
 		var h http.Handler
 		if addr, ok := cfg.HTTPPeers[m.Name]; ok {
 			target, err := url.Parse(addr)
 			if err != nil {
 				return nil, fmt.Errorf("--%s-http-addr: %w", m.Name, err)
+			}
+			if t.mutual() && target.Scheme != "https" {
+				// Live sync's tokens and documents would cross the network that mutual TLS
+				// protects for gRPC in the clear.
+				log.Warn("the gateway proxies a service's routes over plain HTTP although gRPC between services uses mutual TLS: give the service's processes --tls-cert-file and --tls-key-file and an https:// address",
+					"service", m.Name, "flag", "--"+m.Name+"-http-addr", "env", service.EnvName(m.Name+"-http-addr"), "target", target.String())
 			}
 			h = routeProxy(m, target, transport, log)
 		} else {
@@ -38,6 +42,18 @@ func remoteRoutes(cfg Config, log *slog.Logger) ([]service.Route, error) {
 		}
 	}
 	return out, nil
+}
+
+// proxyTransport is the transport of the proxy to services' routes. Straight to the service's
+// processes: never through an HTTP_PROXY of the environment. An https peer is verified against
+// the CA of mutual TLS, when there is one, otherwise against the system's roots. A WebSocket
+// upgrade goes over HTTP/1.1 even to a peer that offers HTTP/2 (net/http dials such requests
+// with HTTP/1.1 only; TestRouteProxyUpgradesOverHTTPSWithoutMutualTLS holds it to that).
+func proxyTransport(t processTLS) *http.Transport {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.Proxy = nil
+	t.httpsPeers(transport)
+	return transport
 }
 
 func routesName(m service.Module) string {

@@ -2,6 +2,7 @@ package collabd
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/collab/collab/internal/service"
+	"github.com/collab/collab/internal/tlsfiles"
+	"github.com/collab/collab/internal/tlstest"
 )
 
 var syncModule = service.Module{Name: "crdt", Routes: []string{"/v2/crdt/sync/"}, RoutesName: "Live sync"}
@@ -102,7 +105,7 @@ func errorEnvelope(t *testing.T, h http.Handler, path string) (int, map[string]s
 // answer, too.
 func TestRemoteRoutesUnavailable(t *testing.T) {
 	cfg := Config{Modules: []service.Module{{Name: "workspace"}, syncModule}, Services: []string{Gateway}}
-	routes, err := remoteRoutes(cfg, quiet())
+	routes, err := remoteRoutes(cfg, processTLS{}, quiet())
 	if err != nil || len(routes) != 1 || routes[0].Prefix != "/v2/crdt/sync/" {
 		t.Fatalf("routes %v, %v", routes, err)
 	}
@@ -114,7 +117,7 @@ func TestRemoteRoutesUnavailable(t *testing.T) {
 	down := httptest.NewServer(http.NotFoundHandler())
 	down.Close()
 	cfg.HTTPPeers = map[string]string{"crdt": down.URL}
-	if routes, err = remoteRoutes(cfg, quiet()); err != nil {
+	if routes, err = remoteRoutes(cfg, processTLS{}, quiet()); err != nil {
 		t.Fatal(err)
 	}
 	code, e = errorEnvelope(t, routes[0].Handler, "/v2/crdt/sync/o/d/e")
@@ -125,8 +128,75 @@ func TestRemoteRoutesUnavailable(t *testing.T) {
 	// A process without the gateway, or with crdt, proxies nothing.
 	for _, s := range [][]string{{"workspace"}, {Gateway, "crdt"}} {
 		cfg.Services = s
-		if routes, _ := remoteRoutes(cfg, quiet()); len(routes) != 0 {
+		if routes, _ := remoteRoutes(cfg, processTLS{}, quiet()); len(routes) != 0 {
 			t.Errorf("%v: routes %v", s, routes)
 		}
+	}
+}
+
+// With mutual TLS on, the proxy reaches an https peer verified against the deployment's CA, and
+// a WebSocket upgrade goes through (over HTTP/1.1); a peer whose certificate another CA signed
+// is refused with the proxy's 503.
+func TestRouteProxyToHTTPSPeers(t *testing.T) {
+	dir := t.TempDir()
+	ca, other := tlstest.NewCA(t, "deployment CA"), tlstest.NewCA(t, "other CA")
+	own := ca.Write(t, dir, "gateway", ca.Issue(t, "gateway"))
+	cfg, err := parse(t, nil, "--grpc-tls-ca-file="+own.CA, "--grpc-tls-cert-file="+own.Cert, "--grpc-tls-key-file="+own.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt, err := loadTLS(cfg, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport := &http.Transport{}
+	pt.httpsPeers(transport)
+
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		typ, b, err := c.Read(r.Context())
+		if err == nil {
+			_ = c.Write(r.Context(), typ, append([]byte("echo "), b...))
+		}
+	})
+	upstream := func(issuer *tlstest.CA) *url.URL {
+		f := issuer.Write(t, t.TempDir(), "crdt", issuer.Issue(t, "crdt"))
+		pair, err := tlsfiles.LoadPair(f.Cert, f.Key, quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", tlsfiles.Server(pair))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := &http.Server{Handler: echo}
+		go func() { _ = hs.Serve(ln) }()
+		t.Cleanup(func() { _ = hs.Close() })
+		return &url.URL{Scheme: "https", Host: ln.Addr().String()}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	front := httptest.NewServer(routeProxy(syncModule, upstream(ca), transport, quiet()))
+	defer front.Close()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(front.URL, "http")+"/v2/crdt/sync/o/d/e?token=t", nil)
+	if err != nil {
+		t.Fatalf("WebSocket to an https peer of the CA: %v", err)
+	}
+	defer c.CloseNow()
+	if err := c.Write(ctx, websocket.MessageBinary, []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	if _, b, err := c.Read(ctx); err != nil || string(b) != "echo hi" {
+		t.Fatalf("read %q, %v", b, err)
+	}
+
+	code, e := errorEnvelope(t, routeProxy(syncModule, upstream(other), transport, quiet()), "/v2/crdt/sync/o/d/e")
+	if code != http.StatusServiceUnavailable || e["status"] != "UNAVAILABLE" {
+		t.Fatalf("a peer of another CA: %d %v", code, e)
 	}
 }

@@ -36,7 +36,7 @@ func TestDeploymentFilesAreRendered(t *testing.T) {
 // Kubernetes overlay from the renderer alone; one taken off the list loses them.
 func TestRenderFollowsTheList(t *testing.T) {
 	root := t.TempDir()
-	for _, f := range []string{ComposeFile, KustomizeFile, ConfigFile, GatewayFile} {
+	for _, f := range []string{ComposeFile, KustomizeFile, ConfigFile, GatewayFile, PrometheusFile} {
 		b, err := os.ReadFile(filepath.Join("..", f))
 		if err != nil {
 			t.Fatal(err)
@@ -73,6 +73,10 @@ func TestRenderFollowsTheList(t *testing.T) {
 	}
 	if first, _ := os.ReadFile(filepath.Join(root, OverlayDir, mods[0].Name, "kustomization.yaml")); strings.Contains(string(first), "8080") {
 		t.Errorf("%s has no routes but an HTTP port:\n%s", mods[0].Name, first)
+	}
+	prom, _ := os.ReadFile(filepath.Join(root, PrometheusFile))
+	if !strings.Contains(string(prom), "- notes:9100\n") || strings.Contains(string(prom), "- documents:9100") {
+		t.Errorf("prometheus.yml's targets do not follow the list:\n%s", prom)
 	}
 	gateway, _ := os.ReadFile(filepath.Join(root, GatewayFile))
 	if !strings.Contains(string(gateway), "- name: COLLAB_NOTES_HTTP_ADDR\n              value: notes.collab.svc.cluster.local:8080\n") || strings.Contains(string(gateway), "COLLAB_CRDT_HTTP_ADDR") {
@@ -180,6 +184,12 @@ func TestComposeRunsEveryService(t *testing.T) {
 		if s.Environment["COLLAB_INTERNAL_TOKEN"] == "" {
 			t.Errorf("%s: no internal token", n)
 		}
+		if got := s.Environment["COLLAB_METRICS_ADDR"]; got != fmt.Sprintf("0.0.0.0:%d", MetricsPort) {
+			t.Errorf("%s: COLLAB_METRICS_ADDR %q, want the metrics port %d on every interface", n, got, MetricsPort)
+		}
+		if got := s.Environment["COLLAB_OTLP_ENDPOINT"]; got != "${COLLAB_OTLP_ENDPOINT:-}" {
+			t.Errorf("%s: COLLAB_OTLP_ENDPOINT %q, want the shell's or .env's (tracing off without it)", n, got)
+		}
 		// A service with routes opens its HTTP port to the other containers (the gateway),
 		// never to the host; it listens where the image says (no COLLAB_HTTP_ADDR of its own),
 		// and has no HTTP address of its own or anyone's.
@@ -196,6 +206,9 @@ func TestComposeRunsEveryService(t *testing.T) {
 		}
 	}
 	gw := compose.Services["gateway"]
+	if got := gw.Environment["COLLAB_METRICS_ADDR"]; got != fmt.Sprintf("0.0.0.0:%d", MetricsPort) {
+		t.Errorf("gateway: COLLAB_METRICS_ADDR %q", got)
+	}
 	if !slices.Equal(gw.Command, []string{"--services=gateway"}) {
 		t.Errorf("gateway command %v", gw.Command)
 	}
@@ -222,7 +235,7 @@ func TestComposeRunsEveryService(t *testing.T) {
 		t.Errorf("gateway: %d HTTP addresses, want one per service with routes %v", httpVars, routeServices())
 	}
 	for name := range compose.Services {
-		if name != "mongo" && name != "gateway" && !slices.Contains(names(), name) {
+		if name != "mongo" && name != "gateway" && name != "prometheus" && name != "jaeger" && !slices.Contains(names(), name) {
 			t.Errorf("compose service %q is not a collab service", name)
 		}
 	}

@@ -24,12 +24,19 @@ const (
 	ConfigFile    = "deploy/kubernetes/config.yaml"
 	GatewayFile   = "deploy/kubernetes/gateway.yaml"
 	OverlayDir    = "deploy/kubernetes/services"
+	// PrometheusFile is the compose deployment's Prometheus configuration: it scrapes every
+	// service's container.
+	PrometheusFile = "deploy/monitoring/prometheus.yml"
 )
 
 // HTTPPort is the HTTP port of every collabd container (the image sets
 // COLLAB_HTTP_ADDR=0.0.0.0:8080): the gateway's API, and the routes of a service that serves
 // its own (service.Module.Routes), which the gateway proxies there.
 const HTTPPort = 8080
+
+// MetricsPort is where every collabd container serves /metrics in the deployment files
+// (COLLAB_METRICS_ADDR=0.0.0.0:9100): on the compose or cluster network, never published.
+const MetricsPort = 9100
 
 // Render returns the deployment files as the modules make them, by path relative to root: the
 // generated regions of the shared files (between "# BEGIN generated: <name>" and
@@ -55,6 +62,9 @@ func Render(root string, mods []service.Module) (map[string][]byte, error) {
 		},
 		GatewayFile: {
 			"http-peers": gatewayEnv(withRoutes(mods)),
+		},
+		PrometheusFile: {
+			"targets": lines(mods, func(m service.Module) string { return fmt.Sprintf("          - %s:%d\n", m.Name, MetricsPort) }),
 		},
 	}
 	for file, regs := range regions {

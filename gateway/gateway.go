@@ -11,6 +11,11 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	noopmetric "go.opentelemetry.io/otel/metric/noop"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -20,6 +25,7 @@ import (
 
 	"github.com/collab/collab/gateway/jsoncodec"
 	"github.com/collab/collab/internal/logging"
+	"github.com/collab/collab/internal/tracing"
 )
 
 // Upstream is one service the gateway routes to; the process builds the list from the service
@@ -42,6 +48,8 @@ type Gateway struct {
 	upstreams []Upstream
 	getRoutes map[string]bool
 	metrics   Observer
+	// traced is the gateway wrapped in the HTTP server spans (SetTracing), nil without.
+	traced http.Handler
 }
 
 // Observer records each answered request (internal/metrics.HTTP): route is the operation's
@@ -53,6 +61,33 @@ type Observer interface {
 
 // SetMetrics makes the gateway report every request to o; call it before serving.
 func (g *Gateway) SetMetrics(o Observer) { g.metrics = o }
+
+// SetTracing makes the gateway start a server span for every request on tp (otelhttp), named
+// by its method and route template ("POST /v2/documents/get"), never the raw path; the calls
+// it makes to the services are its children. A caller's W3C traceparent header does not become
+// the parent: the API is public, so each request starts a trace of our own, sampled by our
+// ratio alone, and the caller's trace is only linked. Call it before serving.
+func (g *Gateway) SetTracing(tp trace.TracerProvider) {
+	g.traced = otelhttp.NewHandler(http.HandlerFunc(g.serve), "http",
+		otelhttp.WithTracerProvider(tp),
+		otelhttp.WithMeterProvider(noopmetric.NewMeterProvider()), // the metrics are internal/metrics'
+		otelhttp.WithPropagators(tracing.Propagator),
+		otelhttp.WithPublicEndpointFn(func(*http.Request) bool { return true }),
+		// Probes come every few seconds and would bury real requests' traces.
+		otelhttp.WithFilter(func(r *http.Request) bool { return r.URL.Path != "/healthz" && r.URL.Path != "/readyz" }),
+		// Called at the start, and again at the end when a ServeMux in front of the gateway
+		// set r.Pattern ("/"): then the name serve found, with the route, must win.
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+			if name, ok := r.Context().Value(spanNameKey{}).(*string); ok && *name != "" {
+				return *name
+			}
+			return r.Method
+		}),
+	)
+}
+
+// spanNameKey carries a *string that serve fills with the request's span name.
+type spanNameKey struct{}
 
 // routeKey carries a *string the mux fills with the matched route's template.
 type routeKey struct{}
@@ -129,6 +164,14 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 }
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.traced != nil {
+		g.traced.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), spanNameKey{}, new(string))))
+		return
+	}
+	g.serve(w, r)
+}
+
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get(logging.RequestIDHeader)
 	if !logging.ValidRequestID(id) {
 		id = logging.NewRequestID()
@@ -148,7 +191,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/healthz", "/readyz", "/openapi.json", "/.well-known/jwks.json":
 		route = r.URL.Path
 	}
-	if g.metrics != nil {
+	if g.metrics != nil || g.traced != nil {
 		ctx = context.WithValue(ctx, routeKey{}, &route)
 	}
 	r = r.WithContext(ctx)
@@ -167,6 +210,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				status = http.StatusOK
 			}
 			g.metrics.Observe(route, r.Method, status, time.Since(start))
+		}
+		if g.traced != nil {
+			span := trace.SpanFromContext(ctx)
+			name := r.Method + " " + route
+			span.SetName(name)
+			if dst, ok := ctx.Value(spanNameKey{}).(*string); ok {
+				*dst = name
+			}
+			span.SetAttributes(semconv.HTTPRoute(route), attribute.String("collab.request_id", id))
 		}
 		level := slog.LevelInfo
 		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {

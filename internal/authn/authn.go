@@ -10,7 +10,9 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -30,7 +32,16 @@ const (
 	HeaderWorkspaceToken = "x-service-workspace-auth-token"
 	// HeaderInternalToken carries the shared secret of service-to-service calls.
 	HeaderInternalToken = "x-collab-internal-token"
+	// HeaderInternalPeer marks the calls of a service's internal connection under mutual TLS.
+	// It is no secret: it counts only on a connection whose client certificate the process
+	// verified (WithVerifiedPeers), and only says which of the peer's two connections the call
+	// came on; the gateway's other connection, which carries public callers' requests, never
+	// sends it (the gateway forwards x-service-* and x-request-id headers only).
+	HeaderInternalPeer = "x-collab-internal-peer"
 )
+
+// internalPeerValue is HeaderInternalPeer's one value.
+const internalPeerValue = "1"
 
 // Settings are the workspace's console switches, as of authentication.
 type Settings struct {
@@ -98,14 +109,50 @@ type bodyCredentials interface {
 type Interceptor struct {
 	auth          Authenticator
 	internalToken string
+	verifiedPeers bool
 	classes       sync.Map // full method name -> optionsv1.Auth
 }
 
+// InterceptorOption changes what an Interceptor accepts.
+type InterceptorOption func(*Interceptor)
+
+// WithVerifiedPeers makes a call internal without the token when it comes over TLS from a
+// client whose certificate the server verified (the gRPC listener's mutual TLS) and carries
+// HeaderInternalPeer. The certificate alone is not enough: the gateway's connection holds one
+// too and carries public callers' requests.
+func WithVerifiedPeers() InterceptorOption {
+	return func(i *Interceptor) { i.verifiedPeers = true }
+}
+
 // NewInterceptor returns an Interceptor checking credentials with auth. Callers of internal
-// operations must present internalToken; when it is empty, every internal call is refused
-// (fail closed): there is no mode in which internal RPCs are open.
-func NewInterceptor(auth Authenticator, internalToken string) *Interceptor {
-	return &Interceptor{auth: auth, internalToken: internalToken}
+// operations must present internalToken (or, WithVerifiedPeers, a verified certificate and the
+// marker); when it is empty, every internal call is refused (fail closed): there is no mode in
+// which internal RPCs are open.
+func NewInterceptor(auth Authenticator, internalToken string, opts ...InterceptorOption) *Interceptor {
+	i := &Interceptor{auth: auth, internalToken: internalToken}
+	for _, o := range opts {
+		o(i)
+	}
+	return i
+}
+
+// internal reports whether the call carries the internal credential.
+func (i *Interceptor) internal(ctx context.Context, md metadata.MD) bool {
+	if i.internalToken != "" && subtle.ConstantTimeCompare([]byte(first(md, HeaderInternalToken)), []byte(i.internalToken)) == 1 {
+		return true
+	}
+	return i.verifiedPeers && first(md, HeaderInternalPeer) == internalPeerValue && verifiedPeer(ctx)
+}
+
+// verifiedPeer reports whether the call came over TLS with a client certificate that the
+// server verified against its CA bundle. In-process calls have no TLS peer.
+func verifiedPeer(ctx context.Context) bool {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return false
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	return ok && len(info.State.VerifiedChains) > 0
 }
 
 // publicServices are infrastructure services outside the collab API that need no credentials.
@@ -161,7 +208,7 @@ func (i *Interceptor) Authenticate(ctx context.Context, fullMethod string, req a
 	case optionsv1.Auth_AUTH_PUBLIC:
 		return ctx, nil
 	case optionsv1.Auth_AUTH_INTERNAL:
-		if i.internalToken == "" || subtle.ConstantTimeCompare([]byte(first(md, HeaderInternalToken)), []byte(i.internalToken)) != 1 {
+		if !i.internal(ctx, md) {
 			return nil, apierr.PermissionDenied("This operation is for internal callers.")
 		}
 		return ctx, nil

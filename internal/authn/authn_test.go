@@ -2,13 +2,18 @@ package authn
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -253,5 +258,66 @@ func TestCheckInternalToken(t *testing.T) {
 	}
 	if a, b := NewInternalToken(), NewInternalToken(); a == b || len(a) != 64 {
 		t.Fatalf("tokens %q %q", a, b)
+	}
+}
+
+// Under mutual TLS, a verified client certificate with the marker is the internal credential;
+// either alone is not, and neither is the marker on an interceptor that does not take peers.
+// (collabd's tests prove it over real TLS connections.)
+func TestVerifiedPeerWithMarkerIsInternal(t *testing.T) {
+	verified := &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{
+		PeerCertificates: []*x509.Certificate{{}}, VerifiedChains: [][]*x509.Certificate{{{}}},
+	}}}
+	unverified := &peer.Peer{Addr: verified.Addr, AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{}}}
+	plain := &peer.Peer{Addr: verified.Addr}
+	with := func(p *peer.Peer, kv ...string) context.Context { return peer.NewContext(incoming(kv...), p) }
+	takes, ignores := NewInterceptor(&fakeAuth{}, "internal-secret", WithVerifiedPeers()), NewInterceptor(&fakeAuth{}, "internal-secret")
+	for _, i := range []*Interceptor{takes, ignores} {
+		i.classes.Store("/t/Internal", optionsv1.Auth_AUTH_INTERNAL)
+	}
+	for _, c := range []struct {
+		name string
+		i    *Interceptor
+		ctx  context.Context
+		want codes.Code
+	}{
+		{"verified peer with marker", takes, with(verified, HeaderInternalPeer, "1"), codes.OK},
+		{"verified peer without marker (the gateway's connection)", takes, with(verified), codes.PermissionDenied},
+		{"verified peer with another marker value", takes, with(verified, HeaderInternalPeer, "true"), codes.PermissionDenied},
+		{"marker without a verified certificate", takes, with(unverified, HeaderInternalPeer, "1"), codes.PermissionDenied},
+		{"marker without TLS", takes, with(plain, HeaderInternalPeer, "1"), codes.PermissionDenied},
+		{"marker without a peer (in process)", takes, incoming(HeaderInternalPeer, "1"), codes.PermissionDenied},
+		{"the token still counts", takes, with(plain, HeaderInternalToken, "internal-secret"), codes.OK},
+		{"peers not taken", ignores, with(verified, HeaderInternalPeer, "1"), codes.PermissionDenied},
+	} {
+		_, err := c.i.Unary(c.ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/t/Internal"}, func(context.Context, any) (any, error) { return "ok", nil })
+		if status.Code(err) != c.want {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+// The client adds the marker only when told to, and the peer interceptor always.
+func TestPeerMarkerSent(t *testing.T) {
+	ws := &fakeWorkspace{}
+	if _, err := NewClient(ws, "tok", 0, clock.Real()).AuthenticateKey(context.Background(), "k", "t"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ws.md.Get(HeaderInternalPeer); len(got) != 0 {
+		t.Fatalf("marker sent unasked: %v", got)
+	}
+	if _, err := NewClient(ws, "tok", 0, clock.Real()).WithPeerMarker().AuthenticateKey(context.Background(), "k", "t"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ws.md.Get(HeaderInternalPeer); len(got) != 1 || got[0] != "1" {
+		t.Fatalf("marker %v", got)
+	}
+	var sent metadata.MD
+	err := InternalPeerClientInterceptor()(context.Background(), "/t/M", nil, nil, nil, func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+		sent, _ = metadata.FromOutgoingContext(ctx)
+		return nil
+	})
+	if err != nil || len(sent.Get(HeaderInternalPeer)) != 1 {
+		t.Fatalf("interceptor sent %v, %v", sent, err)
 	}
 }

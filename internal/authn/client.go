@@ -23,6 +23,7 @@ type Client struct {
 	internalToken string
 	ttl           time.Duration
 	clock         clock.Clock
+	peerMarker    bool
 
 	mu      sync.Mutex
 	entries map[[32]byte]cached
@@ -35,6 +36,14 @@ type cached struct {
 
 // maxCached bounds the cache; past it, expired entries are swept, then the cache is reset.
 const maxCached = 10000
+
+// WithPeerMarker makes the client's calls carry HeaderInternalPeer too, for a workspace service
+// that takes a verified client certificate with the marker as the internal credential (mutual
+// TLS without a shared token). It returns c.
+func (c *Client) WithPeerMarker() *Client {
+	c.peerMarker = true
+	return c
+}
 
 // NewClient returns a Client. ttl 0 disables caching.
 func NewClient(ws workspacev1.WorkspaceServiceClient, internalToken string, ttl time.Duration, clk clock.Clock) *Client {
@@ -69,6 +78,9 @@ func (c *Client) authenticate(ctx context.Context, cacheKey string, req *workspa
 	out := metadata.MD{}
 	if c.internalToken != "" {
 		out.Set(HeaderInternalToken, c.internalToken)
+	}
+	if c.peerMarker {
+		out.Set(HeaderInternalPeer, internalPeerValue)
 	}
 	if id := logging.RequestID(ctx); id != "" {
 		out.Set(logging.RequestIDHeader, id)
@@ -124,5 +136,14 @@ func InternalClientInterceptor(internalToken string) grpc.UnaryClientInterceptor
 			ctx = metadata.AppendToOutgoingContext(ctx, logging.RequestIDHeader, id)
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
+// InternalPeerClientInterceptor adds HeaderInternalPeer to every call: it goes, with
+// InternalClientInterceptor, on a service's internal connections to peers under mutual TLS,
+// and never on the gateway's.
+func InternalPeerClientInterceptor() grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return invoker(metadata.AppendToOutgoingContext(ctx, HeaderInternalPeer, internalPeerValue), method, req, reply, cc, opts...)
 	}
 }

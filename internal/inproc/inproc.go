@@ -11,6 +11,7 @@ import (
 	"context"
 	"net"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -29,6 +30,8 @@ type Server struct {
 	next        grpc.ServiceRegistrar
 	interceptor grpc.UnaryServerInterceptor
 	maxMessage  int
+	// clients run first on every channel's calls (InterceptClients).
+	clients []grpc.UnaryClientInterceptor
 
 	mu      sync.RWMutex
 	methods map[string]method // "/pkg.Service/Method"
@@ -58,9 +61,17 @@ func (s *Server) RegisterService(desc *grpc.ServiceDesc, impl any) {
 }
 
 // Conn returns a channel to the server's services; interceptors run on the calling side
-// first, as a grpc.ClientConn's would (they add the internal token, say).
+// first, as a grpc.ClientConn's would (they add the internal token, say), after those of
+// InterceptClients.
 func (s *Server) Conn(interceptors ...grpc.UnaryClientInterceptor) grpc.ClientConnInterface {
-	return &conn{server: s, interceptors: interceptors}
+	return &conn{server: s, interceptors: append(slices.Clip(s.clients), interceptors...)}
+}
+
+// InterceptClients adds client interceptors that run first on the calls of every channel Conn
+// returns from now on: what every connection of the process does (tracing), set once where
+// the server is made rather than at each Conn. Call it before Conn.
+func (s *Server) InterceptClients(interceptors ...grpc.UnaryClientInterceptor) {
+	s.clients = append(s.clients, interceptors...)
 }
 
 type conn struct {

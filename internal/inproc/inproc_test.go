@@ -202,3 +202,35 @@ func (c *ownedCodec) UnmarshalOwned(b []byte, v any) error {
 	v.(proto.Message).ProtoReflect().SetUnknown(b)
 	return nil
 }
+
+// InterceptClients' interceptors run first on every channel made after, then the channel's own.
+func TestInterceptClientsRunFirstOnEveryConn(t *testing.T) {
+	spy := &healthSpy{answer: &healthpb.HealthCheckResponse{}}
+	noChain := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		return handler(ctx, req)
+	}
+	s, _ := newServer(t, spy, noChain, 0)
+	var order []string
+	tag := func(name string) grpc.UnaryClientInterceptor {
+		return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			order = append(order, name)
+			return invoker(metadata.AppendToOutgoingContext(ctx, "x-by", name), method, req, reply, cc, opts...)
+		}
+	}
+	s.InterceptClients(tag("process"))
+	for _, c := range []struct {
+		conn grpc.ClientConnInterface
+		want string
+	}{{s.Conn(), "process"}, {s.Conn(tag("conn")), "process,conn"}} {
+		order = nil
+		if _, err := healthpb.NewHealthClient(c.conn).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(order, ","); got != c.want {
+			t.Errorf("interceptors ran %q, want %q", got, c.want)
+		}
+		if got := strings.Join(spy.in.Get("x-by"), ","); got != c.want {
+			t.Errorf("the server saw %q, want %q", got, c.want)
+		}
+	}
+}

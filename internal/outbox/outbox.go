@@ -44,6 +44,10 @@ type Record struct {
 	Refused   []string `bson:"refused"`
 	// Lanes hold each subscriber's attempts, keyed by subscriber.
 	Lanes map[string]Lane `bson:"lanes"`
+	// TraceParent is the W3C traceparent of the span that published the event, when tracing
+	// was on: each delivery's span links to it, so a trace shows what its event caused later.
+	// Empty on events stored without tracing or before the field existed.
+	TraceParent string `bson:"traceparent,omitempty"`
 	// DoneAt is set once nothing is pending; old finished events are pruned by it.
 	DoneAt    *time.Time `bson:"doneAt,omitempty"`
 	CreatedAt time.Time  `bson:"createdAt"`

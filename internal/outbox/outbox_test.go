@@ -113,6 +113,22 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			}
 		}
 	})
+	t.Run("trace context kept, absent on old events", func(t *testing.T) {
+		s := newStore(t)
+		const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+		traced := rec("traced", 0)
+		traced.TraceParent = tp
+		if err := s.Add(ctx, traced); err != nil {
+			t.Fatal(err)
+		}
+		_ = s.Add(ctx, rec("plain", 0))
+		if r, err := s.Get(ctx, "traced"); err != nil || r.TraceParent != tp {
+			t.Fatalf("traced event: %+v %v", r, err)
+		}
+		if r, err := s.Get(ctx, "plain"); err != nil || r.TraceParent != "" {
+			t.Fatalf("event without trace context: %+v %v", r, err)
+		}
+	})
 	t.Run("due per lane, in age order", func(t *testing.T) {
 		s := newStore(t)
 		_ = s.Add(ctx, rec("late", 2*time.Second))

@@ -11,6 +11,12 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
@@ -18,6 +24,7 @@ import (
 	"github.com/collab/collab/internal/clock"
 	"github.com/collab/collab/internal/ids"
 	"github.com/collab/collab/internal/lifecycle"
+	"github.com/collab/collab/internal/tracing"
 )
 
 // Deliverer hands an event to one subscribing service.
@@ -62,6 +69,8 @@ type Outbox struct {
 	clock     clock.Clock
 	log       *slog.Logger
 	retention time.Duration
+	// tracer starts the delivery spans; nil: no tracing (WithTracer).
+	tracer trace.Tracer
 
 	wake map[string]chan struct{} // per lane
 	// slots keeps one delivery of an event to a subscriber at a time in this process: a fixed set
@@ -77,6 +86,12 @@ type Option func(*Outbox)
 
 func WithClock(c clock.Clock) Option   { return func(o *Outbox) { o.clock = c } }
 func WithLogger(l *slog.Logger) Option { return func(o *Outbox) { o.log = l } }
+
+// WithTracer traces every delivery with a span on tp (a child of the publishing request's span
+// when Publish delivers at once, linked to it always) and stores each event's trace context.
+func WithTracer(tp trace.TracerProvider) Option {
+	return func(o *Outbox) { o.tracer = tp.Tracer("github.com/collab/collab/internal/outbox") }
+}
 
 // WithRetention sets how long finished events are kept (default 7 days): a migration's status
 // is readable that long, and a repeated event id is recognised that long.
@@ -185,6 +200,11 @@ func (o *Outbox) add(ctx context.Context, e *lifecyclev1.Event) (*Record, error)
 	}
 	if len(r.Pending) == 0 {
 		r.DoneAt = &now
+	}
+	if o.tracer != nil {
+		carrier := propagation.MapCarrier{}
+		tracing.Propagator.Inject(ctx, carrier)
+		r.TraceParent = carrier.Get("traceparent")
 	}
 	if err := o.store.Add(ctx, r); err != nil {
 		if errors.Is(err, ErrDuplicate) {
@@ -319,8 +339,10 @@ func (o *Outbox) deliver(ctx context.Context, id, sub string) {
 		return
 	}
 	dctx, cancel := context.WithTimeout(ctx, deliverTimeout)
+	dctx, span := o.startDelivery(dctx, r, sub)
 	err = o.deliverer.Deliver(dctx, sub, &e)
 	cancel()
+	o.endDelivery(ctx, span, err)
 	if err == nil {
 		var release []string
 		if sub == r.Gate {
@@ -351,6 +373,69 @@ func (o *Outbox) deliver(ctx context.Context, id, sub string) {
 		o.log.ErrorContext(ctx, "outbox: recording retry", "event_id", id, "error", err)
 	}
 }
+
+// startDelivery starts the span of one delivery attempt, linked to the trace that published the
+// event; a nil span when tracing is off.
+func (o *Outbox) startDelivery(ctx context.Context, r *Record, sub string) (context.Context, trace.Span) {
+	if o.tracer == nil {
+		return ctx, nil
+	}
+	opts := []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			semconv.MessagingSystemKey.String("collab.outbox"),
+			semconv.MessagingOperationName("deliver"),
+			semconv.MessagingMessageID(r.ID),
+			semconv.MessagingDestinationName(sub),
+			ProducerKey.String(o.producer),
+			SubscriberKey.String(sub),
+			EventTypeKey.String(r.Type),
+			AttemptKey.Int(r.Lanes[sub].Attempts+1),
+		),
+	}
+	if r.TraceParent != "" {
+		origin := trace.SpanContextFromContext(tracing.Propagator.Extract(context.Background(), propagation.MapCarrier{"traceparent": r.TraceParent}))
+		if origin.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: origin}))
+		}
+	}
+	// The event type names the span: types are the modules' declared few, never caller text.
+	return o.tracer.Start(ctx, "deliver "+r.Type, opts...)
+}
+
+// endDelivery records the attempt's outcome, as the relay goes on to record it in the store.
+func (o *Outbox) endDelivery(ctx context.Context, span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	outcome := "delivered"
+	switch {
+	case err == nil:
+	case lifecycle.Permanent(err):
+		outcome = "refused"
+	case ctx.Err() != nil:
+		outcome = "interrupted"
+	default:
+		outcome = "retry"
+	}
+	span.SetAttributes(OutcomeKey.String(outcome))
+	if err != nil {
+		// The code only: a peer's message may carry internal text.
+		span.SetStatus(otelcodes.Error, status.Code(err).String())
+	}
+	span.End()
+}
+
+// Attributes of the delivery spans.
+const (
+	ProducerKey   = attribute.Key("collab.outbox.producer")
+	SubscriberKey = attribute.Key("collab.outbox.subscriber")
+	EventTypeKey  = attribute.Key("collab.event.type")
+	AttemptKey    = attribute.Key("collab.outbox.attempt")
+	// OutcomeKey is delivered, retry, refused (for good) or interrupted (shutdown, or the
+	// publisher stopped waiting: the lane tries again).
+	OutcomeKey = attribute.Key("collab.outbox.outcome")
+)
 
 func (o *Outbox) refuse(ctx context.Context, r *Record, sub, reason string) {
 	if err := o.store.Refuse(ctx, r.ID, sub, reason, o.clock.Now()); err != nil {

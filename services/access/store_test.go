@@ -108,6 +108,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	}
 
 	t.Run("grants are stored, replaced and read back with their expiry", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		exp := t0.Add(time.Hour)
 		put(t, s, "k1",
@@ -138,6 +139,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("lapsed grants are left out", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		exp := t0.Add(time.Hour)
 		put(t, s, "k1", expiring(docGrant("o", "d", "u", "editor"), exp), docGrant("o", "d2", "u", "viewer"))
@@ -149,6 +151,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("grants are scoped by api key and organization", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		put(t, s, "k1", docGrant("o", "d", "u", "editor"), orgGrant("o", "u", "editor"))
 		put(t, s, "k2", docGrant("o2", "d", "u", "viewer"))
@@ -177,6 +180,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("grants on named resources", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		exp := t0.Add(time.Hour)
 		put(t, s, "k1",
@@ -230,6 +234,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("put if absent keeps grants in effect and replaces lapsed ones", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		exp := t0.Add(time.Hour)
 		put(t, s, "k1", docGrant("o", "kept", "u", "viewer"), expiring(docGrant("o", "temp", "u", "viewer"), exp), expiring(docGrant("o", "lapsed", "u", "viewer"), t0.Add(-time.Hour)))
@@ -255,6 +260,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("concurrent writes of one grant all succeed", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		var wg sync.WaitGroup
 		errs := make([]error, 8)
@@ -277,6 +283,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("delete grants removes only those named", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		put(t, s, "k1", docGrant("o", "d", "u", "editor"), folderGrant("o", "d", "u", "editor"), docGrant("o", "d", "v", "editor"))
 		refs := []GrantRef{docGrant("o", "d", "u", "").Ref(), docGrant("o", "missing", "u", "").Ref()}
@@ -292,6 +299,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("delete resource grants removes every user's grants on those resources", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		put(t, s, "k1",
 			docGrant("o", "d1", "u", "editor"), docGrant("o", "d1", "v", "viewer"), docGrant("o", "d2", "u", "editor"),
@@ -310,6 +318,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("move document grants", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		exp := t0.Add(time.Hour)
 		put(t, s, "k1",
@@ -337,6 +346,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("context fields", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		set := func(apiKey, org, user string, fields ...string) {
 			t.Helper()
@@ -380,6 +390,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("remove users and delete organization take grants and contexts", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		put(t, s, "k1", orgGrant("o", "u", "editor"), docGrant("o", "d", "u", "editor"), orgGrant("o", "v", "editor"), orgGrant("o2", "u", "viewer"))
 		for _, c := range []struct{ org, user string }{{"o", "u"}, {"o", "v"}, {"o2", "u"}} {
@@ -430,6 +441,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	}
 
 	t.Run("signing keys are insert-if-absent", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		if _, err := s.SigningKey(ctx, "k1"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("missing key: %v", err)
@@ -449,6 +461,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("concurrent inserts of one key: exactly one wins", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		const n = 8
 		var wg sync.WaitGroup
@@ -479,6 +492,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("signing keys listed by end", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		for _, n := range []int64{3, 1, 2} {
 			if err := s.InsertSigningKey(ctx, sampleKey(n, byte(n))); err != nil {
@@ -504,6 +518,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("ping", func(t *testing.T) {
+		t.Parallel()
 		if err := newStore(t).Ping(ctx); err != nil {
 			t.Fatal(err)
 		}

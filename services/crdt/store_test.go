@@ -170,6 +170,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	ctx := context.Background()
 
 	t.Run("CreateLoadAndExists", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		m := meta("e1")
 		create(t, s, m, "a")
@@ -214,6 +215,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("EmptyFirstUpdate", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		m := meta("e1")
 		if err := s.Create(ctx, m, nil); err != nil {
@@ -229,6 +231,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("AppendAndTail", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		m := meta("e1")
 		create(t, s, m, "a")
@@ -258,6 +261,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("Compact", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		m := meta("e1")
 		create(t, s, m, "a")
@@ -314,6 +318,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("List", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		for _, id := range []string{"c", "a", "b"} {
 			create(t, s, meta(id), id)
@@ -352,6 +357,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("DeleteEditor", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		m := meta("e1")
 		create(t, s, m, "a")
@@ -391,6 +397,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("DeleteDocumentAndOrganization", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		a, b := meta("a"), meta("b")
 		create(t, s, a, "a")
@@ -448,6 +455,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("MoveDocument", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		m := meta("e1")
 		create(t, s, m, "a")
@@ -475,6 +483,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("DocumentWithoutGeneration", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		a := meta("e1")
 		a.DocGen = ""
@@ -497,6 +506,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("Tombstones", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		for range 2 { // idempotent
 			if err := s.Bury(ctx, "k1", "o1", KindDocument, "dg1"); err != nil {
@@ -521,6 +531,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 
 	// Concurrent Adds of one editor: exactly one creates it.
 	t.Run("ConcurrentCreates", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		const n = 16
 		errs := make([]error, n)
@@ -551,6 +562,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	// appender that cannot tell whether a snapshot took its entry appends it again; a Yjs
 	// update applied twice changes nothing).
 	t.Run("ConcurrentAppendsAndCompactions", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		m := meta("e1")
 		create(t, s, m, "first")

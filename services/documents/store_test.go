@@ -102,6 +102,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	}
 
 	t.Run("organizations: create, read, rename, duplicates, scope", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		o := &Organization{APIKey: "k1", ID: "o1", Name: "One", CreatedAt: at(0)}
 		mustOrg(t, s, o)
@@ -137,6 +138,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("organizations: listing order, filter, paging under inserts and deletes", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		// b and a share a timestamp, so the id breaks the tie.
 		for _, o := range []*Organization{{ID: "c", CreatedAt: at(2)}, {ID: "b", CreatedAt: at(1)}, {ID: "a", CreatedAt: at(1)}, {ID: "d", CreatedAt: at(3)}} {
@@ -176,6 +178,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("folders: create, filters, update, delete, scope", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		f1 := &Folder{APIKey: "k1", OrganizationID: "o", ID: "f1", Name: "F1", AccessType: "restricted", CreatedAt: at(1)}
 		mustFolder(t, s, f1)
@@ -258,6 +261,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("documents: create, read, update, delete, scope", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		d := &Document{APIKey: "k1", OrganizationID: "o", ID: "d1", Name: "Doc", FolderID: "f", AccessType: "restricted", Disabled: true, CreatedAt: at(1), MigrationID: "mig_1"}
 		mustDoc(t, s, d)
@@ -312,6 +316,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("documents: listing order, filters, paging under inserts and deletes", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		add := func(id, folder string, ms int) {
 			mustDoc(t, s, &Document{APIKey: "k1", OrganizationID: "o", ID: id, FolderID: folder, CreatedAt: at(ms)})
@@ -370,6 +375,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 
 	// A deletion names a generation: what another generation of the same ids holds stays.
 	t.Run("deletions are scoped by generation", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		mustOrg(t, s, &Organization{APIKey: "k1", ID: "o", Generation: "g2", CreatedAt: at(0)})
 		for _, gen := range []string{"g1", "g2"} {
@@ -410,6 +416,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("delete an organization removes its folders and documents only", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		for _, o := range []*Organization{{APIKey: "k1", ID: "o"}, {APIKey: "k1", ID: "keep"}, {APIKey: "k2", ID: "o"}} {
 			o.CreatedAt = at(0)
@@ -444,6 +451,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("records are copies", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		d := &Document{APIKey: "k1", OrganizationID: "o", ID: "d", Name: "before", CreatedAt: at(0)}
 		mustDoc(t, s, d)
@@ -458,6 +466,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("ping", func(t *testing.T) {
+		t.Parallel()
 		if err := newStore(t).Ping(ctx); err != nil {
 			t.Fatal(err)
 		}

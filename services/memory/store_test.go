@@ -84,6 +84,7 @@ func i64(v int64) *int64 { return &v }
 
 func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Run("PutCreatesThenReplaces", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		j := judgment("a", "d1", 5)
 		c := 0.5
@@ -111,6 +112,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("ScanScopesAndFilters", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		a, b, c, d := judgment("a", "d1", 10), judgment("b", "d1", 20), judgment("c", "d2", 30), judgment("d", "", 40)
 		b.Decision, b.JudgeType, b.Agent = "reject", JudgeAgent, &Agent{ID: "x"}
@@ -147,6 +149,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("DeleteJudgments", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		other := judgment("a", "", 1)
 		other.OrganizationID = "o2"
@@ -162,6 +165,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("StaleAndSetVectors", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		a, b := judgment("a", "", 1), judgment("b", "", 2)
 		b.Embedder = "old"
@@ -206,6 +210,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("Executions", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		for i, e := range []*Execution{
 			{ID: "e1", AgentID: "a1", OrganizationID: "o1", DocumentID: "d1", StartedAt: 10},
@@ -259,6 +264,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("Lifecycle", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		a, b, c, d := judgment("a", "d1", 1), judgment("b", "d1", 2), judgment("c", "d2", 3), judgment("d", "", 4)
 		a.OrganizationGeneration, a.DocumentGeneration = "g1", "dg1"
@@ -323,6 +329,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	// A repeated record id under concurrent writers leaves exactly one judgment, and exactly one
 	// writer created it.
 	t.Run("ConcurrentPutsOfOneRecord", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		const writers, rounds = 12, 10
 		for round := range rounds {
@@ -371,6 +378,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 
 	// Concurrent finishes of one execution: exactly one wins, the others see ErrFinished.
 	t.Run("ConcurrentFinishes", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		const finishers, rounds = 12, 10
 		statuses := []string{StatusPassed, StatusFailed, StatusError, StatusSkipped}

@@ -81,6 +81,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	ctx := context.Background()
 
 	t.Run("identities: upsert, patch, read, scope", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		must(t, s.UpsertUser(ctx, "k1", UserPatch{UserID: "u2", Name: ptr("Bob"), Email: ptr("bob@example.com"), PhotoURL: ptr("https://x.example/b.png")}))
 		must(t, s.UpsertUser(ctx, "k1", UserPatch{UserID: "u1", Name: ptr("Ann")}))
@@ -118,6 +119,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("organization members", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		must(t, s.AddMembers(ctx, "k1", "o1", []string{"u3", "u1"}))
 		must(t, s.AddMembers(ctx, "k1", "o1", []string{"u1", "u2"})) // idempotent
@@ -144,6 +146,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("members page after an id", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		// Ids whose byte order differs from a case- or accent-folding collation.
 		odd := []string{"Zed", "a", "a-b", "a_b", "b", "z", "é", "ü", "日本", "😀"}
@@ -197,6 +200,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("remove users from an organization", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		for _, k := range []string{"k1", "k2"} {
 			for _, o := range []string{"o1", "o2"} {
@@ -235,6 +239,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("document contacts", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		must(t, s.AddDocumentContacts(ctx, "k1", "o1", "d1", []string{"u2", "u1"}))
 		must(t, s.AddDocumentContacts(ctx, "k1", "o1", "d1", []string{"u1", "u3"}))
@@ -273,6 +278,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("move a document's contacts", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		must(t, s.AddDocumentContacts(ctx, "k1", "o1", "old", []string{"u1", "u2"}))
 		must(t, s.AddDocumentContacts(ctx, "k1", "o1", "new", []string{"u2", "u3"}))
@@ -300,6 +306,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("groups", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		if _, err := s.Group(ctx, "k1", "o1", "g1"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("missing group: %v", err)
@@ -343,6 +350,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("group members", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		must(t, s.AddGroupMembers(ctx, "k1", "o1", "g1", []string{"u2", "u1"}))
 		must(t, s.AddGroupMembers(ctx, "k1", "o1", "g1", []string{"u1"}))
@@ -378,6 +386,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("delete an organization", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		for _, k := range []string{"k1", "k2"} {
 			for _, o := range []string{"o1", "o2"} {
@@ -417,6 +426,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("ping", func(t *testing.T) {
+		t.Parallel()
 		must(t, newStore(t).Ping(ctx))
 	})
 }

@@ -49,6 +49,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	ctx := context.Background()
 
 	t.Run("create and read a workspace", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		ws, key := sampleWorkspace(1)
 		if err := s.CreateWorkspace(ctx, ws, key); err != nil {
@@ -75,6 +76,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("missing records are ErrNotFound", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		if _, err := s.Workspace(ctx, "nope"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Workspace: %v", err)
@@ -100,6 +102,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("owner email is unique and a refused create leaves nothing", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		ws, key := sampleWorkspace(1)
 		if err := s.CreateWorkspace(ctx, ws, key); err != nil {
@@ -119,6 +122,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("workspace id and key are unique", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		ws, key := sampleWorkspace(1)
 		if err := s.CreateWorkspace(ctx, ws, key); err != nil {
@@ -145,6 +149,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("settings patch changes only what is set", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		ws, key := sampleWorkspace(1)
 		_ = s.CreateWorkspace(ctx, ws, key)
@@ -172,6 +177,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("the slack webhook url is set, kept by other patches, and removed", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		ws, key := sampleWorkspace(1)
 		_ = s.CreateWorkspace(ctx, ws, key)
@@ -210,6 +216,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("verification token is single use and must match", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		ws, key := sampleWorkspace(1)
 		_ = s.CreateWorkspace(ctx, ws, key)
@@ -239,6 +246,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("verify can activate keys", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		ws, key := sampleWorkspace(1)
 		_ = s.CreateWorkspace(ctx, ws, key)
@@ -249,6 +257,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("workspace token is replaced", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		ws, key := sampleWorkspace(1)
 		_ = s.CreateWorkspace(ctx, ws, key)
@@ -262,6 +271,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("keys are scoped to their workspace", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		wsA, keyA := sampleWorkspace(1)
 		wsB, keyB := sampleWorkspace(2)
@@ -287,6 +297,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("tokens and domains are replaced", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		ws, key := sampleWorkspace(1)
 		_ = s.CreateWorkspace(ctx, ws, key)
@@ -314,6 +325,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("replacing the tokens moves the generation on, and nothing else does", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		ws, key := sampleWorkspace(1)
 		_ = s.CreateWorkspace(ctx, ws, key)
@@ -349,6 +361,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("listing pages in creation order and holds under inserts", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		ws, first := sampleWorkspace(1)
 		_ = s.CreateWorkspace(ctx, ws, first)
@@ -391,6 +404,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	// The limit is checked in the same atomic write that counts the key, so concurrent creations
 	// never pass it, on MongoDB without transactions as in memory.
 	t.Run("the key limit holds under concurrent creations", func(t *testing.T) {
+		t.Parallel()
 		s := newStore(t)
 		ws, first := sampleWorkspace(1)
 		if err := s.CreateWorkspace(ctx, ws, first); err != nil { // its first key counts
@@ -438,6 +452,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	t.Run("ping", func(t *testing.T) {
+		t.Parallel()
 		if err := newStore(t).Ping(ctx); err != nil {
 			t.Fatal(err)
 		}
