@@ -124,11 +124,11 @@ func readData(stdin io.Reader, file, inline string) (json.RawMessage, error) {
 		}
 		raw, source = b, "standard input"
 	case file != "":
-		f, err := os.Open(file)
+		f, err := os.Open(file) //nolint:gosec // G304: the file the user named with -f
 		if err != nil {
 			return nil, usagef("-f: %v", err)
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }() // only read
 		b, err := io.ReadAll(io.LimitReader(f, maxRequest+1))
 		if err != nil {
 			return nil, fmt.Errorf("reading the data from %s: %w", file, err)

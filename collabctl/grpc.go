@@ -115,5 +115,5 @@ func grpcError(addr string, err error) error {
 	case codes.Canceled:
 		return errors.New("interrupted")
 	}
-	return &APIError{GRPC: true, HTTPStatus: runtime.HTTPStatusFromCode(st.Code()), Status: code.Code(st.Code()).String(), Message: st.Message()}
+	return &APIError{GRPC: true, HTTPStatus: runtime.HTTPStatusFromCode(st.Code()), Status: code.Code(st.Code()).String(), Message: st.Message()} //nolint:gosec // G115: gRPC codes are 0..16
 }

@@ -70,7 +70,7 @@ func webhookAttemptsTail(ctx context.Context, s *session, args []string) error {
 				return err
 			}
 		case ctx.Err() != nil:
-			return nil
+			return nil //nolint:nilerr // interrupted (Ctrl-C): the tail ends normally, not with the poll's error
 		case seen != nil && transient(err):
 			// A restarting gateway should not end a tail that has started: say so and poll
 			// again. A first poll that fails (a wrong URL, an untrusted certificate) ends it.

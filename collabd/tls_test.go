@@ -139,7 +139,7 @@ func TestHTTPSServesAndReloadsTheCertificate(t *testing.T) {
 		}
 	}
 	// TLS 1.1 is refused.
-	if c, err := tls.Dial("tcp", p.HTTPAddr, &tls.Config{RootCAs: caPool(ca), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}); err == nil {
+	if c, err := tls.Dial("tcp", p.HTTPAddr, &tls.Config{RootCAs: caPool(ca), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}); err == nil { //nolint:gosec // G402: an old client on purpose, to be refused
 		c.Close()
 		t.Fatal("a TLS 1.1 handshake succeeded")
 	}
@@ -332,7 +332,7 @@ func TestPublicCallersAreNotInternalUnderMutualTLS(t *testing.T) {
 	if p.tls, err = loadTLS(cfg, p.log); err != nil {
 		t.Fatal(err)
 	}
-	defer p.Shutdown(context.Background())
+	defer func() { _ = p.Shutdown(context.Background()) }()
 	plain, internal, err := p.connect(cfg, nil)
 	if err != nil {
 		t.Fatal(err)

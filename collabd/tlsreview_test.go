@@ -101,7 +101,7 @@ func TestRouteProxyUpgradesOverHTTPSWithoutMutualTLS(t *testing.T) {
 }
 
 // httpsCall posts data to path of base with the development key, over client.
-func httpsCall(t *testing.T, client *http.Client, base string, dev *service.DevCredentials, path, data string) (*http.Response, string) {
+func httpsCall(t *testing.T, client *http.Client, base string, dev *service.DevCredentials, path, data string) (httpsAnswer, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(`{"data":`+data+`}`))
 	req.Header.Set("Content-Type", "application/json")
@@ -113,7 +113,14 @@ func httpsCall(t *testing.T, client *http.Client, base string, dev *service.DevC
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	return httpsAnswer{StatusCode: resp.StatusCode, Proto: resp.Proto, ProtoMajor: resp.ProtoMajor}, string(b)
+}
+
+// httpsAnswer is what httpsCall returns of an answer (its body is read and closed).
+type httpsAnswer struct {
+	StatusCode int
+	Proto      string
+	ProtoMajor int
 }
 
 // wssSync opens live sync of o/d/e at base (https) with a token the API generated, over a

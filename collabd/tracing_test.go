@@ -178,7 +178,7 @@ func TestTracingOneTraceAcrossProcesses(t *testing.T) {
 		got := ""
 		for _, kv := range exp.GetSpans()[0].Resource.Attributes() {
 			if kv.Key == "collab.services" {
-				got = kv.Value.Emit()
+				got = kv.Value.String()
 			}
 		}
 		if !strings.Contains(got, want) {

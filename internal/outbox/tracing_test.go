@@ -31,7 +31,7 @@ func tracedOutbox(t *testing.T, store Store, d Deliverer) (*Outbox, *sdktrace.Tr
 func attr(s tracetest.SpanStub, k attribute.Key) string {
 	for _, kv := range s.Attributes {
 		if kv.Key == k {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -111,7 +111,7 @@ func TestPublishDeliverySpansAreChildrenOfTheRequest(t *testing.T) {
 // Without a tracer nothing of the trace is stored, even under a recording span.
 func TestNoTraceContextWithoutTracer(t *testing.T) {
 	tp := sdktrace.NewTracerProvider()
-	defer tp.Shutdown(context.Background())
+	defer func() { _ = tp.Shutdown(context.Background()) }()
 	ctx, span := tp.Tracer("test").Start(context.Background(), "request")
 	defer span.End()
 	store := NewMemoryStore()

@@ -31,7 +31,7 @@ func BenchmarkInProcessCall(b *testing.B) {
 				conn = local.Conn()
 			} else {
 				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(c.sampler), sdktrace.WithSyncer(tracetest.NewNoopExporter()))
-				defer tp.Shutdown(context.Background())
+				defer func() { _ = tp.Shutdown(context.Background()) }()
 				local := inproc.New(grpc.NewServer(), tracing.ServerInterceptor(tp), 1<<20)
 				testpbRegister(local)
 				local.InterceptClients(tracing.ClientInterceptor(tp))

@@ -76,7 +76,7 @@ func TestSampling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tp.Shutdown(context.Background())
+	defer func() { _ = tp.Shutdown(context.Background()) }()
 	_, span := tp.Tracer("t").Start(context.Background(), "root")
 	span.End()
 	if n := len(exp.GetSpans()); n != 0 {
