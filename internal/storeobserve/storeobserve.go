@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -117,20 +118,25 @@ func histogram(reg prometheus.Registerer) (*prometheus.HistogramVec, error) {
 	return nil, fmt.Errorf("register %s: %w", MetricName, err)
 }
 
-// Op is one store method, its span name, attributes and histogram series resolved once, so a
-// call looks nothing up.
+// Op is one store method, its span name and attributes resolved once, and each outcome's
+// series resolved at its first use (not up front: most methods never see most outcomes, and
+// every series costs each scrape), so a call looks nothing up after that.
 type Op struct {
 	tracer   trace.Tracer
 	span     string
 	start    []trace.SpanStartOption
 	classify Classifier
-	seconds  [numOutcomes]prometheus.Observer
+	method   string
+	vec      prometheus.ObserverVec
+	seconds  [numOutcomes]atomic.Pointer[observer]
 }
+
+type observer struct{ prometheus.Observer }
 
 // Op returns the observation of the store method named method; classify tells its expected
 // errors (nil: every error is Failed).
 func (o *Observer) Op(method string, classify Classifier) *Op {
-	op := &Op{
+	return &Op{
 		tracer: o.tracer,
 		span:   o.service + ".store/" + method,
 		start: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
@@ -139,11 +145,19 @@ func (o *Observer) Op(method string, classify Classifier) *Op {
 			attribute.String("db.system", o.system),
 		)},
 		classify: classify,
+		method:   method,
+		vec:      o.seconds,
 	}
-	for i := range op.seconds {
-		op.seconds[i] = o.seconds.WithLabelValues(method, Outcome(i).String())
+}
+
+func (op *Op) observer(out Outcome) prometheus.Observer {
+	if p := op.seconds[out].Load(); p != nil {
+		return p.Observer
 	}
-	return op
+	// Two first calls at once resolve the same series twice; either result is the series.
+	obs := op.vec.WithLabelValues(op.method, out.String())
+	op.seconds[out].Store(&observer{obs})
+	return obs
 }
 
 // Call is one call in progress.
@@ -170,7 +184,7 @@ func (op *Op) Start(ctx context.Context) (context.Context, Call) {
 func (c Call) End(err error) {
 	d := time.Since(c.start)
 	out := c.op.outcome(err)
-	c.op.seconds[out].Observe(d.Seconds())
+	c.op.observer(out).Observe(d.Seconds())
 	if out != OK && c.span.IsRecording() {
 		c.span.SetAttributes(attribute.String("collab.store.outcome", out.String()))
 		if out == Failed {
