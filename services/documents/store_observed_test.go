@@ -16,6 +16,8 @@ import (
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 
 	"github.com/collab/collab/internal/clock"
+	"github.com/collab/collab/internal/mongodb"
+	"github.com/collab/collab/internal/mongotest"
 	"github.com/collab/collab/internal/outbox"
 	"github.com/collab/collab/internal/service"
 	"github.com/collab/collab/internal/storeobserve"
@@ -50,10 +52,15 @@ func storeSamples(t *testing.T, reg *prometheus.Registry, op, outcome string) ui
 	return 0
 }
 
-// The service its module builds observes its store: calls through the server move
-// collab_store_operation_seconds for the store operations they make, with their outcomes, and
-// leave a span per operation.
+// The service its module builds observes its store, memory or MongoDB: calls through the
+// server move collab_store_operation_seconds for the store operations they make, with their
+// outcomes, and leave a span per operation, naming the store's kind.
 func TestModuleObservesStore(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { testModuleObservesStore(t, nil, "memory") })
+	t.Run("mongodb", func(t *testing.T) { testModuleObservesStore(t, mongotest.Connect(t), "mongodb") })
+}
+
+func testModuleObservesStore(t *testing.T, mongo *mongodb.Conn, system string) {
 	reg := prometheus.NewRegistry()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -62,7 +69,7 @@ func TestModuleObservesStore(t *testing.T) {
 		outbox.To("documents"), outbox.WithLogger(quiet))
 	build := Module().Setup(service.NewFlags(flag.NewFlagSet("test", flag.ContinueOnError), func(string) string { return "" }))
 	inst, err := build(context.Background(), service.Env{Log: quiet, Clock: clock.NewFake(t0), Secret: []byte("0123456789abcdef0123456789abcdef"),
-		Outbox: ob, Metrics: reg, Tracing: tp})
+		Outbox: ob, Metrics: reg, Tracing: tp, Mongo: mongo})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,10 +111,14 @@ func TestModuleObservesStore(t *testing.T) {
 	spans := map[string]int{}
 	for _, s := range rec.Ended() {
 		spans[s.Name()]++
+		got := ""
 		for _, a := range s.Attributes() {
-			if a.Key == attribute.Key("db.system") && a.Value.AsString() != "memory" {
-				t.Errorf("%s: db.system %q", s.Name(), a.Value.AsString())
+			if a.Key == attribute.Key("db.system") {
+				got = a.Value.AsString()
 			}
+		}
+		if got != system {
+			t.Errorf("%s: db.system %q, want %q", s.Name(), got, system)
 		}
 	}
 	if spans["documents.store/CreateOrganization"] != 2 || spans["documents.store/RenameOrganization"] != 1 || spans["documents.store/Ping"] != 1 {
