@@ -2,8 +2,13 @@ package collabd
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Every service of the process observes its store on the one registry (the histogram is
@@ -47,4 +52,28 @@ next:
 		return true
 	}
 	return false
+}
+
+// With tracing, a request's store calls are spans under the server span of the RPC that made
+// them, naming the store's kind; store calls outside a request (the workers' polls, readiness
+// pings) start no traces of their own.
+func TestTracingStoreCalls(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	p := startTraced(t, exp)
+	creds := map[string]string{"x-service-api-key": p.Dev.APIKey, "x-service-auth-token": p.Dev.AuthToken}
+	if code := postJSON(t, p, "/v2/organizations/add", creds, map[string]any{"organizations": []any{map[string]any{"organizationId": "org1", "organizationName": "O"}}}); code != http.StatusOK {
+		t.Fatalf("add organization: %d", code)
+	}
+	spans := exp.GetSpans()
+	server := find(t, spans, "documents' span", named(trace.SpanKindServer, "collab.documents.v1.DocumentsService/AddOrganizations"))
+	store := find(t, spans, "the store call", named(trace.SpanKindInternal, "documents.store/CreateOrganization"))
+	childOf(t, store, server)
+	if !slices.Contains(store.Attributes, attribute.String("db.system", "memory")) {
+		t.Errorf("attributes %v", store.Attributes)
+	}
+	for _, s := range spans {
+		if strings.Contains(s.Name, ".store/") && !s.Parent.IsValid() {
+			t.Errorf("store span %q is a trace of its own", s.Name)
+		}
+	}
 }

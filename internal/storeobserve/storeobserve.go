@@ -171,9 +171,11 @@ type Call struct {
 var noSpan trace.Span = noop.Span{}
 
 // Start starts a call: the span, a child of ctx's, is on the returned context, which the
-// wrapper passes to the store so that what the store does nests under it.
+// wrapper passes to the store so that what the store does nests under it. A call outside any
+// recorded span (a background worker's poll, a readiness ping) starts none: it would be a trace
+// of its own every few seconds, burying real work, as health checks would.
 func (op *Op) Start(ctx context.Context) (context.Context, Call) {
-	if op.tracer == nil {
+	if op.tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, Call{op: op, span: noSpan, start: time.Now()}
 	}
 	ctx, span := op.tracer.Start(ctx, op.span, op.start...)

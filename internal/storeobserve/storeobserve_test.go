@@ -75,19 +75,22 @@ func TestOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 	op := o.Op("Get", classify)
-	canceled, cancel := context.WithCancel(context.Background())
+	// Store calls are traced inside a request's span.
+	bg, request := tp.Tracer("test").Start(context.Background(), "request")
+	defer request.End()
+	canceled, cancel := context.WithCancel(bg)
 	cancel()
 	cases := []struct {
 		ctx     context.Context
 		err     error
 		outcome string
 	}{
-		{context.Background(), nil, "ok"},
-		{context.Background(), fmt.Errorf("get: %w", errNotFound), "not_found"},
-		{context.Background(), errExists, "refused"},
+		{bg, nil, "ok"},
+		{bg, fmt.Errorf("get: %w", errNotFound), "not_found"},
+		{bg, errExists, "refused"},
 		{canceled, fmt.Errorf("find: %w", context.Canceled), "canceled"},
-		{context.Background(), context.DeadlineExceeded, "error"},
-		{context.Background(), errors.New("connection reset"), "error"},
+		{bg, context.DeadlineExceeded, "error"},
+		{bg, errors.New("connection reset"), "error"},
 	}
 	for _, c := range cases {
 		_, call := op.Start(c.ctx)
@@ -161,6 +164,36 @@ func TestSpanNests(t *testing.T) {
 	}
 	if store.Status().Code != codes.Error {
 		t.Errorf("status %v without a classifier", store.Status())
+	}
+}
+
+// A store call outside a recorded span (a worker's poll, a readiness ping) starts no trace of
+// its own, and is measured all the same; inside an unsampled one it records nothing either.
+func TestNoRootSpans(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	o, err := New(service.Env{Metrics: reg, Tracing: tp}, "things")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := o.Op("Poll", nil)
+	ctx, call := op.Start(context.Background())
+	if trace.SpanFromContext(ctx).SpanContext().IsValid() {
+		t.Error("a span on the store's context")
+	}
+	call.End(nil)
+	unsampled := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))
+	ctx, parent := unsampled.Tracer("test").Start(context.Background(), "unsampled")
+	_, call = op.Start(ctx)
+	call.End(nil)
+	parent.End()
+	if n := len(rec.Ended()) + len(rec.Started()); n != 0 {
+		t.Errorf("%d spans", n)
+	}
+	if got := count(t, reg, "things", "Poll", "ok"); got != 2 {
+		t.Errorf("%d observations, want 2", got)
 	}
 }
 

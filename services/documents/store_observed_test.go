@@ -77,17 +77,20 @@ func testModuleObservesStore(t *testing.T, mongo *mongodb.Conn, system string) {
 	inst.Register(regs)
 	srv := regs[documentsv1.DocumentsService_ServiceDesc.ServiceName].(documentsv1.DocumentsServiceServer)
 
+	// Store calls are traced inside a request's span (the RPC's, in a process).
+	ctx, request := tp.Tracer("test").Start(k1, "request")
+	defer request.End()
 	add := &documentsv1.AddOrganizationsRequest{Organizations: []*documentsv1.Organization{{OrganizationId: "o1", OrganizationName: "One"}}}
 	for range 2 { // added, then refused as existing
-		if _, err := srv.AddOrganizations(k1, add); err != nil {
+		if _, err := srv.AddOrganizations(ctx, add); err != nil {
 			t.Fatal(err)
 		}
 	}
 	rename := &documentsv1.UpdateOrganizationsRequest{Organizations: []*documentsv1.Organization{{OrganizationId: "missing", OrganizationName: "M"}}}
-	if _, err := srv.UpdateOrganizations(k1, rename); err != nil {
+	if _, err := srv.UpdateOrganizations(ctx, rename); err != nil {
 		t.Fatal(err)
 	}
-	if err := inst.Ping(context.Background()); err != nil {
+	if err := inst.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {

@@ -79,6 +79,7 @@ func (b both) Total(ctx context.Context) (int, error) { b.seen(ctx, "Total"); re
 func (b both) Flush(ctx context.Context) error        { b.seen(ctx, "Flush"); return b.err }
 
 type env struct {
+	tp  *sdktrace.TracerProvider
 	reg *prometheus.Registry
 	rec *tracetest.SpanRecorder
 	o   *storeobserve.Observer
@@ -93,7 +94,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{reg: reg, rec: rec, o: o}
+	return &env{tp: tp, reg: reg, rec: rec, o: o}
 }
 
 // observations returns the sample count of each operation/outcome series that has any.
@@ -124,7 +125,8 @@ func TestWrapperForwards(t *testing.T) {
 	e := newEnv(t)
 	inner := &store{}
 	s := observeStore(inner, e.o)
-	ctx := context.Background()
+	ctx, request := e.tp.Tracer("test").Start(context.Background(), "request") // store spans are children
+	defer request.End()
 
 	if it, err := s.Get(ctx, "i1"); err != nil || it.ID != "i1" {
 		t.Fatalf("Get: %v %v", it, err)
