@@ -82,8 +82,8 @@ func New(env service.Env, name string) (*Observer, error) {
 	}
 	o := &Observer{service: name, system: system, seconds: vec.MustCurryWith(prometheus.Labels{"service": name})}
 	if env.Tracing != nil {
-		// Without tracing no tracer at all: even a no-op one's Start allocates a context per
-		// call (docs/benchmarks.md).
+		// Without tracing no tracer at all, and calls skip spans at once (a no-op tracer's Start
+		// would still allocate a context per call, docs/benchmarks.md).
 		o.tracer = env.Tracer(TracerName)
 	}
 	return o, nil
