@@ -12,6 +12,7 @@ import (
 
 	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/service"
+	"github.com/collab/collab/internal/storeobserve"
 )
 
 // Module describes the access service to the process that runs it. It asks documents for the
@@ -41,6 +42,11 @@ func build(ctx context.Context, env service.Env) (*service.Instance, error) {
 		}
 		store = s
 	}
+	o, err := storeobserve.New(env, "access")
+	if err != nil {
+		return nil, err
+	}
+	store = observeStore(store, o) // after choosing it, so both kinds are observed
 	a, err := New(store, env.Secret, documentsv1.NewDocumentsServiceClient(env.Conn("documents")), WithClock(env.Clock), WithLogger(env.Log),
 		WithWorkspace(workspacev1.NewWorkspaceServiceClient(env.Conn("workspace"))))
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
 
 	"github.com/collab/collab/internal/service"
+	"github.com/collab/collab/internal/storeobserve"
 )
 
 // Module describes the activity service to the process that runs it. It asks documents for
@@ -37,6 +38,11 @@ func build(ctx context.Context, env service.Env) (*service.Instance, error) {
 		}
 		store = s
 	}
+	o, err := storeobserve.New(env, "activity")
+	if err != nil {
+		return nil, err
+	}
+	store = observeStore(store, o) // after choosing it, so both kinds are observed
 	a, err := New(store, documentsv1.NewDocumentsServiceClient(env.Conn("documents")), env.Secret, WithClock(env.Clock), WithLogger(env.Log))
 	if err != nil {
 		return nil, err

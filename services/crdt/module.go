@@ -14,6 +14,7 @@ import (
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
 
 	"github.com/collab/collab/internal/service"
+	"github.com/collab/collab/internal/storeobserve"
 	"github.com/collab/collab/services/crdt/live"
 )
 
@@ -49,6 +50,11 @@ func build(ctx context.Context, env service.Env) (*service.Instance, error) {
 		}
 		store = s
 	}
+	o, err := storeobserve.New(env, "crdt")
+	if err != nil {
+		return nil, err
+	}
+	store = observeStore(store, o) // after choosing it, so both kinds are observed
 	sync := &liveSync{access: accessv1.NewAccessServiceClient(env.Conn("access")), log: env.Log}
 	s, err := New(store, documentsv1.NewDocumentsServiceClient(env.Conn("documents")), env.Outbox,
 		WithClock(env.Clock), WithLogger(env.Log), WithBroadcast(sync.broadcast), WithReload(sync.reload))

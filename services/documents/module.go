@@ -11,6 +11,7 @@ import (
 
 	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/service"
+	"github.com/collab/collab/internal/storeobserve"
 )
 
 // Module describes the documents service to the process that runs it. It publishes the
@@ -40,6 +41,11 @@ func build(ctx context.Context, env service.Env) (*service.Instance, error) {
 		}
 		store = s
 	}
+	o, err := storeobserve.New(env, "documents")
+	if err != nil {
+		return nil, err
+	}
+	store = observeStore(store, o) // after choosing it, so both kinds are observed
 	d, err := New(store, env.Secret, env.Outbox, WithClock(env.Clock), WithLogger(env.Log))
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/collab/collab/internal/embed"
 	"github.com/collab/collab/internal/service"
+	"github.com/collab/collab/internal/storeobserve"
 )
 
 // Module describes the memory service to the process that runs it. It asks documents for
@@ -93,6 +94,11 @@ func build(ctx context.Context, env service.Env, e embed.Embedder) (*service.Ins
 		}
 		store = s
 	}
+	o, err := storeobserve.New(env, "memory")
+	if err != nil {
+		return nil, err
+	}
+	store = observeStore(store, o) // after choosing it, so both kinds are observed
 	s, err := New(store, documentsv1.NewDocumentsServiceClient(env.Conn("documents")), e, env.Secret, WithClock(env.Clock), WithLogger(env.Log))
 	if err != nil {
 		return nil, err

@@ -50,7 +50,10 @@ var (
 )
 
 // vectorSearcher is a store that searches its own vector index (the memory store's flat int8
-// codes); other stores scan and the server scores (topK).
+// codes); other stores scan and the server scores (topK). The observed store
+// (store_observed.go) implements it when the store it wraps does.
+//
+//storeobserve:optional
 type vectorSearcher interface {
 	SearchVectors(ctx context.Context, sc Scope, f Filter, kind, embedder string, q []float32, k int) ([]scored, int, error)
 }

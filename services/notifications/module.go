@@ -15,6 +15,7 @@ import (
 	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
 
 	"github.com/collab/collab/internal/service"
+	"github.com/collab/collab/internal/storeobserve"
 )
 
 // Module describes the notifications service to the process that runs it. It asks documents
@@ -60,6 +61,11 @@ func build(ctx context.Context, env service.Env, slackPrivate bool) (*service.In
 		}
 		store = s
 	}
+	o, err := storeobserve.New(env, "notifications")
+	if err != nil {
+		return nil, err
+	}
+	store = observeStore(store, o) // after choosing it, so both kinds are observed
 	peers := Peers{
 		Documents: documentsv1.NewDocumentsServiceClient(env.Conn("documents")),
 		Users:     usersv1.NewUsersServiceClient(env.Conn("users")),

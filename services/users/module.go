@@ -13,6 +13,7 @@ import (
 
 	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/service"
+	"github.com/collab/collab/internal/storeobserve"
 )
 
 // Module describes the users service to the process that runs it. It asks documents whether
@@ -43,6 +44,11 @@ func build(ctx context.Context, env service.Env) (*service.Instance, error) {
 		}
 		store = s
 	}
+	o, err := storeobserve.New(env, "users")
+	if err != nil {
+		return nil, err
+	}
+	store = observeStore(store, o) // after choosing it, so both kinds are observed
 	u, err := New(store, documentsv1.NewDocumentsServiceClient(env.Conn("documents")), accessv1.NewAccessServiceClient(env.Conn("access")),
 		env.Outbox, WithClock(env.Clock), WithLogger(env.Log))
 	if err != nil {

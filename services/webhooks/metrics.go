@@ -42,6 +42,9 @@ func (m *deliveryMetrics) observe(state string, d time.Duration) {
 }
 
 // Backlogger is a store that can tell the delivery queue's depth (MemoryStore, MongoStore).
+// The observed store (store_observed.go) implements it when the store it wraps does.
+//
+//storeobserve:optional
 type Backlogger interface {
 	// Backlog counts the pending deliveries and returns the earliest next attempt among those
 	// due at now (zero when none is due).

@@ -12,6 +12,7 @@ import (
 	webhooksv1 "github.com/collab/collab/proto/collab/webhooks/v1"
 
 	"github.com/collab/collab/internal/service"
+	"github.com/collab/collab/internal/storeobserve"
 )
 
 // Module describes the webhooks service to the process that runs it. It consumes every domain
@@ -71,6 +72,11 @@ func build(ctx context.Context, env service.Env, opts ...Option) (*service.Insta
 		}
 		store = s
 	}
+	o, err := storeobserve.New(env, "webhooks")
+	if err != nil {
+		return nil, err
+	}
+	store = observeStore(store, o) // after choosing it, so both kinds are observed
 	w, err := New(store, append([]Option{WithClock(env.Clock), WithLogger(env.Log)}, opts...)...)
 	if err != nil {
 		return nil, err

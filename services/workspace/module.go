@@ -12,6 +12,7 @@ import (
 	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
 
 	"github.com/collab/collab/internal/service"
+	"github.com/collab/collab/internal/storeobserve"
 )
 
 // Module describes the workspace service to the process that runs it: it checks every
@@ -75,6 +76,11 @@ func setup(f *service.Flags) service.BuildFunc {
 			}
 			store = s
 		}
+		o, err := storeobserve.New(env, "workspace")
+		if err != nil {
+			return nil, err
+		}
+		store = observeStore(store, o) // after choosing it, so both kinds are observed
 		ws, err := New(store, env.Secret,
 			WithClock(env.Clock), WithLogger(env.Log), WithEmailSender(env.Email),
 			WithRateLimits(limits), WithEmailGracePeriod(*grace), WithPublicURL(env.PublicURL))
