@@ -112,7 +112,7 @@ func TestOutcomes(t *testing.T) {
 		}
 		attrs := map[attribute.Key]string{}
 		for _, a := range s.Attributes() {
-			attrs[a.Key] = a.Value.Emit()
+			attrs[a.Key] = a.Value.String()
 		}
 		if attrs["collab.service"] != "things" || attrs["db.operation.name"] != "Get" || attrs["db.system"] != "memory" {
 			t.Errorf("span %d attributes %v", i, attrs)
