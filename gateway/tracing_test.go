@@ -158,3 +158,24 @@ func TestTracingSkipsProbes(t *testing.T) {
 		t.Fatalf("spans %v", spans)
 	}
 }
+
+// The method a caller sends is its own text: a span named by it would let every request open a
+// new span name. Methods other than HTTP's own are named _OTHER (OpenTelemetry's convention).
+func TestTracingUnknownMethodIsBounded(t *testing.T) {
+	gw, exp := tracedGateway(t)
+	for _, target := range []string{"/v2/workspace/get", "/v2/no/such/route"} {
+		exp.Reset()
+		rec := serve(gw, "PURGE12345", target, "", nil)
+		if rec.Code < 400 {
+			t.Fatalf("%s: status %d", target, rec.Code)
+		}
+		spans := exp.GetSpans()
+		if len(spans) != 1 || !strings.HasPrefix(spans[0].Name, "_OTHER ") {
+			var names []string
+			for _, s := range spans {
+				names = append(names, s.Name)
+			}
+			t.Fatalf("%s: spans %q, want one named _OTHER and the route", target, names)
+		}
+	}
+}
