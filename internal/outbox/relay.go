@@ -399,8 +399,18 @@ func (o *Outbox) startDelivery(ctx context.Context, r *Record, sub string) (cont
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: origin}))
 		}
 	}
-	// The event type names the span: types are the modules' declared few, never caller text.
-	return o.tracer.Start(ctx, "deliver "+r.Type, opts...)
+	return o.tracer.Start(ctx, deliverySpanName(r.Type), opts...)
+}
+
+// deliverySpanName names a delivery's span by the event type when collab itself publishes that
+// type; a product's types (/v2/events/publish takes any <feature>.<action>) are caller text,
+// which would make span names unbounded, so they share one name and keep the type in an
+// attribute.
+func deliverySpanName(eventType string) string {
+	if lifecycle.Reserved(eventType) {
+		return "deliver " + eventType
+	}
+	return "deliver domain event"
 }
 
 // endDelivery records the attempt's outcome, as the relay goes on to record it in the store.

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -121,5 +122,31 @@ func TestNoTraceContextWithoutTracer(t *testing.T) {
 	}
 	if stored, _ := store.Get(ctx, r.ID); stored.TraceParent != "" {
 		t.Fatalf("stored %q without tracing", stored.TraceParent)
+	}
+}
+
+// A product's event type is its own text (/v2/events/publish takes any <feature>.<action>):
+// naming spans by it would make span names unbounded, so only collab's own types name a span.
+func TestDeliverySpanNamesAreBounded(t *testing.T) {
+	o, _, exp := tracedOutbox(t, NewMemoryStore(), &fakeDeliverer{fail: map[string]error{}})
+	const custom = "custom.order_12345_shipped"
+	if _, err := o.Publish(context.Background(), &lifecyclev1.Event{Type: custom}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Publish(context.Background(), &lifecyclev1.Event{Type: "document.migrated"}); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]int{}
+	for _, s := range exp.GetSpans() {
+		names[s.Name]++
+		if strings.Contains(s.Name, "12345") {
+			t.Errorf("span %q is named by a product's event type", s.Name)
+		}
+		if s.Name == "deliver domain event" && attr(s, EventTypeKey) != custom {
+			t.Errorf("span %q: event type attribute %q, want %q", s.Name, attr(s, EventTypeKey), custom)
+		}
+	}
+	if names["deliver domain event"] != 3 || names["deliver document.migrated"] != 3 {
+		t.Errorf("span names %v, want 3 deliveries of each", names)
 	}
 }
