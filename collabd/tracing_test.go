@@ -340,7 +340,7 @@ func TestTracingFlags(t *testing.T) {
 		t.Fatalf("default ratio %v %v", c.TraceSampleRatio, err)
 	}
 	for _, args := range [][]string{
-		{"--trace-sample-ratio=2"}, {"--trace-sample-ratio=-1"}, {"--trace-sample-ratio=half"},
+		{"--trace-sample-ratio=2"}, {"--trace-sample-ratio=-1"}, {"--trace-sample-ratio=half"}, {"--trace-sample-ratio=NaN"},
 		{"--otlp-endpoint=collector"}, {"--otlp-endpoint=ftp://collector:4317"}, {"--otlp-endpoint=http://u:p@collector:4317"},
 	} {
 		if _, err := parse(t, nil, args...); err == nil {

@@ -56,7 +56,8 @@ func NewProvider(ctx context.Context, cfg Config) (*sdktrace.TracerProvider, err
 	if !cfg.On() {
 		return nil, nil
 	}
-	if cfg.SampleRatio < 0 || cfg.SampleRatio > 1 {
+	// Written so that NaN, which every comparison refuses, is refused too.
+	if !(cfg.SampleRatio >= 0 && cfg.SampleRatio <= 1) {
 		return nil, fmt.Errorf("tracing: sample ratio %v is not between 0 and 1", cfg.SampleRatio)
 	}
 	res := resource.NewSchemaless(semconv.ServiceName(ServiceName), ServicesKey.StringSlice(cfg.Services))

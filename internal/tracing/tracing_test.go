@@ -2,6 +2,7 @@ package tracing_test
 
 import (
 	"context"
+	"math"
 	"net"
 	"strings"
 	"testing"
@@ -38,6 +39,7 @@ func TestBadConfig(t *testing.T) {
 	for _, cfg := range []tracing.Config{
 		{Endpoint: "collector:4317", SampleRatio: 1.5},
 		{Endpoint: "collector:4317", SampleRatio: -0.1},
+		{Endpoint: "collector:4317", SampleRatio: math.NaN()},
 		{Endpoint: "ftp://collector:4317", SampleRatio: 1},
 		{Endpoint: "collector", SampleRatio: 1},
 	} {
