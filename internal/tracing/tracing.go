@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
@@ -43,6 +44,8 @@ type Config struct {
 	// Exporter replaces the OTLP exporter (tests: tracetest.InMemoryExporter); spans are then
 	// exported synchronously as each ends, so a test reads them as soon as a call returns.
 	Exporter sdktrace.SpanExporter
+	// Log receives the OTLP exporter's failures (a collector down); nil: slog.Default().
+	Log *slog.Logger
 }
 
 // On reports whether the configuration turns tracing on.
@@ -76,7 +79,11 @@ func NewProvider(ctx context.Context, cfg Config) (*sdktrace.TracerProvider, err
 		if err != nil {
 			return nil, fmt.Errorf("tracing: OTLP exporter for %s: %w", endpoint, err)
 		}
-		opts = append(opts, sdktrace.WithBatcher(exp))
+		log := cfg.Log
+		if log == nil {
+			log = slog.Default()
+		}
+		opts = append(opts, sdktrace.WithBatcher(&loggedExporter{SpanExporter: exp, log: log}))
 	}
 	return sdktrace.NewTracerProvider(opts...), nil
 }
