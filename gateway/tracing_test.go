@@ -22,18 +22,27 @@ import (
 // span, the gateway's client span and the service's server span all go to one exporter.
 func tracedGateway(t *testing.T) (http.Handler, *tracetest.InMemoryExporter) {
 	t.Helper()
+	gw, exp, _ := tracedGatewayStub(t)
+	return gw, exp
+}
+
+// tracedGatewayStub is tracedGateway with the workspace stub, which keeps the metadata of the
+// last call.
+func tracedGatewayStub(t *testing.T) (http.Handler, *tracetest.InMemoryExporter, *stubWorkspace) {
+	t.Helper()
+	ws := &stubWorkspace{}
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer(grpc.UnaryInterceptor(tracing.ServerInterceptor(tp)))
-	workspacev1.RegisterWorkspaceServiceServer(srv, &stubWorkspace{})
+	workspacev1.RegisterWorkspaceServiceServer(srv, ws)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	conn := dialBufconn(t, lis)
 	gw := newGateway(t, tracedConn{conn, tracing.ClientInterceptor(tp)})
 	gw.SetTracing(tp)
-	return gw, exp
+	return gw, exp, ws
 }
 
 // tracedConn runs a client interceptor in front of a connection, as the process's connections
@@ -176,6 +185,35 @@ func TestTracingUnknownMethodIsBounded(t *testing.T) {
 				names = append(names, s.Name)
 			}
 			t.Fatalf("%s: spans %q, want one named _OTHER and the route", target, names)
+		}
+	}
+}
+
+// Nothing of a public caller's trace context reaches the services: not its traceparent or
+// tracestate (as headers or as grpc-gateway's Grpc-Metadata-* pass-through), and no W3C
+// baggage, which is never propagated at all. The service sees our own traceparent only.
+func TestTracingCallersContextDoesNotReachServices(t *testing.T) {
+	gw, exp, ws := tracedGatewayStub(t)
+	const callerTrace = "0af7651916cd43dd8448eb211c80319c"
+	caller := "00-" + callerTrace + "-b7ad6b7169203331-01"
+	header := http.Header{"Content-Type": {"application/json"},
+		"Traceparent": {caller}, "Tracestate": {"vendor=opaque"}, "Baggage": {"user=alice"},
+		"Grpc-Metadata-Traceparent": {caller}, "Grpc-Metadata-Tracestate": {"vendor=opaque"}, "Grpc-Metadata-Baggage": {"user=alice"}}
+	if rec := serve(gw, http.MethodPost, "/v2/workspace/get", `{"data": {}}`, header); rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	md, _ := ws.last()
+	for _, k := range []string{"tracestate", "baggage"} {
+		if v := md.Get(k); len(v) != 0 {
+			t.Errorf("the service got %s %q from the HTTP caller", k, v)
+		}
+	}
+	if tp := md.Get("traceparent"); len(tp) != 1 || strings.Contains(tp[0], callerTrace) {
+		t.Errorf("the service got traceparent %q, want one of ours", tp)
+	}
+	for _, s := range exp.GetSpans() {
+		if s.SpanContext.TraceID().String() == callerTrace || s.SpanContext.TraceState().Len() != 0 {
+			t.Errorf("%v span %q: trace %s, state %q", s.SpanKind, s.Name, s.SpanContext.TraceID(), s.SpanContext.TraceState())
 		}
 	}
 }
