@@ -306,3 +306,32 @@ func TestHealthChecksAreNotTraced(t *testing.T) {
 		t.Fatalf("a call made %d spans, want 2", n)
 	}
 }
+
+// Trace context already in the outgoing metadata (a handler passing its caller's metadata on,
+// say) is replaced, never sent beside ours: the server reads the first value.
+func TestInjectReplacesStaleTraceContext(t *testing.T) {
+	tp, _ := newProvider(t)
+	const stale = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	md := metadata.Pairs("traceparent", stale, "tracestate", "vendor=old", "x-request-id", "r")
+	ctx, span := tp.Tracer("test").Start(metadata.NewOutgoingContext(context.Background(), md), "s")
+	defer span.End()
+	out, _ := metadata.FromOutgoingContext(tracing.Inject(ctx))
+	got := out.Get("traceparent")
+	if len(got) != 1 || !strings.Contains(got[0], span.SpanContext().TraceID().String()) {
+		t.Fatalf("traceparent %q, want only ours", got)
+	}
+	if len(out.Get("tracestate")) != 0 || out.Get("x-request-id")[0] != "r" {
+		t.Fatalf("metadata %v", out)
+	}
+	if md.Get("traceparent")[0] != stale {
+		t.Fatal("Inject wrote into the caller's metadata")
+	}
+}
+
+// A context without a span sends no trace context, and gets no metadata it did not have.
+func TestInjectWithoutSpan(t *testing.T) {
+	ctx := tracing.Inject(context.Background())
+	if md, ok := metadata.FromOutgoingContext(ctx); ok {
+		t.Fatalf("metadata %v without a span", md)
+	}
+}
