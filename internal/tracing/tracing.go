@@ -48,6 +48,10 @@ type Config struct {
 	Log *slog.Logger
 }
 
+// MaxAttributeLength bounds each span attribute's value, in bytes: enough for any route, id or
+// ordinary user agent, and a span stays small whatever a caller sends.
+const MaxAttributeLength = 1024
+
 // On reports whether the configuration turns tracing on.
 func (c Config) On() bool { return c.Endpoint != "" || c.Exporter != nil }
 
@@ -64,7 +68,14 @@ func NewProvider(ctx context.Context, cfg Config) (*sdktrace.TracerProvider, err
 		return nil, fmt.Errorf("tracing: sample ratio %v is not between 0 and 1", cfg.SampleRatio)
 	}
 	res := resource.NewSchemaless(semconv.ServiceName(ServiceName), ServicesKey.StringSlice(cfg.Services))
+	// The SDK keeps attribute values whole by default; ours hold callers' text (paths, user
+	// agents), so they are cut, lower if OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT asks.
+	limits := sdktrace.NewSpanLimits()
+	if limits.AttributeValueLengthLimit < 0 || limits.AttributeValueLengthLimit > MaxAttributeLength {
+		limits.AttributeValueLengthLimit = MaxAttributeLength
+	}
 	opts := []sdktrace.TracerProviderOption{
+		sdktrace.WithSpanLimits(limits),
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))),
 	}

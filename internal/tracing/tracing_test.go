@@ -335,3 +335,46 @@ func TestInjectWithoutSpan(t *testing.T) {
 		t.Fatalf("metadata %v without a span", md)
 	}
 }
+
+// Attribute values hold callers' text (the HTTP span's url.path and user_agent.original, up to
+// the HTTP server's 1 MiB of headers): each is cut to MaxAttributeLength, or the batcher's queue
+// of spans could hold gigabytes while a collector is slow.
+func TestAttributeValuesAreBounded(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp, err := tracing.NewProvider(context.Background(), tracing.Config{Exporter: exp, SampleRatio: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Shutdown(context.Background())
+	_, span := tp.Tracer("test").Start(context.Background(), "s", trace.WithAttributes(attribute.String("user_agent.original", strings.Repeat("a", 1<<20))))
+	span.End()
+	spans := exp.GetSpans()
+	if len(spans) != 1 || len(spans[0].Attributes) != 1 {
+		t.Fatalf("spans %v", spans)
+	}
+	if n := len(spans[0].Attributes[0].Value.AsString()); n != tracing.MaxAttributeLength {
+		t.Fatalf("an attribute of 1 MiB kept %d bytes, want %d", n, tracing.MaxAttributeLength)
+	}
+}
+
+// OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT may lower the bound, not raise it.
+func TestAttributeLimitFromTheEnvironment(t *testing.T) {
+	for env, want := range map[string]int{"100": 100, "1000000": tracing.MaxAttributeLength} {
+		t.Setenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", env)
+		exp := tracetest.NewInMemoryExporter()
+		tp, err := tracing.NewProvider(context.Background(), tracing.Config{Exporter: exp, SampleRatio: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, span := tp.Tracer("test").Start(context.Background(), "s", trace.WithAttributes(attribute.String("k", strings.Repeat("a", 1<<20))))
+		span.End()
+		spans := exp.GetSpans() // before Shutdown, which empties the exporter
+		_ = tp.Shutdown(context.Background())
+		if len(spans) != 1 || len(spans[0].Attributes) != 1 {
+			t.Fatalf("spans %v", spans)
+		}
+		if n := len(spans[0].Attributes[0].Value.AsString()); n != want {
+			t.Errorf("limit %s: %d bytes kept, want %d", env, n, want)
+		}
+	}
+}
