@@ -217,3 +217,25 @@ func TestTracingCallersContextDoesNotReachServices(t *testing.T) {
 		}
 	}
 }
+
+// The emailed verification link carries its secret in the query: no span holds it, in a name
+// or an attribute (otelhttp records url.path, never url.query).
+func TestTracingKeepsTheVerificationTokenOut(t *testing.T) {
+	gw, exp := tracedGateway(t)
+	const secret = "ws1.s3cr3tt0k3n"
+	serve(gw, http.MethodGet, "/v2/workspace/email/verify?token="+secret, "", nil)
+	spans := exp.GetSpans()
+	if len(spans) == 0 {
+		t.Fatal("no spans")
+	}
+	for _, s := range spans {
+		if strings.Contains(s.Name, "s3cr3t") {
+			t.Errorf("span name %q", s.Name)
+		}
+		for _, kv := range s.Attributes {
+			if strings.Contains(kv.Value.Emit(), "s3cr3t") {
+				t.Errorf("%v span %q: %s=%s", s.SpanKind, s.Name, kv.Key, kv.Value.Emit())
+			}
+		}
+	}
+}
