@@ -239,3 +239,30 @@ func TestTracingKeepsTheVerificationTokenOut(t *testing.T) {
 		}
 	}
 }
+
+// A caller's sampled flag does not make us record its request: with a ratio of 0 nothing is.
+func TestTracingCallerCannotForceSampling(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp, err := tracing.NewProvider(context.Background(), tracing.Config{Exporter: exp, SampleRatio: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(grpc.UnaryInterceptor(tracing.ServerInterceptor(tp)))
+	workspacev1.RegisterWorkspaceServiceServer(srv, &stubWorkspace{})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	gw := newGateway(t, tracedConn{dialBufconn(t, lis), tracing.ClientInterceptor(tp)})
+	gw.SetTracing(tp)
+	sampled := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, h := range []string{"Traceparent", "Grpc-Metadata-Traceparent"} {
+		rec := serve(gw, http.MethodPost, "/v2/workspace/get", `{"data": {}}`, http.Header{"Content-Type": {"application/json"}, h: {sampled}})
+		if rec.Code != http.StatusOK {
+			t.Fatalf("status %d", rec.Code)
+		}
+	}
+	if spans := exp.GetSpans(); len(spans) != 0 {
+		t.Fatalf("a caller's sampled flag recorded %d spans", len(spans))
+	}
+}
