@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -421,5 +422,52 @@ func TestTracingExportFailureInTheProcessLog(t *testing.T) {
 	}
 	if entry["level"] != "WARN" || entry["spans"] == nil || entry["error"] == nil {
 		t.Errorf("log entry %v", entry)
+	}
+}
+
+// A collector that accepts connections and never answers holds a process's Shutdown no longer
+// than its context: the flush gives up with the context's error, named as tracing's.
+func TestTracingShutdownWithAHungCollector(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	cfg, err := parse(t, nil, "--http-addr=127.0.0.1:0", "--grpc-addr=127.0.0.1:0", "--log-level=error", "--otlp-endpoint=http://"+ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start(context.Background(), cfg, Deps{LogOutput: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := post(t, p, "/v2/workspace/activityconfig/get", map[string]string{"x-service-api-key": p.Dev.APIKey, "x-service-auth-token": p.Dev.AuthToken}); code != http.StatusOK {
+		t.Fatalf("call: %d", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err = p.Shutdown(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "tracing") {
+		t.Fatalf("shutdown: %v, want tracing's flush ended by the context", err)
 	}
 }
