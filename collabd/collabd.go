@@ -377,7 +377,7 @@ func (p *Process) connect(cfg Config, local *inproc.Server, peerOpts ...grpc.Dia
 // so no interceptor runs and services get no-op tracers. The provider shuts down, flushing its
 // spans, after everything else has stopped: its closer is the first.
 func (p *Process) startTracing(ctx context.Context, cfg Config, deps Deps) (trace.TracerProvider, []grpc.UnaryServerInterceptor, []grpc.UnaryClientInterceptor, error) {
-	tp, err := tracing.NewProvider(ctx, tracing.Config{Endpoint: cfg.OTLPEndpoint, SampleRatio: cfg.TraceSampleRatio, Services: cfg.Services, Exporter: deps.SpanExporter})
+	tp, err := tracing.NewProvider(ctx, tracing.Config{Endpoint: cfg.OTLPEndpoint, SampleRatio: cfg.TraceSampleRatio, Services: cfg.Services, Exporter: deps.SpanExporter, Log: p.log})
 	if err != nil || tp == nil {
 		// A nil *TracerProvider must not become a non-nil interface.
 		return nil, nil, nil, err

@@ -142,7 +142,7 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 	sampleRatio := 1.0
 	f.Func("trace-sample-ratio", "1", "share of new traces recorded with --otlp-endpoint, 0 to 1; a call whose caller's trace was sampled (or not) follows it", func(v string) error {
 		r, err := strconv.ParseFloat(v, 64)
-		if err != nil || r < 0 || r > 1 {
+		if err != nil || !(r >= 0 && r <= 1) { // NaN fails every comparison: refused too
 			return fmt.Errorf("want a number from 0 to 1, got %q", v)
 		}
 		sampleRatio = r

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -340,7 +341,7 @@ func TestTracingFlags(t *testing.T) {
 		t.Fatalf("default ratio %v %v", c.TraceSampleRatio, err)
 	}
 	for _, args := range [][]string{
-		{"--trace-sample-ratio=2"}, {"--trace-sample-ratio=-1"}, {"--trace-sample-ratio=half"},
+		{"--trace-sample-ratio=2"}, {"--trace-sample-ratio=-1"}, {"--trace-sample-ratio=half"}, {"--trace-sample-ratio=NaN"},
 		{"--otlp-endpoint=collector"}, {"--otlp-endpoint=ftp://collector:4317"}, {"--otlp-endpoint=http://u:p@collector:4317"},
 	} {
 		if _, err := parse(t, nil, args...); err == nil {
@@ -349,5 +350,124 @@ func TestTracingFlags(t *testing.T) {
 	}
 	if _, err := parse(t, map[string]string{"COLLAB_TRACE_SAMPLE_RATIO": "x"}); err == nil {
 		t.Error("a bad ratio in the environment accepted")
+	}
+}
+
+// lineWatcher is a log output that hands over the first line containing want.
+type lineWatcher struct {
+	want string
+	mu   sync.Mutex
+	buf  []byte
+	got  chan string
+}
+
+func (w *lineWatcher) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, b...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		line := string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+		if strings.Contains(line, w.want) {
+			select {
+			case w.got <- line:
+			default:
+			}
+		}
+	}
+}
+
+// A collector that cannot be reached shows in the process's own log, in its format (JSON
+// here), not as OpenTelemetry's plain lines on stderr.
+func TestTracingExportFailureInTheProcessLog(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	// Export soon and give up soon: the defaults are 5 and 10 seconds.
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "200")
+	cfg, err := parse(t, nil, "--http-addr=127.0.0.1:0", "--grpc-addr=127.0.0.1:0", "--log-format=json", "--otlp-endpoint=http://"+closed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &lineWatcher{want: "tracing: spans not exported", got: make(chan string, 1)}
+	p, err := Start(context.Background(), cfg, Deps{LogOutput: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = p.Shutdown(ctx)
+	}()
+	if code := post(t, p, "/v2/workspace/activityconfig/get", map[string]string{"x-service-api-key": p.Dev.APIKey, "x-service-auth-token": p.Dev.AuthToken}); code != http.StatusOK {
+		t.Fatalf("call: %d", code)
+	}
+	var line string
+	select {
+	case line = <-w.got:
+	case <-time.After(30 * time.Second): // a guard against a hang, not a measure
+		t.Fatal("no export failure logged")
+	}
+	var entry map[string]any
+	if err := json.Unmarshal([]byte(line), &entry); err != nil {
+		t.Fatalf("not a JSON log line: %q", line)
+	}
+	if entry["level"] != "WARN" || entry["spans"] == nil || entry["error"] == nil {
+		t.Errorf("log entry %v", entry)
+	}
+}
+
+// A collector that accepts connections and never answers holds a process's Shutdown no longer
+// than its context: the flush gives up with the context's error, named as tracing's.
+func TestTracingShutdownWithAHungCollector(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	cfg, err := parse(t, nil, "--http-addr=127.0.0.1:0", "--grpc-addr=127.0.0.1:0", "--log-level=error", "--otlp-endpoint=http://"+ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start(context.Background(), cfg, Deps{LogOutput: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := post(t, p, "/v2/workspace/activityconfig/get", map[string]string{"x-service-api-key": p.Dev.APIKey, "x-service-auth-token": p.Dev.AuthToken}); code != http.StatusOK {
+		t.Fatalf("call: %d", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err = p.Shutdown(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "tracing") {
+		t.Fatalf("shutdown: %v, want tracing's flush ended by the context", err)
 	}
 }

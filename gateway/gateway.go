@@ -81,9 +81,20 @@ func (g *Gateway) SetTracing(tp trace.TracerProvider) {
 			if name, ok := r.Context().Value(spanNameKey{}).(*string); ok && *name != "" {
 				return *name
 			}
-			return r.Method
+			return spanMethod(r.Method)
 		}),
 	)
+}
+
+// spanMethod is the method as a span name holds it: the caller chooses the method's text, so
+// any but HTTP's own is _OTHER (OpenTelemetry's convention), or span names would be unbounded.
+func spanMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	}
+	return "_OTHER"
 }
 
 // spanNameKey carries a *string that serve fills with the request's span name.
@@ -213,7 +224,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		if g.traced != nil {
 			span := trace.SpanFromContext(ctx)
-			name := r.Method + " " + route
+			name := spanMethod(r.Method) + " " + route
 			span.SetName(name)
 			if dst, ok := ctx.Value(spanNameKey{}).(*string); ok {
 				*dst = name

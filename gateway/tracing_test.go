@@ -22,18 +22,27 @@ import (
 // span, the gateway's client span and the service's server span all go to one exporter.
 func tracedGateway(t *testing.T) (http.Handler, *tracetest.InMemoryExporter) {
 	t.Helper()
+	gw, exp, _ := tracedGatewayStub(t)
+	return gw, exp
+}
+
+// tracedGatewayStub is tracedGateway with the workspace stub, which keeps the metadata of the
+// last call.
+func tracedGatewayStub(t *testing.T) (http.Handler, *tracetest.InMemoryExporter, *stubWorkspace) {
+	t.Helper()
+	ws := &stubWorkspace{}
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer(grpc.UnaryInterceptor(tracing.ServerInterceptor(tp)))
-	workspacev1.RegisterWorkspaceServiceServer(srv, &stubWorkspace{})
+	workspacev1.RegisterWorkspaceServiceServer(srv, ws)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	conn := dialBufconn(t, lis)
 	gw := newGateway(t, tracedConn{conn, tracing.ClientInterceptor(tp)})
 	gw.SetTracing(tp)
-	return gw, exp
+	return gw, exp, ws
 }
 
 // tracedConn runs a client interceptor in front of a connection, as the process's connections
@@ -156,5 +165,104 @@ func TestTracingSkipsProbes(t *testing.T) {
 	serve(gw, http.MethodGet, "/openapi.json", "", nil)
 	if spans := exp.GetSpans(); len(spans) != 1 || spans[0].Name != "GET /openapi.json" {
 		t.Fatalf("spans %v", spans)
+	}
+}
+
+// The method a caller sends is its own text: a span named by it would let every request open a
+// new span name. Methods other than HTTP's own are named _OTHER (OpenTelemetry's convention).
+func TestTracingUnknownMethodIsBounded(t *testing.T) {
+	gw, exp := tracedGateway(t)
+	for _, target := range []string{"/v2/workspace/get", "/v2/no/such/route"} {
+		exp.Reset()
+		rec := serve(gw, "PURGE12345", target, "", nil)
+		if rec.Code < 400 {
+			t.Fatalf("%s: status %d", target, rec.Code)
+		}
+		spans := exp.GetSpans()
+		if len(spans) != 1 || !strings.HasPrefix(spans[0].Name, "_OTHER ") {
+			var names []string
+			for _, s := range spans {
+				names = append(names, s.Name)
+			}
+			t.Fatalf("%s: spans %q, want one named _OTHER and the route", target, names)
+		}
+	}
+}
+
+// Nothing of a public caller's trace context reaches the services: not its traceparent or
+// tracestate (as headers or as grpc-gateway's Grpc-Metadata-* pass-through), and no W3C
+// baggage, which is never propagated at all. The service sees our own traceparent only.
+func TestTracingCallersContextDoesNotReachServices(t *testing.T) {
+	gw, exp, ws := tracedGatewayStub(t)
+	const callerTrace = "0af7651916cd43dd8448eb211c80319c"
+	caller := "00-" + callerTrace + "-b7ad6b7169203331-01"
+	header := http.Header{"Content-Type": {"application/json"},
+		"Traceparent": {caller}, "Tracestate": {"vendor=opaque"}, "Baggage": {"user=alice"},
+		"Grpc-Metadata-Traceparent": {caller}, "Grpc-Metadata-Tracestate": {"vendor=opaque"}, "Grpc-Metadata-Baggage": {"user=alice"}}
+	if rec := serve(gw, http.MethodPost, "/v2/workspace/get", `{"data": {}}`, header); rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	md, _ := ws.last()
+	for _, k := range []string{"tracestate", "baggage"} {
+		if v := md.Get(k); len(v) != 0 {
+			t.Errorf("the service got %s %q from the HTTP caller", k, v)
+		}
+	}
+	if tp := md.Get("traceparent"); len(tp) != 1 || strings.Contains(tp[0], callerTrace) {
+		t.Errorf("the service got traceparent %q, want one of ours", tp)
+	}
+	for _, s := range exp.GetSpans() {
+		if s.SpanContext.TraceID().String() == callerTrace || s.SpanContext.TraceState().Len() != 0 {
+			t.Errorf("%v span %q: trace %s, state %q", s.SpanKind, s.Name, s.SpanContext.TraceID(), s.SpanContext.TraceState())
+		}
+	}
+}
+
+// The emailed verification link carries its secret in the query: no span holds it, in a name
+// or an attribute (otelhttp records url.path, never url.query).
+func TestTracingKeepsTheVerificationTokenOut(t *testing.T) {
+	gw, exp := tracedGateway(t)
+	const secret = "ws1.s3cr3tt0k3n"
+	serve(gw, http.MethodGet, "/v2/workspace/email/verify?token="+secret, "", nil)
+	spans := exp.GetSpans()
+	if len(spans) == 0 {
+		t.Fatal("no spans")
+	}
+	for _, s := range spans {
+		if strings.Contains(s.Name, "s3cr3t") {
+			t.Errorf("span name %q", s.Name)
+		}
+		for _, kv := range s.Attributes {
+			if strings.Contains(kv.Value.Emit(), "s3cr3t") {
+				t.Errorf("%v span %q: %s=%s", s.SpanKind, s.Name, kv.Key, kv.Value.Emit())
+			}
+		}
+	}
+}
+
+// A caller's sampled flag does not make us record its request: with a ratio of 0 nothing is.
+func TestTracingCallerCannotForceSampling(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp, err := tracing.NewProvider(context.Background(), tracing.Config{Exporter: exp, SampleRatio: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(grpc.UnaryInterceptor(tracing.ServerInterceptor(tp)))
+	workspacev1.RegisterWorkspaceServiceServer(srv, &stubWorkspace{})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	gw := newGateway(t, tracedConn{dialBufconn(t, lis), tracing.ClientInterceptor(tp)})
+	gw.SetTracing(tp)
+	sampled := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, h := range []string{"Traceparent", "Grpc-Metadata-Traceparent"} {
+		rec := serve(gw, http.MethodPost, "/v2/workspace/get", `{"data": {}}`, http.Header{"Content-Type": {"application/json"}, h: {sampled}})
+		if rec.Code != http.StatusOK {
+			t.Fatalf("status %d", rec.Code)
+		}
+	}
+	if spans := exp.GetSpans(); len(spans) != 0 {
+		t.Fatalf("a caller's sampled flag recorded %d spans", len(spans))
 	}
 }

@@ -280,3 +280,14 @@ func (s *MongoStore) Backlog(ctx context.Context, subscriber string) (int, time.
 	}
 	return int(n), first.CreatedAt, nil
 }
+
+// UnmarshalBSONValue reads a stored traceparent; a value that is not a string reads as none, so
+// the record it is in still decodes and its event is delivered.
+func (c *TraceContext) UnmarshalBSONValue(typ byte, data []byte) error {
+	s, ok := bson.RawValue{Type: bson.Type(typ), Value: data}.StringValueOK()
+	if !ok {
+		s = ""
+	}
+	*c = TraceContext(s)
+	return nil
+}

@@ -22,6 +22,11 @@ var (
 	ErrDuplicate = errors.New("event id already stored")
 )
 
+// TraceContext is a stored W3C traceparent. It only ever links spans, so a damaged one must not
+// cost the event its delivery: the relay ignores a value it cannot parse, and the MongoDB store
+// reads a value of another type as none (UnmarshalBSONValue) rather than failing the record.
+type TraceContext string
+
 // Record is a stored event and its delivery state.
 type Record struct {
 	ID string `bson:"_id"`
@@ -47,7 +52,7 @@ type Record struct {
 	// TraceParent is the W3C traceparent of the span that published the event, when tracing
 	// was on: each delivery's span links to it, so a trace shows what its event caused later.
 	// Empty on events stored without tracing or before the field existed.
-	TraceParent string `bson:"traceparent,omitempty"`
+	TraceParent TraceContext `bson:"traceparent,omitempty"`
 	// DoneAt is set once nothing is pending; old finished events are pruned by it.
 	DoneAt    *time.Time `bson:"doneAt,omitempty"`
 	CreatedAt time.Time  `bson:"createdAt"`

@@ -204,7 +204,9 @@ func (o *Outbox) add(ctx context.Context, e *lifecyclev1.Event) (*Record, error)
 	if o.tracer != nil {
 		carrier := propagation.MapCarrier{}
 		tracing.Propagator.Inject(ctx, carrier)
-		r.TraceParent = carrier.Get("traceparent")
+		// Always well formed and 55 bytes: the propagator writes it from a valid span context
+		// (one from a caller's metadata was parsed and checked on the way in), or not at all.
+		r.TraceParent = TraceContext(carrier.Get("traceparent"))
 	}
 	if err := o.store.Add(ctx, r); err != nil {
 		if errors.Is(err, ErrDuplicate) {
@@ -394,13 +396,23 @@ func (o *Outbox) startDelivery(ctx context.Context, r *Record, sub string) (cont
 		),
 	}
 	if r.TraceParent != "" {
-		origin := trace.SpanContextFromContext(tracing.Propagator.Extract(context.Background(), propagation.MapCarrier{"traceparent": r.TraceParent}))
+		origin := trace.SpanContextFromContext(tracing.Propagator.Extract(context.Background(), propagation.MapCarrier{"traceparent": string(r.TraceParent)}))
 		if origin.IsValid() {
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: origin}))
 		}
 	}
-	// The event type names the span: types are the modules' declared few, never caller text.
-	return o.tracer.Start(ctx, "deliver "+r.Type, opts...)
+	return o.tracer.Start(ctx, deliverySpanName(r.Type), opts...)
+}
+
+// deliverySpanName names a delivery's span by the event type when collab itself publishes that
+// type; a product's types (/v2/events/publish takes any <feature>.<action>) are caller text,
+// which would make span names unbounded, so they share one name and keep the type in an
+// attribute.
+func deliverySpanName(eventType string) string {
+	if lifecycle.Reserved(eventType) {
+		return "deliver " + eventType
+	}
+	return "deliver domain event"
 }
 
 // endDelivery records the attempt's outcome, as the relay goes on to record it in the store.

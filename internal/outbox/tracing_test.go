@@ -3,8 +3,10 @@ package outbox
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -16,6 +18,7 @@ import (
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 
 	"github.com/collab/collab/internal/clock"
+	"github.com/collab/collab/internal/mongotest"
 )
 
 func tracedOutbox(t *testing.T, store Store, d Deliverer) (*Outbox, *sdktrace.TracerProvider, *tracetest.InMemoryExporter) {
@@ -121,5 +124,112 @@ func TestNoTraceContextWithoutTracer(t *testing.T) {
 	}
 	if stored, _ := store.Get(ctx, r.ID); stored.TraceParent != "" {
 		t.Fatalf("stored %q without tracing", stored.TraceParent)
+	}
+}
+
+// A product's event type is its own text (/v2/events/publish takes any <feature>.<action>):
+// naming spans by it would make span names unbounded, so only collab's own types name a span.
+func TestDeliverySpanNamesAreBounded(t *testing.T) {
+	o, _, exp := tracedOutbox(t, NewMemoryStore(), &fakeDeliverer{fail: map[string]error{}})
+	const custom = "custom.order_12345_shipped"
+	if _, err := o.Publish(context.Background(), &lifecyclev1.Event{Type: custom}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Publish(context.Background(), &lifecyclev1.Event{Type: "document.migrated"}); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]int{}
+	for _, s := range exp.GetSpans() {
+		names[s.Name]++
+		if strings.Contains(s.Name, "12345") {
+			t.Errorf("span %q is named by a product's event type", s.Name)
+		}
+		if s.Name == "deliver domain event" && attr(s, EventTypeKey) != custom {
+			t.Errorf("span %q: event type attribute %q, want %q", s.Name, attr(s, EventTypeKey), custom)
+		}
+	}
+	if names["deliver domain event"] != 3 || names["deliver document.migrated"] != 3 {
+		t.Errorf("span names %v, want 3 deliveries of each", names)
+	}
+}
+
+// storeWriting stores every event with the given traceparent, whatever the outbox made: what a
+// damaged record, or one another version wrote, holds.
+type storeWriting struct {
+	Store
+	traceParent string
+}
+
+func (s storeWriting) Add(ctx context.Context, r *Record) error {
+	c := *r
+	c.TraceParent = TraceContext(s.traceParent)
+	return s.Store.Add(ctx, &c)
+}
+
+// checkDeliveredUnlinked publishes under a span on a store holding damaged trace context, and
+// checks that every subscriber still gets the event, its delivery span without a link.
+func checkDeliveredUnlinked(t *testing.T, store Store, damage func(id string)) {
+	t.Helper()
+	d := &fakeDeliverer{fail: map[string]error{}}
+	o, tp, exp := tracedOutbox(t, store, d)
+	ctx, span := tp.Tracer("test").Start(context.Background(), "request")
+	r, err := o.PublishAsync(ctx, &lifecyclev1.Event{Type: "document.migrated"})
+	span.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if damage != nil {
+		damage(r.ID)
+	}
+	o.RunDue(context.Background())
+	if len(d.got) != 3 {
+		t.Fatalf("delivered %v, want documents, users and access", d.got)
+	}
+	spans := deliverySpans(exp)
+	if len(spans) != 3 {
+		t.Fatalf("delivery spans %v", spans)
+	}
+	for sub, s := range spans {
+		if len(s.Links) != 0 || attr(s, OutcomeKey) != "delivered" {
+			t.Errorf("%s: links %v, outcome %q", sub, s.Links, attr(s, OutcomeKey))
+		}
+	}
+}
+
+var damagedTraceParents = map[string]string{
+	"garbage":        "garbage",
+	"all-zero trace": "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+	"bad version":    "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+	"huge":           "00-" + strings.Repeat("a", 64<<10),
+}
+
+// A stored traceparent that is not one is ignored: the event is delivered, without a link.
+func TestDamagedTraceContextDoesNotStopDelivery(t *testing.T) {
+	for name, v := range damagedTraceParents {
+		t.Run("memory/"+name, func(t *testing.T) {
+			checkDeliveredUnlinked(t, storeWriting{NewMemoryStore(), v}, nil)
+		})
+		t.Run("mongo/"+name, func(t *testing.T) {
+			s, err := NewMongoStore(context.Background(), mongotest.Connect(t).Database("producer"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkDeliveredUnlinked(t, storeWriting{s, v}, nil)
+		})
+	}
+	// A value of another BSON type must not make the record unreadable.
+	for name, v := range map[string]any{"number": 42, "document": bson.M{"traceparent": "x"}, "array": bson.A{"x"}, "null": nil} {
+		t.Run("mongo/"+name, func(t *testing.T) {
+			db := mongotest.Connect(t).Database("producer")
+			s, err := NewMongoStore(context.Background(), db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkDeliveredUnlinked(t, s, func(id string) {
+				if _, err := db.Collection("outbox").UpdateOne(context.Background(), bson.M{"_id": id}, bson.M{"$set": bson.M{"traceparent": v}}); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
 	}
 }

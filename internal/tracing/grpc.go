@@ -31,14 +31,16 @@ func ServerInterceptor(tp trace.TracerProvider) grpc.UnaryServerInterceptor {
 		if probe(info.FullMethod) {
 			return handler(ctx, req)
 		}
-		md, _ := metadata.FromIncomingContext(ctx)
-		ctx = Propagator.Extract(ctx, mdCarrier(md))
-		name, attrs := rpcNames(info.FullMethod)
-		ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+		ctx = Propagator.Extract(ctx, incomingCarrier{ctx})
+		ctx, span := tracer.Start(ctx, spanName(info.FullMethod), serverKind)
 		defer span.End()
 		resp, err := handler(ctx, req)
+		if !span.IsRecording() {
+			// Unsampled: attributes would be dropped, so they are not even built.
+			return resp, err
+		}
 		code := status.Code(err)
-		span.SetAttributes(semconv.RPCGRPCStatusCodeKey.Int(int(code)))
+		span.SetAttributes(rpcAttributes(info.FullMethod, code)...)
 		if serverFault(code) {
 			// The status message only: causes stay in the logs (they may hold internal text).
 			span.SetStatus(otelcodes.Error, code.String())
@@ -55,13 +57,15 @@ func ClientInterceptor(tp trace.TracerProvider) grpc.UnaryClientInterceptor {
 		if probe(method) {
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
-		name, attrs := rpcNames(method)
-		ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+		ctx, span := tracer.Start(ctx, spanName(method), clientKind)
 		defer span.End()
 		ctx = Inject(ctx)
 		err := invoker(ctx, method, req, reply, cc, opts...)
+		if !span.IsRecording() {
+			return err
+		}
 		code := status.Code(err)
-		span.SetAttributes(semconv.RPCGRPCStatusCodeKey.Int(int(code)))
+		span.SetAttributes(rpcAttributes(method, code)...)
 		if code != codes.OK {
 			span.SetStatus(otelcodes.Error, code.String())
 		}
@@ -69,18 +73,38 @@ func ClientInterceptor(tp trace.TracerProvider) grpc.UnaryClientInterceptor {
 	}
 }
 
-// Inject adds the trace context of ctx's span to its outgoing metadata (a copy: metadata
-// already on ctx may be shared).
+// Inject adds the trace context of ctx's span to its outgoing metadata, replacing any the
+// metadata holds already; the metadata on ctx, which may be shared, is not changed.
 func Inject(ctx context.Context) context.Context {
-	md, ok := metadata.FromOutgoingContext(ctx)
-	if ok {
-		md = md.Copy()
-	} else {
-		md = metadata.MD{}
+	var c pairs
+	Propagator.Inject(ctx, &c)
+	if len(c) == 0 {
+		return ctx
 	}
-	Propagator.Inject(ctx, mdCarrier(md))
+	if metadata.ValueFromOutgoingContext(ctx, traceparent) == nil && metadata.ValueFromOutgoingContext(ctx, tracestate) == nil {
+		// The common case: appending copies no metadata.
+		return metadata.AppendToOutgoingContext(ctx, c...)
+	}
+	md, _ := metadata.FromOutgoingContext(ctx) // a copy
+	// A tracestate belongs to its traceparent: an old one must not ride along with ours.
+	delete(md, tracestate)
+	for i := 0; i+1 < len(c); i += 2 {
+		md.Set(c[i], c[i+1])
+	}
 	return metadata.NewOutgoingContext(ctx, md)
 }
+
+// The keys of W3C Trace Context.
+const (
+	traceparent = "traceparent"
+	tracestate  = "tracestate"
+)
+
+// The span kinds as start options, made once: they are the same for every call.
+var (
+	serverKind = trace.WithSpanKind(trace.SpanKindServer)
+	clientKind = trace.WithSpanKind(trace.SpanKindClient)
+)
 
 // probe reports whether a method is a health check: orchestrators and the gateway's /readyz
 // call them every few seconds, and spans of them would bury the traces of real work (the
@@ -97,32 +121,60 @@ func serverFault(c codes.Code) bool {
 	return false
 }
 
-// rpcNames splits "/package.Service/Method" into the span name and its attributes.
-func rpcNames(fullMethod string) (string, []attribute.KeyValue) {
-	name := strings.TrimPrefix(fullMethod, "/")
-	attrs := []attribute.KeyValue{semconv.RPCSystemGRPC}
-	if svc, method, ok := strings.Cut(name, "/"); ok {
+// spanName is "package.Service/Method" of "/package.Service/Method".
+func spanName(fullMethod string) string { return strings.TrimPrefix(fullMethod, "/") }
+
+// rpcAttributes are a recorded RPC span's attributes: the system, service and method of
+// "/package.Service/Method", and the status code.
+func rpcAttributes(fullMethod string, code codes.Code) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{semconv.RPCSystemGRPC, semconv.RPCGRPCStatusCodeKey.Int(int(code))}
+	if svc, method, ok := strings.Cut(spanName(fullMethod), "/"); ok {
 		attrs = append(attrs, semconv.RPCService(svc), semconv.RPCMethod(method))
 	}
-	return name, attrs
+	return attrs
 }
 
-// mdCarrier lets the propagator read and write gRPC metadata, whose keys are lower case.
-type mdCarrier metadata.MD
+// incomingCarrier lets the propagator read the incoming metadata of a call without copying
+// all of it (metadata.FromIncomingContext would).
+type incomingCarrier struct{ ctx context.Context }
 
-func (c mdCarrier) Get(key string) string {
-	if v := metadata.MD(c).Get(key); len(v) > 0 {
+func (c incomingCarrier) Get(key string) string {
+	if v := metadata.ValueFromIncomingContext(c.ctx, key); len(v) > 0 {
 		return v[0]
 	}
 	return ""
 }
 
-func (c mdCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
+func (incomingCarrier) Set(string, string) {}
 
-func (c mdCarrier) Keys() []string {
-	out := make([]string, 0, len(c))
-	for k := range c {
+func (c incomingCarrier) Keys() []string {
+	md, _ := metadata.FromIncomingContext(c.ctx)
+	out := make([]string, 0, len(md))
+	for k := range md {
 		out = append(out, k)
+	}
+	return out
+}
+
+// pairs collects what the propagator writes as metadata key-value pairs, keys lower case as
+// gRPC wants them (the propagator's are already).
+type pairs []string
+
+func (p *pairs) Get(key string) string {
+	for i := 0; i+1 < len(*p); i += 2 {
+		if (*p)[i] == key {
+			return (*p)[i+1]
+		}
+	}
+	return ""
+}
+
+func (p *pairs) Set(key, value string) { *p = append(*p, strings.ToLower(key), value) }
+
+func (p *pairs) Keys() []string {
+	var out []string
+	for i := 0; i < len(*p); i += 2 {
+		out = append(out, (*p)[i])
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
@@ -43,7 +44,13 @@ type Config struct {
 	// Exporter replaces the OTLP exporter (tests: tracetest.InMemoryExporter); spans are then
 	// exported synchronously as each ends, so a test reads them as soon as a call returns.
 	Exporter sdktrace.SpanExporter
+	// Log receives the OTLP exporter's failures (a collector down); nil: slog.Default().
+	Log *slog.Logger
 }
+
+// MaxAttributeLength bounds each span attribute's value, in bytes: enough for any route, id or
+// ordinary user agent, and a span stays small whatever a caller sends.
+const MaxAttributeLength = 1024
 
 // On reports whether the configuration turns tracing on.
 func (c Config) On() bool { return c.Endpoint != "" || c.Exporter != nil }
@@ -56,11 +63,19 @@ func NewProvider(ctx context.Context, cfg Config) (*sdktrace.TracerProvider, err
 	if !cfg.On() {
 		return nil, nil
 	}
-	if cfg.SampleRatio < 0 || cfg.SampleRatio > 1 {
+	// Written so that NaN, which every comparison refuses, is refused too.
+	if !(cfg.SampleRatio >= 0 && cfg.SampleRatio <= 1) {
 		return nil, fmt.Errorf("tracing: sample ratio %v is not between 0 and 1", cfg.SampleRatio)
 	}
 	res := resource.NewSchemaless(semconv.ServiceName(ServiceName), ServicesKey.StringSlice(cfg.Services))
+	// The SDK keeps attribute values whole by default; ours hold callers' text (paths, user
+	// agents), so they are cut, lower if OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT asks.
+	limits := sdktrace.NewSpanLimits()
+	if limits.AttributeValueLengthLimit < 0 || limits.AttributeValueLengthLimit > MaxAttributeLength {
+		limits.AttributeValueLengthLimit = MaxAttributeLength
+	}
 	opts := []sdktrace.TracerProviderOption{
+		sdktrace.WithSpanLimits(limits),
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))),
 	}
@@ -75,7 +90,11 @@ func NewProvider(ctx context.Context, cfg Config) (*sdktrace.TracerProvider, err
 		if err != nil {
 			return nil, fmt.Errorf("tracing: OTLP exporter for %s: %w", endpoint, err)
 		}
-		opts = append(opts, sdktrace.WithBatcher(exp))
+		log := cfg.Log
+		if log == nil {
+			log = slog.Default()
+		}
+		opts = append(opts, sdktrace.WithBatcher(&loggedExporter{SpanExporter: exp, log: log}))
 	}
 	return sdktrace.NewTracerProvider(opts...), nil
 }

@@ -2,6 +2,7 @@ package tracing_test
 
 import (
 	"context"
+	"math"
 	"net"
 	"strings"
 	"testing"
@@ -38,6 +39,7 @@ func TestBadConfig(t *testing.T) {
 	for _, cfg := range []tracing.Config{
 		{Endpoint: "collector:4317", SampleRatio: 1.5},
 		{Endpoint: "collector:4317", SampleRatio: -0.1},
+		{Endpoint: "collector:4317", SampleRatio: math.NaN()},
 		{Endpoint: "ftp://collector:4317", SampleRatio: 1},
 		{Endpoint: "collector", SampleRatio: 1},
 	} {
@@ -302,5 +304,77 @@ func TestHealthChecksAreNotTraced(t *testing.T) {
 	}
 	if n := len(exp.GetSpans()); n != 2 {
 		t.Fatalf("a call made %d spans, want 2", n)
+	}
+}
+
+// Trace context already in the outgoing metadata (a handler passing its caller's metadata on,
+// say) is replaced, never sent beside ours: the server reads the first value.
+func TestInjectReplacesStaleTraceContext(t *testing.T) {
+	tp, _ := newProvider(t)
+	const stale = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	md := metadata.Pairs("traceparent", stale, "tracestate", "vendor=old", "x-request-id", "r")
+	ctx, span := tp.Tracer("test").Start(metadata.NewOutgoingContext(context.Background(), md), "s")
+	defer span.End()
+	out, _ := metadata.FromOutgoingContext(tracing.Inject(ctx))
+	got := out.Get("traceparent")
+	if len(got) != 1 || !strings.Contains(got[0], span.SpanContext().TraceID().String()) {
+		t.Fatalf("traceparent %q, want only ours", got)
+	}
+	if len(out.Get("tracestate")) != 0 || out.Get("x-request-id")[0] != "r" {
+		t.Fatalf("metadata %v", out)
+	}
+	if md.Get("traceparent")[0] != stale {
+		t.Fatal("Inject wrote into the caller's metadata")
+	}
+}
+
+// A context without a span sends no trace context, and gets no metadata it did not have.
+func TestInjectWithoutSpan(t *testing.T) {
+	ctx := tracing.Inject(context.Background())
+	if md, ok := metadata.FromOutgoingContext(ctx); ok {
+		t.Fatalf("metadata %v without a span", md)
+	}
+}
+
+// Attribute values hold callers' text (the HTTP span's url.path and user_agent.original, up to
+// the HTTP server's 1 MiB of headers): each is cut to MaxAttributeLength, or the batcher's queue
+// of spans could hold gigabytes while a collector is slow.
+func TestAttributeValuesAreBounded(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp, err := tracing.NewProvider(context.Background(), tracing.Config{Exporter: exp, SampleRatio: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Shutdown(context.Background())
+	_, span := tp.Tracer("test").Start(context.Background(), "s", trace.WithAttributes(attribute.String("user_agent.original", strings.Repeat("a", 1<<20))))
+	span.End()
+	spans := exp.GetSpans()
+	if len(spans) != 1 || len(spans[0].Attributes) != 1 {
+		t.Fatalf("spans %v", spans)
+	}
+	if n := len(spans[0].Attributes[0].Value.AsString()); n != tracing.MaxAttributeLength {
+		t.Fatalf("an attribute of 1 MiB kept %d bytes, want %d", n, tracing.MaxAttributeLength)
+	}
+}
+
+// OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT may lower the bound, not raise it.
+func TestAttributeLimitFromTheEnvironment(t *testing.T) {
+	for env, want := range map[string]int{"100": 100, "1000000": tracing.MaxAttributeLength} {
+		t.Setenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", env)
+		exp := tracetest.NewInMemoryExporter()
+		tp, err := tracing.NewProvider(context.Background(), tracing.Config{Exporter: exp, SampleRatio: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, span := tp.Tracer("test").Start(context.Background(), "s", trace.WithAttributes(attribute.String("k", strings.Repeat("a", 1<<20))))
+		span.End()
+		spans := exp.GetSpans() // before Shutdown, which empties the exporter
+		_ = tp.Shutdown(context.Background())
+		if len(spans) != 1 || len(spans[0].Attributes) != 1 {
+			t.Fatalf("spans %v", spans)
+		}
+		if n := len(spans[0].Attributes[0].Value.AsString()); n != want {
+			t.Errorf("limit %s: %d bytes kept, want %d", env, n, want)
+		}
 	}
 }
