@@ -39,7 +39,7 @@ func BenchmarkGatewayRequestTracing(b *testing.B) {
 				gw, err = gateway.New(context.Background(), upstreams(local.Conn()), logging.Discard())
 			} else {
 				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(c.sampler), sdktrace.WithSyncer(tracetest.NewNoopExporter()))
-				defer tp.Shutdown(context.Background())
+				defer func() { _ = tp.Shutdown(context.Background()) }()
 				local := inproc.New(grpc.NewServer(), tracing.ServerInterceptor(tp), 1<<20)
 				workspacev1.RegisterWorkspaceServiceServer(local, &stubWorkspace{})
 				local.InterceptClients(tracing.ClientInterceptor(tp))

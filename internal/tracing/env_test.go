@@ -100,7 +100,7 @@ func TestOTELEnvironmentSamplerAndResource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tp.Shutdown(context.Background())
+	defer func() { _ = tp.Shutdown(context.Background()) }()
 	_, span := tp.Tracer("test").Start(context.Background(), "work")
 	span.End()
 	spans := exp.GetSpans()
@@ -109,7 +109,7 @@ func TestOTELEnvironmentSamplerAndResource(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range spans[0].Resource.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs["service.name"] != tracing.ServiceName || attrs["deployment.environment.name"] != "staging" {
 		t.Errorf("resource %v", attrs)

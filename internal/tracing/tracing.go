@@ -75,7 +75,9 @@ func NewProvider(ctx context.Context, cfg Config) (*sdktrace.TracerProvider, err
 		limits.AttributeValueLengthLimit = MaxAttributeLength
 	}
 	opts := []sdktrace.TracerProviderOption{
-		sdktrace.WithSpanLimits(limits),
+		// WithRawSpanLimits would read a 0 from OTEL_* variables as "none" where this reads "the
+		// default": a change of behaviour, left to a decision of its own.
+		sdktrace.WithSpanLimits(limits), //nolint:staticcheck // SA1019: see above
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))),
 	}

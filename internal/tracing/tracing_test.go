@@ -345,7 +345,7 @@ func TestAttributeValuesAreBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tp.Shutdown(context.Background())
+	defer func() { _ = tp.Shutdown(context.Background()) }()
 	_, span := tp.Tracer("test").Start(context.Background(), "s", trace.WithAttributes(attribute.String("user_agent.original", strings.Repeat("a", 1<<20))))
 	span.End()
 	spans := exp.GetSpans()
