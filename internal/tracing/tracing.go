@@ -70,14 +70,15 @@ func NewProvider(ctx context.Context, cfg Config) (*sdktrace.TracerProvider, err
 	res := resource.NewSchemaless(semconv.ServiceName(ServiceName), ServicesKey.StringSlice(cfg.Services))
 	// The SDK keeps attribute values whole by default; ours hold callers' text (paths, user
 	// agents), so they are cut, lower if OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT asks.
+	// A 0 (or negative) length from the environment would mean "unlimited" to the SDK: it gets
+	// our cap as well. The limits are given raw, so the SDK does not turn a 0 back into its
+	// unlimited default.
 	limits := sdktrace.NewSpanLimits()
-	if limits.AttributeValueLengthLimit < 0 || limits.AttributeValueLengthLimit > MaxAttributeLength {
+	if limits.AttributeValueLengthLimit <= 0 || limits.AttributeValueLengthLimit > MaxAttributeLength {
 		limits.AttributeValueLengthLimit = MaxAttributeLength
 	}
 	opts := []sdktrace.TracerProviderOption{
-		// WithRawSpanLimits would read a 0 from OTEL_* variables as "none" where this reads "the
-		// default": a change of behaviour, left to a decision of its own.
-		sdktrace.WithSpanLimits(limits), //nolint:staticcheck // SA1019: see above
+		sdktrace.WithRawSpanLimits(limits),
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))),
 	}

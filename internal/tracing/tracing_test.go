@@ -359,7 +359,7 @@ func TestAttributeValuesAreBounded(t *testing.T) {
 
 // OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT may lower the bound, not raise it.
 func TestAttributeLimitFromTheEnvironment(t *testing.T) {
-	for env, want := range map[string]int{"100": 100, "1000000": tracing.MaxAttributeLength} {
+	for env, want := range map[string]int{"100": 100, "1000000": tracing.MaxAttributeLength, "0": tracing.MaxAttributeLength, "-1": tracing.MaxAttributeLength} {
 		t.Setenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", env)
 		exp := tracetest.NewInMemoryExporter()
 		tp, err := tracing.NewProvider(context.Background(), tracing.Config{Exporter: exp, SampleRatio: 1})
