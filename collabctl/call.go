@@ -78,10 +78,23 @@ func call(ctx context.Context, s *session, args []string) error {
 	if err != nil {
 		return err
 	}
-	if d, ok := v.(map[string]any); ok && d["data"] != nil {
-		v = d["data"]
+	d, ok := v.(map[string]any)
+	if !ok || d["data"] == nil {
+		return printGeneric(s.stdout, v)
 	}
-	return printGeneric(s.stdout, v)
+	if err := printGeneric(s.stdout, d["data"]); err != nil {
+		return err
+	}
+	// Page tokens travel beside data (List API Keys' nextPageToken, the documents' pageToken):
+	// an operator reading a page needs them to ask for the next one. Status and message only
+	// repeat that the call succeeded.
+	t := newTable(s.stdout)
+	for _, k := range sortedKeys(d) {
+		if k != "data" && k != "status" && k != "message" {
+			t.row(k+":", cell(d[k]))
+		}
+	}
+	return t.flush()
 }
 
 // callAuth is the credential class call sends: the operation's own unless --auth names one.

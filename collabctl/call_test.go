@@ -2,7 +2,10 @@ package collabctl
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -199,5 +202,68 @@ func TestCallOverGRPC(t *testing.T) {
 	env["COLLABCTL_GRPC_ADDR"] = closedAddr(t)
 	if o := run(ctx, env, data, "call", authenticate, "-f", "-"); o.code != ExitFailed || !strings.Contains(o.stderr, "cannot reach the gRPC listener") {
 		t.Fatalf("a closed gRPC port: %+v", o)
+	}
+}
+
+// A URL given with credentials is never quoted with them in a message, whichever check
+// refuses it.
+func TestURLCredentialsNotShown(t *testing.T) {
+	env := map[string]string{"COLLABCTL_WORKSPACE_ID": "w", "COLLABCTL_WORKSPACE_TOKEN": "t"}
+	for _, args := range [][]string{
+		{"--url", "ftp://ops:secretpw@127.0.0.1:1", "keys", "list"},
+		{"--url", "https://secretpw@127.0.0.1:1/%zz", "keys", "list"},
+		{"--url", "http://ops:secretpw@[::1", "keys", "list"},
+		{"relay", "backlog", "--metrics-url", "http://ops:secretpw@127.0.0.1:1/metrics"},
+		{"relay", "backlog", "--metrics-url", "gopher://secretpw@127.0.0.1:1"},
+	} {
+		o := run(context.Background(), env, "", args...)
+		if o.code != ExitUsage || strings.Contains(o.stdout+o.stderr, "secretpw") || o.stderr == "" {
+			t.Errorf("%v: %+v", args, o)
+		}
+	}
+	// Without credentials the URL is quoted, so the operator sees what was wrong.
+	if o := run(context.Background(), env, "", "--url", "ftp://127.0.0.1:1", "keys", "list"); o.code != ExitUsage || !strings.Contains(o.stderr, `"ftp://127.0.0.1:1"`) {
+		t.Errorf("ftp URL: %+v", o)
+	}
+}
+
+// In a table, call shows the fields beside data, such as the token of the next page, which an
+// operator needs to read on; status and message are left out.
+func TestCallTableShowsPageToken(t *testing.T) {
+	p := startProcess(t)
+	ctx := context.Background()
+	env := devEnv(p)
+	run(ctx, env, "", "keys", "create", "--name", "second").ok(t)
+	table := run(ctx, env, "", "call", "/v2/workspace/apikeys/get", "-d", `{"pageSize": 1}`).ok(t)
+	var token string
+	for _, line := range strings.Split(table.stdout, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "nextPageToken:" {
+			token = f[1]
+		}
+	}
+	if token == "" || !strings.Contains(table.stdout, p.Dev.APIKey) || strings.Contains(table.stdout, "second") || strings.Contains(table.stdout, "success") {
+		t.Fatalf("table:\n%s", table.stdout)
+	}
+	// The token shown reads the next page.
+	next := run(ctx, env, "", "call", "/v2/workspace/apikeys/get", "-d", `{"pageSize": 1, "pageToken": "`+token+`"}`).ok(t)
+	if !strings.Contains(next.stdout, "second") || strings.Contains(next.stdout, p.Dev.APIKey) {
+		t.Fatalf("second page:\n%s", next.stdout)
+	}
+}
+
+// What answers in the gateway's place (a proxy, another server) may send an error envelope of
+// its own: its status, message and details reach the terminal with control characters escaped.
+func TestErrorEnvelopeEscaped(t *testing.T) {
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadGateway)
+		io.WriteString(w, `{"error": {"status": "BAD\u001b]0;owned\u0007", "message": "gone\u001b[2J", "details": {"x": "\u001b[31m"}}}`)
+	}))
+	defer front.Close()
+	env := map[string]string{"COLLABCTL_URL": front.URL, "COLLABCTL_API_KEY": "k", "COLLABCTL_AUTH_TOKEN": "t"}
+	o := run(context.Background(), env, "", "call", "/v2/organizations/get")
+	if o.code != ExitFailed || strings.ContainsRune(o.stderr, 0x1b) || strings.ContainsRune(o.stderr, 0x07) ||
+		!strings.Contains(o.stderr, `BAD\x1b]0;owned\a (HTTP 502): gone\x1b[2J`) {
+		t.Fatalf("%+v", o)
 	}
 }

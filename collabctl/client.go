@@ -13,9 +13,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/collab/collab/gateway"
 )
 
 // MaxResponse bounds what collabctl reads of one answer: the API's largest pages are far below
@@ -23,7 +26,7 @@ import (
 const MaxResponse = 32 << 20
 
 // maxRequest is the gateway's body limit: larger data would be refused anyway.
-const maxRequest = 4 << 20
+const maxRequest = gateway.MaxBodyBytes
 
 // Credentials are the caller's: workspace ones for workspace operations, an API key and its
 // auth token for key operations. They are sent only to the operations that need them.
@@ -78,7 +81,7 @@ type Client struct {
 func NewClient(baseURL string, creds Credentials, caFile string, timeout time.Duration) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, usagef("--url %q is not an http(s) URL such as http://127.0.0.1:8080", baseURL)
+		return nil, usagef("--url %s is not an http(s) URL such as http://127.0.0.1:8080", shownURL(baseURL))
 	}
 	if u.User != nil {
 		return nil, usagef("--url must not carry credentials")
@@ -88,6 +91,22 @@ func NewClient(baseURL string, creds Credentials, caFile string, timeout time.Du
 		return nil, err
 	}
 	return &Client{base: u, http: client, creds: creds}, nil
+}
+
+// shownURL is a URL given by the operator as an error message may quote it: without its user
+// information, and not at all when it does not parse and may hold some.
+func shownURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		if u.User != nil {
+			// A user name alone can be a token (https://TOKEN@host), so all of it goes.
+			u.User = url.User("xxxxx")
+		}
+		return strconv.Quote(u.String())
+	}
+	if strings.Contains(raw, "@") {
+		return "(not shown: it may hold credentials)"
+	}
+	return strconv.Quote(raw)
 }
 
 // tlsConfig trusts the certificates of caFile, or the system's when it is empty.

@@ -119,7 +119,7 @@ func metricsURL(raw string) (string, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return "", usagef("--metrics-url %q is not an http(s) address such as http://127.0.0.1:9100/metrics", raw)
+		return "", usagef("--metrics-url %s is not an http(s) address without credentials, such as http://127.0.0.1:9100/metrics", shownURL(raw))
 	}
 	if u.Path == "" || u.Path == "/" {
 		u.Path = "/metrics"
