@@ -52,8 +52,12 @@ func call(ctx context.Context, s *session, args []string) error {
 		}
 		overGRPC = true
 	case "http":
-		if op.Path == "" {
+		if op.Path == "" && op.Class == optionsv1.Auth_AUTH_INTERNAL {
 			return usagef("%s is an internal operation: it has no HTTP route; call it over gRPC (--grpc-addr, %s)", op.Method, EnvName("internal-token"))
+		}
+		if op.Path == "" {
+			// Not every operation without a route is internal (Get JWKS is public).
+			return usagef("%s has no HTTP route; call it over gRPC (--grpc-addr)", op.Method)
 		}
 	default:
 		return usagef("--via must be auto, http or grpc, not %q", *via)

@@ -199,6 +199,15 @@ func TestCallOverGRPC(t *testing.T) {
 		t.Fatalf("GetDomains over gRPC: %v", domains)
 	}
 
+	// A public operation without a route goes over gRPC with no credential.
+	if o := run(ctx, env, "", "call", "AccessService.GetJwks", "--via", "http"); o.code != ExitUsage || !strings.Contains(o.stderr, "GetJwks has no HTTP route; call it over gRPC") {
+		t.Fatalf("GetJwks over HTTP: %+v", o)
+	}
+	jwks := run(ctx, map[string]string{"COLLABCTL_GRPC_ADDR": p.GRPCAddr}, "", "-o", "json", "call", "AccessService.GetJwks").ok(t).json(t)
+	if _, ok := jwks["keys"]; !ok {
+		t.Fatalf("GetJwks: %v", jwks)
+	}
+
 	env["COLLABCTL_GRPC_ADDR"] = closedAddr(t)
 	if o := run(ctx, env, data, "call", authenticate, "-f", "-"); o.code != ExitFailed || !strings.Contains(o.stderr, "cannot reach the gRPC listener") {
 		t.Fatalf("a closed gRPC port: %+v", o)
@@ -265,5 +274,37 @@ func TestErrorEnvelopeEscaped(t *testing.T) {
 	if o.code != ExitFailed || strings.ContainsRune(o.stderr, 0x1b) || strings.ContainsRune(o.stderr, 0x07) ||
 		!strings.Contains(o.stderr, `BAD\x1b]0;owned\a (HTTP 502): gone\x1b[2J`) {
 		t.Fatalf("%+v", o)
+	}
+}
+
+// Every route, called with collabctl's own choice of credentials against a real process, is
+// authenticated: the class each operation declares picks credentials the server takes. Empty
+// data is refused by many handlers, but never for want of credentials (body-credential
+// operations carry theirs in the data, so they are called with them).
+func TestEveryRouteAuthenticates(t *testing.T) {
+	p := startProcess(t)
+	ctx := context.Background()
+	env := devEnv(p)
+	table, err := routes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for method, path := range table.byMethod {
+		op, err := resolveOperation(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := "{}"
+		if op.Class == optionsv1.Auth_AUTH_BODY {
+			data = `{"apiKey": "` + p.Dev.APIKey + `", "authToken": "` + p.Dev.AuthToken + `"}`
+		}
+		o := run(ctx, env, "", "call", path, "-d", data)
+		// The API words a missing header credential as INVALID_ARGUMENT "... not found in headers."
+		for _, refusal := range []string{"UNAUTHENTICATED", "PERMISSION_DENIED", "not found in headers", "does not match the", "not the API's JSON envelope"} {
+			if o.code == ExitUsage || strings.Contains(o.stderr, refusal) {
+				t.Errorf("%s (%s, %v): exit %d: %s", path, method, op.Class, o.code, o.stderr)
+				break
+			}
+		}
 	}
 }
