@@ -104,7 +104,7 @@ func TestCollabdTLS(t *testing.T) {
 	if o := run(ctx, env, "", "keys", "list").ok(t); !strings.Contains(o.stdout, p.Dev.APIKey) {
 		t.Fatalf("https:\n%s", o.stdout)
 	}
-	if o := run(ctx, env, "", "--url", "http://"+p.HTTPAddr, "keys", "list"); o.code != ExitFailed || !strings.Contains(o.stderr, "not the API's JSON envelope") {
+	if o := run(ctx, env, "", "--url", "http://"+p.HTTPAddr, "keys", "list"); o.code != ExitFailed || !strings.Contains(o.stderr, p.HTTPAddr+" serves HTTPS: use an https:// --url") {
 		t.Fatalf("http to the https listener: %+v", o)
 	}
 	if o := run(ctx, env, "", "--ca-file", filepath.Join(dir, "none.pem"), "keys", "list"); o.code != ExitUsage || !strings.Contains(o.stderr, "--ca-file") {

@@ -195,6 +195,10 @@ func (c *Client) Call(ctx context.Context, path string, auth Auth, data json.Raw
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(raw, &env); err != nil || (env.Error == nil && env.Result == nil) {
+		// Go's HTTPS servers, collabd's among them, answer plain HTTP with this 400.
+		if c.base.Scheme == "http" && resp.StatusCode == http.StatusBadRequest && bytes.Contains(raw, []byte("HTTP request to an HTTPS server")) {
+			return nil, fmt.Errorf("%s serves HTTPS: use an https:// --url (and --ca-file for its CA)", c.base.Host)
+		}
 		return nil, unexpected(resp, path)
 	}
 	if env.Error != nil {
