@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"unicode"
+	"unicode/utf8"
 )
 
 // printJSON writes raw JSON indented, as the API sent it (field order and numbers kept).
@@ -58,19 +60,37 @@ func (t *table) row(cells ...string) {
 func (t *table) flush() error { return t.tw.Flush() }
 
 // sanitize makes text from the server safe to print: control characters (a terminal's escape
-// sequences, line breaks in a webhook receiver's answer) become visible escapes.
+// sequences, line breaks in a webhook receiver's answer) and bytes that are not UTF-8 (0x9b is
+// an escape sequence's start to some terminals) become visible escapes.
 func sanitize(s string) string {
-	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) < 0 {
+	safe := func(r rune, size int) bool {
+		return (unicode.IsPrint(r) || r == ' ') && !(r == utf8.RuneError && size == 1)
+	}
+	clean := true
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if !safe(r, size) {
+			clean = false
+			break
+		}
+		i += size
+	}
+	if clean {
 		return s
 	}
 	var b strings.Builder
-	for _, r := range s {
-		if unicode.IsPrint(r) || r == ' ' {
-			b.WriteRune(r)
-		} else {
-			q := fmt.Sprintf("%+q", string(r))
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case safe(r, size):
+			b.WriteString(s[i : i+size])
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		default:
+			q := strconv.QuoteRune(r)
 			b.WriteString(q[1 : len(q)-1])
 		}
+		i += size
 	}
 	return b.String()
 }

@@ -36,3 +36,20 @@ func TestPrintGeneric(t *testing.T) {
 		}
 	}
 }
+
+// Text that is not JSON (an error's words, which may quote what a server sent) is escaped too,
+// bytes that are not UTF-8 among it: 0x9b starts an escape sequence on some terminals.
+func TestSanitize(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain text, é and 漢字":     "plain text, é and 漢字",
+		"a\x9b31mb":                `a\x9b31mb`,
+		"bell\a tab\t esc\x1b[0m":  `bell\a tab\t esc\x1b[0m`,
+		"rtl\u202eoverride":        `rtl\u202eoverride`,
+		"cut \xe6\xbc":             `cut \xe6\xbc`,
+		"replacement \ufffd stays": "replacement \ufffd stays",
+	} {
+		if got := sanitize(in); got != want {
+			t.Errorf("sanitize(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
