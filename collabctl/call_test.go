@@ -308,3 +308,23 @@ func TestEveryRouteAuthenticates(t *testing.T) {
 		}
 	}
 }
+
+// With -o json, characters a terminal acts on that JSON lets through raw (a C1 control, a
+// bidirectional override, a byte that is not UTF-8) are printed as escapes; the JSON still
+// decodes to the same text, bad bytes to U+FFFD.
+func TestJSONOutputEscaped(t *testing.T) {
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, "{\"result\": {\"data\": {\"response\": \"a\xc2\x9b31m b\xe2\x80\xaec \x9b d \U0001f600 \u007f\"}}}")
+	}))
+	defer front.Close()
+	env := map[string]string{"COLLABCTL_URL": front.URL, "COLLABCTL_API_KEY": "k", "COLLABCTL_AUTH_TOKEN": "t"}
+	o := run(context.Background(), env, "", "-o", "json", "call", "/v2/organizations/get").ok(t)
+	if strings.Contains(o.stdout, "\u009b") || strings.Contains(o.stdout, "\u202e") || strings.Contains(o.stdout, "\x9b") || strings.Contains(o.stdout, "\x7f") {
+		t.Fatalf("raw control characters in %q", o.stdout)
+	}
+	got, _ := o.json(t)["data"].(map[string]any)["response"].(string)
+	if want := "a\u009b31m b\u202ec \ufffd d \U0001f600 \u007f"; got != want {
+		t.Fatalf("decoded %q, want %q", got, want)
+	}
+}

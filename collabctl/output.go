@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -20,7 +21,7 @@ func printJSON(w io.Writer, raw json.RawMessage) error {
 		return fmt.Errorf("the answer is not valid JSON: %w", err)
 	}
 	buf.WriteByte('\n')
-	_, err := w.Write(buf.Bytes())
+	_, err := w.Write(terminalSafeJSON(buf.Bytes()))
 	return err
 }
 
@@ -30,8 +31,39 @@ func printValue(w io.Writer, v any) error {
 	if err != nil {
 		return fmt.Errorf("writing JSON: %w", err)
 	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
+	_, err = fmt.Fprintf(w, "%s\n", terminalSafeJSON(b))
 	return err
+}
+
+// terminalSafeJSON escapes in JSON text what a terminal would act on and JSON lets through
+// raw: characters that are not printable (C1 controls such as U+009B, DEL, bidirectional
+// overrides) become \uXXXX escapes, and bytes that are not UTF-8 U+FFFD. Text from the server
+// (a webhook receiver's answer) reaches the operator's terminal with -o json too. Outside its
+// strings JSON is ASCII, so only strings change, and they decode to the same text.
+func terminalSafeJSON(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c < utf8.RuneSelf && c != 0x7f {
+			out = append(out, c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			out = append(out, `\ufffd`...)
+		case unicode.IsPrint(r):
+			out = append(out, b[i:i+size]...)
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		default:
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += size
+	}
+	return out
 }
 
 // table writes rows under a header, aligned, every cell made safe for a terminal.

@@ -195,7 +195,7 @@ func (p *attemptPrinter) print(attempts []attempt) error {
 func compact(raw json.RawMessage) string {
 	var b bytes.Buffer
 	if err := json.Compact(&b, raw); err != nil {
-		return string(raw)
+		return string(terminalSafeJSON(raw))
 	}
-	return b.String()
+	return string(terminalSafeJSON(b.Bytes()))
 }
