@@ -91,6 +91,9 @@ func relayBacklog(ctx context.Context, s *session, args []string) error {
 			return err
 		}
 	}
+	if failed == len(targets) {
+		return fmt.Errorf("no metrics URL could be read; no backlog to show")
+	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d metrics URLs could not be read; the backlog shown is partial", failed, len(targets))
 	}

@@ -96,7 +96,7 @@ func TestRelayBacklog(t *testing.T) {
 		t.Fatalf("table row %q in:\n%s", row, o.stdout)
 	}
 	// The API's listener is not a metrics listener.
-	if o := run(ctx, env, "", "relay", "backlog", "--metrics-url", "http://"+p.HTTPAddr); o.code != ExitFailed || !strings.Contains(o.stderr, "HTTP 404") {
+	if o := run(ctx, env, "", "relay", "backlog", "--metrics-url", "http://"+p.HTTPAddr); o.code != ExitFailed || !strings.Contains(o.stderr, "HTTP 404") || !strings.Contains(o.stderr, "no metrics URL could be read") {
 		t.Fatalf("the API as metrics: %+v", o)
 	}
 	// Through something that drops the TYPE lines (the values become untyped) and adds series
