@@ -255,7 +255,9 @@ func connectionError(base *url.URL, err error) error {
 		return fmt.Errorf("%s: the server's certificate is not valid for this host name: %w", base.Host, err)
 	case errors.As(err, &certInvalid):
 		return fmt.Errorf("%s: the server's certificate is not valid: %w", base.Host, err)
-	case errors.As(err, &recordHeader):
+	case errors.As(err, &recordHeader),
+		// net/http replaces the record error with this text, unwrapped, when the answer is HTTP.
+		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		return fmt.Errorf("%s does not speak TLS: use an http:// --url: %w", base.Host, err)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return fmt.Errorf("cannot reach collab at %s: connection refused (is collabd running there? set --url or %s): %w", base.Redacted(), EnvName("url"), err)
