@@ -154,6 +154,30 @@ func TestUnreachableServer(t *testing.T) {
 	if o.code != ExitFailed || !strings.Contains(o.stderr, "cannot reach collab at http://"+addr+": connection refused") || strings.Contains(o.stderr, "secret-token") {
 		t.Fatalf("closed port: %+v", o)
 	}
+	// A listener that takes connections and never answers: the time limit ends the call, over
+	// HTTP and over gRPC, and says so.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	env["COLLABCTL_URL"] = "http://" + silent.Addr().String()
+	if o := run(context.Background(), env, "", "--timeout", "300ms", "keys", "list"); o.code != ExitFailed || !strings.Contains(o.stderr, "no answer from "+silent.Addr().String()+" in time (--timeout)") {
+		t.Errorf("silent HTTP: %+v", o)
+	}
+	env["COLLABCTL_GRPC_ADDR"] = silent.Addr().String()
+	if o := run(context.Background(), env, "", "--timeout", "300ms", "call", "/v2/workspace/apikeys/get", "--via", "grpc"); o.code != ExitFailed || !strings.Contains(o.stderr, "in time (--timeout)") {
+		t.Errorf("silent gRPC: %+v", o)
+	}
 	for _, bad := range []string{"ftp://x", "127.0.0.1:8080", "http://user:pw@127.0.0.1:1"} {
 		if o := run(context.Background(), env, "", "--url", bad, "keys", "list"); o.code != ExitUsage || strings.Contains(o.stderr, "pw") {
 			t.Errorf("--url %s: %+v", bad, o)
