@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/collab/collab/gateway"
+	"github.com/collab/collab/internal/authn"
 )
 
 // MaxResponse bounds what collabctl reads of one answer: the API's largest pages are far below
@@ -216,12 +217,12 @@ func (c *Client) headers(auth Auth) (map[string]string, error) {
 		if c.creds.WorkspaceID == "" || c.creds.WorkspaceToken == "" {
 			return nil, usagef("this operation needs workspace credentials: set %s and %s (or --workspace-id, --workspace-token)", EnvName("workspace-id"), EnvName("workspace-token"))
 		}
-		return map[string]string{"x-service-workspace-id": c.creds.WorkspaceID, "x-service-workspace-auth-token": c.creds.WorkspaceToken}, nil
+		return map[string]string{authn.HeaderWorkspaceID: c.creds.WorkspaceID, authn.HeaderWorkspaceToken: c.creds.WorkspaceToken}, nil
 	case AuthKey:
 		if c.creds.APIKey == "" || c.creds.AuthToken == "" {
 			return nil, usagef("this operation needs an API key and its auth token: set %s and %s (or --api-key, --auth-token)", EnvName("api-key"), EnvName("auth-token"))
 		}
-		return map[string]string{"x-service-api-key": c.creds.APIKey, "x-service-auth-token": c.creds.AuthToken}, nil
+		return map[string]string{authn.HeaderAPIKey: c.creds.APIKey, authn.HeaderAuthToken: c.creds.AuthToken}, nil
 	}
 	return nil, nil
 }
