@@ -163,7 +163,8 @@ func decode(raw json.RawMessage) (any, error) {
 func printGeneric(w io.Writer, v any) error {
 	switch x := v.(type) {
 	case []any:
-		if rows, ok := objects(x); ok {
+		// An empty list prints as [] below: a table without rows would print nothing at all.
+		if rows, ok := objects(x); ok && len(rows) > 0 {
 			return objectTable(w, rows)
 		}
 	case map[string]any:

@@ -14,6 +14,7 @@ func TestPrintGeneric(t *testing.T) {
 		want      []string
 	}{
 		{"list", `[{"b": 1, "a": "x"}, {"a": "y", "c": true}]`, []string{"A  B  C", "x  1  -", "y  -  true"}},
+		{"empty list", `[]`, []string{"[]"}},
 		{"keyed", `{"o2": {"success": false, "message": "no"}, "o1": {"success": true}}`, []string{"KEY  MESSAGE  SUCCESS", "o1   -        true", "o2   no       false"}},
 		{"page", `{"items": [{"id": "i1"}], "done": true, "next": null}`, []string{"ID", "i1", "done:  true", "next:  -"}},
 		{"pairs", `{"name": "n", "tags": ["a", "b"], "n": 12345678901234567890}`, []string{"n:     12345678901234567890", "name:  n", `tags:  ["a","b"]`}},
