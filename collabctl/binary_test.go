@@ -100,11 +100,16 @@ func TestCollabdTLS(t *testing.T) {
 	if o := run(ctx, env, "", "keys", "list"); o.code != ExitFailed || !strings.Contains(o.stderr, "--ca-file") {
 		t.Fatalf("https without the CA: %+v", o)
 	}
+	// https to a plain listener (the gRPC one speaks TLS here, so a plain process's HTTP one).
+	plain := startProcess(t)
+	if o := run(ctx, env, "", "--url", "https://"+plain.HTTPAddr, "keys", "list"); o.code != ExitFailed || !strings.Contains(o.stderr, plain.HTTPAddr+" does not speak TLS: use an http:// --url") {
+		t.Fatalf("https to a plain listener: %+v", o)
+	}
 	env["COLLABCTL_CA_FILE"] = server.CA
 	if o := run(ctx, env, "", "keys", "list").ok(t); !strings.Contains(o.stdout, p.Dev.APIKey) {
 		t.Fatalf("https:\n%s", o.stdout)
 	}
-	if o := run(ctx, env, "", "--url", "http://"+p.HTTPAddr, "keys", "list"); o.code != ExitFailed || !strings.Contains(o.stderr, "not the API's JSON envelope") {
+	if o := run(ctx, env, "", "--url", "http://"+p.HTTPAddr, "keys", "list"); o.code != ExitFailed || !strings.Contains(o.stderr, p.HTTPAddr+" serves HTTPS: use an https:// --url") {
 		t.Fatalf("http to the https listener: %+v", o)
 	}
 	if o := run(ctx, env, "", "--ca-file", filepath.Join(dir, "none.pem"), "keys", "list"); o.code != ExitUsage || !strings.Contains(o.stderr, "--ca-file") {

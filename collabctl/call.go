@@ -52,8 +52,12 @@ func call(ctx context.Context, s *session, args []string) error {
 		}
 		overGRPC = true
 	case "http":
-		if op.Path == "" {
+		if op.Path == "" && op.Class == optionsv1.Auth_AUTH_INTERNAL {
 			return usagef("%s is an internal operation: it has no HTTP route; call it over gRPC (--grpc-addr, %s)", op.Method, EnvName("internal-token"))
+		}
+		if op.Path == "" {
+			// Not every operation without a route is internal (Get JWKS is public).
+			return usagef("%s has no HTTP route; call it over gRPC (--grpc-addr)", op.Method)
 		}
 	default:
 		return usagef("--via must be auto, http or grpc, not %q", *via)
@@ -78,10 +82,23 @@ func call(ctx context.Context, s *session, args []string) error {
 	if err != nil {
 		return err
 	}
-	if d, ok := v.(map[string]any); ok && d["data"] != nil {
-		v = d["data"]
+	d, ok := v.(map[string]any)
+	if !ok || d["data"] == nil {
+		return printGeneric(s.stdout, v)
 	}
-	return printGeneric(s.stdout, v)
+	if err := printGeneric(s.stdout, d["data"]); err != nil {
+		return err
+	}
+	// Page tokens travel beside data (List API Keys' nextPageToken, the documents' pageToken):
+	// an operator reading a page needs them to ask for the next one. Status and message only
+	// repeat that the call succeeded.
+	t := newTable(s.stdout)
+	for _, k := range sortedKeys(d) {
+		if k != "data" && k != "status" && k != "message" {
+			t.row(k+":", cell(d[k]))
+		}
+	}
+	return t.flush()
 }
 
 // callAuth is the credential class call sends: the operation's own unless --auth names one.

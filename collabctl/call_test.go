@@ -2,7 +2,10 @@ package collabctl
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,6 +154,30 @@ func TestUnreachableServer(t *testing.T) {
 	if o.code != ExitFailed || !strings.Contains(o.stderr, "cannot reach collab at http://"+addr+": connection refused") || strings.Contains(o.stderr, "secret-token") {
 		t.Fatalf("closed port: %+v", o)
 	}
+	// A listener that takes connections and never answers: the time limit ends the call, over
+	// HTTP and over gRPC, and says so.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	env["COLLABCTL_URL"] = "http://" + silent.Addr().String()
+	if o := run(context.Background(), env, "", "--timeout", "300ms", "keys", "list"); o.code != ExitFailed || !strings.Contains(o.stderr, "no answer from "+silent.Addr().String()+" in time (--timeout)") {
+		t.Errorf("silent HTTP: %+v", o)
+	}
+	env["COLLABCTL_GRPC_ADDR"] = silent.Addr().String()
+	if o := run(context.Background(), env, "", "--timeout", "300ms", "call", "/v2/workspace/apikeys/get", "--via", "grpc"); o.code != ExitFailed || !strings.Contains(o.stderr, "in time (--timeout)") {
+		t.Errorf("silent gRPC: %+v", o)
+	}
 	for _, bad := range []string{"ftp://x", "127.0.0.1:8080", "http://user:pw@127.0.0.1:1"} {
 		if o := run(context.Background(), env, "", "--url", bad, "keys", "list"); o.code != ExitUsage || strings.Contains(o.stderr, "pw") {
 			t.Errorf("--url %s: %+v", bad, o)
@@ -196,8 +223,132 @@ func TestCallOverGRPC(t *testing.T) {
 		t.Fatalf("GetDomains over gRPC: %v", domains)
 	}
 
+	// A public operation without a route goes over gRPC with no credential.
+	if o := run(ctx, env, "", "call", "AccessService.GetJwks", "--via", "http"); o.code != ExitUsage || !strings.Contains(o.stderr, "GetJwks has no HTTP route; call it over gRPC") {
+		t.Fatalf("GetJwks over HTTP: %+v", o)
+	}
+	jwks := run(ctx, map[string]string{"COLLABCTL_GRPC_ADDR": p.GRPCAddr}, "", "-o", "json", "call", "AccessService.GetJwks").ok(t).json(t)
+	if _, ok := jwks["keys"]; !ok {
+		t.Fatalf("GetJwks: %v", jwks)
+	}
+
 	env["COLLABCTL_GRPC_ADDR"] = closedAddr(t)
 	if o := run(ctx, env, data, "call", authenticate, "-f", "-"); o.code != ExitFailed || !strings.Contains(o.stderr, "cannot reach the gRPC listener") {
 		t.Fatalf("a closed gRPC port: %+v", o)
+	}
+}
+
+// A URL given with credentials is never quoted with them in a message, whichever check
+// refuses it.
+func TestURLCredentialsNotShown(t *testing.T) {
+	env := map[string]string{"COLLABCTL_WORKSPACE_ID": "w", "COLLABCTL_WORKSPACE_TOKEN": "t"}
+	for _, args := range [][]string{
+		{"--url", "ftp://ops:secretpw@127.0.0.1:1", "keys", "list"},
+		{"--url", "https://secretpw@127.0.0.1:1/%zz", "keys", "list"},
+		{"--url", "http://ops:secretpw@[::1", "keys", "list"},
+		{"relay", "backlog", "--metrics-url", "http://ops:secretpw@127.0.0.1:1/metrics"},
+		{"relay", "backlog", "--metrics-url", "gopher://secretpw@127.0.0.1:1"},
+	} {
+		o := run(context.Background(), env, "", args...)
+		if o.code != ExitUsage || strings.Contains(o.stdout+o.stderr, "secretpw") || o.stderr == "" {
+			t.Errorf("%v: %+v", args, o)
+		}
+	}
+	// Without credentials the URL is quoted, so the operator sees what was wrong.
+	if o := run(context.Background(), env, "", "--url", "ftp://127.0.0.1:1", "keys", "list"); o.code != ExitUsage || !strings.Contains(o.stderr, `"ftp://127.0.0.1:1"`) {
+		t.Errorf("ftp URL: %+v", o)
+	}
+}
+
+// In a table, call shows the fields beside data, such as the token of the next page, which an
+// operator needs to read on; status and message are left out.
+func TestCallTableShowsPageToken(t *testing.T) {
+	p := startProcess(t)
+	ctx := context.Background()
+	env := devEnv(p)
+	run(ctx, env, "", "keys", "create", "--name", "second").ok(t)
+	table := run(ctx, env, "", "call", "/v2/workspace/apikeys/get", "-d", `{"pageSize": 1}`).ok(t)
+	var token string
+	for _, line := range strings.Split(table.stdout, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "nextPageToken:" {
+			token = f[1]
+		}
+	}
+	if token == "" || !strings.Contains(table.stdout, p.Dev.APIKey) || strings.Contains(table.stdout, "second") || strings.Contains(table.stdout, "success") {
+		t.Fatalf("table:\n%s", table.stdout)
+	}
+	// The token shown reads the next page.
+	next := run(ctx, env, "", "call", "/v2/workspace/apikeys/get", "-d", `{"pageSize": 1, "pageToken": "`+token+`"}`).ok(t)
+	if !strings.Contains(next.stdout, "second") || strings.Contains(next.stdout, p.Dev.APIKey) {
+		t.Fatalf("second page:\n%s", next.stdout)
+	}
+}
+
+// What answers in the gateway's place (a proxy, another server) may send an error envelope of
+// its own: its status, message and details reach the terminal with control characters escaped.
+func TestErrorEnvelopeEscaped(t *testing.T) {
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadGateway)
+		io.WriteString(w, `{"error": {"status": "BAD\u001b]0;owned\u0007", "message": "gone\u001b[2J", "details": {"x": "\u001b[31m"}}}`)
+	}))
+	defer front.Close()
+	env := map[string]string{"COLLABCTL_URL": front.URL, "COLLABCTL_API_KEY": "k", "COLLABCTL_AUTH_TOKEN": "t"}
+	o := run(context.Background(), env, "", "call", "/v2/organizations/get")
+	if o.code != ExitFailed || strings.ContainsRune(o.stderr, 0x1b) || strings.ContainsRune(o.stderr, 0x07) ||
+		!strings.Contains(o.stderr, `BAD\x1b]0;owned\a (HTTP 502): gone\x1b[2J`) {
+		t.Fatalf("%+v", o)
+	}
+}
+
+// Every route, called with collabctl's own choice of credentials against a real process, is
+// authenticated: the class each operation declares picks credentials the server takes. Empty
+// data is refused by many handlers, but never for want of credentials (body-credential
+// operations carry theirs in the data, so they are called with them).
+func TestEveryRouteAuthenticates(t *testing.T) {
+	p := startProcess(t)
+	ctx := context.Background()
+	env := devEnv(p)
+	table, err := routes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for method, path := range table.byMethod {
+		op, err := resolveOperation(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := "{}"
+		if op.Class == optionsv1.Auth_AUTH_BODY {
+			data = `{"apiKey": "` + p.Dev.APIKey + `", "authToken": "` + p.Dev.AuthToken + `"}`
+		}
+		o := run(ctx, env, "", "call", path, "-d", data)
+		// The API words a missing header credential as INVALID_ARGUMENT "... not found in headers."
+		for _, refusal := range []string{"UNAUTHENTICATED", "PERMISSION_DENIED", "not found in headers", "does not match the", "not the API's JSON envelope"} {
+			if o.code == ExitUsage || strings.Contains(o.stderr, refusal) {
+				t.Errorf("%s (%s, %v): exit %d: %s", path, method, op.Class, o.code, o.stderr)
+				break
+			}
+		}
+	}
+}
+
+// With -o json, characters a terminal acts on that JSON lets through raw (a C1 control, a
+// bidirectional override, a byte that is not UTF-8) are printed as escapes; the JSON still
+// decodes to the same text, bad bytes to U+FFFD.
+func TestJSONOutputEscaped(t *testing.T) {
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, "{\"result\": {\"data\": {\"response\": \"a\xc2\x9b31m b\xe2\x80\xaec \x9b d \U0001f600 \u007f\"}}}")
+	}))
+	defer front.Close()
+	env := map[string]string{"COLLABCTL_URL": front.URL, "COLLABCTL_API_KEY": "k", "COLLABCTL_AUTH_TOKEN": "t"}
+	o := run(context.Background(), env, "", "-o", "json", "call", "/v2/organizations/get").ok(t)
+	if strings.Contains(o.stdout, "\u009b") || strings.Contains(o.stdout, "\u202e") || strings.Contains(o.stdout, "\x9b") || strings.Contains(o.stdout, "\x7f") {
+		t.Fatalf("raw control characters in %q", o.stdout)
+	}
+	got, _ := o.json(t)["data"].(map[string]any)["response"].(string)
+	if want := "a\u009b31m b\u202ec \ufffd d \U0001f600 \u007f"; got != want {
+		t.Fatalf("decoded %q, want %q", got, want)
 	}
 }

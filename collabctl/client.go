@@ -13,9 +13,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/collab/collab/gateway"
+	"github.com/collab/collab/internal/authn"
 )
 
 // MaxResponse bounds what collabctl reads of one answer: the API's largest pages are far below
@@ -23,7 +27,7 @@ import (
 const MaxResponse = 32 << 20
 
 // maxRequest is the gateway's body limit: larger data would be refused anyway.
-const maxRequest = 4 << 20
+const maxRequest = gateway.MaxBodyBytes
 
 // Credentials are the caller's: workspace ones for workspace operations, an API key and its
 // auth token for key operations. They are sent only to the operations that need them.
@@ -78,7 +82,7 @@ type Client struct {
 func NewClient(baseURL string, creds Credentials, caFile string, timeout time.Duration) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, usagef("--url %q is not an http(s) URL such as http://127.0.0.1:8080", baseURL)
+		return nil, usagef("--url %s is not an http(s) URL such as http://127.0.0.1:8080", shownURL(baseURL))
 	}
 	if u.User != nil {
 		return nil, usagef("--url must not carry credentials")
@@ -88,6 +92,22 @@ func NewClient(baseURL string, creds Credentials, caFile string, timeout time.Du
 		return nil, err
 	}
 	return &Client{base: u, http: client, creds: creds}, nil
+}
+
+// shownURL is a URL given by the operator as an error message may quote it: without its user
+// information, and not at all when it does not parse and may hold some.
+func shownURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		if u.User != nil {
+			// A user name alone can be a token (https://TOKEN@host), so all of it goes.
+			u.User = url.User("xxxxx")
+		}
+		return strconv.Quote(u.String())
+	}
+	if strings.Contains(raw, "@") {
+		return "(not shown: it may hold credentials)"
+	}
+	return strconv.Quote(raw)
 }
 
 // tlsConfig trusts the certificates of caFile, or the system's when it is empty.
@@ -176,6 +196,10 @@ func (c *Client) Call(ctx context.Context, path string, auth Auth, data json.Raw
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(raw, &env); err != nil || (env.Error == nil && env.Result == nil) {
+		// Go's HTTPS servers, collabd's among them, answer plain HTTP with this 400.
+		if c.base.Scheme == "http" && resp.StatusCode == http.StatusBadRequest && bytes.Contains(raw, []byte("HTTP request to an HTTPS server")) {
+			return nil, fmt.Errorf("%s serves HTTPS: use an https:// --url (and --ca-file for its CA)", c.base.Host)
+		}
 		return nil, unexpected(resp, path)
 	}
 	if env.Error != nil {
@@ -193,12 +217,12 @@ func (c *Client) headers(auth Auth) (map[string]string, error) {
 		if c.creds.WorkspaceID == "" || c.creds.WorkspaceToken == "" {
 			return nil, usagef("this operation needs workspace credentials: set %s and %s (or --workspace-id, --workspace-token)", EnvName("workspace-id"), EnvName("workspace-token"))
 		}
-		return map[string]string{"x-service-workspace-id": c.creds.WorkspaceID, "x-service-workspace-auth-token": c.creds.WorkspaceToken}, nil
+		return map[string]string{authn.HeaderWorkspaceID: c.creds.WorkspaceID, authn.HeaderWorkspaceToken: c.creds.WorkspaceToken}, nil
 	case AuthKey:
 		if c.creds.APIKey == "" || c.creds.AuthToken == "" {
 			return nil, usagef("this operation needs an API key and its auth token: set %s and %s (or --api-key, --auth-token)", EnvName("api-key"), EnvName("auth-token"))
 		}
-		return map[string]string{"x-service-api-key": c.creds.APIKey, "x-service-auth-token": c.creds.AuthToken}, nil
+		return map[string]string{authn.HeaderAPIKey: c.creds.APIKey, authn.HeaderAuthToken: c.creds.AuthToken}, nil
 	}
 	return nil, nil
 }
@@ -232,7 +256,9 @@ func connectionError(base *url.URL, err error) error {
 		return fmt.Errorf("%s: the server's certificate is not valid for this host name: %w", base.Host, err)
 	case errors.As(err, &certInvalid):
 		return fmt.Errorf("%s: the server's certificate is not valid: %w", base.Host, err)
-	case errors.As(err, &recordHeader):
+	case errors.As(err, &recordHeader),
+		// net/http replaces the record error with this text, unwrapped, when the answer is HTTP.
+		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		return fmt.Errorf("%s does not speak TLS: use an http:// --url: %w", base.Host, err)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return fmt.Errorf("cannot reach collab at %s: connection refused (is collabd running there? set --url or %s): %w", base.Redacted(), EnvName("url"), err)

@@ -144,3 +144,23 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// -h, of collabctl and of each command, prints the usage to stdout and exits 0, and shows none
+// of the secrets in the environment or on the command line (flag defaults are the built-in
+// ones, never the environment's).
+func TestHelpShowsNoSecret(t *testing.T) {
+	secrets := map[string]string{
+		"COLLABCTL_WORKSPACE_TOKEN": "secret-workspace-token", "COLLABCTL_AUTH_TOKEN": "secret-auth-token",
+		"COLLABCTL_INTERNAL_TOKEN": "secret-internal-token", "COLLABCTL_WORKSPACE_ID": "w", "COLLABCTL_API_KEY": "k",
+	}
+	helps := [][]string{{"-h"}, {"--auth-token", "secret-flag-token", "-h"}}
+	for _, c := range commands() {
+		helps = append(helps, append(strings.Fields(c.words), "-h"))
+	}
+	for _, args := range helps {
+		o := run(context.Background(), secrets, "", args...)
+		if o.code != ExitOK || !strings.Contains(o.stdout, "Usage: collabctl") || strings.Contains(o.stdout+o.stderr, "secret-") {
+			t.Errorf("%v: %+v", args, o)
+		}
+	}
+}

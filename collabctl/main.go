@@ -126,10 +126,12 @@ func report(stderr io.Writer, err error) int {
 		fmt.Fprintln(stderr, "collabctl:", ue.msg)
 		return ExitUsage
 	case errors.As(err, &ae) && ae.GRPC:
-		fmt.Fprintf(stderr, "collabctl: %s (gRPC): %s\n", ae.Status, sanitize(ae.Message))
+		fmt.Fprintf(stderr, "collabctl: %s (gRPC): %s\n", sanitize(ae.Status), sanitize(ae.Message))
 		return ExitFailed
 	case errors.As(err, &ae):
-		fmt.Fprintf(stderr, "collabctl: %s (HTTP %d): %s\n", ae.Status, ae.HTTPStatus, sanitize(ae.Message))
+		// The status is the server's text like the message: whatever answered (a proxy, another
+		// server) may put a terminal's escape sequences in it.
+		fmt.Fprintf(stderr, "collabctl: %s (HTTP %d): %s\n", sanitize(ae.Status), ae.HTTPStatus, sanitize(ae.Message))
 		if len(ae.Details) > 0 {
 			fmt.Fprintf(stderr, "details: %s\n", sanitize(string(ae.Details)))
 		}

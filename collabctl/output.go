@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // printJSON writes raw JSON indented, as the API sent it (field order and numbers kept).
@@ -18,7 +21,7 @@ func printJSON(w io.Writer, raw json.RawMessage) error {
 		return fmt.Errorf("the answer is not valid JSON: %w", err)
 	}
 	buf.WriteByte('\n')
-	_, err := w.Write(buf.Bytes())
+	_, err := w.Write(terminalSafeJSON(buf.Bytes()))
 	return err
 }
 
@@ -28,8 +31,39 @@ func printValue(w io.Writer, v any) error {
 	if err != nil {
 		return fmt.Errorf("writing JSON: %w", err)
 	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
+	_, err = fmt.Fprintf(w, "%s\n", terminalSafeJSON(b))
 	return err
+}
+
+// terminalSafeJSON escapes in JSON text what a terminal would act on and JSON lets through
+// raw: characters that are not printable (C1 controls such as U+009B, DEL, bidirectional
+// overrides) become \uXXXX escapes, and bytes that are not UTF-8 U+FFFD. Text from the server
+// (a webhook receiver's answer) reaches the operator's terminal with -o json too. Outside its
+// strings JSON is ASCII, so only strings change, and they decode to the same text.
+func terminalSafeJSON(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c < utf8.RuneSelf && c != 0x7f {
+			out = append(out, c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			out = append(out, `\ufffd`...)
+		case unicode.IsPrint(r):
+			out = append(out, b[i:i+size]...)
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		default:
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += size
+	}
+	return out
 }
 
 // table writes rows under a header, aligned, every cell made safe for a terminal.
@@ -58,19 +92,37 @@ func (t *table) row(cells ...string) {
 func (t *table) flush() error { return t.tw.Flush() }
 
 // sanitize makes text from the server safe to print: control characters (a terminal's escape
-// sequences, line breaks in a webhook receiver's answer) become visible escapes.
+// sequences, line breaks in a webhook receiver's answer) and bytes that are not UTF-8 (0x9b is
+// an escape sequence's start to some terminals) become visible escapes.
 func sanitize(s string) string {
-	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) < 0 {
+	safe := func(r rune, size int) bool {
+		return (unicode.IsPrint(r) || r == ' ') && !(r == utf8.RuneError && size == 1)
+	}
+	clean := true
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if !safe(r, size) {
+			clean = false
+			break
+		}
+		i += size
+	}
+	if clean {
 		return s
 	}
 	var b strings.Builder
-	for _, r := range s {
-		if unicode.IsPrint(r) || r == ' ' {
-			b.WriteRune(r)
-		} else {
-			q := fmt.Sprintf("%+q", string(r))
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case safe(r, size):
+			b.WriteString(s[i : i+size])
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		default:
+			q := strconv.QuoteRune(r)
 			b.WriteString(q[1 : len(q)-1])
 		}
+		i += size
 	}
 	return b.String()
 }
@@ -111,7 +163,8 @@ func decode(raw json.RawMessage) (any, error) {
 func printGeneric(w io.Writer, v any) error {
 	switch x := v.(type) {
 	case []any:
-		if rows, ok := objects(x); ok {
+		// An empty list prints as [] below: a table without rows would print nothing at all.
+		if rows, ok := objects(x); ok && len(rows) > 0 {
 			return objectTable(w, rows)
 		}
 	case map[string]any:

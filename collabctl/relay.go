@@ -1,9 +1,11 @@
 package collabctl
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"sort"
@@ -20,6 +22,8 @@ const (
 	seriesPending    = "collab_outbox_pending_events"
 	seriesOldest     = "collab_outbox_oldest_pending_age_seconds"
 	seriesReadErrors = "collab_outbox_backlog_read_errors"
+	// outboxPrefix starts each of them.
+	outboxPrefix = "collab_outbox_"
 )
 
 // lane is one (producer, subscriber) backlog, merged over the processes scraped.
@@ -87,6 +91,9 @@ func relayBacklog(ctx context.Context, s *session, args []string) error {
 			return err
 		}
 	}
+	if failed == len(targets) {
+		return fmt.Errorf("no metrics URL could be read; no backlog to show")
+	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d metrics URLs could not be read; the backlog shown is partial", failed, len(targets))
 	}
@@ -119,7 +126,7 @@ func metricsURL(raw string) (string, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return "", usagef("--metrics-url %q is not an http(s) address such as http://127.0.0.1:9100/metrics", raw)
+		return "", usagef("--metrics-url %s is not an http(s) address without credentials, such as http://127.0.0.1:9100/metrics", shownURL(raw))
 	}
 	if u.Path == "" || u.Path == "/" {
 		u.Path = "/metrics"
@@ -144,28 +151,63 @@ func (c *Client) scrape(ctx context.Context, target string) (map[string]*dto.Met
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s answered HTTP %d: is it a process's --metrics-addr?", target, resp.StatusCode)
 	}
-	body := io.LimitReader(resp.Body, MaxResponse+1)
-	counted := &countingReader{r: body}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(counted)
-	if counted.n > MaxResponse {
+	// Only the outbox's lines are parsed (outboxLines), so a page that is no exposition at all
+	// (a proxy's HTML) is told by its type rather than by a parse error.
+	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err != nil || mt != "text/plain" {
+		return nil, fmt.Errorf("%s answered %q, not a Prometheus text exposition: is it a process's --metrics-addr?", target, resp.Header.Get("Content-Type"))
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse+1))
+	if err != nil {
+		return nil, connectionError(u, err)
+	}
+	if len(body) > MaxResponse {
 		return nil, fmt.Errorf("%s: the exposition is larger than %d MiB; not read", target, MaxResponse>>20)
 	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(outboxLines(body)))
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a Prometheus text exposition: %w", target, err)
 	}
 	return families, nil
 }
 
-type countingReader struct {
-	r io.Reader
-	n int64
+// outboxLines keeps the lines of an exposition that speak of the outbox's series: the parser is
+// strict about the whole text, and a series collabctl does not read (a library's, a new one,
+// one it cannot parse) must not stop it from reading the backlog.
+func outboxLines(body []byte) []byte {
+	var out []byte
+	for line := range bytes.Lines(body) {
+		name := bytes.TrimLeft(line, " \t")
+		if rest, ok := bytes.CutPrefix(name, []byte("#")); ok {
+			// "# HELP name ..." and "# TYPE name ...": other comments are dropped.
+			f := bytes.Fields(rest)
+			if len(f) < 2 || (string(f[0]) != "HELP" && string(f[0]) != "TYPE") {
+				continue
+			}
+			name = f[1]
+		}
+		if bytes.HasPrefix(name, []byte(outboxPrefix)) {
+			out = append(out, line...)
+			if !bytes.HasSuffix(line, []byte("\n")) {
+				out = append(out, '\n')
+			}
+		}
+	}
+	return out
 }
 
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
+// value is a sample's value whatever type the exposition gave it: a gauge here, untyped when
+// something between (a federating proxy, an exporter) dropped the TYPE lines.
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
+	case m.GetUntyped() != nil:
+		return m.GetUntyped().GetValue()
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	}
+	return 0
 }
 
 // mergeBacklog adds one process's outbox series to lanes and returns how many it had. Replicas
@@ -194,7 +236,7 @@ func mergeBacklog(lanes map[[2]string]*lane, families map[string]*dto.MetricFami
 				l.Sources++
 			}
 			found++
-			v := m.GetGauge().GetValue()
+			v := value(m)
 			switch name {
 			case seriesPending:
 				l.Pending = max(l.Pending, v)

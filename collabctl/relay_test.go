@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -95,8 +96,50 @@ func TestRelayBacklog(t *testing.T) {
 		t.Fatalf("table row %q in:\n%s", row, o.stdout)
 	}
 	// The API's listener is not a metrics listener.
-	if o := run(ctx, env, "", "relay", "backlog", "--metrics-url", "http://"+p.HTTPAddr); o.code != ExitFailed || !strings.Contains(o.stderr, "HTTP 404") {
+	if o := run(ctx, env, "", "relay", "backlog", "--metrics-url", "http://"+p.HTTPAddr); o.code != ExitFailed || !strings.Contains(o.stderr, "HTTP 404") || !strings.Contains(o.stderr, "no metrics URL could be read") {
 		t.Fatalf("the API as metrics: %+v", o)
+	}
+	// Through something that drops the TYPE lines (the values become untyped) and adds series
+	// of its own, one of them malformed: the backlog is read all the same. A page that is not
+	// an exposition fails.
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/html" {
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, "<html><body>collab_outbox_pending_events 7</body></html>")
+			return
+		}
+		resp, err := http.Get(metrics)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		for line := range strings.Lines(string(body)) {
+			if !strings.HasPrefix(line, "# TYPE ") {
+				io.WriteString(w, line)
+			}
+		}
+		io.WriteString(w, "# TYPE proxy_up gauge\nproxy_up 1\nproxy_broken{le=\"1\" 3 not a sample\n# TYPE proxy_up counter\n")
+	}))
+	defer front.Close()
+	o = run(ctx, env, "", "-o", "json", "relay", "backlog", "--metrics-url", front.URL+"/metrics").ok(t)
+	lanes = nil
+	if err := json.Unmarshal([]byte(o.stdout), &lanes); err != nil {
+		t.Fatalf("%v\n%s", err, o.stdout)
+	}
+	var through *lane
+	for i, l := range lanes {
+		if l.Producer == stuck[0] && l.Subscriber == stuck[1] {
+			through = &lanes[i]
+		}
+	}
+	if len(lanes) != len(scraped) || through == nil || through.Pending != 2 || through.OldestAge <= 0 {
+		t.Fatalf("through the front: %s", o.stdout)
+	}
+	if o := run(ctx, env, "", "relay", "backlog", "--metrics-url", front.URL+"/html"); o.code != ExitFailed || !strings.Contains(o.stderr, `answered "text/html", not a Prometheus text exposition`) {
+		t.Fatalf("an HTML page: %+v", o)
 	}
 	delete(env, "COLLABCTL_METRICS_URLS")
 	if o := run(ctx, env, "", "relay", "backlog"); o.code != ExitUsage {

@@ -59,7 +59,7 @@ func webhookAttemptsTail(ctx context.Context, s *session, args []string) error {
 	out := newAttemptPrinter(s)
 	var seen map[string]bool
 	for {
-		fresh, window, err := pollAttempts(ctx, s, filter, seen)
+		fresh, window, err := pollAttempts(ctx, s, filter, seen, *last)
 		switch {
 		case err == nil:
 			if seen == nil && len(fresh) > *last {
@@ -87,8 +87,9 @@ func webhookAttemptsTail(ctx context.Context, s *session, args []string) error {
 }
 
 // pollAttempts returns the attempts not in seen, oldest first, and the ids of the newest page,
-// the window the next poll compares against.
-func pollAttempts(ctx context.Context, s *session, filter map[string]any, seen map[string]bool) ([]attempt, map[string]bool, error) {
+// the window the next poll compares against. The first poll (seen nil) reads pages until it has
+// the newest last ones.
+func pollAttempts(ctx context.Context, s *session, filter map[string]any, seen map[string]bool, last int) ([]attempt, map[string]bool, error) {
 	var fresh []attempt
 	window := map[string]bool{}
 	iterator := ""
@@ -130,8 +131,10 @@ func pollAttempts(ctx context.Context, s *session, filter map[string]any, seen m
 			}
 			fresh = append(fresh, a)
 		}
-		// On the first poll there is nothing to catch up on beyond one page.
-		if seen == nil || !allNew || res.Data.Done || res.Data.Iterator == nil || *res.Data.Iterator == "" {
+		more := !res.Data.Done && res.Data.Iterator != nil && *res.Data.Iterator != ""
+		// The first poll wants the newest --last (which may be more than a page); a later one
+		// reads on while a whole page is new, to catch up after a burst.
+		if !more || (seen == nil && len(fresh) >= last) || (seen != nil && !allNew) {
 			break
 		}
 		iterator = *res.Data.Iterator
@@ -176,8 +179,9 @@ func (p *attemptPrinter) print(attempts []attempt) error {
 	}
 	for _, a := range attempts {
 		resp := sanitize(a.Response)
-		if len(resp) > 80 {
-			resp = resp[:77] + "..."
+		// Cut by characters: a cut inside one would print a broken byte.
+		if r := []rune(resp); len(r) > 80 {
+			resp = string(r[:77]) + "..."
 		}
 		_, err := fmt.Fprintf(p.s.stdout, "%-24s  %-7s  %4d  %8.0f  %-30s  %-30s  %s\n",
 			sanitize(a.Timestamp), sanitize(a.Status), a.ResponseStatusCode, a.DurationMS, sanitize(a.MessageID), sanitize(a.EndpointID), resp)
@@ -191,7 +195,7 @@ func (p *attemptPrinter) print(attempts []attempt) error {
 func compact(raw json.RawMessage) string {
 	var b bytes.Buffer
 	if err := json.Compact(&b, raw); err != nil {
-		return string(raw)
+		return string(terminalSafeJSON(raw))
 	}
-	return b.String()
+	return string(terminalSafeJSON(b.Bytes()))
 }

@@ -3,6 +3,7 @@ package collabctl
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unicode/utf8"
 )
 
 // tail prints an attempt made after it started (and, with --last 0, none made before), then ends
@@ -172,5 +174,110 @@ func TestWebhookAttemptsTailRetries(t *testing.T) {
 	tailEnv["COLLABCTL_URL"] = "http://" + closedAddr(t)
 	if o := run(ctx, tailEnv, "", "webhooks", "attempts", "tail", "--endpoint", endpoint); o.code != ExitFailed || !strings.Contains(o.stderr, "connection refused") {
 		t.Fatalf("tail of nothing: %+v", o)
+	}
+}
+
+// More attempts than a page: --last reads back as many as asked, and attempts made by
+// concurrent deliveries while the tail runs are each printed once, none missed. A receiver's
+// long answer is cut by characters in the table.
+func TestWebhookAttemptsTailPaging(t *testing.T) {
+	p := startProcess(t)
+	answer := strings.Repeat("é", 100)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, answer) }))
+	defer receiver.Close()
+	ctx := context.Background()
+	env := devEnv(p)
+	run(ctx, env, `{"isEnabled": true}`, "call", "/v2/workspace/advancedwebhookconfig/update", "-f", "-").ok(t)
+	ep := run(ctx, env, `{"url": "`+receiver.URL+`"}`, "-o", "json", "call", "/v2/workspace/advancedwebhook/endpoints/create", "-f", "-").ok(t).json(t)
+	endpoint, _ := ep["data"].(map[string]any)["id"].(string)
+	// send makes n test events from several goroutines at once and returns their message ids.
+	send := func(n int) []string {
+		var mu sync.Mutex
+		var ids []string
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				for i := w; i < n; i += 4 {
+					_, got := post(t, p, "/v2/workspace/advancedwebhook/endpoints/test", keyHeaders(p.Dev.APIKey, p.Dev.AuthToken), map[string]any{"endpointId": endpoint})
+					id, _ := got["result"].(map[string]any)["data"].(map[string]any)["messageId"].(string)
+					mu.Lock()
+					ids = append(ids, id)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return ids
+	}
+	countAttempts := func() int {
+		n, iterator := 0, ""
+		for {
+			data := map[string]any{"endpointId": endpoint, "limit": 250}
+			if iterator != "" {
+				data["iterator"] = iterator
+			}
+			_, got := post(t, p, "/v2/workspace/advancedwebhook/attempts/get", keyHeaders(p.Dev.APIKey, p.Dev.AuthToken), data)
+			page, _ := got["result"].(map[string]any)["data"].(map[string]any)
+			list, _ := page["attempts"].([]any)
+			n += len(list)
+			if page["done"] == true {
+				return n
+			}
+			iterator, _ = page["iterator"].(string)
+		}
+	}
+	before := send(260)
+	eventually(t, "260 attempts", func() bool { return countAttempts() == 260 })
+
+	tailCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(tailCtx, []string{"-o", "json", "webhooks", "attempts", "tail", "--endpoint", endpoint, "--interval", "100ms", "--last", "300"},
+			strings.NewReader(""), &out, &errOut, func(k string) string { return env[k] })
+	}()
+	during := send(60)
+	all := append(before, during...)
+	printed := func() map[string]int {
+		counts := map[string]int{}
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			var a map[string]any
+			if err := json.Unmarshal([]byte(line), &a); err == nil {
+				id, _ := a["messageId"].(string)
+				counts[id]++
+			}
+		}
+		return counts
+	}
+	eventually(t, "tail printing all 320 attempts", func() bool { return len(printed()) >= len(all) })
+	stop()
+	if code := <-done; code != ExitOK {
+		t.Fatalf("tail ended with %d: %s", code, errOut.String())
+	}
+	counts := printed()
+	for _, id := range all {
+		if counts[id] != 1 {
+			t.Errorf("message %s printed %d times", id, counts[id])
+		}
+	}
+	if len(counts) != len(all) {
+		t.Errorf("%d messages printed, %d sent", len(counts), len(all))
+	}
+
+	tableCtx, stopTable := context.WithCancel(ctx)
+	defer stopTable()
+	var table syncBuffer
+	go func() {
+		done <- Main(tableCtx, []string{"webhooks", "attempts", "tail", "--endpoint", endpoint, "--last", "1"},
+			strings.NewReader(""), &table, &errOut, func(k string) string { return env[k] })
+	}()
+	eventually(t, "the table's row", func() bool { return strings.Count(table.String(), "\n") == 2 })
+	stopTable()
+	if code := <-done; code != ExitOK {
+		t.Fatalf("tail ended with %d", code)
+	}
+	if !utf8.ValidString(table.String()) || !strings.HasSuffix(table.String(), "  "+strings.Repeat("é", 77)+"...\n") {
+		t.Fatalf("table:\n%q", table.String())
 	}
 }
