@@ -290,7 +290,7 @@ func TestErrorEnvelopeEscaped(t *testing.T) {
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadGateway)
-		io.WriteString(w, `{"error": {"status": "BAD\u001b]0;owned\u0007", "message": "gone\u001b[2J", "details": {"x": "\u001b[31m"}}}`)
+		_, _ = io.WriteString(w, `{"error": {"status": "BAD\u001b]0;owned\u0007", "message": "gone\u001b[2J", "details": {"x": "\u001b[31m"}}}`)
 	}))
 	defer front.Close()
 	env := map[string]string{"COLLABCTL_URL": front.URL, "COLLABCTL_API_KEY": "k", "COLLABCTL_AUTH_TOKEN": "t"}
@@ -339,7 +339,7 @@ func TestEveryRouteAuthenticates(t *testing.T) {
 func TestJSONOutputEscaped(t *testing.T) {
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, "{\"result\": {\"data\": {\"response\": \"a\xc2\x9b31m b\xe2\x80\xaec \x9b d \U0001f600 \u007f\"}}}")
+		_, _ = io.WriteString(w, "{\"result\": {\"data\": {\"response\": \"a\xc2\x9b31m b\xe2\x80\xaec \x9b d \U0001f600 \u007f\"}}}")
 	}))
 	defer front.Close()
 	env := map[string]string{"COLLABCTL_URL": front.URL, "COLLABCTL_API_KEY": "k", "COLLABCTL_AUTH_TOKEN": "t"}

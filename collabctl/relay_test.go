@@ -105,7 +105,7 @@ func TestRelayBacklog(t *testing.T) {
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/html" {
 			w.Header().Set("Content-Type", "text/html")
-			io.WriteString(w, "<html><body>collab_outbox_pending_events 7</body></html>")
+			_, _ = io.WriteString(w, "<html><body>collab_outbox_pending_events 7</body></html>")
 			return
 		}
 		resp, err := http.Get(metrics)
@@ -118,10 +118,10 @@ func TestRelayBacklog(t *testing.T) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		for line := range strings.Lines(string(body)) {
 			if !strings.HasPrefix(line, "# TYPE ") {
-				io.WriteString(w, line)
+				_, _ = io.WriteString(w, line)
 			}
 		}
-		io.WriteString(w, "# TYPE proxy_up gauge\nproxy_up 1\nproxy_broken{le=\"1\" 3 not a sample\n# TYPE proxy_up counter\n")
+		_, _ = io.WriteString(w, "# TYPE proxy_up gauge\nproxy_up 1\nproxy_broken{le=\"1\" 3 not a sample\n# TYPE proxy_up counter\n")
 	}))
 	defer front.Close()
 	o = run(ctx, env, "", "-o", "json", "relay", "backlog", "--metrics-url", front.URL+"/metrics").ok(t)

@@ -183,7 +183,7 @@ func TestWebhookAttemptsTailRetries(t *testing.T) {
 func TestWebhookAttemptsTailPaging(t *testing.T) {
 	p := startProcess(t)
 	answer := strings.Repeat("é", 100)
-	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, answer) }))
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, answer) }))
 	defer receiver.Close()
 	ctx := context.Background()
 	env := devEnv(p)
