@@ -29,6 +29,7 @@ func grant(s *system, user string, resources ...map[string]any) {
 }
 
 func TestGetPermissions(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	k := s.devKey()
 	s.org("o")
@@ -100,6 +101,7 @@ func TestGetPermissions(t *testing.T) {
 }
 
 func TestPermissionsBadInput(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	k := s.devKey()
 	s.org("o")
@@ -138,6 +140,7 @@ func TestPermissionsBadInput(t *testing.T) {
 
 // Tokens verify with a standard JOSE library against the served key set.
 func TestGenerateTokenAndJWKS(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	k := s.devKey()
 	s.org("o")
@@ -204,6 +207,7 @@ func TestGenerateTokenAndJWKS(t *testing.T) {
 // VerifyToken (internal gRPC, no HTTP route) tells the services that accept tokens. The
 // access service learns of the reset from the workspace service, not from the token.
 func TestResetAuthTokenRevokesTokens(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t, "--internal-token="+testInternalToken)
 	wsID, wsToken := s.newWorkspace("owner@example.com")
 	resetKey, resetAuth := s.newKey(wsID, wsToken)

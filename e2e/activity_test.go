@@ -45,6 +45,7 @@ func (s *system) publish(t *testing.T, k map[string]string, event map[string]any
 
 // Events published over HTTP become activity records as the config says.
 func TestPublishedEventsBecomeActivityPerConfig(t *testing.T) {
+	t.Parallel()
 	onBothStores(t, testPublishedEventsBecomeActivityPerConfig)
 }
 
@@ -117,6 +118,7 @@ func testPublishedEventsBecomeActivityPerConfig(t *testing.T, s *system) {
 }
 
 func TestActivityFiltersOrderAndPages(t *testing.T) {
+	t.Parallel()
 	onBothStores(t, testActivityFiltersOrderAndPages)
 }
 
@@ -202,6 +204,7 @@ func countOf(list []string, v string) int {
 }
 
 func TestUpdateActivityLogsAndImmutability(t *testing.T) {
+	t.Parallel()
 	onBothStores(t, testUpdateActivityLogsAndImmutability)
 }
 

@@ -34,6 +34,7 @@ func nestedValue(n int) string {
 // service and fail there as INTERNAL (its decoder's recursion limit), and a body of "[" used to
 // cost hundreds of MB of stack in the gateway.
 func TestDeepBodiesRefused(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	k := s.devKey()
 	s.org("o")
@@ -61,6 +62,7 @@ func TestDeepBodiesRefused(t *testing.T) {
 // A misspelt field must not widen a destructive call: Delete Users with "documentID" (for
 // documentId) used to remove the user from the whole organization.
 func TestMisspeltFieldRefused(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	k := s.devKey()
 	s.call("/v2/users/add", k, map[string]any{"organizationId": "o", "createOrganization": true, "documentId": "d1", "createDocument": true, "users": users("u1")}).data(t, "")

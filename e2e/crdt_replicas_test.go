@@ -19,6 +19,7 @@ import (
 // alone, without a gateway). A client on each; an edit made through one replica reaches the
 // client of the other, both ways, and the data holds both.
 func TestCrdtReplicasShareADocument(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db, err := embedmongo.Start(filepath.Join(dir, "db"), embedmongo.QuietLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {

@@ -31,6 +31,7 @@ func freeAddr(t *testing.T) string {
 // crdt through the gateway's URL, the one public entry point: the gateway proxies the
 // WebSocket to the crdt process's HTTP listener (--crdt-http-addr).
 func TestSplitProcesses(t *testing.T) {
+	t.Parallel()
 	ws := start(t, config(t, "--services=workspace", "--internal-token="+testInternalToken))
 	if ws.proc.HTTPAddr != "" {
 		t.Fatalf("workspace-only process serves HTTP at %s", ws.proc.HTTPAddr)
@@ -128,6 +129,7 @@ func TestSplitProcesses(t *testing.T) {
 }
 
 func TestSplitProcessesNotReadyWithoutPeer(t *testing.T) {
+	t.Parallel()
 	args := []string{"--services=gateway"}
 	for _, s := range []string{"workspace", "documents", "users", "access", "events", "activity", "notifications", "memory", "crdt", "webhooks"} {
 		args = append(args, "--"+s+"-addr=127.0.0.1:1")
@@ -144,6 +146,7 @@ func TestSplitProcessesNotReadyWithoutPeer(t *testing.T) {
 // envelope, naming the flag, and says so in its log at start; with an address where nothing
 // listens, 503 too.
 func TestSplitGatewayWithoutCrdtHTTPAddr(t *testing.T) {
+	t.Parallel()
 	args := []string{"--services=gateway", "--log-level=warn"}
 	for _, s := range []string{"workspace", "documents", "users", "access", "events", "activity", "notifications", "memory", "crdt", "webhooks"} {
 		args = append(args, "--"+s+"-addr=127.0.0.1:1")
@@ -163,6 +166,7 @@ func TestSplitGatewayWithoutCrdtHTTPAddr(t *testing.T) {
 
 // A run with a data directory keeps its data, and the dev credentials, across restarts.
 func TestDataDirPersists(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first := start(t, config(t, "--data-dir="+dir))
 	id, token := first.newWorkspace("persist@example.com")

@@ -54,6 +54,7 @@ func docIDs(t *testing.T, data any) []string {
 }
 
 func TestDocumentsAndFolders(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	k := s.devKey()
 	s.org("acme")
@@ -117,6 +118,7 @@ func TestDocumentsAndFolders(t *testing.T) {
 }
 
 func TestGetDocumentsV2Paging(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	k := s.devKey()
 	s.org("o")
@@ -190,6 +192,7 @@ func TestGetDocumentsV2Paging(t *testing.T) {
 }
 
 func TestDocumentsTenantIsolationAndBadInput(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	s.org("acme")
 	s.docs("acme", "", "secret-doc")
@@ -249,6 +252,7 @@ func (s *system) waitMigration(org, id string) string {
 }
 
 func TestMigrateDocument(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	k := s.devKey()
 	s.org("o")
@@ -290,6 +294,7 @@ func TestMigrateDocument(t *testing.T) {
 
 // A migration interrupted by a shutdown finishes after the restart.
 func TestMigrationResumesAfterRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first := start(t, config(t, "--data-dir="+dir))
 	k := first.devKey()
@@ -312,6 +317,7 @@ func TestMigrationResumesAfterRestart(t *testing.T) {
 }
 
 func TestDeleteDataByLocation(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	k := s.devKey()
 	s.org("o")

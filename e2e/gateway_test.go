@@ -18,6 +18,7 @@ import (
 )
 
 func TestRequestEnvelopeErrors(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	k := s.devKey()
 	cases := []struct {
@@ -50,6 +51,7 @@ func TestRequestEnvelopeErrors(t *testing.T) {
 }
 
 func TestRoutingAndMethods(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	r := s.call("/v2/no/such/operation", s.devKey(), map[string]any{})
 	r.fails(t, 404, "NOT_FOUND", "No operation at POST /v2/no/such/operation.")
@@ -66,6 +68,7 @@ func TestRoutingAndMethods(t *testing.T) {
 }
 
 func TestRequestIDHeader(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	ok := s.call("/v2/workspace/domains/get", s.devKey(), map[string]any{})
 	failed := s.call("/v2/workspace/domains/get", nil, map[string]any{})
@@ -90,6 +93,7 @@ func TestRequestIDHeader(t *testing.T) {
 }
 
 func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	for _, path := range []string{"/healthz", "/readyz"} {
 		r := s.do(http.MethodGet, path, nil, nil)
@@ -110,6 +114,7 @@ func TestHealthAndReadiness(t *testing.T) {
 
 // Internal callers reach the same operations over gRPC with the same credentials as metadata.
 func TestGRPCCallers(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t, "--internal-token="+testInternalToken)
 	conn, err := grpc.NewClient(s.proc.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

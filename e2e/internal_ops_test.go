@@ -35,6 +35,7 @@ func internalClient(t *testing.T, s *system) (*grpc.ClientConn, context.Context)
 // Get Permissions does; both follow the organization's generation. On the memory store and on
 // the embedded FerretDB.
 func TestMembersAndReadersForNotifications(t *testing.T) {
+	t.Parallel()
 	for name, args := range map[string][]string{"memory": nil, "ferretdb": {"--data-dir=" + t.TempDir()}} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -69,6 +69,7 @@ func callInternal(t *testing.T, addr string, md protoreflect.MethodDescriptor, k
 // internal token), is refused; in all-in-one mode, where no token was configured, as well as
 // in split mode.
 func TestInternalRPCsRefuseOutsiders(t *testing.T) {
+	t.Parallel()
 	methods := internalMethods(t)
 	check := func(t *testing.T, addr, apiKey, authToken, realToken string, runs func(protoreflect.MethodDescriptor) bool) {
 		t.Helper()
@@ -121,6 +122,7 @@ func TestInternalRPCsRefuseOutsiders(t *testing.T) {
 
 // A process that runs only some services cannot start without a strong internal token.
 func TestSplitModeRefusesWeakInternalTokens(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"--services=workspace"},
 		{"--services=workspace", "--internal-token=t0k"},

@@ -22,6 +22,7 @@ func judgmentIDs(t *testing.T, result map[string]any) []string {
 // judgment it finds), updated by record id, read on the annotation and recency paths, deleted,
 // and go with their organization.
 func TestMemoryJudgmentsOverHTTPWithLocalModel(t *testing.T) {
+	t.Parallel()
 	onBothStores(t, testMemoryJudgmentsOverHTTP)
 }
 

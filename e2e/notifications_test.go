@@ -121,6 +121,7 @@ func person(id, name string) map[string]any {
 // A notification reaches the inboxes, mailboxes and Slack channel its recipients' configs ask
 // for, once, with its headline filled in for each.
 func TestNotificationsAreDeliveredByInboxEmailAndSlack(t *testing.T) {
+	t.Parallel()
 	s := newMailSystem(t)
 	k, w := s.devKey(), s.devWorkspace()
 	s.call("/v2/workspace/settings/update", w, map[string]any{"slackWebhookUrl": s.slack.srv.URL + "/services/T0/B0/secret"}).data(t, "")
@@ -223,6 +224,7 @@ func TestNotificationsAreDeliveredByInboxEmailAndSlack(t *testing.T) {
 // verifyUserPermissions leaves out who cannot read the document; the resolver keeps ids only and
 // sends no mail; an organization's deletion takes its notifications.
 func TestNotificationPermissionsResolverAndLifecycle(t *testing.T) {
+	t.Parallel()
 	s := newMailSystem(t)
 	k := s.devKey()
 	s.call("/v2/users/add", k, map[string]any{"organizationId": "o", "createOrganization": true, "documentId": "secret", "createDocument": true,
@@ -345,6 +347,7 @@ func testNotificationsBadInput(t *testing.T, s *system) {
 
 // The same operations over gRPC, with the key in metadata, as internal callers use them.
 func TestNotificationsOverGRPC(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	s.call("/v2/users/add", s.devKey(), map[string]any{"organizationId": "o", "createOrganization": true, "users": []any{person("ada", "Ada"), person("bob", "Bob")}}).data(t, "")
 	conn, err := grpc.NewClient(s.proc.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -76,6 +76,7 @@ func persistentSystem(t *testing.T) *system {
 
 // 150 concurrent API key creations in one workspace make exactly the limit of 100 keys.
 func TestAPIKeyLimitHoldsUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	s := persistentSystem(t)
 	id, token := s.newWorkspace("limit@example.com") // its first key counts
 	w := workspaceHeaders(id, token)
@@ -108,6 +109,7 @@ func TestAPIKeyLimitHoldsUnderConcurrency(t *testing.T) {
 // An organization deleted while documents are added to it leaves no document behind: once it is
 // created again, it is empty.
 func TestNoDocumentOutlivesItsOrganization(t *testing.T) {
+	t.Parallel()
 	s := persistentSystem(t)
 	k := s.devKey()
 	for round := range 4 {
@@ -137,6 +139,7 @@ func TestNoDocumentOutlivesItsOrganization(t *testing.T) {
 // A document deleted while users and permissions are added for it leaves no contact entry and no
 // grant behind: once it is created again, nobody is on its contact list or holds a role on it.
 func TestNoGrantOrContactOutlivesItsDocument(t *testing.T) {
+	t.Parallel()
 	s := persistentSystem(t)
 	k := s.devKey()
 	s.call("/v2/organizations/add", k, map[string]any{"organizations": []any{map[string]any{"organizationId": "o", "organizationName": "O"}}}).data(t, "")
@@ -182,6 +185,7 @@ func TestNoGrantOrContactOutlivesItsDocument(t *testing.T) {
 // An organization deleted while events are published and activities added for it leaves no
 // activity record behind: once it is created again, its log is empty.
 func TestNoActivityOutlivesItsOrganization(t *testing.T) {
+	t.Parallel()
 	s := persistentSystem(t)
 	k := s.devKey()
 	s.call("/v2/workspace/activityconfig/update", k, map[string]any{"isEnabled": true}).data(t, "")

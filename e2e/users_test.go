@@ -24,6 +24,7 @@ func users(ids ...string) []any {
 }
 
 func TestUsersLifecycle(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	k := s.devKey()
 	// createOrganization and createDocument create what is missing.
@@ -115,6 +116,7 @@ func TestUsersLifecycle(t *testing.T) {
 }
 
 func TestUsersBadInputAndIsolation(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	k := s.devKey()
 	s.org("o")

@@ -22,6 +22,7 @@ import (
 // service but sends no webhooks, the delivery process that is killed, and the one that takes
 // over.
 func TestWebhookWorkerKilledMidDelivery(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db, err := embedmongo.Start(filepath.Join(dir, "db"), embedmongo.QuietLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {

@@ -61,6 +61,7 @@ func payloadOf(t *testing.T, d webhooktest.Delivery) map[string]any {
 // Events published over HTTP reach, signed, the endpoints whose filters and channels take them,
 // as a real Standard Webhooks receiver verifies; failures are retried, 410 disables.
 func TestWebhooksDeliverToARealReceiver(t *testing.T) {
+	t.Parallel()
 	rcv := webhooktest.Start(t)
 	s := realClockSystem(t)
 	k := s.devKey()
@@ -129,6 +130,7 @@ func TestWebhooksDeliverToARealReceiver(t *testing.T) {
 // Rotation (both secrets verify for a day), encodeData and encryptData (the receiver decrypts
 // with its private key), the rate limit, and a test event.
 func TestWebhookSecretsEncodingEncryptionAndRate(t *testing.T) {
+	t.Parallel()
 	rcv := webhooktest.Start(t)
 	s := realClockSystem(t)
 	k := s.devKey()

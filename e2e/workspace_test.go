@@ -26,6 +26,7 @@ import (
 // The definition of done: a newcomer creates a workspace through the API, gets an API
 // key and auth token through the API, and calls Get Domains and Get Workspace with them.
 func TestNewcomerFlow(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	created := s.call("/v2/workspace/create", nil, map[string]any{
 		"ownerEmail": "Ann@Example.com", "name": "Ann", "workspaceName": "Ann's team", "avatar": "https://example.com/a.png",
@@ -99,6 +100,7 @@ func equalStrings(v any, want ...string) bool {
 
 // Spec section 5 rule 4.
 func TestWorkspaceAuthErrors(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	id, token := s.newWorkspace("w@example.com")
 	cases := []struct {
@@ -126,6 +128,7 @@ func TestWorkspaceAuthErrors(t *testing.T) {
 
 // Spec section 5 rule 5 and the key-level header rules.
 func TestKeyAuthErrors(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	cases := []struct {
 		name    string
@@ -156,6 +159,7 @@ func TestKeyAuthErrors(t *testing.T) {
 
 // One API key cannot see or change another's data; one workspace cannot reach another's keys.
 func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	aID, aToken := s.newWorkspace("a@example.com")
 	bID, bToken := s.newWorkspace("b@example.com")
@@ -195,6 +199,7 @@ func TestTenantIsolation(t *testing.T) {
 }
 
 func TestAPIKeyListPaging(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	id, token := s.newWorkspace("p@example.com")
 	w := workspaceHeaders(id, token)
@@ -254,6 +259,7 @@ func TestAPIKeyListPaging(t *testing.T) {
 }
 
 func TestAuthTokensListAndReset(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	id, token := s.newWorkspace("t@example.com")
 	w := workspaceHeaders(id, token)
@@ -300,6 +306,7 @@ func TestAuthTokensListAndReset(t *testing.T) {
 }
 
 func TestCreateWorkspaceValidation(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	long := strings.Repeat("x", 201)
 	cases := []struct {
@@ -329,6 +336,7 @@ func TestCreateWorkspaceValidation(t *testing.T) {
 }
 
 func TestCreateAPIKeyValidation(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	id, token := s.newWorkspace("k@example.com")
 	w := workspaceHeaders(id, token)
@@ -352,6 +360,7 @@ func TestCreateAPIKeyValidation(t *testing.T) {
 }
 
 func TestAllowedDomainsUpdate(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	d := s.call("/v2/workspace/domains/update", s.devKey(), map[string]any{
 		"allowedDomains": []string{"HTTPS://www.Example.com/path", "example.com", "http://localhost:3000", "*.preview.example.org"},
@@ -375,6 +384,7 @@ func TestAllowedDomainsUpdate(t *testing.T) {
 }
 
 func TestWorkspaceSettings(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t)
 	w := s.devWorkspace()
 	s.call("/v2/workspace/settings/update", w, map[string]any{}).fails(t, 400, "INVALID_ARGUMENT", "")
@@ -417,6 +427,7 @@ func (s *system) openLink(link string) response {
 }
 
 func TestEmailVerification(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t, "--public-url=https://collab.example.com")
 	s.newWorkspace("v@example.com")
 	link := s.verificationLink("v@example.com")
@@ -451,6 +462,7 @@ func TestEmailVerification(t *testing.T) {
 // Spec section 3: keys expire when the owner email is unverified after the grace period, and
 // Get Email Verification Status reactivates them once it is verified.
 func TestUnverifiedEmailGracePeriod(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t, "--email-grace-period=72h")
 	id, token := s.newWorkspace("late@example.com")
 	key, auth := s.newKey(id, token)
@@ -479,6 +491,7 @@ func TestUnverifiedEmailGracePeriod(t *testing.T) {
 }
 
 func TestRateLimits(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t, "--rate-limit=createWorkspace=2,getWorkspace=3,emailStatus=2")
 	limited := "Rate limit exceeded. Try again after 1 minute."
 	for i := range 2 {
@@ -506,6 +519,7 @@ func TestRateLimits(t *testing.T) {
 }
 
 func TestRateLimitGetWorkspaceIsPerWorkspace(t *testing.T) {
+	t.Parallel()
 	s := newSystem(t, "--rate-limit=getWorkspace=1")
 	id, token := s.newWorkspace("g@example.com")
 	s.call("/v2/workspace/get", s.devWorkspace(), map[string]any{}).data(t, "")
@@ -535,6 +549,7 @@ func (b *lockedBuffer) String() string {
 // the update's answer and Get Workspace, a bad URL refused, "" removes it; in full only through
 // the internal GetSlackWebhook; never in the log, even at debug level.
 func TestWorkspaceSlackWebhook(t *testing.T) {
+	t.Parallel()
 	logged := &lockedBuffer{}
 	cfg := config(t, "--internal-token="+testInternalToken, "--log-level=debug")
 	s := startLogging(t, cfg, logged)
