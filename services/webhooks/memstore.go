@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -1020,6 +1021,29 @@ func (s *MemoryStore) Prune(_ context.Context, before time.Time) error {
 func (s *MemoryStore) Ping(context.Context) error { return nil }
 
 var _ Store = (*MemoryStore)(nil)
+
+// BusiestEndpoints returns the endpoints with the most pending deliveries, most first.
+func (s *MemoryStore) BusiestEndpoints(_ context.Context, limit int) ([]EndpointBacklog, error) {
+	s.mu.RLock()
+	counts := map[string]int{}
+	for _, e := range s.deliveries {
+		if e.d.State == StatePending {
+			counts[e.d.EndpointID]++
+		}
+	}
+	s.mu.RUnlock()
+	out := make([]EndpointBacklog, 0, len(counts))
+	for id, n := range counts {
+		out = append(out, EndpointBacklog{EndpointID: id, Pending: n})
+	}
+	slices.SortFunc(out, func(a, b EndpointBacklog) int {
+		if a.Pending != b.Pending {
+			return b.Pending - a.Pending
+		}
+		return strings.Compare(a.EndpointID, b.EndpointID)
+	})
+	return out[:min(len(out), max(limit, 0))], nil
+}
 
 // Backlog counts the pending deliveries and returns the earliest next attempt among those due
 // at now (zero when none is due): the queue's depth and how far behind it is.

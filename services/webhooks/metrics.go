@@ -49,19 +49,39 @@ type Backlogger interface {
 	// Backlog counts the pending deliveries and returns the earliest next attempt among those
 	// due at now (zero when none is due).
 	Backlog(ctx context.Context, now time.Time) (int, time.Time, error)
+	// BusiestEndpoints returns the endpoints with the most pending deliveries, most first
+	// (ties by endpoint id), at most limit of them; endpoints with none are not listed.
+	BusiestEndpoints(ctx context.Context, limit int) ([]EndpointBacklog, error)
 }
+
+// EndpointBacklog is one endpoint's count of pending deliveries.
+type EndpointBacklog struct {
+	EndpointID string
+	Pending    int
+}
+
+// busiestEndpoints bounds the per-endpoint queue series: the queue depth of every endpoint would
+// be a series per endpoint tenants create (unbounded), so only the deepest queues are shown, the
+// ones an operator acts on. Endpoint ids are ours (ep_<time><random>), never a tenant's text.
+const busiestEndpoints = 10
 
 var (
 	pendingDesc = prometheus.NewDesc("collab_webhook_pending_deliveries",
 		"Webhook deliveries waiting to be sent (due now, or waiting for a retry), in the store every webhooks process shares.", nil, nil)
 	lagDesc = prometheus.NewDesc("collab_webhook_due_lag_seconds",
 		"How long the most overdue delivery has been due and not yet taken by a worker (0 when none is due).", nil, nil)
+	endpointPendingDesc = prometheus.NewDesc("collab_webhook_endpoint_pending_deliveries",
+		"Webhook deliveries waiting to be sent to one endpoint, for the endpoints with the deepest queues (at most 10, read at scrape time).", []string{"endpoint"}, nil)
 )
 
 // queueCollector reads the queue's depth from the store at scrape time.
 type queueCollector struct{ s *Server }
 
-func (c queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- pendingDesc; ch <- lagDesc }
+func (c queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- pendingDesc
+	ch <- lagDesc
+	ch <- endpointPendingDesc
+}
 
 func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
 	b, ok := c.s.store.(Backlogger)
@@ -82,6 +102,17 @@ func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, lag)
+	if n == 0 {
+		return
+	}
+	busiest, err := b.BusiestEndpoints(ctx, busiestEndpoints)
+	if err != nil {
+		c.s.log.Warn("webhooks: reading the endpoints' queues for metrics", "error", err)
+		return
+	}
+	for _, e := range busiest {
+		ch <- prometheus.MustNewConstMetric(endpointPendingDesc, prometheus.GaugeValue, float64(e.Pending), e.EndpointID)
+	}
 }
 
 // Collectors are the service's metrics, for the process's registry.

@@ -2,10 +2,15 @@ package webhooks
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	webhooksv1 "github.com/collab/collab/proto/collab/webhooks/v1"
 )
@@ -70,6 +75,52 @@ func TestStoreBacklog(t *testing.T) {
 			if err != nil || n != 2 || !oldest.Equal(at(2*time.Second)) {
 				t.Fatalf("backlog: %d, %v, %v", n, oldest, err)
 			}
+			if got, err := b.BusiestEndpoints(ctx, 10); err != nil || !slices.Equal(got, []EndpointBacklog{{"e1", 2}}) {
+				t.Fatalf("busiest endpoints: %v, %v", got, err)
+			}
+			// e0 ties with e1 (ids break ties), e3 has one; the limit keeps the first two.
+			queue(t, s, delivery("k1", "m4", "e0", t0), delivery("k2", "m5", "e0", t0), delivery("k1", "m6", "e3", t0))
+			if got, err := b.BusiestEndpoints(ctx, 10); err != nil || !slices.Equal(got, []EndpointBacklog{{"e0", 2}, {"e1", 2}, {"e3", 1}}) {
+				t.Fatalf("busiest endpoints: %v, %v", got, err)
+			}
+			if got, err := b.BusiestEndpoints(ctx, 2); err != nil || !slices.Equal(got, []EndpointBacklog{{"e0", 2}, {"e1", 2}}) {
+				t.Fatalf("busiest two endpoints: %v, %v", got, err)
+			}
 		})
+	}
+}
+
+// The queue depth per endpoint is shown for the deepest queues only, at most busiestEndpoints of
+// them, labelled by endpoint id: after messages to twelve endpoints, one of them with three
+// pending and the others one each, a scrape shows that one with 3 and ten series in all.
+func TestEndpointQueueSeries(t *testing.T) {
+	h := newHarness(t)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(h.srv.Collectors()...)
+	if n, err := testutil.GatherAndCount(reg, "collab_webhook_endpoint_pending_deliveries"); err != nil || n != 0 {
+		t.Fatalf("an empty queue shows %d endpoint series (%v)", n, err)
+	}
+	var deep *webhooksv1.Endpoint
+	for i := range 12 {
+		types := []any{"comment.add"}
+		if i == 5 {
+			types = append(types, "comment.edit")
+		}
+		list, _ := structpb.NewList(types)
+		ep := h.endpoint(t, &webhooksv1.CreateEndpointRequest{Url: "http://127.0.0.1:9/hook", FilterTypes: list})
+		if i == 5 {
+			deep = ep
+		}
+	}
+	h.publish(t, "e1", "comment.add", "")  // to every endpoint
+	h.publish(t, "e2", "comment.edit", "") // to the deep one only
+	h.publish(t, "e3", "comment.edit", "")
+	if n, err := testutil.GatherAndCount(reg, "collab_webhook_endpoint_pending_deliveries"); err != nil || n != busiestEndpoints {
+		t.Fatalf("%d endpoint series, want %d (%v)", n, busiestEndpoints, err)
+	}
+	want := "collab_webhook_endpoint_pending_deliveries{endpoint=\"" + deep.GetId() + "\"} 3\n"
+	text, err := testutil.CollectAndFormat(queueCollector{h.srv}, expfmt.TypeTextPlain, "collab_webhook_endpoint_pending_deliveries")
+	if err != nil || !strings.Contains(string(text), want) {
+		t.Fatalf("no %q in\n%s (%v)", want, text, err)
 	}
 }

@@ -849,6 +849,35 @@ func (s *MongoStore) Ping(ctx context.Context) error {
 
 var _ Store = (*MongoStore)(nil)
 
+// BusiestEndpoints returns the endpoints with the most pending deliveries, most first: one
+// aggregation over the pending deliveries (the "due" index's state), at scrape time only.
+func (s *MongoStore) BusiestEndpoints(ctx context.Context, limit int) ([]EndpointBacklog, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	cur, err := s.deliveries.Aggregate(ctx, mongo.Pipeline{
+		{{Key: "$match", Value: bson.D{{Key: "state", Value: StatePending}}}},
+		{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$endpointId"}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}},
+		{{Key: "$sort", Value: bson.D{{Key: "n", Value: -1}, {Key: "_id", Value: 1}}}},
+		{{Key: "$limit", Value: limit}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("webhooks store: busiest endpoints: %w", err)
+	}
+	var rows []struct {
+		ID string `bson:"_id"`
+		N  int    `bson:"n"`
+	}
+	if err := cur.All(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("webhooks store: busiest endpoints: %w", err)
+	}
+	out := make([]EndpointBacklog, len(rows))
+	for i, r := range rows {
+		out[i] = EndpointBacklog{EndpointID: r.ID, Pending: r.N}
+	}
+	return out, nil
+}
+
 // Backlog counts the pending deliveries and returns the earliest next attempt among those due
 // at now (zero when none is due), both on the "due" index (state, next).
 func (s *MongoStore) Backlog(ctx context.Context, now time.Time) (int, time.Time, error) {

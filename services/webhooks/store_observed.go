@@ -50,6 +50,7 @@ type observedOps struct {
 	Prune             *storeobserve.Op
 	Ping              *storeobserve.Op
 	Backlog           *storeobserve.Op
+	BusiestEndpoints  *storeobserve.Op
 }
 
 // observeStore returns s observed by o. When s implements optional interfaces (directive
@@ -87,6 +88,7 @@ func observeStore(s Store, o *storeobserve.Observer) Store {
 		Prune:             o.Op("Prune", observedOutcome),
 		Ping:              o.Op("Ping", observedOutcome),
 		Backlog:           o.Op("Backlog", observedOutcome),
+		BusiestEndpoints:  o.Op("BusiestEndpoints", observedOutcome),
 	}}
 	x0, ok0 := s.(Backlogger)
 	if ok0 {
@@ -328,4 +330,11 @@ func (s *observedStoreBacklogger) Backlog(ctx context.Context, now time.Time) (i
 	r0, r1, err := s.x0.Backlog(ctx, now)
 	call.End(err)
 	return r0, r1, err
+}
+
+func (s *observedStoreBacklogger) BusiestEndpoints(ctx context.Context, limit int) ([]EndpointBacklog, error) {
+	ctx, call := s.ops.BusiestEndpoints.Start(ctx)
+	r0, err := s.x0.BusiestEndpoints(ctx, limit)
+	call.End(err)
+	return r0, err
 }
