@@ -23,6 +23,7 @@ import (
 
 	"github.com/collab/collab/internal/clock"
 	"github.com/collab/collab/internal/outbox"
+	"github.com/collab/collab/internal/tlstest"
 	"github.com/collab/collab/services"
 )
 
@@ -64,6 +65,12 @@ func freeAddr(t *testing.T) string {
 func splitTraced(t *testing.T) (a, b *Process, expA, expB *tracetest.InMemoryExporter) {
 	t.Helper()
 	token := "--internal-token=" + strings.Repeat("0123456789abcdef", 4)
+	return splitTracedWith(t, []string{token}, []string{token})
+}
+
+// splitTracedWith is splitTraced with each process's own extra flags (credentials, TLS).
+func splitTracedWith(t *testing.T, aExtra, bExtra []string) (a, b *Process, expA, expB *tracetest.InMemoryExporter) {
+	t.Helper()
 	aGRPC := freeAddr(t)
 	var bServices []string
 	for _, m := range services.All() {
@@ -72,8 +79,8 @@ func splitTraced(t *testing.T) (a, b *Process, expA, expB *tracetest.InMemoryExp
 		}
 	}
 	expA, expB = tracetest.NewInMemoryExporter(), tracetest.NewInMemoryExporter()
-	b = startTraced(t, expB, token, "--services="+strings.Join(bServices, ","), "--documents-addr="+aGRPC)
-	aArgs := []string{token, "--services=gateway,documents", "--grpc-addr=" + aGRPC}
+	b = startTraced(t, expB, append(slices.Clone(bExtra), "--services="+strings.Join(bServices, ","), "--documents-addr="+aGRPC)...)
+	aArgs := append(slices.Clone(aExtra), "--services=gateway,documents", "--grpc-addr="+aGRPC)
 	for _, s := range bServices {
 		aArgs = append(aArgs, "--"+s+"-addr="+b.GRPCAddr)
 	}
@@ -143,6 +150,24 @@ func childOf(t *testing.T, child, parent tracetest.SpanStub) {
 // client span that called it.
 func TestTracingOneTraceAcrossProcesses(t *testing.T) {
 	a, b, expA, expB := splitTraced(t)
+	checkOneTrace(t, a, b, expA, expB)
+}
+
+// The trace context crosses processes the same way under mutual TLS (no internal token: the
+// peer certificates are the credential), where the metadata travels inside TLS.
+func TestTracingOneTraceAcrossProcessesUnderMutualTLS(t *testing.T) {
+	ca := tlstest.NewCA(t, "deployment CA")
+	a, b, expA, expB := splitTracedWith(t, mtlsFlags(t, ca, "localhost"), mtlsFlags(t, ca, "localhost"))
+	if !a.tls.mutual() || !b.tls.mutual() {
+		t.Fatal("the processes do not run mutual TLS")
+	}
+	checkOneTrace(t, a, b, expA, expB)
+}
+
+// checkOneTrace makes one request to the split deployment of splitTraced and checks its spans
+// form one trace across both processes.
+func checkOneTrace(t *testing.T, a, b *Process, expA, expB *tracetest.InMemoryExporter) {
+	t.Helper()
 	creds := map[string]string{"x-service-api-key": b.Dev.APIKey, "x-service-auth-token": b.Dev.AuthToken}
 	expA.Reset()
 	expB.Reset()
