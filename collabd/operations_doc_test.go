@@ -178,3 +178,67 @@ func seriesNamedInCode(t *testing.T) map[string]bool {
 	}
 	return out
 }
+
+// A reference to a section of a document (the document's name, a comma and the heading in
+// double quotes, in comments, configuration files and the documents themselves) names a heading that document has: a renamed or removed
+// section otherwise sends the reader nowhere.
+func TestDocSectionReferencesExist(t *testing.T) {
+	ref := regexp.MustCompile("([A-Za-z-]+\\.md)[`)]?, \"([^\"]+)\"")
+	headings := map[string][]string{}
+	heading := func(doc string) []string {
+		if h, ok := headings[doc]; ok {
+			return h
+		}
+		path := filepath.Join("..", "docs", doc)
+		if doc == "README.md" {
+			path = filepath.Join("..", doc)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			headings[doc] = nil
+			return nil
+		}
+		var h []string
+		for _, m := range regexp.MustCompile(`(?m)^#+ (.+)$`).FindAllStringSubmatch(string(b), -1) {
+			h = append(h, m[1])
+		}
+		headings[doc] = h
+		return h
+	}
+	n := 0
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != ".." || d.Name() == "node_modules" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		switch filepath.Ext(path) {
+		case ".go", ".md", ".yml", ".yaml":
+		default:
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range ref.FindAllStringSubmatch(string(src), -1) {
+			n++
+			section := strings.Join(strings.Fields(m[2]), " ") // wrapped over lines
+			// A heading may say more than the reference ("Store wrappers (issue 13)").
+			if !slices.ContainsFunc(heading(m[1]), func(h string) bool { return strings.HasPrefix(h, section) }) {
+				t.Errorf("%s refers to %s, %q: no such section", path, m[1], section)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 5 {
+		t.Fatalf("only %d section references found: the pattern no longer matches", n)
+	}
+}
