@@ -44,7 +44,7 @@ func TestOperationsDocNamesExist(t *testing.T) {
 	}
 
 	for _, v := range regexp.MustCompile(`\bCOLLAB(CTL)?_[A-Z0-9_]*[A-Z0-9]\b`).FindAllString(doc, -1) {
-		ok := false
+		var ok bool
 		if strings.HasPrefix(v, collabctl.EnvPrefix) {
 			// --metrics-url is repeatable; its twin holds a list.
 			ok = v == collabctl.EnvName("metrics-urls") || slices.ContainsFunc(ctlGlobal, func(f string) bool { return collabctl.EnvName(f) == v })
