@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The compose deployment's Prometheus scrapes every collabd container, the gateway's too, on
@@ -105,6 +106,12 @@ func TestAlertsAreDocumented(t *testing.T) {
 			if !strings.Contains(doc, "`"+r.Alert+"`") {
 				t.Errorf("alert %s is not explained in docs/operations.md", r.Alert)
 			}
+			// The table says how long the condition must hold (its for:), in minutes.
+			if d, err := time.ParseDuration(r.For); err != nil {
+				t.Errorf("alert %s: for %q: %v", r.Alert, r.For, err)
+			} else if row := firesWhen(doc, r.Alert); !regexp.MustCompile(fmt.Sprintf(`\b%d min\b`, int(d.Minutes()))).MatchString(row) {
+				t.Errorf("alert %s holds for %s, which its row (fires when) in docs/operations.md does not say: %q", r.Alert, r.For, row)
+			}
 			if r.Expr == "" || r.For == "" || r.Annotations["summary"] == "" || (r.Labels["severity"] != "page" && r.Labels["severity"] != "ticket") {
 				t.Errorf("alert %s lacks an expression, a for, a summary or a severity (page, ticket)", r.Alert)
 			}
@@ -121,4 +128,15 @@ func TestAlertsAreDocumented(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no alert rules")
 	}
+}
+
+// firesWhen returns the "fires when" cell (the third) of the row of doc's alerts table whose
+// first cell is name in backquotes.
+func firesWhen(doc, name string) string {
+	for line := range strings.Lines(doc) {
+		if cells := strings.Split(line, "|"); strings.HasPrefix(line, "| `"+name+"` |") && len(cells) > 3 {
+			return cells[3]
+		}
+	}
+	return ""
 }

@@ -1,9 +1,13 @@
 package services
 
 import (
+	"fmt"
+	"go/ast"
 	"go/parser"
 	"go/token"
+	"go/types"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -132,5 +136,54 @@ func TestModulesAreWellFormed(t *testing.T) {
 				t.Errorf("%s consumes %s, which no module publishes", m.Name, e)
 			}
 		}
+	}
+}
+
+// Every service with an observed store names its observer with its Module's name, written
+// once: the service label of collab_store_operation_seconds and the span names then cannot
+// drift from the name --services, the databases and the other series use.
+func TestStoreObserversUseTheModuleName(t *testing.T) {
+	n := 0
+	for _, m := range All() {
+		dir := filepath.Join(".", m.Name)
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fset := token.NewFileSet()
+		calls := 0
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			file, err := parser.ParseFile(fset, f, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(file, func(node ast.Node) bool {
+				call, ok := node.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok || sel.Sel.Name != "New" || fmt.Sprint(sel.X) != "storeobserve" {
+					return true
+				}
+				calls++
+				if len(call.Args) != 2 || types.ExprString(call.Args[1]) != "Module().Name" {
+					t.Errorf("%s: storeobserve.New's name is not Module().Name", fset.Position(call.Pos()))
+				}
+				return true
+			})
+		}
+		if _, err := os.Stat(filepath.Join(dir, "store_observed.go")); err == nil {
+			n++
+			if calls == 0 {
+				t.Errorf("%s has an observed store but no storeobserve.New", m.Name)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no service has an observed store")
 	}
 }

@@ -38,7 +38,7 @@ func build(ctx context.Context, env service.Env) (*service.Instance, error) {
 		}
 		store = s
 	}
-	o, err := storeobserve.New(env, "activity")
+	o, err := storeobserve.New(env, Module().Name)
 	if err != nil {
 		return nil, err
 	}

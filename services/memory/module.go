@@ -94,7 +94,7 @@ func build(ctx context.Context, env service.Env, e embed.Embedder) (*service.Ins
 		}
 		store = s
 	}
-	o, err := storeobserve.New(env, "memory")
+	o, err := storeobserve.New(env, Module().Name)
 	if err != nil {
 		return nil, err
 	}

@@ -61,7 +61,7 @@ func build(ctx context.Context, env service.Env, slackPrivate bool) (*service.In
 		}
 		store = s
 	}
-	o, err := storeobserve.New(env, "notifications")
+	o, err := storeobserve.New(env, Module().Name)
 	if err != nil {
 		return nil, err
 	}

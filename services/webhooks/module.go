@@ -72,7 +72,7 @@ func build(ctx context.Context, env service.Env, opts ...Option) (*service.Insta
 		}
 		store = s
 	}
-	o, err := storeobserve.New(env, "webhooks")
+	o, err := storeobserve.New(env, Module().Name)
 	if err != nil {
 		return nil, err
 	}

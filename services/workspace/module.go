@@ -76,7 +76,7 @@ func setup(f *service.Flags) service.BuildFunc {
 			}
 			store = s
 		}
-		o, err := storeobserve.New(env, "workspace")
+		o, err := storeobserve.New(env, Module().Name)
 		if err != nil {
 			return nil, err
 		}

@@ -3,8 +3,14 @@ package main
 import (
 	"bytes"
 	"errors"
+	"go/ast"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -63,5 +69,42 @@ func TestStopsOnBrokenPackage(t *testing.T) {
 	err := run(t.TempDir(), []string{"./testdata/nosuchpackage"})
 	if err == nil {
 		t.Fatal("no error")
+	}
+}
+
+// The methods' order does not depend on the order the package's files were parsed in
+// (packages.Load parses them concurrently): the same interface read with its files added to
+// the file set in either order gives the same order, by file and then by place in the file.
+func TestMethodOrderIndependentOfParseOrder(t *testing.T) {
+	files := map[string]string{
+		"a.go": "package p\n\nimport \"context\"\n\ntype Extra interface {\n\tPut(ctx context.Context) error\n}\n",
+		"b.go": "package p\n\nimport \"context\"\n\ntype Store interface {\n\tExtra\n\tGet(ctx context.Context) error\n\tDel(ctx context.Context) error\n}\n",
+	}
+	order := func(names ...string) []string {
+		fset := token.NewFileSet()
+		var parsed []*ast.File
+		for _, n := range names {
+			f, err := parser.ParseFile(fset, n, files[n], 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parsed = append(parsed, f)
+		}
+		pkg, err := (&types.Config{Importer: importer.Default()}).Check("p", fset, parsed, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it := newIface(fset, "Store", pkg.Scope().Lookup("Store").Type().Underlying().(*types.Interface))
+		var out []string
+		for _, m := range it.methods {
+			out = append(out, m.Name())
+		}
+		return out
+	}
+	want := []string{"Put", "Get", "Del"}
+	for _, names := range [][]string{{"a.go", "b.go"}, {"b.go", "a.go"}} {
+		if got := order(names...); !slices.Equal(got, want) {
+			t.Errorf("files parsed in the order %v: methods %v, want %v", names, got, want)
+		}
 	}
 }

@@ -151,7 +151,7 @@ func generate(p *packages.Package) ([]byte, error) {
 	if named.TypeParams().Len() > 0 {
 		return nil, errors.New("Store has type parameters, which the wrapper does not handle")
 	}
-	store := newIface("Store", named.Underlying().(*types.Interface))
+	store := newIface(p.Fset, "Store", named.Underlying().(*types.Interface))
 	optional, err := optionals(p)
 	if err != nil {
 		return nil, err
@@ -268,14 +268,22 @@ func generate(p *packages.Package) ([]byte, error) {
 	return g.file(p, obj)
 }
 
-func newIface(name string, t *types.Interface) *iface {
+func newIface(fset *token.FileSet, name string, t *types.Interface) *iface {
 	it := &iface{name: name, typ: t}
 	for i := range t.NumMethods() {
 		it.methods = append(it.methods, t.Method(i))
 	}
-	// Declaration order of the source (embedded interfaces' methods where they are embedded)
-	// reads better than go/types' order by name.
-	sort.SliceStable(it.methods, func(i, j int) bool { return it.methods[i].Pos() < it.methods[j].Pos() })
+	// Declaration order of the source reads better than go/types' order by name. By file and
+	// offset, not by token.Pos: packages.Load parses a package's files concurrently, so the
+	// order of Pos across files (an interface embedding one declared in another file) would
+	// change from run to run, and with it the file written.
+	sort.SliceStable(it.methods, func(i, j int) bool {
+		a, b := fset.Position(it.methods[i].Pos()), fset.Position(it.methods[j].Pos())
+		if a.Filename != b.Filename {
+			return a.Filename < b.Filename
+		}
+		return a.Offset < b.Offset
+	})
 	return it
 }
 
@@ -305,7 +313,7 @@ func optionals(p *packages.Package) ([]*iface, error) {
 				if !ok || ts.TypeParams != nil {
 					return nil, fmt.Errorf("%s: %s marks %s, which is not an interface without type parameters", p.Fset.Position(ts.Pos()), directive, ts.Name.Name)
 				}
-				out = append(out, newIface(ts.Name.Name, t))
+				out = append(out, newIface(p.Fset, ts.Name.Name, t))
 			}
 		}
 	}
