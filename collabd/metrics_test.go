@@ -22,12 +22,25 @@ import (
 // startProcess runs every service in memory on free ports, with extra flags.
 func startProcess(t *testing.T, extra ...string) *Process {
 	t.Helper()
+	return startWith(t, Deps{}, extra...)
+}
+
+// startWith runs a process on free ports with extra flags (later flags win) and deps (the real
+// clock, and no log unless deps names an output); it stops with the test.
+func startWith(t *testing.T, deps Deps, extra ...string) *Process {
+	t.Helper()
 	args := append([]string{"--http-addr=127.0.0.1:0", "--grpc-addr=127.0.0.1:0", "--rate-limit=off", "--log-level=error"}, extra...)
 	cfg, err := parse(t, nil, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Start(context.Background(), cfg, Deps{Clock: clock.Real(), LogOutput: io.Discard})
+	if deps.Clock == nil {
+		deps.Clock = clock.Real()
+	}
+	if deps.LogOutput == nil {
+		deps.LogOutput = io.Discard
+	}
+	p, err := Start(context.Background(), cfg, deps)
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}

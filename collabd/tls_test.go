@@ -51,22 +51,8 @@ func (b *lockedLog) String() string {
 // startLogged is startProcess with the process's log (warnings and up) kept.
 func startLogged(t *testing.T, extra ...string) (*Process, *lockedLog) {
 	t.Helper()
-	args := append([]string{"--http-addr=127.0.0.1:0", "--grpc-addr=127.0.0.1:0", "--rate-limit=off", "--log-level=warn"}, extra...)
-	cfg, err := parse(t, nil, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := &lockedLog{}
-	p, err := Start(context.Background(), cfg, Deps{Clock: clock.Real(), LogOutput: logs})
-	if err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = p.Shutdown(ctx)
-	})
-	return p, logs
+	return startWith(t, Deps{LogOutput: logs}, append([]string{"--log-level=warn"}, extra...)...), logs
 }
 
 // pollUntil polls cond until it holds, failing the test after a generous deadline: the

@@ -21,7 +21,6 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 
-	"github.com/collab/collab/internal/clock"
 	"github.com/collab/collab/internal/outbox"
 	"github.com/collab/collab/internal/tlstest"
 	"github.com/collab/collab/services"
@@ -30,21 +29,7 @@ import (
 // startTraced runs a process whose spans go to exp, on free ports.
 func startTraced(t *testing.T, exp sdktrace.SpanExporter, extra ...string) *Process {
 	t.Helper()
-	args := append([]string{"--http-addr=127.0.0.1:0", "--grpc-addr=127.0.0.1:0", "--rate-limit=off", "--log-level=error"}, extra...)
-	cfg, err := parse(t, nil, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Start(context.Background(), cfg, Deps{Clock: clock.Real(), LogOutput: io.Discard, SpanExporter: exp})
-	if err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = p.Shutdown(ctx)
-	})
-	return p
+	return startWith(t, Deps{SpanExporter: exp}, extra...)
 }
 
 // freeAddr returns a loopback address no one listens on now: the two processes of a split
