@@ -10,6 +10,7 @@ import (
 	"go/types"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -94,7 +95,7 @@ func TestMethodOrderIndependentOfParseOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		it := newIface(fset, "Store", pkg.Scope().Lookup("Store").Type().Underlying().(*types.Interface))
+		it := newIface(fset, pkg, "Store", pkg.Scope().Lookup("Store").Type().Underlying().(*types.Interface))
 		var out []string
 		for _, m := range it.methods {
 			out = append(out, m.Name())
@@ -106,5 +107,27 @@ func TestMethodOrderIndependentOfParseOrder(t *testing.T) {
 		if got := order(names...); !slices.Equal(got, want) {
 			t.Errorf("files parsed in the order %v: methods %v, want %v", names, got, want)
 		}
+	}
+}
+
+// The order of methods does not depend on where the repository is checked out: a method
+// embedded from another package (shapes' io.Closer) comes after the package's own, which the
+// full paths of the files would order differently in /tmp and in /work.
+func TestForeignMethodsComeLast(t *testing.T) {
+	target := t.TempDir()
+	if err := run(target, []string{"./shapes"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(target, "shapes", fileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	methods := regexp.MustCompile(`(?m)^func \(s \*observedStore\) (\w+)\(`).FindAllSubmatch(got, -1)
+	if len(methods) < 2 || string(methods[len(methods)-1][1]) != "Close" {
+		var names []string
+		for _, m := range methods {
+			names = append(names, string(m[1]))
+		}
+		t.Errorf("observedStore's methods %v: io.Closer's Close should come last", names)
 	}
 }

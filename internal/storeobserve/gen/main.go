@@ -151,7 +151,7 @@ func generate(p *packages.Package) ([]byte, error) {
 	if named.TypeParams().Len() > 0 {
 		return nil, errors.New("Store has type parameters, which the wrapper does not handle")
 	}
-	store := newIface(p.Fset, "Store", named.Underlying().(*types.Interface))
+	store := newIface(p.Fset, p.Types, "Store", named.Underlying().(*types.Interface))
 	optional, err := optionals(p)
 	if err != nil {
 		return nil, err
@@ -268,21 +268,40 @@ func generate(p *packages.Package) ([]byte, error) {
 	return g.file(p, obj)
 }
 
-func newIface(fset *token.FileSet, name string, t *types.Interface) *iface {
+func newIface(fset *token.FileSet, pkg *types.Package, name string, t *types.Interface) *iface {
 	it := &iface{name: name, typ: t}
 	for i := range t.NumMethods() {
 		it.methods = append(it.methods, t.Method(i))
 	}
-	// Declaration order of the source reads better than go/types' order by name. By file and
-	// offset, not by token.Pos: packages.Load parses a package's files concurrently, so the
-	// order of Pos across files (an interface embedding one declared in another file) would
-	// change from run to run, and with it the file written.
-	sort.SliceStable(it.methods, func(i, j int) bool {
-		a, b := fset.Position(it.methods[i].Pos()), fset.Position(it.methods[j].Pos())
-		if a.Filename != b.Filename {
-			return a.Filename < b.Filename
+	// Declaration order of the source reads better than go/types' order by name. By package,
+	// file name and offset, not by token.Pos: packages.Load parses a package's files
+	// concurrently, so the order of Pos across files (an interface embedding one declared in
+	// another file) would change from run to run; nor by the files' full paths, which differ
+	// between checkouts (a method embedded from the standard library sorts before or after
+	// ours depending on where the repository is). The package's own methods come first.
+	key := func(m *types.Func) (int, string, string, int) {
+		pos := fset.Position(m.Pos())
+		own, path := 0, ""
+		if m.Pkg() != nil {
+			path = m.Pkg().Path()
+			if m.Pkg() != pkg {
+				own = 1
+			}
 		}
-		return a.Offset < b.Offset
+		return own, path, filepath.Base(pos.Filename), pos.Offset
+	}
+	sort.SliceStable(it.methods, func(i, j int) bool {
+		ao, ap, af, aoff := key(it.methods[i])
+		bo, bp, bf, boff := key(it.methods[j])
+		switch {
+		case ao != bo:
+			return ao < bo
+		case ap != bp:
+			return ap < bp
+		case af != bf:
+			return af < bf
+		}
+		return aoff < boff
 	})
 	return it
 }
@@ -313,7 +332,7 @@ func optionals(p *packages.Package) ([]*iface, error) {
 				if !ok || ts.TypeParams != nil {
 					return nil, fmt.Errorf("%s: %s marks %s, which is not an interface without type parameters", p.Fset.Position(ts.Pos()), directive, ts.Name.Name)
 				}
-				out = append(out, newIface(p.Fset, ts.Name.Name, t))
+				out = append(out, newIface(p.Fset, p.Types, ts.Name.Name, t))
 			}
 		}
 	}

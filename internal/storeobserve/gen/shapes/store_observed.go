@@ -69,10 +69,6 @@ func observedOutcome(err error) storeobserve.Outcome {
 	return storeobserve.Failed
 }
 
-func (s *observedStore) Close() error {
-	return s.inner.Close()
-}
-
 func (s *observedStore) Get(ctx context.Context, id string) (*Item, error) {
 	ctx, call := s.ops.Get.Start(ctx)
 	r0, err := s.inner.Get(ctx, id)
@@ -120,6 +116,10 @@ func (s *observedStore) Name() string {
 
 func (s *observedStore) Count(n int, ctx context.Context) (int, error) {
 	return s.inner.Count(n, ctx)
+}
+
+func (s *observedStore) Close() error {
+	return s.inner.Close()
 }
 
 // observedStoreCounterFlusher is an observed Store that also implements Counter and Flusher.
