@@ -215,3 +215,17 @@ func newSystem(t *testing.T, args ...string) *system {
 	t.Helper()
 	return start(t, config(t, args...))
 }
+
+// tampered returns a page token with one character in its middle changed: every bit of a middle
+// character counts, where the last one of unpadded base64 may carry bits a decoder ignores (so
+// changing the end can leave the token as it was).
+func tampered(token string) string {
+	b := []byte(token)
+	i := len(b) / 2
+	if b[i] == 'A' {
+		b[i] = 'B'
+	} else {
+		b[i] = 'A'
+	}
+	return string(b)
+}

@@ -251,7 +251,7 @@ func TestAPIKeyListPaging(t *testing.T) {
 	page := s.call("/v2/workspace/apikeys/get", w, map[string]any{"pageSize": 1}).ok(t)
 	token1 := page["nextPageToken"].(string)
 	s.call("/v2/workspace/apikeys/get", s.devWorkspace(), map[string]any{"pageToken": token1}).fails(t, 400, "INVALID_ARGUMENT", "pageToken is invalid.")
-	s.call("/v2/workspace/apikeys/get", w, map[string]any{"pageToken": token1[:len(token1)-2] + "AA"}).fails(t, 400, "INVALID_ARGUMENT", "pageToken is invalid.")
+	s.call("/v2/workspace/apikeys/get", w, map[string]any{"pageToken": tampered(token1)}).fails(t, 400, "INVALID_ARGUMENT", "pageToken is invalid.")
 	s.call("/v2/workspace/apikeys/get", w, map[string]any{"pageToken": "eyJjIjowfQ"}).fails(t, 400, "INVALID_ARGUMENT", "pageToken is invalid.")
 	for _, size := range []int{-1, 1001} {
 		s.call("/v2/workspace/apikeys/get", w, map[string]any{"pageSize": size}).fails(t, 400, "INVALID_ARGUMENT", "pageSize must be between 1 and 1000.")
