@@ -12,6 +12,8 @@ package live
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -229,7 +231,12 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		parts[i] = u
 	}
 	if !ok || len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		http.Error(w, `{"error":{"status":"NOT_FOUND","message":"Not found."}}`, http.StatusNotFound)
+		refuse(w, http.StatusNotFound, "NOT_FOUND", "Not found: live sync is at "+h.cfg.Prefix+"{organizationId}/{documentId}/{editorId}?token=...")
+		return
+	}
+	// What is not a WebSocket handshake gets the API's error envelope here; the WebSocket
+	// library would answer it in plain text.
+	if !handshake(w, req) {
 		return
 	}
 	// The server's read and write timeouts are for requests: a sync connection lives on.
@@ -279,6 +286,54 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	h.conns.Add(1)
 	defer h.conns.Add(-1)
 	r.serve(cn)
+}
+
+// handshake answers a request that cannot become a WebSocket (RFC 6455 section 4.2.1) with
+// the error envelope, and reports whether it can.
+func handshake(w http.ResponseWriter, req *http.Request) bool {
+	switch {
+	case req.Method != http.MethodGet:
+		w.Header().Set("Allow", http.MethodGet)
+		refuse(w, http.StatusMethodNotAllowed, "UNIMPLEMENTED", "Method "+req.Method+" is not allowed here: live sync connects with GET and a WebSocket upgrade.")
+	case !hasToken(req.Header, "Connection", "upgrade") || !hasToken(req.Header, "Upgrade", "websocket"):
+		w.Header().Set("Upgrade", "websocket")
+		w.Header().Set("Connection", "Upgrade")
+		refuse(w, http.StatusUpgradeRequired, "FAILED_PRECONDITION", "Live sync is a WebSocket: connect with a WebSocket client (y-websocket's provider, for one).")
+	case req.Header.Get("Sec-WebSocket-Version") != "13":
+		w.Header().Set("Sec-WebSocket-Version", "13")
+		refuse(w, http.StatusUpgradeRequired, "FAILED_PRECONDITION", "Live sync speaks WebSocket version 13.")
+	case !validKey(req.Header.Get("Sec-WebSocket-Key")):
+		refuse(w, http.StatusBadRequest, "INVALID_ARGUMENT", "Sec-WebSocket-Key must be 16 bytes in base64.")
+	default:
+		return true
+	}
+	return false
+}
+
+// hasToken reports whether a comma-separated header holds token, case-insensitively.
+func hasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func validKey(k string) bool {
+	b, err := base64.StdEncoding.DecodeString(k)
+	return err == nil && len(b) == 16
+}
+
+// refuse answers with the API's error envelope.
+func refuse(w http.ResponseWriter, httpStatus int, status, message string) {
+	body, _ := json.Marshal(map[string]map[string]string{"error": {"status": status, "message": message}})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(httpStatus)
+	_, _ = w.Write(body)
 }
 
 // Close codes in 4400–4499 tell y-websocket's provider not to reconnect (it would be refused

@@ -2,7 +2,9 @@ package live
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -422,4 +424,46 @@ func TestConnsCountsConnectedClients(t *testing.T) {
 	eventually(t, "one client", func() bool { return h.Conns() == 1 })
 	b.ws.Close(websocket.StatusNormalClosure, "")
 	eventually(t, "no client", func() bool { return h.Conns() == 0 })
+}
+
+// What is not a WebSocket handshake is answered with the API's error envelope (JSON), not the
+// WebSocket library's plain text, and a real client still connects.
+func TestNonWebSocketRequestsGetTheEnvelope(t *testing.T) {
+	_, wsURL := newServer(t, &memLog{}, nil)
+	base := "http" + strings.TrimPrefix(wsURL, "ws")
+	upgrade := http.Header{"Connection": {"keep-alive, Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}}
+	for _, c := range []struct {
+		name, method, path string
+		header             http.Header
+		code               int
+		status             string
+	}{
+		{"a plain GET", http.MethodGet, "o/d/e?token=edit", nil, http.StatusUpgradeRequired, "FAILED_PRECONDITION"},
+		{"a POST", http.MethodPost, "o/d/e?token=edit", nil, http.StatusMethodNotAllowed, "UNIMPLEMENTED"},
+		{"an old WebSocket version", http.MethodGet, "o/d/e?token=edit", http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"8"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}}, http.StatusUpgradeRequired, "FAILED_PRECONDITION"},
+		{"a bad key", http.MethodGet, "o/d/e?token=edit", http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"short"}}, http.StatusBadRequest, "INVALID_ARGUMENT"},
+		{"a path without an editor", http.MethodGet, "o/d?token=edit", upgrade, http.StatusNotFound, "NOT_FOUND"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req, _ := http.NewRequest(c.method, base+c.path, nil)
+			for k, v := range c.header {
+				req.Header[k] = v
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var env struct {
+				Error struct{ Status, Message string } `json:"error"`
+			}
+			if resp.StatusCode != c.code || resp.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("HTTP %d (%s), want %d application/json", resp.StatusCode, resp.Header.Get("Content-Type"), c.code)
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&env); err != nil || env.Error.Status != c.status || env.Error.Message == "" {
+				t.Fatalf("envelope %+v (%v), want status %s", env, err, c.status)
+			}
+		})
+	}
+	dial(t, wsURL+"o/d/e", "edit").ws.CloseNow()
 }
