@@ -225,7 +225,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 					authService = m.Name
 				}
 			}
-			auth = p.tls.authClient(authn.NewClient(workspacev1.NewWorkspaceServiceClient(plain[authService]), cfg.InternalToken, cfg.AuthCacheTTL, deps.Clock))
+			auth = p.tls.authClient(authn.NewClient(workspacev1.NewWorkspaceServiceClient(plain[authService]), p.peerToken(cfg), cfg.AuthCacheTTL, deps.Clock))
 		}
 		if cfg.GRPCAddr != "" {
 			ln, err := net.Listen("tcp", cfg.GRPCAddr)
@@ -357,7 +357,7 @@ func (p *Process) connect(cfg Config, local *inproc.Server, peerOpts ...grpc.Dia
 		if plain[name], err = dial(addr); err != nil {
 			return nil, nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
 		}
-		if internal[name], err = dial(addr, append(p.tls.internalPeerOptions(), grpc.WithChainUnaryInterceptor(withToken))...); err != nil {
+		if internal[name], err = dial(addr, append(p.tls.internalPeerOptions(), grpc.WithChainUnaryInterceptor(authn.InternalClientInterceptor(p.peerToken(cfg))))...); err != nil {
 			return nil, nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
 		}
 	}
@@ -389,6 +389,17 @@ func (p *Process) startTracing(ctx context.Context, cfg Config, deps Deps) (trac
 		return nil
 	})
 	return tp, []grpc.UnaryServerInterceptor{tracing.ServerInterceptor(tp)}, []grpc.UnaryClientInterceptor{tracing.ClientInterceptor(tp)}, nil
+}
+
+// peerToken is the internal token calls to peers carry: the operator's, which every process
+// shares. A token the process made for itself (none was given) is its own secret and never
+// leaves it: peers would not accept it, and under mutual TLS the certificate and the marker are
+// the credential.
+func (p *Process) peerToken(cfg Config) string {
+	if !p.tls.tokenOnly {
+		return ""
+	}
+	return cfg.InternalToken
 }
 
 // lazyAuthenticator lets the interceptor be built before the service that authenticates.
