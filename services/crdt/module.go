@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,11 +35,28 @@ func Module() service.Module {
 		// Live sync, a WebSocket per editor (build's Instance.Routes serves it).
 		Routes:     []string{SyncPrefix},
 		RoutesName: "Live sync",
-		Setup:      func(*service.Flags) service.BuildFunc { return build },
+		Setup: func(f *service.Flags) service.BuildFunc {
+			recheck := live.DefaultRecheck
+			f.Func("crdt-sync-recheck", live.DefaultRecheck.String(), "how often live sync asks again whether each open connection's token and role still hold (a revoked access, a reset token, a role change), from 10s; 0s: only when it connects",
+				func(v string) error {
+					d, err := time.ParseDuration(v)
+					if err != nil || (d != 0 && d < 10*time.Second) || d > 24*time.Hour {
+						return errors.New("must be 0s or a duration from 10s to 24h, e.g. 1m")
+					}
+					recheck = d
+					return nil
+				})
+			return func(ctx context.Context, env service.Env) (*service.Instance, error) {
+				if recheck == 0 {
+					recheck = -1 // live.Config: negative is never
+				}
+				return build(ctx, env, recheck)
+			}
+		},
 	}
 }
 
-func build(ctx context.Context, env service.Env) (*service.Instance, error) {
+func build(ctx context.Context, env service.Env, recheck time.Duration) (*service.Instance, error) {
 	if env.Outbox == nil {
 		return nil, errors.New("crdt: the process gave no outbox")
 	}
@@ -67,6 +85,7 @@ func build(ctx context.Context, env service.Env) (*service.Instance, error) {
 		// Memory, not encoding: a document's memory is about four times its stored size at
 		// most, so live edits stop near the limit REST changes stop at.
 		MaxDocBytes: 4 * maxStateBytes,
+		Recheck:     recheck,
 	})
 	hub := sync.hub
 	if err := registerGauges(env.Metrics,

@@ -106,6 +106,10 @@ type Config struct {
 	MaxDocBytes int
 	// MaxConns bounds the connections of one room.
 	MaxConns int
+	// Recheck is how often a connection's token and role are checked again (Authorize), so
+	// that a revoked access, a reset token or a role change reaches open connections; zero:
+	// DefaultRecheck; negative: never.
+	Recheck time.Duration
 }
 
 // Defaults of Config's zero fields.
@@ -116,6 +120,7 @@ const (
 	DefaultMaxFrame    = 8 << 20
 	DefaultMaxDocBytes = 64 << 20
 	DefaultMaxConns    = 1000
+	DefaultRecheck     = time.Minute
 	writeQueue         = 512
 	writeTimeout       = 10 * time.Second
 )
@@ -151,6 +156,9 @@ func New(cfg Config) *Hub {
 	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.Recheck == 0 {
+		cfg.Recheck = DefaultRecheck
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -277,7 +285,10 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		_ = c.Close(websocket.StatusTryAgainLater, "The document could not be loaded; try again.")
 		return
 	}
-	cn := &conn{ws: c, grant: g, out: make(chan []byte, writeQueue), clients: map[uint64]uint64{}}
+	token, org, doc, editor := req.URL.Query().Get("token"), parts[0], parts[1], parts[2]
+	cn := &conn{ws: c, grant: g, out: make(chan []byte, writeQueue), clients: map[uint64]uint64{},
+		recheck: func(ctx context.Context) (Grant, error) { return h.cfg.Authorize(ctx, token, org, doc, editor) }}
+	cn.canWrite.Store(g.CanWrite)
 	if !r.add(cn) {
 		h.leave(r)
 		_ = c.Close(websocket.StatusTryAgainLater, "The document is full or reloading; reconnect.")

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -466,4 +467,109 @@ func TestNonWebSocketRequestsGetTheEnvelope(t *testing.T) {
 		})
 	}
 	dial(t, wsURL+"o/d/e", "edit").ws.CloseNow()
+}
+
+// flush waits until the server has handled every frame c sent before: it answers a sync step 1
+// after them, in order.
+func flush(t *testing.T, c *client) {
+	t.Helper()
+	for drained := false; !drained; {
+		select {
+		case _, ok := <-c.got:
+			if !ok {
+				t.Fatal("connection closed")
+			}
+		default:
+			drained = true
+		}
+	}
+	c.mu.Lock()
+	sv := c.doc.StateVector()
+	c.mu.Unlock()
+	c.send(yjs.SyncFrame(yjs.SyncStep1, sv))
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case m, ok := <-c.got:
+			if !ok {
+				t.Fatal("connection closed")
+			}
+			if m.Type == yjs.MessageSync && m.Sync == yjs.SyncStep2 {
+				return
+			}
+		case <-timeout:
+			t.Fatal("no answer to sync step 1")
+		}
+	}
+}
+
+// Open connections follow access changes: the authorizer is asked again every Recheck; an
+// editor made viewer stops writing, an authorizer that cannot answer changes nothing, a viewer
+// made editor writes again, and a refusal ends the connection as at connect (the reason, 4403).
+func TestRecheckFollowsAccessChanges(t *testing.T) {
+	log := &memLog{}
+	var role atomic.Value
+	role.Store("edit")
+	var calls atomic.Int64
+	h := New(Config{Log: log, Prefix: "/v2/crdt/sync/", Poll: 20 * time.Millisecond, Idle: 50 * time.Millisecond, EventEvery: 30 * time.Millisecond,
+		Recheck: 20 * time.Millisecond,
+		Authorize: func(_ context.Context, _, org, doc, editor string) (Grant, error) {
+			calls.Add(1)
+			key := org + "/" + doc + "/" + editor
+			switch role.Load().(string) {
+			case "edit":
+				return Grant{Key: key, CanWrite: true}, nil
+			case "view":
+				return Grant{Key: key}, nil
+			case "down":
+				return Grant{}, errors.New("access service unavailable")
+			}
+			return Grant{}, &DeniedError{Reason: "You do not have access to this document."}
+		}})
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() })
+	c := dial(t, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v2/crdt/sync/o/d/e", "t")
+	// Two more calls: the one that began after the change has finished, and its answer holds.
+	rechecked := func(what string) {
+		t.Helper()
+		n := calls.Load()
+		eventually(t, what, func() bool { return calls.Load() >= n+2 })
+	}
+
+	c.edit("one")
+	eventually(t, "the editor's edit stored", func() bool { return log.count("o/d/e") == 1 })
+	role.Store("view")
+	rechecked("a recheck as viewer")
+	c.edit("two")
+	flush(t, c)
+	if n := log.count("o/d/e"); n != 1 {
+		t.Fatalf("%d updates stored: the edit of an editor made viewer was applied", n)
+	}
+	role.Store("down")
+	rechecked("rechecks while the authorizer is down")
+	role.Store("edit")
+	rechecked("a recheck as editor again")
+	c.edit("three")
+	eventually(t, "the edit of a viewer made editor stored", func() bool { return log.count("o/d/e") == 2 })
+
+	role.Store("denied")
+	sawDenied := false
+	timeout := time.After(5 * time.Second)
+	for done := false; !done; {
+		select {
+		case m, ok := <-c.got:
+			if !ok {
+				done = true
+				break
+			}
+			if m.Type == yjs.MessageAuth {
+				sawDenied = true
+			}
+		case <-timeout:
+			t.Fatal("the connection outlived its access")
+		}
+	}
+	if !sawDenied || websocket.CloseStatus(c.end) != statusDenied {
+		t.Fatalf("denied message %v, close %v", sawDenied, c.end)
+	}
 }

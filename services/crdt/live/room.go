@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +56,10 @@ type awareness struct {
 type conn struct {
 	ws    *websocket.Conn
 	grant Grant
+	// canWrite is the grant's CanWrite as of the last check: a recheck may change it.
+	canWrite atomic.Bool
+	// recheck asks the authorizer again, with the connection's token and ids (nil: never).
+	recheck func(ctx context.Context) (Grant, error)
 	// out feeds the connection's writer; closed (under mu) once, after which sends are dropped.
 	out    chan []byte
 	mu     sync.Mutex
@@ -161,6 +167,9 @@ func (r *room) serve(c *conn) {
 		})
 		defer expiry.Stop()
 	}
+	if every := r.hub.cfg.Recheck; every > 0 && c.recheck != nil {
+		go c.rechecking(ctx, every, r.hub.log)
+	}
 	r.mu.Lock()
 	c.send(yjs.SyncFrame(yjs.SyncStep1, r.doc.StateVector()))
 	if len(r.aware) > 0 {
@@ -186,6 +195,46 @@ func (r *room) serve(c *conn) {
 	r.hub.leave(r)
 }
 
+// rechecking asks the authorizer again every period (±20%, so connections opened together do
+// not all ask at once) until ctx ends: a token reset, a revoked role or a deleted document ends
+// the connection as a refusal at connect would (the reason, then 4403), and a changed role
+// takes effect (an editor made viewer stops writing). When the authorizer cannot answer, the
+// connection keeps what it was granted and is asked about again next period: a brief outage of
+// the access service does not disconnect every editor.
+func (c *conn) rechecking(ctx context.Context, every time.Duration, log *slog.Logger) {
+	for {
+		t := time.NewTimer(every - every/5 + rand.N(every*2/5+1)) //nolint:gosec // G404: jitter spreading checks needs no unpredictability
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		g, err := c.recheck(actx)
+		cancel()
+		var denied *DeniedError
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.As(err, &denied):
+			c.send(yjs.PermissionDeniedFrame(denied.Reason))
+			c.close(statusDenied, truncate(denied.Reason, 120))
+			return
+		case err != nil:
+			log.Warn("crdt sync: recheck of a connection's access failed; it keeps its grant until the next check", "err", err)
+		case g.Key != c.grant.Key:
+			// The same token and ids name another room: not possible today; refuse rather than
+			// write to the wrong document.
+			c.send(yjs.PermissionDeniedFrame(msgAccessChanged))
+			c.close(statusDenied, msgAccessChanged)
+			return
+		default:
+			c.canWrite.Store(g.CanWrite)
+		}
+	}
+}
+
 // handle acts on one frame; false ends the connection.
 func (r *room) handle(ctx context.Context, c *conn, frame []byte) bool {
 	m, err := yjs.ReadMessage(frame)
@@ -206,7 +255,7 @@ func (r *room) handle(ctx context.Context, c *conn, frame []byte) bool {
 			}
 			c.send(yjs.SyncFrame(yjs.SyncStep2, diff))
 		case yjs.SyncStep2, yjs.SyncUpdate:
-			if !c.grant.CanWrite {
+			if !c.canWrite.Load() {
 				// A viewer's edits are not applied; y-websocket offers no refusal message
 				// for them, so they are dropped and the client stays read-only in effect.
 				return true
@@ -273,6 +322,9 @@ const msgGone = "The CRDT data was deleted or moved."
 
 // msgExpired ends a connection whose token expired.
 const msgExpired = "Token has expired."
+
+// msgAccessChanged ends a connection whose access no longer names its room.
+const msgAccessChanged = "Access to this document changed; reconnect."
 
 var (
 	errTooLarge   = errors.New("The document would exceed its size limit.")
