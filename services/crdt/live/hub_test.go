@@ -320,6 +320,13 @@ func TestConnectionEndsWhenTheTokenExpires(t *testing.T) {
 	_, url := newServer(t, &memLog{}, nil)
 	c := dial(t, url+"o/d/e", "short")
 	c.edit("before expiry")
+	waitDenied(t, c, "the connection outlived its token")
+}
+
+// waitDenied reads c until it closes, failing unless the server sent the permission-denied
+// message and closed with 4403.
+func waitDenied(t *testing.T, c *client, outlived string) {
+	t.Helper()
 	sawDenied := false
 	timeout := time.After(5 * time.Second)
 	for done := false; !done; {
@@ -333,7 +340,7 @@ func TestConnectionEndsWhenTheTokenExpires(t *testing.T) {
 				sawDenied = true
 			}
 		case <-timeout:
-			t.Fatal("the connection outlived its token")
+			t.Fatal(outlived)
 		}
 	}
 	if !sawDenied || websocket.CloseStatus(c.end) != statusDenied {
@@ -553,23 +560,5 @@ func TestRecheckFollowsAccessChanges(t *testing.T) {
 	eventually(t, "the edit of a viewer made editor stored", func() bool { return log.count("o/d/e") == 2 })
 
 	role.Store("denied")
-	sawDenied := false
-	timeout := time.After(5 * time.Second)
-	for done := false; !done; {
-		select {
-		case m, ok := <-c.got:
-			if !ok {
-				done = true
-				break
-			}
-			if m.Type == yjs.MessageAuth {
-				sawDenied = true
-			}
-		case <-timeout:
-			t.Fatal("the connection outlived its access")
-		}
-	}
-	if !sawDenied || websocket.CloseStatus(c.end) != statusDenied {
-		t.Fatalf("denied message %v, close %v", sawDenied, c.end)
-	}
+	waitDenied(t, c, "the connection outlived its access")
 }
