@@ -147,6 +147,9 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		srv    *grpc.Server
 		local  *inproc.Server
 		routes []service.Route
+		// health checks the local services (nil without any): the gRPC health service, and
+		// /readyz on the metrics listener.
+		health *grpcserver.Health
 	)
 	if len(localModules) > 0 {
 		chain := grpcserver.Chain(log, authn.NewInterceptor(lazyAuthenticator{get: func() authn.Authenticator { return auth }}, cfg.InternalToken, p.tls.authnOptions()...), slices.Concat(rpcTracing, rpcMetrics)...)
@@ -167,7 +170,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 	}
 
 	if local != nil {
-		health := grpcserver.NewHealth()
+		health = grpcserver.NewHealth()
 		healthpb.RegisterHealthServer(local, health)
 		reflection.Register(srv)
 		sender := deps.Email
@@ -321,7 +324,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		})
 	}
 	if cfg.MetricsAddr != "" {
-		addr, stop, err := reg.Serve(cfg.MetricsAddr, log, p.errs)
+		addr, stop, err := reg.Serve(cfg.MetricsAddr, log, p.errs, probes(health)...)
 		if err != nil {
 			return nil, err
 		}
@@ -599,6 +602,33 @@ func (b *builder) startRelays() {
 		wg.Wait()
 		return nil
 	})
+}
+
+// probes are the metrics listener's /healthz (the process serves) and, where the process runs
+// services, /readyz (every local service and its store answer): probes that need neither the
+// API's port nor the gRPC port, which under mutual TLS takes no caller without a certificate
+// (a kubelet's gRPC probe).
+func probes(health *grpcserver.Health) []metrics.Route {
+	out := []metrics.Route{{Pattern: "GET /healthz", Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		probeAnswer(w, http.StatusOK, "alive")
+	})}}
+	if health != nil {
+		out = append(out, metrics.Route{Pattern: "GET /readyz", Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			resp, err := health.Check(r.Context(), &healthpb.HealthCheckRequest{})
+			if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				probeAnswer(w, http.StatusServiceUnavailable, "not ready")
+				return
+			}
+			probeAnswer(w, http.StatusOK, "ready")
+		})})
+	}
+	return out
+}
+
+func probeAnswer(w http.ResponseWriter, code int, status string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(`{"status":"` + status + `"}`))
 }
 
 // notFound answers a process's HTTP listener when it has no gateway: the error envelope.

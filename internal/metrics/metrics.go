@@ -79,13 +79,16 @@ func (r *Registry) Handler() http.Handler {
 
 // Serve listens on addr and serves /metrics there until the returned stop function is called.
 // It returns the bound address.
-func (r *Registry) Serve(addr string, log *slog.Logger, errs chan<- error) (string, func(context.Context) error, error) {
+func (r *Registry) Serve(addr string, log *slog.Logger, errs chan<- error, extra ...Route) (string, func(context.Context) error, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("metrics listen %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", r.Handler())
+	for _, rt := range extra {
+		mux.Handle(rt.Pattern, rt.Handler)
+	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() {
@@ -97,6 +100,12 @@ func (r *Registry) Serve(addr string, log *slog.Logger, errs chan<- error) (stri
 		}
 	}()
 	return ln.Addr().String(), hs.Shutdown, nil
+}
+
+// Route is another handler of the metrics listener (the process's probes: /healthz, /readyz).
+type Route struct {
+	Pattern string // http.ServeMux's, e.g. "GET /readyz"
+	Handler http.Handler
 }
 
 // HTTP counts and times the gateway's requests by route template (the operation's path
