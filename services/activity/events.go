@@ -27,57 +27,13 @@ var consumes = []string{
 // and applies the lifecycle events to the records. Idempotent: a record's id is its event's id,
 // and deletions and moves may run twice.
 func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
-	switch p := e.GetPayload().(type) {
-	case *lifecyclev1.Event_Domain:
+	if p, ok := e.GetPayload().(*lifecyclev1.Event_Domain); ok {
 		return s.record(ctx, p.Domain)
-	case *lifecyclev1.Event_OrganizationDeleted:
-		apiKey, org, err := lifecycle.Scoped(e)
-		if err != nil {
-			return err
-		}
-		gen := e.GetOrganizationGeneration()
-		// Buried first: a writer that checks after this sees it and sweeps its own records.
-		if gen != "" {
-			if err := s.store.Bury(ctx, apiKey, org, KindOrganization, org, gen); err != nil {
-				return err
-			}
-		}
-		return s.store.DeleteOrganization(ctx, apiKey, org, gen)
-	case *lifecyclev1.Event_DocumentsDeleted:
-		apiKey, org, err := lifecycle.Scoped(e)
-		if err != nil {
-			return err
-		}
-		docs, err := lifecycle.DeletedDocuments(e, p.DocumentsDeleted)
-		if err != nil {
-			return err
-		}
-		for _, d := range docs {
-			if d.Generation != "" {
-				if err := s.store.Bury(ctx, apiKey, org, KindDocument, d.ID, d.Generation); err != nil {
-					return err
-				}
-			}
-			if err := s.store.DeleteDocument(ctx, apiKey, org, d.ID, d.Generation); err != nil {
-				return err
-			}
-		}
-		return nil
-	case *lifecyclev1.Event_DocumentMigrated:
-		apiKey, org, err := lifecycle.Scoped(e)
-		if err != nil {
-			return err
-		}
-		m := p.DocumentMigrated
-		// Marked first: a writer that checks after this follows the move with its record.
-		if m.GetGeneration() != "" {
-			if err := s.store.MarkMoved(ctx, apiKey, org, m.GetFromDocumentId(), m.GetGeneration(), m.GetToDocumentId()); err != nil {
-				return err
-			}
-		}
-		return s.store.MoveDocument(ctx, apiKey, org, m.GetFromDocumentId(), m.GetToDocumentId(), m.GetGeneration())
 	}
-	return nil // a type this service takes no action on
+	// The lifecycle events (lifecycle.ApplyToMarked); a type this service takes no action on
+	// is left alone.
+	_, err := lifecycle.ApplyToMarked(ctx, s.store, e)
+	return err
 }
 
 // record files one domain event, unless its feature has no activity, the config is off, or its

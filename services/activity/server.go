@@ -239,55 +239,19 @@ func (s *Server) generations(ctx context.Context, apiKey, org, doc string) (stri
 }
 
 // settle runs after records were written under the generations, and again on every retry of
-// the write (it is idempotent): if the organization or document was deleted meanwhile, its
-// generation's records go, as if the deletion had come after them, and it names what is gone;
-// if the document was migrated meanwhile, its records follow it to the new id.
+// the write (lifecycle.Settle), and names what is gone: the records went with a deletion that
+// came meanwhile.
 func (s *Server) settle(ctx context.Context, apiKey, org, orgGen, doc, docGen string) (string, error) {
-	if orgGen != "" {
-		buried, err := s.store.Buried(ctx, apiKey, org, KindOrganization, org, orgGen)
-		if err != nil {
-			return "", fmt.Errorf("check organization generation: %w", err)
-		}
-		if buried {
-			if err := s.store.DeleteOrganization(ctx, apiKey, org, orgGen); err != nil {
-				return "", fmt.Errorf("sweep activities of a deleted organization: %w", err)
-			}
-			return msgOrgMissing, nil
-		}
-	}
-	if doc == "" || docGen == "" {
-		return "", nil
-	}
-	// A chain of migrations is followed to its end (bounded: ids cannot repeat within one
-	// generation, but a corrupt store must not loop).
-	for range maxMoves {
-		buried, err := s.store.Buried(ctx, apiKey, org, KindDocument, doc, docGen)
-		if err != nil {
-			return "", fmt.Errorf("check document generation: %w", err)
-		}
-		if buried {
-			if err := s.store.DeleteDocument(ctx, apiKey, org, doc, docGen); err != nil {
-				return "", fmt.Errorf("sweep activities of a deleted document: %w", err)
-			}
-			return msgDocumentMissing, nil
-		}
-		to, err := s.store.MovedTo(ctx, apiKey, org, doc, docGen)
-		if err != nil {
-			return "", fmt.Errorf("check document migration: %w", err)
-		}
-		if to == "" {
-			return "", nil
-		}
-		if err := s.store.MoveDocument(ctx, apiKey, org, doc, to, docGen); err != nil {
-			return "", fmt.Errorf("move activities of a migrated document: %w", err)
-		}
-		doc = to
+	switch gone, err := lifecycle.Settle(ctx, s.store, apiKey, org, orgGen, doc, docGen); {
+	case err != nil:
+		return "", err
+	case gone == lifecycle.OrganizationGone:
+		return msgOrgMissing, nil
+	case gone == lifecycle.DocumentGone:
+		return msgDocumentMissing, nil
 	}
 	return "", nil
 }
-
-// maxMoves bounds the migrations settle follows.
-const maxMoves = 16
 
 // immutable reports whether records written now are immutable.
 func (s *Server) immutable(ctx context.Context, apiKey string) (bool, error) {

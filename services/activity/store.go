@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/collab/collab/internal/lifecycle"
 )
 
 var (
@@ -91,10 +93,10 @@ type ConfigPatch struct {
 	Triggers  map[string]map[string]bool
 }
 
-// Kinds of buried generations.
+// Kinds of buried generations: lifecycle.Settle and ApplyToMarked name them.
 const (
-	KindOrganization = "organization"
-	KindDocument     = "document"
+	KindOrganization = lifecycle.KindOrganization
+	KindDocument     = lifecycle.KindDocument
 )
 
 // Store keeps activity records and configs. Records are scoped by tenant (API key) and

@@ -3,6 +3,8 @@ package memory
 import (
 	"context"
 	"errors"
+
+	"github.com/collab/collab/internal/lifecycle"
 )
 
 var (
@@ -154,10 +156,10 @@ type ExecutionPosition struct {
 	ID        string
 }
 
-// Kinds of buried generations.
+// Kinds of buried generations: lifecycle.Settle and ApplyToMarked name them.
 const (
-	KindOrganization = "organization"
-	KindDocument     = "document"
+	KindOrganization = lifecycle.KindOrganization
+	KindDocument     = lifecycle.KindDocument
 )
 
 // Store keeps judgments and agent executions, scoped by tenant (API key). Every write is a
