@@ -15,20 +15,26 @@ const (
 
 // Marked is a store whose records follow organizations and documents by the generations they
 // were written under, with markers that tell a writer racing a deletion or a migration what
-// happened (activity's and memory's stores). The contract of each method is the stores' own.
+// happened: activity's and memory's stores embed it.
 type Marked interface {
-	// DeleteOrganization removes the organization's records of generation gen (every
-	// generation's when gen is empty); DeleteDocument the document's.
+	// DeleteOrganization removes every record of the organization written under generation
+	// gen or under the empty generation.
 	DeleteOrganization(ctx context.Context, apiKey, orgID, gen string) error
+	// DeleteDocument removes every record of the document written under generation gen or
+	// under the empty generation.
 	DeleteDocument(ctx context.Context, apiKey, orgID, docID, gen string) error
-	// MoveDocument gives the records of document from (of generation gen) the id to.
+	// MoveDocument gives every record of document from (written under generation gen or the
+	// empty one) the document id to. Run again after a partial run, it finishes the move.
 	MoveDocument(ctx context.Context, apiKey, orgID, from, to, gen string) error
-	// Bury records that a generation of an organization or document (kind) is deleted;
-	// Buried reports it.
+
+	// Bury records that a generation of an organization or document (kind) is deleted; Buried
+	// reports whether it is. Writers check after writing under a generation (Settle), so a
+	// record written while its organization or document was being deleted does not survive it.
 	Bury(ctx context.Context, apiKey, orgID, kind, id, gen string) error
 	Buried(ctx context.Context, apiKey, orgID, kind, id, gen string) (bool, error)
 	// MarkMoved records that a document incarnation was migrated to another id; MovedTo tells
-	// where ("" when it was not).
+	// where ("" when it was not). Writers follow it after writing (Settle), so a record written
+	// from an event published before the migration ends up under the new id too.
 	MarkMoved(ctx context.Context, apiKey, orgID, docID, gen, to string) error
 	MovedTo(ctx context.Context, apiKey, orgID, docID, gen string) (string, error)
 }

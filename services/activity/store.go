@@ -117,26 +117,9 @@ type Store interface {
 	// it is immutable (nothing written).
 	Update(ctx context.Context, apiKey, orgID, id string, p Patch) error
 
-	// DeleteOrganization removes every record of the organization written under generation
-	// gen or under the empty generation.
-	DeleteOrganization(ctx context.Context, apiKey, orgID, gen string) error
-	// DeleteDocument removes every record of the document written under generation gen or
-	// under the empty generation.
-	DeleteDocument(ctx context.Context, apiKey, orgID, docID, gen string) error
-	// MoveDocument gives every record of document from (written under generation gen or the
-	// empty one) the document id to. Run again after a partial run, it finishes the move.
-	MoveDocument(ctx context.Context, apiKey, orgID, from, to, gen string) error
-
-	// Bury records that a generation of an organization or document is deleted; Buried reports
-	// whether it is. Writers check after writing under a generation, so a record written while
-	// its organization or document was being deleted does not survive it.
-	Bury(ctx context.Context, apiKey, orgID, kind, id, gen string) error
-	Buried(ctx context.Context, apiKey, orgID, kind, id, gen string) (bool, error)
-	// MarkMoved records that a document incarnation was migrated to another id; MovedTo tells
-	// where ("" when it was not). Writers follow it after writing, so a record written from an
-	// event published before the migration ends up under the new id too.
-	MarkMoved(ctx context.Context, apiKey, orgID, docID, gen, to string) error
-	MovedTo(ctx context.Context, apiKey, orgID, docID, gen string) (string, error)
+	// The records follow their organization's and document's deletions and migrations by the
+	// generations they were written under (lifecycle.ApplyToMarked, lifecycle.Settle).
+	lifecycle.Marked
 
 	// Config returns the tenant's config, or ErrNotFound when it was never set.
 	Config(ctx context.Context, apiKey string) (*Config, error)

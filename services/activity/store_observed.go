@@ -23,6 +23,9 @@ type observedOps struct {
 	List               *storeobserve.Op
 	Get                *storeobserve.Op
 	Update             *storeobserve.Op
+	Config             *storeobserve.Op
+	UpdateConfig       *storeobserve.Op
+	Ping               *storeobserve.Op
 	DeleteOrganization *storeobserve.Op
 	DeleteDocument     *storeobserve.Op
 	MoveDocument       *storeobserve.Op
@@ -30,9 +33,6 @@ type observedOps struct {
 	Buried             *storeobserve.Op
 	MarkMoved          *storeobserve.Op
 	MovedTo            *storeobserve.Op
-	Config             *storeobserve.Op
-	UpdateConfig       *storeobserve.Op
-	Ping               *storeobserve.Op
 }
 
 // observeStore returns s observed by o. When s implements optional interfaces (directive
@@ -43,6 +43,9 @@ func observeStore(s Store, o *storeobserve.Observer) Store {
 		List:               o.Op("List", observedOutcome),
 		Get:                o.Op("Get", observedOutcome),
 		Update:             o.Op("Update", observedOutcome),
+		Config:             o.Op("Config", observedOutcome),
+		UpdateConfig:       o.Op("UpdateConfig", observedOutcome),
+		Ping:               o.Op("Ping", observedOutcome),
 		DeleteOrganization: o.Op("DeleteOrganization", observedOutcome),
 		DeleteDocument:     o.Op("DeleteDocument", observedOutcome),
 		MoveDocument:       o.Op("MoveDocument", observedOutcome),
@@ -50,9 +53,6 @@ func observeStore(s Store, o *storeobserve.Observer) Store {
 		Buried:             o.Op("Buried", observedOutcome),
 		MarkMoved:          o.Op("MarkMoved", observedOutcome),
 		MovedTo:            o.Op("MovedTo", observedOutcome),
-		Config:             o.Op("Config", observedOutcome),
-		UpdateConfig:       o.Op("UpdateConfig", observedOutcome),
-		Ping:               o.Op("Ping", observedOutcome),
 	}}
 	return w
 }
@@ -93,6 +93,27 @@ func (s *observedStore) Get(ctx context.Context, apiKey string, orgID string, id
 func (s *observedStore) Update(ctx context.Context, apiKey string, orgID string, id string, p Patch) error {
 	ctx, call := s.ops.Update.Start(ctx)
 	err := s.inner.Update(ctx, apiKey, orgID, id, p)
+	call.End(err)
+	return err
+}
+
+func (s *observedStore) Config(ctx context.Context, apiKey string) (*Config, error) {
+	ctx, call := s.ops.Config.Start(ctx)
+	r0, err := s.inner.Config(ctx, apiKey)
+	call.End(err)
+	return r0, err
+}
+
+func (s *observedStore) UpdateConfig(ctx context.Context, apiKey string, p ConfigPatch, now time.Time) (*Config, error) {
+	ctx, call := s.ops.UpdateConfig.Start(ctx)
+	r0, err := s.inner.UpdateConfig(ctx, apiKey, p, now)
+	call.End(err)
+	return r0, err
+}
+
+func (s *observedStore) Ping(ctx context.Context) error {
+	ctx, call := s.ops.Ping.Start(ctx)
+	err := s.inner.Ping(ctx)
 	call.End(err)
 	return err
 }
@@ -144,25 +165,4 @@ func (s *observedStore) MovedTo(ctx context.Context, apiKey string, orgID string
 	r0, err := s.inner.MovedTo(ctx, apiKey, orgID, docID, gen)
 	call.End(err)
 	return r0, err
-}
-
-func (s *observedStore) Config(ctx context.Context, apiKey string) (*Config, error) {
-	ctx, call := s.ops.Config.Start(ctx)
-	r0, err := s.inner.Config(ctx, apiKey)
-	call.End(err)
-	return r0, err
-}
-
-func (s *observedStore) UpdateConfig(ctx context.Context, apiKey string, p ConfigPatch, now time.Time) (*Config, error) {
-	ctx, call := s.ops.UpdateConfig.Start(ctx)
-	r0, err := s.inner.UpdateConfig(ctx, apiKey, p, now)
-	call.End(err)
-	return r0, err
-}
-
-func (s *observedStore) Ping(ctx context.Context) error {
-	ctx, call := s.ops.Ping.Start(ctx)
-	err := s.inner.Ping(ctx)
-	call.End(err)
-	return err
 }

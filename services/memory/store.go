@@ -200,21 +200,10 @@ type Store interface {
 	// (StartedAt, ID) ascending or descending, strictly after `after` when not nil.
 	ListExecutions(ctx context.Context, apiKey string, f ExecutionFilter, after *ExecutionPosition, desc bool, limit int) ([]*Execution, error)
 
-	// DeleteOrganization removes the judgments and executions of the organization written
-	// under generation gen or under the empty generation.
-	DeleteOrganization(ctx context.Context, apiKey, orgID, gen string) error
-	// DeleteDocument does the same for one document.
-	DeleteDocument(ctx context.Context, apiKey, orgID, docID, gen string) error
-	// MoveDocument gives the judgments and executions of document from (under gen or the
-	// empty generation) the id to. Run again after a partial run, it finishes the move.
-	MoveDocument(ctx context.Context, apiKey, orgID, from, to, gen string) error
-	// Bury records that a generation of an organization or document is deleted; Buried
-	// reports it. MarkMoved records a migration of a document incarnation; MovedTo tells where
-	// ("" when it was not).
-	Bury(ctx context.Context, apiKey, orgID, kind, id, gen string) error
-	Buried(ctx context.Context, apiKey, orgID, kind, id, gen string) (bool, error)
-	MarkMoved(ctx context.Context, apiKey, orgID, docID, gen, to string) error
-	MovedTo(ctx context.Context, apiKey, orgID, docID, gen string) (string, error)
+	// Judgments and executions follow their organization's and document's deletions and
+	// migrations by the generations they were written under (lifecycle.ApplyToMarked,
+	// lifecycle.Settle).
+	lifecycle.Marked
 
 	// Ping reports whether the store answers.
 	Ping(ctx context.Context) error

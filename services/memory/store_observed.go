@@ -27,6 +27,7 @@ type observedOps struct {
 	InsertExecution    *storeobserve.Op
 	FinishExecution    *storeobserve.Op
 	ListExecutions     *storeobserve.Op
+	Ping               *storeobserve.Op
 	DeleteOrganization *storeobserve.Op
 	DeleteDocument     *storeobserve.Op
 	MoveDocument       *storeobserve.Op
@@ -34,7 +35,6 @@ type observedOps struct {
 	Buried             *storeobserve.Op
 	MarkMoved          *storeobserve.Op
 	MovedTo            *storeobserve.Op
-	Ping               *storeobserve.Op
 	SearchVectors      *storeobserve.Op
 }
 
@@ -51,6 +51,7 @@ func observeStore(s Store, o *storeobserve.Observer) Store {
 		InsertExecution:    o.Op("InsertExecution", observedOutcome),
 		FinishExecution:    o.Op("FinishExecution", observedOutcome),
 		ListExecutions:     o.Op("ListExecutions", observedOutcome),
+		Ping:               o.Op("Ping", observedOutcome),
 		DeleteOrganization: o.Op("DeleteOrganization", observedOutcome),
 		DeleteDocument:     o.Op("DeleteDocument", observedOutcome),
 		MoveDocument:       o.Op("MoveDocument", observedOutcome),
@@ -58,7 +59,6 @@ func observeStore(s Store, o *storeobserve.Observer) Store {
 		Buried:             o.Op("Buried", observedOutcome),
 		MarkMoved:          o.Op("MarkMoved", observedOutcome),
 		MovedTo:            o.Op("MovedTo", observedOutcome),
-		Ping:               o.Op("Ping", observedOutcome),
 		SearchVectors:      o.Op("SearchVectors", observedOutcome),
 	}}
 	x0, ok0 := s.(vectorSearcher)
@@ -143,6 +143,13 @@ func (s *observedStore) ListExecutions(ctx context.Context, apiKey string, f Exe
 	return r0, err
 }
 
+func (s *observedStore) Ping(ctx context.Context) error {
+	ctx, call := s.ops.Ping.Start(ctx)
+	err := s.inner.Ping(ctx)
+	call.End(err)
+	return err
+}
+
 func (s *observedStore) DeleteOrganization(ctx context.Context, apiKey string, orgID string, gen string) error {
 	ctx, call := s.ops.DeleteOrganization.Start(ctx)
 	err := s.inner.DeleteOrganization(ctx, apiKey, orgID, gen)
@@ -190,13 +197,6 @@ func (s *observedStore) MovedTo(ctx context.Context, apiKey string, orgID string
 	r0, err := s.inner.MovedTo(ctx, apiKey, orgID, docID, gen)
 	call.End(err)
 	return r0, err
-}
-
-func (s *observedStore) Ping(ctx context.Context) error {
-	ctx, call := s.ops.Ping.Start(ctx)
-	err := s.inner.Ping(ctx)
-	call.End(err)
-	return err
 }
 
 // observedStoreVectorSearcher is an observed Store that also implements vectorSearcher.
