@@ -137,3 +137,71 @@ func TestPlain(t *testing.T) {
 		t.Fatalf("%#v", got)
 	}
 }
+
+// Heads that need each other (client A's first struct has its origin in B's missing clocks
+// and B's in A's, which no client writes) stay pending: integrating them once looped for
+// ever, each head queueing the other (found by FuzzApply). When the clocks one of them needs
+// arrive, the rest follow.
+func TestHeadsThatNeedEachOtherWait(t *testing.T) {
+	// A one-character string item of client c at clock 0 whose origin is dep.
+	item := func(c uint64, dep ID) []byte {
+		var e encoder
+		e.uint(1) // one client
+		e.uint(1) // one struct
+		e.uint(c)
+		e.uint(0)
+		e.byte(0x80 | refString)
+		e.uint(dep.Client)
+		e.uint(dep.Clock)
+		e.string("x")
+		e.uint(0) // no deletions
+		return e.buf
+	}
+	for _, clients := range [][]uint64{{1, 2}, {1, 2, 3}, {3, 2, 1}} {
+		d := NewDocWithClient(99)
+		// Client clients[i] needs clock 1 of the next client; each sends clock 0 only.
+		for i, c := range clients {
+			next := clients[(i+1)%len(clients)]
+			done := make(chan error, 1)
+			go func() { done <- d.Apply(item(c, ID{next, 1})) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("%v: apply: %v", clients, err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatalf("%v: apply of client %d does not return", clients, c)
+			}
+		}
+		if !d.Pending() || len(d.clients) != 0 {
+			t.Fatalf("%v: heads that need each other were integrated", clients)
+		}
+	}
+
+	// Once the cycle is broken (client 2 gets a root item at clock 0 and its clock 1 as a
+	// new struct), every waiting struct integrates.
+	d := NewDocWithClient(99)
+	if err := d.Apply(item(1, ID{2, 1})); err != nil {
+		t.Fatal(err)
+	}
+	var e encoder
+	e.uint(1)
+	e.uint(2)
+	e.uint(2)
+	e.uint(0)
+	e.byte(refString) // root item at clock 0
+	e.uint(1)
+	e.string("t")
+	e.string("a")
+	e.byte(0x80 | refString) // clock 1, right of clock 0
+	e.uint(2)
+	e.uint(0)
+	e.string("b")
+	e.uint(0)
+	if err := d.Apply(e.buf); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.JSON("t", Text); got != "abx" || d.Pending() {
+		t.Fatalf("read %q (pending %v), want abx", got, d.Pending())
+	}
+}

@@ -329,6 +329,9 @@ func (d *Doc) drain() {
 		queued[c] = true
 	}
 	waiters := map[uint64]*waitHeap{}
+	// waitingOn is the dependency each registered head waits for. Two heads that need each
+	// other (only hostile input does that) would otherwise queue each other forever.
+	waitingOn := map[uint64]waiter{}
 	for len(work) > 0 {
 		cur := work[len(work)-1]
 		work = work[:len(work)-1]
@@ -348,6 +351,10 @@ func (d *Doc) drain() {
 				continue
 			}
 			if m, need, missing := d.missing(s); missing {
+				if w, ok := waitingOn[cur]; ok && w.client == m && w.need == need {
+					break // registered already; m was queued then, and wakes cur
+				}
+				waitingOn[cur] = waiter{need: need, client: m}
 				h := waiters[m]
 				if h == nil {
 					h = &waitHeap{}
@@ -369,6 +376,7 @@ func (d *Doc) drain() {
 				now := d.state(cur)
 				for h.Len() > 0 && (*h)[0].need < now {
 					w := heap.Pop(h).(waiter)
+					delete(waitingOn, w.client)
 					if !queued[w.client] {
 						work = append(work, w.client)
 						queued[w.client] = true
