@@ -534,7 +534,7 @@ func (b *builder) build(ctx context.Context, m service.Module) (*service.Instanc
 		Tracing: b.tracing,
 	}
 	if len(m.Publishes) > 0 {
-		ob, err := b.outbox(ctx, m)
+		ob, err := b.outbox(ctx, m, env)
 		if err != nil {
 			return nil, err
 		}
@@ -554,8 +554,9 @@ func (b *builder) build(ctx context.Context, m service.Module) (*service.Instanc
 }
 
 // outbox builds the event outbox of a producing service, in that service's own database; it
-// delivers each event type to the services consuming it.
-func (b *builder) outbox(ctx context.Context, m service.Module) (*outbox.Outbox, error) {
+// delivers each event type to the services consuming it. Its store is observed as
+// "<service>.outbox" (collab_store_operation_seconds), apart from the service's own.
+func (b *builder) outbox(ctx context.Context, m service.Module, env service.Env) (*outbox.Outbox, error) {
 	routes := outbox.Routes{For: b.cfg.Consumers, All: b.cfg.ConsumersOf(m.Publishes)}
 	var store outbox.Store = outbox.NewMemoryStore()
 	if b.mongo != nil {
@@ -574,7 +575,11 @@ func (b *builder) outbox(ctx context.Context, m service.Module) (*outbox.Outbox,
 			clients[c.Name] = lifecyclev1.NewLifecycleServiceClient(b.internal[c.Name])
 		}
 	}
-	opts := []outbox.Option{outbox.WithClock(b.deps.Clock), outbox.WithLogger(b.log.With("outbox", m.Name))}
+	obs, err := env.ObserveStore(m.Name + ".outbox")
+	if err != nil {
+		return nil, err
+	}
+	opts := []outbox.Option{outbox.WithClock(b.deps.Clock), outbox.WithLogger(b.log.With("outbox", m.Name)), outbox.WithStoreObserver(obs)}
 	if b.tracing != nil {
 		opts = append(opts, outbox.WithTracer(b.tracing))
 	}

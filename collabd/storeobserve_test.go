@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -33,6 +34,14 @@ func TestMetricsTimeStoreOperations(t *testing.T) {
 		if !hasSeries(after, "collab_store_operation_seconds_count", `service="`+service+`"`) {
 			t.Errorf("%s: no store series", service)
 		}
+	}
+	// The outboxes' relays poll their stores (Due) as they start, observed as "<service>.outbox".
+	deadline := time.Now().Add(10 * time.Second)
+	for !hasSeries(scrape(t, p.MetricsAddr), "collab_store_operation_seconds_count", `service="documents.outbox"`, `operation="Due"`) {
+		if time.Now().After(deadline) {
+			t.Fatal("documents.outbox: no store series")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -166,12 +166,16 @@ func TestStoreObserversUseTheModuleName(t *testing.T) {
 					return true
 				}
 				sel, ok := call.Fun.(*ast.SelectorExpr)
-				if !ok || sel.Sel.Name != "New" || fmt.Sprint(sel.X) != "storeobserve" {
+				if !ok {
+					return true
+				}
+				// env.ObserveStore(name), or storeobserve.New(name, config).
+				if sel.Sel.Name != "ObserveStore" && (sel.Sel.Name != "New" || fmt.Sprint(sel.X) != "storeobserve") {
 					return true
 				}
 				calls++
-				if len(call.Args) != 2 || types.ExprString(call.Args[1]) != "Module().Name" {
-					t.Errorf("%s: storeobserve.New's name is not Module().Name", fset.Position(call.Pos()))
+				if len(call.Args) == 0 || types.ExprString(call.Args[0]) != "Module().Name" {
+					t.Errorf("%s: the store observer's name is not Module().Name", fset.Position(call.Pos()))
 				}
 				return true
 			})
@@ -179,7 +183,7 @@ func TestStoreObserversUseTheModuleName(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, "store_observed.go")); err == nil {
 			n++
 			if calls == 0 {
-				t.Errorf("%s has an observed store but no storeobserve.New", m.Name)
+				t.Errorf("%s has an observed store but no ObserveStore", m.Name)
 			}
 		}
 	}

@@ -8,7 +8,10 @@ import (
 )
 
 // Backlogger is a store that can say how many events wait for a subscriber (MemoryStore,
-// MongoStore).
+// MongoStore). The observed store (store_observed.go) implements it when the store it wraps
+// does.
+//
+//storeobserve:optional
 type Backlogger interface {
 	// Backlog counts the events pending for subscriber (due now or waiting for a retry, or
 	// behind the gate) and returns the creation time of the oldest, zero when none.

@@ -2,6 +2,8 @@ package outbox
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 
 	"github.com/collab/collab/internal/clock"
 	"github.com/collab/collab/internal/mongotest"
+	"github.com/collab/collab/internal/storeobserve"
 )
 
 // gauge returns the value of the series name{producer="documents", subscriber=sub}, or -1.
@@ -90,5 +93,55 @@ func testBacklogMetrics(t *testing.T, store Store) {
 	}
 	if got := gauge(t, reg, "collab_outbox_oldest_pending_age_seconds", "users"); got != 0 {
 		t.Errorf("after delivery oldest age %v", got)
+	}
+}
+
+// An observed outbox store is timed per operation under "<producer>.outbox" (a failing call as
+// an error, a duplicate id as refused), and still reports its backlog: the wrapper keeps
+// Backlogger.
+func TestStoreObserver(t *testing.T) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	obs, err := storeobserve.New("documents.outbox", storeobserve.Config{Metrics: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &fakeDeliverer{fail: map[string]error{"users": status.Error(codes.Unavailable, "down")}}
+	o := New("documents", NewMemoryStore(), d, To("documents", "users", "access"),
+		WithClock(clock.NewFake(t0)), WithLogger(slog.New(slog.DiscardHandler)), WithStoreObserver(obs))
+	reg.MustRegister(NewCollector(o))
+	if _, err := o.Publish(ctx, &lifecyclev1.Event{Id: "e1", Type: "document.deleted"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Publish(ctx, &lifecyclev1.Event{Id: "e1", Type: "document.deleted"}); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("a repeated id: %v, want ErrDuplicate", err)
+	}
+	if got := gauge(t, reg, "collab_outbox_pending_events", "users"); got != 1 {
+		t.Fatalf("users pending %v through the observed store, want 1", got)
+	}
+	counts := map[string]uint64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != storeobserve.MetricName {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["service"] != "documents.outbox" {
+				t.Errorf("series of service %q", l["service"])
+			}
+			counts[l["operation"]+"/"+l["outcome"]] += m.GetHistogram().GetSampleCount()
+		}
+	}
+	for _, k := range []string{"Add/ok", "Add/refused", "Delivered/ok", "Retry/ok", "Backlog/ok"} {
+		if counts[k] == 0 {
+			t.Errorf("no observation of %s; have %v", k, counts)
+		}
 	}
 }

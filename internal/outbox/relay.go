@@ -24,6 +24,7 @@ import (
 	"github.com/collab/collab/internal/clock"
 	"github.com/collab/collab/internal/ids"
 	"github.com/collab/collab/internal/lifecycle"
+	"github.com/collab/collab/internal/storeobserve"
 	"github.com/collab/collab/internal/tracing"
 )
 
@@ -71,6 +72,8 @@ type Outbox struct {
 	retention time.Duration
 	// tracer starts the delivery spans; nil: no tracing (WithTracer).
 	tracer trace.Tracer
+	// observer wraps the store when set (WithStoreObserver).
+	observer *storeobserve.Observer
 
 	wake map[string]chan struct{} // per lane
 	// slots keeps one delivery of an event to a subscriber at a time in this process: a fixed set
@@ -93,6 +96,12 @@ func WithTracer(tp trace.TracerProvider) Option {
 	return func(o *Outbox) { o.tracer = tp.Tracer("github.com/collab/collab/internal/outbox") }
 }
 
+// WithStoreObserver observes every call of the outbox's store (store_observed.go: a span and
+// collab_store_operation_seconds), as each service's own store is.
+func WithStoreObserver(obs *storeobserve.Observer) Option {
+	return func(o *Outbox) { o.observer = obs }
+}
+
 // WithRetention sets how long finished events are kept (default 7 days): a migration's status
 // is readable that long, and a repeated event id is recognised that long.
 func WithRetention(d time.Duration) Option { return func(o *Outbox) { o.retention = d } }
@@ -106,6 +115,9 @@ func New(producer string, store Store, deliverer Deliverer, routes Routes, opts 
 		log: slog.Default(), retention: 7 * 24 * time.Hour, wake: map[string]chan struct{}{}}
 	for _, opt := range opts {
 		opt(o)
+	}
+	if o.observer != nil {
+		o.store = observeStore(o.store, o.observer)
 	}
 	for _, s := range routes.All {
 		o.wake[s] = make(chan struct{}, 1)

@@ -26,6 +26,7 @@ import (
 	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/mongodb"
 	"github.com/collab/collab/internal/outbox"
+	"github.com/collab/collab/internal/storeobserve"
 )
 
 // Module describes one service.
@@ -113,6 +114,13 @@ func (e Env) Tracer(name string) trace.Tracer {
 		return noop.NewTracerProvider().Tracer(name)
 	}
 	return e.Tracing.Tracer(name)
+}
+
+// ObserveStore returns the observer for the generated wrapper of the store named name (the
+// service's name, or "<service>.outbox" for its outbox's), on the process's metrics and
+// tracing.
+func (e Env) ObserveStore(name string) (*storeobserve.Observer, error) {
+	return storeobserve.New(name, storeobserve.Config{Metrics: e.Metrics, Tracing: e.Tracing, MongoDB: e.Mongo != nil})
 }
 
 // Instance is a built service.

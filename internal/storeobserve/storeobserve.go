@@ -18,8 +18,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-
-	"github.com/collab/collab/internal/service"
 )
 
 // MetricName is the histogram every service's store operations are observed in.
@@ -68,23 +66,35 @@ type Observer struct {
 	seconds         prometheus.ObserverVec
 }
 
-// New returns the observer of the named service's store in env: spans on env.Tracer, the
-// histogram on env.Metrics (registered once per registerer, however many services share it),
-// db.system "mongodb" when env has a MongoDB connection, else "memory".
-func New(env service.Env, name string) (*Observer, error) {
+// Config is what an observer needs of its process: where the histogram is served and where
+// spans go. It is not service.Env, so that stores below the services (the outbox's) can be
+// observed too; service.Env.ObserveStore fills it from a service's environment.
+type Config struct {
+	// Metrics is where the histogram is registered (once per registerer, however many stores
+	// share it); nil: observations go to a histogram nothing serves.
+	Metrics prometheus.Registerer
+	// Tracing is where spans go; nil: no spans.
+	Tracing trace.TracerProvider
+	// MongoDB says the store is on MongoDB (the spans' db.system "mongodb", else "memory").
+	MongoDB bool
+}
+
+// New returns the observer of the store named name (a service's name, the series' service
+// label and the spans' prefix).
+func New(name string, c Config) (*Observer, error) {
 	system := "memory"
-	if env.Mongo != nil {
+	if c.MongoDB {
 		system = "mongodb"
 	}
-	vec, err := histogram(env.Metrics)
+	vec, err := histogram(c.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("%s: store metrics: %w", name, err)
 	}
 	o := &Observer{service: name, system: system, seconds: vec.MustCurryWith(prometheus.Labels{"service": name})}
-	if env.Tracing != nil {
+	if c.Tracing != nil {
 		// Without tracing no tracer at all, and calls skip spans at once (a no-op tracer's Start
 		// would still allocate a context per call, docs/benchmarks.md).
-		o.tracer = env.Tracer(TracerName)
+		o.tracer = c.Tracing.Tracer(TracerName)
 	}
 	return o, nil
 }

@@ -15,9 +15,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/collab/collab/internal/mongodb"
-	"github.com/collab/collab/internal/service"
 )
 
 var (
@@ -70,7 +67,7 @@ func count(t *testing.T, reg *prometheus.Registry, service, op, outcome string) 
 func TestOutcomes(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	tp, rec := tracing(t)
-	o, err := New(service.Env{Metrics: reg, Tracing: tp}, "things")
+	o, err := New("things", Config{Metrics: reg, Tracing: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +138,7 @@ func TestOutcomes(t *testing.T) {
 // given, and the child of the caller's.
 func TestSpanNests(t *testing.T) {
 	tp, rec := tracing(t)
-	o, err := New(service.Env{Metrics: prometheus.NewRegistry(), Tracing: tp}, "things")
+	o, err := New("things", Config{Metrics: prometheus.NewRegistry(), Tracing: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +171,7 @@ func TestNoRootSpans(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	o, err := New(service.Env{Metrics: reg, Tracing: tp}, "things")
+	o, err := New("things", Config{Metrics: reg, Tracing: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,11 +198,11 @@ func TestNoRootSpans(t *testing.T) {
 // registered once and shared, and each service's series carry its name.
 func TestSharedRegisterer(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	a, err := New(service.Env{Metrics: reg}, "a")
+	a, err := New("a", Config{Metrics: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(service.Env{Metrics: reg, Mongo: &mongodb.Conn{}}, "b")
+	b, err := New("b", Config{Metrics: reg, MongoDB: true})
 	if err != nil {
 		t.Fatalf("second service: %v", err)
 	}
@@ -232,7 +229,7 @@ func TestSharedRegisterer(t *testing.T) {
 func TestConflictingRegistration(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: MetricName, Help: "not ours"}))
-	if _, err := New(service.Env{Metrics: reg}, "a"); err == nil || !strings.Contains(err.Error(), MetricName) {
+	if _, err := New("a", Config{Metrics: reg}); err == nil || !strings.Contains(err.Error(), MetricName) {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -240,7 +237,7 @@ func TestConflictingRegistration(t *testing.T) {
 // Without a registerer (tests building a service.Env by hand) observations go to a histogram
 // nothing serves.
 func TestNoRegisterer(t *testing.T) {
-	o, err := New(service.Env{}, "a")
+	o, err := New("a", Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +251,7 @@ func TestNoRegisterer(t *testing.T) {
 // A classifier cannot hide an error by calling it OK.
 func TestClassifierCannotSayOK(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	o, err := New(service.Env{Metrics: reg}, "a")
+	o, err := New("a", Config{Metrics: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +266,7 @@ func TestClassifierCannotSayOK(t *testing.T) {
 // is counted.
 func TestConcurrentCalls(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	o, err := New(service.Env{Metrics: reg}, "a")
+	o, err := New("a", Config{Metrics: reg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
 
 	"github.com/collab/collab/internal/service"
-	"github.com/collab/collab/internal/storeobserve"
 )
 
 // Module describes the activity service to the process that runs it. It asks documents for
@@ -38,7 +37,7 @@ func build(ctx context.Context, env service.Env) (*service.Instance, error) {
 		}
 		store = s
 	}
-	o, err := storeobserve.New(env, Module().Name)
+	o, err := env.ObserveStore(Module().Name)
 	if err != nil {
 		return nil, err
 	}

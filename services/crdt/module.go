@@ -15,7 +15,6 @@ import (
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
 
 	"github.com/collab/collab/internal/service"
-	"github.com/collab/collab/internal/storeobserve"
 	"github.com/collab/collab/services/crdt/live"
 )
 
@@ -68,7 +67,7 @@ func build(ctx context.Context, env service.Env, recheck time.Duration) (*servic
 		}
 		store = s
 	}
-	o, err := storeobserve.New(env, Module().Name)
+	o, err := env.ObserveStore(Module().Name)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/service"
-	"github.com/collab/collab/internal/storeobserve"
 )
 
 // Module describes the documents service to the process that runs it. It publishes the
@@ -41,7 +40,7 @@ func build(ctx context.Context, env service.Env) (*service.Instance, error) {
 		}
 		store = s
 	}
-	o, err := storeobserve.New(env, Module().Name)
+	o, err := env.ObserveStore(Module().Name)
 	if err != nil {
 		return nil, err
 	}

@@ -131,7 +131,7 @@ func testModuleObservesStore(t *testing.T, mongo *mongodb.Conn, system string) {
 
 // The store conformance suite holds through the wrapper.
 func TestObservedMemoryStore(t *testing.T) {
-	o, err := storeobserve.New(service.Env{Metrics: prometheus.NewRegistry()}, "documents")
+	o, err := storeobserve.New("documents", storeobserve.Config{Metrics: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func BenchmarkObservedStore(b *testing.B) {
 	}
 	observed := func(env service.Env) Store {
 		env.Metrics = prometheus.NewRegistry()
-		o, err := storeobserve.New(env, "documents")
+		o, err := env.ObserveStore("documents")
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/collab/collab/internal/embed"
 	"github.com/collab/collab/internal/service"
-	"github.com/collab/collab/internal/storeobserve"
 )
 
 // Module describes the memory service to the process that runs it. It asks documents for
@@ -94,7 +93,7 @@ func build(ctx context.Context, env service.Env, e embed.Embedder) (*service.Ins
 		}
 		store = s
 	}
-	o, err := storeobserve.New(env, Module().Name)
+	o, err := env.ObserveStore(Module().Name)
 	if err != nil {
 		return nil, err
 	}

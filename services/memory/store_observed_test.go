@@ -5,7 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/collab/collab/internal/service"
 	"github.com/collab/collab/internal/storeobserve"
 )
 
@@ -13,7 +12,7 @@ import (
 // it) and observes it.
 func TestObservedStoreKeepsVectorSearch(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	o, err := storeobserve.New(service.Env{Metrics: reg}, "memory")
+	o, err := storeobserve.New("memory", storeobserve.Config{Metrics: reg})
 	if err != nil {
 		t.Fatal(err)
 	}

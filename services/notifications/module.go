@@ -15,7 +15,6 @@ import (
 	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
 
 	"github.com/collab/collab/internal/service"
-	"github.com/collab/collab/internal/storeobserve"
 )
 
 // Module describes the notifications service to the process that runs it. It asks documents
@@ -61,7 +60,7 @@ func build(ctx context.Context, env service.Env, slackPrivate bool) (*service.In
 		}
 		store = s
 	}
-	o, err := storeobserve.New(env, Module().Name)
+	o, err := env.ObserveStore(Module().Name)
 	if err != nil {
 		return nil, err
 	}

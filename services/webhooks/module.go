@@ -12,7 +12,6 @@ import (
 	webhooksv1 "github.com/collab/collab/proto/collab/webhooks/v1"
 
 	"github.com/collab/collab/internal/service"
-	"github.com/collab/collab/internal/storeobserve"
 )
 
 // Module describes the webhooks service to the process that runs it. It consumes every domain
@@ -72,7 +71,7 @@ func build(ctx context.Context, env service.Env, opts ...Option) (*service.Insta
 		}
 		store = s
 	}
-	o, err := storeobserve.New(env, Module().Name)
+	o, err := env.ObserveStore(Module().Name)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,6 @@ import (
 	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
 
 	"github.com/collab/collab/internal/service"
-	"github.com/collab/collab/internal/storeobserve"
 )
 
 // Module describes the workspace service to the process that runs it: it checks every
@@ -76,7 +75,7 @@ func setup(f *service.Flags) service.BuildFunc {
 			}
 			store = s
 		}
-		o, err := storeobserve.New(env, Module().Name)
+		o, err := env.ObserveStore(Module().Name)
 		if err != nil {
 			return nil, err
 		}

@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/collab/collab/internal/service"
 	"github.com/collab/collab/internal/storeobserve"
 )
 
@@ -90,7 +89,7 @@ func newEnv(t *testing.T) *env {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	reg := prometheus.NewRegistry()
-	o, err := storeobserve.New(service.Env{Metrics: reg, Tracing: tp}, "shapes")
+	o, err := storeobserve.New("shapes", storeobserve.Config{Metrics: reg, Tracing: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
