@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
@@ -153,7 +154,11 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 	)
 	if len(localModules) > 0 {
 		chain := grpcserver.Chain(log, authn.NewInterceptor(lazyAuthenticator{get: func() authn.Authenticator { return auth }}, cfg.InternalToken, p.tls.authnOptions()...), slices.Concat(rpcTracing, rpcMetrics)...)
-		srv = grpcserver.New(chain, p.tls.serverOptions()...)
+		opts := p.tls.serverOptions()
+		if cfg.GRPCMaxConnectionAge > 0 {
+			opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: cfg.GRPCMaxConnectionAge, MaxConnectionAgeGrace: GRPCConnectionGrace}))
+		}
+		srv = grpcserver.New(chain, opts...)
 		local = inproc.New(srv, chain, grpcserver.MaxMessageBytes)
 		local.InterceptClients(peerTracing...)
 	}

@@ -49,6 +49,11 @@ type Config struct {
 	// the gRPC listener requires client certificates of the CA, and connections to peers present
 	// the certificate and verify theirs. All empty: plaintext gRPC.
 	GRPCTLSCAFile, GRPCTLSCertFile, GRPCTLSKeyFile string
+	// GRPCMaxConnectionAge is how long a connection to the gRPC listener lasts before the
+	// server asks the client to open another (GOAWAY; calls in flight get GRPCConnectionGrace):
+	// a replaced certificate or a CA dropped from the bundle then holds for every connection
+	// within that time, not only new ones. 0: connections last until closed.
+	GRPCMaxConnectionAge time.Duration
 
 	AuthCacheTTL  time.Duration
 	InternalToken string
@@ -167,6 +172,7 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 	grpcCA := f.String("grpc-tls-ca-file", "", "PEM CA bundle of mutual TLS between services, with --grpc-tls-cert-file and --grpc-tls-key-file: the gRPC listener requires client certificates it verifies, and connections to peers verify theirs; re-read when the files change; empty: plaintext gRPC")
 	grpcCert := f.String("grpc-tls-cert-file", "", "PEM certificate this process presents in mutual TLS, as server and as client; its SANs must hold the host names (or IPs) peers dial it at")
 	grpcKey := f.String("grpc-tls-key-file", "", "PEM private key of --grpc-tls-cert-file")
+	maxConnAge := f.Duration("grpc-max-connection-age", 30*time.Minute, "how long a connection to the gRPC listener lasts before the server asks the client to reconnect (in-flight calls get a minute to finish): under mutual TLS, a replaced certificate or a CA dropped from the bundle then holds for open connections within that time; 0: until closed; at least 1s")
 	ttl := f.Duration("auth-cache-ttl", 5*time.Second, "how long services other than the authenticating one trust a checked credential")
 	internalToken := f.Secret("internal-token", "", "shared secret of service-to-service calls, required on internal gRPC operations; at least 32 random characters (openssl rand -hex 32); required when services run in several processes without --grpc-tls-* (with mutual TLS and no token, a peer's verified certificate is the credential; a token given stays required), random per process otherwise")
 	secretKey := f.Secret("secret-key", "", "master secret for page tokens; empty: kept in MongoDB, or random per run on the memory store")
@@ -188,6 +194,7 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 		c.MetricsAddr = *metricsAddr
 		c.TLSCertFile, c.TLSKeyFile = *tlsCert, *tlsKey
 		c.GRPCTLSCAFile, c.GRPCTLSCertFile, c.GRPCTLSKeyFile = *grpcCA, *grpcCert, *grpcKey
+		c.GRPCMaxConnectionAge = *maxConnAge
 		c.OTLPEndpoint, c.TraceSampleRatio = *otlpEndpoint, sampleRatio
 		if c.OTLPEndpoint != "" {
 			if _, err := tracing.ParseEndpoint(c.OTLPEndpoint); err != nil {
@@ -391,7 +398,8 @@ func (c Config) AllInOne() bool {
 	return true
 }
 
-// checkTLS refuses half a TLS setup, which would otherwise quietly serve plaintext.
+// checkTLS refuses half a TLS setup, which would otherwise quietly serve plaintext, and a
+// connection age that would churn connections.
 func (c Config) checkTLS() error {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return fmt.Errorf("--tls-cert-file (%s) and --tls-key-file (%s) go together: set both to serve HTTPS, or neither",
@@ -407,8 +415,15 @@ func (c Config) checkTLS() error {
 		return fmt.Errorf("--grpc-tls-ca-file (%s), --grpc-tls-cert-file (%s) and --grpc-tls-key-file (%s) go together: set all three for mutual TLS between services, or none",
 			service.EnvName("grpc-tls-ca-file"), service.EnvName("grpc-tls-cert-file"), service.EnvName("grpc-tls-key-file"))
 	}
+	if a := c.GRPCMaxConnectionAge; a < 0 || (a > 0 && a < time.Second) {
+		return fmt.Errorf("--grpc-max-connection-age (%s): %s; want 0 (no limit) or at least 1s", service.EnvName("grpc-max-connection-age"), a)
+	}
 	return nil
 }
+
+// GRPCConnectionGrace is how long calls in flight on a connection past
+// GRPCMaxConnectionAge may still run: longer than any internal call (an outbox delivery's 30s).
+const GRPCConnectionGrace = time.Minute
 
 // checkInternalToken fails closed: a process that runs services beside other processes cannot
 // start without a strong shared token, and a token given is never a placeholder. The all-in-one

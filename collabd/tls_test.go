@@ -420,3 +420,57 @@ func TestMutualTLSReloads(t *testing.T) {
 		return err != nil
 	})
 }
+
+// A connection opened before its client's CA was dropped from the bundle does not keep that
+// trust: past --grpc-max-connection-age the server sends GOAWAY, the client reconnects, and
+// the new handshake is refused. (Without the age limit the connection is served as long as
+// it stays open.)
+func TestMutualTLSOpenConnectionsAgeOut(t *testing.T) {
+	dir := t.TempDir()
+	ca, next := tlstest.NewCA(t, "deployment CA"), tlstest.NewCA(t, "next CA")
+	files := ca.Write(t, dir, "grpc", ca.Issue(t, "server"))
+	p, _ := startLogged(t, "--grpc-tls-ca-file="+files.CA, "--grpc-tls-cert-file="+files.Cert, "--grpc-tls-key-file="+files.Key,
+		"--grpc-max-connection-age=1s")
+	client := ca.Issue(t, "client")
+	cert, err := tls.X509KeyPair(client.CertPEM, client.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := credentials.NewTLS(&tls.Config{RootCAs: caPool(ca), ServerName: "127.0.0.1", Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	health := healthpb.NewHealthClient(conn)
+	check := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
+	if err := check(); err != nil {
+		t.Fatalf("a client of the CA: %v", err)
+	}
+	tlstest.Replace(t, files.CA, next.PEM)
+	pollUntil(t, "the open connection of a dropped CA's client cut", func() bool {
+		return check() != nil
+	})
+}
+
+// The connection age is 30 minutes unless set; 0 turns it off; below a second (connections
+// would churn) or negative is refused, naming the flag.
+func TestMaxConnectionAgeBounds(t *testing.T) {
+	c, err := parse(t, nil)
+	if err != nil || c.GRPCMaxConnectionAge != 30*time.Minute {
+		t.Fatalf("default %v (%v)", c.GRPCMaxConnectionAge, err)
+	}
+	if c, err := parse(t, map[string]string{"COLLAB_GRPC_MAX_CONNECTION_AGE": "0s"}); err != nil || c.GRPCMaxConnectionAge != 0 {
+		t.Fatalf("0s: %v (%v)", c.GRPCMaxConnectionAge, err)
+	}
+	for _, v := range []string{"-1s", "500ms"} {
+		if _, err := parse(t, nil, "--grpc-max-connection-age="+v); err == nil || !strings.Contains(err.Error(), "--grpc-max-connection-age") {
+			t.Errorf("%s: %v", v, err)
+		}
+	}
+}
