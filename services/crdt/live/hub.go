@@ -185,6 +185,19 @@ func (h *Hub) Close() {
 	h.wg.Wait()
 }
 
+// errClosing is join's refusal once Close has begun.
+var errClosing = errors.New("the hub is closing")
+
+// closing reports whether Close has begun.
+func (h *Hub) closing() bool {
+	select {
+	case <-h.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Rooms is the number of loaded rooms.
 func (h *Hub) Rooms() int {
 	h.mu.Lock()
@@ -280,6 +293,10 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	r, err := h.join(req.Context(), g.Key)
+	if errors.Is(err, errClosing) {
+		_ = c.Close(websocket.StatusServiceRestart, "The server is stopping; reconnect.")
+		return
+	}
 	if err != nil {
 		h.log.Warn("crdt sync: load document", "err", err)
 		_ = c.Close(websocket.StatusTryAgainLater, "The document could not be loaded; try again.")
@@ -291,6 +308,10 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	cn.canWrite.Store(g.CanWrite)
 	if !r.add(cn) {
 		h.leave(r)
+		if h.closing() {
+			_ = c.Close(websocket.StatusServiceRestart, "The server is stopping; reconnect.")
+			return
+		}
 		_ = c.Close(websocket.StatusTryAgainLater, "The document is full or reloading; reconnect.")
 		return
 	}
@@ -368,6 +389,12 @@ func truncate(s string, n int) string {
 func (h *Hub) join(ctx context.Context, key string) (*room, error) {
 	for {
 		h.mu.Lock()
+		if h.closing() {
+			// Checked under h.mu, where Close marks the hub: a room made after Close collected
+			// the rooms would keep connections (and a follower Close does not wait for) open.
+			h.mu.Unlock()
+			return nil, errClosing
+		}
 		r := h.rms[key]
 		if r != nil && r.broken.Load() {
 			delete(h.rms, key)
@@ -379,18 +406,21 @@ func (h *Hub) join(ctx context.Context, key string) (*room, error) {
 			r.mu.Lock()
 			h.rms[key] = r
 			r.refs++
+			// The follower's place in h.wg is taken under h.mu, before Close can wait: an Add
+			// racing with Wait could let Close return with the follower still starting.
+			h.wg.Add(1)
 			h.mu.Unlock()
 			r.loadErr = r.load(ctx)
 			r.mu.Unlock()
 			close(r.ready)
 			if r.loadErr != nil {
+				h.wg.Done()
 				h.mu.Lock()
 				r.refs--
 				h.forgetLocked(r)
 				h.mu.Unlock()
 				return nil, r.loadErr
 			}
-			h.wg.Add(1)
 			go r.follow()
 			return r, nil
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -561,4 +562,88 @@ func TestRecheckFollowsAccessChanges(t *testing.T) {
 
 	role.Store("denied")
 	waitDenied(t, c, "the connection outlived its access")
+}
+
+// Connections that arrive while the hub closes are ended too: Close marks the hub before it
+// closes the rooms, a room is not made nor a connection admitted after that, and a
+// follower's place in the wait group is taken before Close waits (an Add racing with Wait,
+// which the race detector reported). After Close, a new connection is told to reconnect.
+func TestCloseEndsConnectionsThatArriveMeanwhile(t *testing.T) {
+	h, url := newServer(t, &memLog{}, nil)
+	// ends reads ws until it closes and reports the close code, or fails the test when it
+	// is still open at the deadline.
+	deadline, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ends := func(ws *websocket.Conn) websocket.StatusCode {
+		ctx := deadline
+		for {
+			if _, _, err := ws.Read(ctx); err != nil {
+				if ctx.Err() != nil {
+					t.Error("a connection stayed open after Close")
+				}
+				return websocket.CloseStatus(err)
+			}
+		}
+	}
+	var (
+		mu    sync.Mutex
+		conns []*websocket.Conn
+		stop  = make(chan struct{})
+		wg    sync.WaitGroup
+	)
+	for i := range 6 {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				ws, _, err := websocket.Dial(ctx, url+"o/d"+strconv.Itoa(i)+"-"+strconv.Itoa(n)+"/e?token=edit", nil)
+				cancel()
+				if err != nil {
+					continue
+				}
+				mu.Lock()
+				conns = append(conns, ws)
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond) // some connect before Close, some while it runs
+	h.Close()
+	close(stop)
+	wg.Wait()
+	if len(conns) == 0 {
+		t.Fatal("no connection was made")
+	}
+	var reads sync.WaitGroup
+	for _, ws := range conns {
+		reads.Go(func() {
+			defer ws.CloseNow()
+			if code := ends(ws); code != websocket.StatusServiceRestart {
+				t.Errorf("closed with %d, want %d", code, websocket.StatusServiceRestart)
+			}
+		})
+	}
+	reads.Wait()
+	ctx, cancelDial := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelDial()
+	ws, _, err := websocket.Dial(ctx, url+"o/after/e?token=edit", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	if code := ends(ws); code != websocket.StatusServiceRestart {
+		t.Errorf("a connection after Close: %d, want %d", code, websocket.StatusServiceRestart)
+	}
+	// Each handler returns once its connection's teardown is done, a little after the client
+	// saw the close.
+	for h.Conns() != 0 {
+		if deadline.Err() != nil {
+			t.Fatalf("after Close: %d connections still served", h.Conns())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -90,11 +90,13 @@ func (r *room) load(ctx context.Context) error {
 	return nil
 }
 
-// add registers a connection unless the room is full or must reload.
+// add registers a connection unless the room is full or must reload, or the hub is closing.
 func (r *room) add(c *conn) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.conns) >= r.hub.cfg.MaxConns || r.broken.Load() {
+	// Close marks the hub before it closes each room's connections (under r.mu): a connection
+	// added after that would stay open, so none is.
+	if len(r.conns) >= r.hub.cfg.MaxConns || r.broken.Load() || r.hub.closing() {
 		return false
 	}
 	r.conns[c] = struct{}{}
