@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"reflect"
 	"slices"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -28,6 +29,9 @@ func (d *Doc) Replace(root string, k Kind, value any) ([]byte, error) {
 		s, ok := value.(string)
 		if !ok {
 			return nil, fmt.Errorf("%w: Data must be a string for type xml.", ErrValue)
+		}
+		if !utf8.ValidString(s) {
+			return nil, errNotUTF8
 		}
 		var err error
 		if xmlNodes, err = parseXML(s); err != nil {
@@ -69,20 +73,32 @@ func (d *Doc) Replace(root string, k Kind, value any) ([]byte, error) {
 	return d.encodeTransaction(tr), nil
 }
 
-// checkValue refuses values writeAny cannot encode and nesting beyond what a reader accepts.
+// errNotUTF8 refuses strings that are not UTF-8: written, they would make the document
+// unreadable to yjs (and to Apply), as a client's update with them is refused.
+var errNotUTF8 = fmt.Errorf("%w: Data must be valid UTF-8.", ErrValue)
+
+// checkValue refuses values writeAny cannot encode, strings that are not UTF-8 and nesting
+// beyond what a reader accepts.
 func checkValue(v any, depth int) error {
 	if depth > maxAnyDepth {
 		return fmt.Errorf("%w: value nested deeper than %d levels", ErrValue, maxAnyDepth)
 	}
 	switch x := v.(type) {
-	case nil, bool, string, float64, json.Number, int, int64:
+	case string:
+		if !utf8.ValidString(x) {
+			return errNotUTF8
+		}
+	case nil, bool, float64, json.Number, int, int64:
 		if n, ok := x.(json.Number); ok {
 			if _, err := n.Float64(); err != nil {
 				return fmt.Errorf("%w: number %s is out of range", ErrValue, n)
 			}
 		}
 	case map[string]any:
-		for _, e := range x {
+		for key, e := range x {
+			if !utf8.ValidString(key) {
+				return errNotUTF8
+			}
 			if err := checkValue(e, depth+1); err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package yjs
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -165,6 +166,95 @@ func FuzzApplySequence(f *testing.F) {
 				_ = d.JSON(name, k)
 			}
 			_ = d.Delta(name)
+		}
+	})
+}
+
+// FuzzReplace holds Replace, which writes callers' content (text, XML parsed here, maps and
+// arrays as encoding/json decodes them) into a document that may hold other content, to its
+// contract on any input: no panic; a refusal wraps ErrValue and changes nothing; otherwise
+// the update it returns brings a peer that had the state before to the same content, the
+// document encodes to something that loads, text reads back as given, and writing the same
+// value again changes nothing.
+func FuzzReplace(f *testing.F) {
+	f.Add(uint8(Text), "hello world", "hello there world")
+	f.Add(uint8(Text), "😀 a\nb\nc", "a\nB\nc 😀")
+	f.Add(uint8(XML), `<p a="1">hi<b>there</b></p>`, `<p a="2">hi<i>you</i></p>text`)
+	f.Add(uint8(XML), `<p>x</p>`, `<p><q/></p>`)
+	f.Add(uint8(Map), `{"a":1.5,"b":["x",true,null],"c":{"d":"e"}}`, `{"a":2,"c":{"d":"f","g":[1]}}`)
+	f.Add(uint8(Array), `["a",{"b":1},[2]]`, `[{"b":2},"a"]`)
+	f.Fuzz(func(t *testing.T, kind uint8, prior, next string) {
+		tm := time.AfterFunc(5*time.Second, func() { panic(fmt.Sprintf("HANG %d %q %q", kind, prior, next)) })
+		defer tm.Stop()
+		k := Kind(kind % 4)
+		value := func(s string) (any, bool) {
+			if k == Text || k == XML {
+				return s, true
+			}
+			var v any
+			if json.Unmarshal([]byte(s), &v) != nil {
+				return nil, false
+			}
+			return v, true
+		}
+		d := NewDocWithClient(1)
+		if v, ok := value(prior); ok {
+			if _, err := d.Replace("c", k, v); err != nil && !errors.Is(err, ErrValue) {
+				t.Fatalf("error not wrapping ErrValue: %v", err)
+			}
+		}
+		v, ok := value(next)
+		if !ok {
+			return
+		}
+		before, err := d.Encode(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := d.Replace("c", k, v)
+		if err != nil {
+			if !errors.Is(err, ErrValue) {
+				t.Fatalf("error not wrapping ErrValue: %v", err)
+			}
+			if after, _ := d.Encode(nil); !bytes.Equal(before, after) {
+				t.Fatal("a refused value changed the document")
+			}
+			return
+		}
+		// view is a root's content as JSON text, comparable.
+		view := func(x *Doc) string {
+			b, err := json.Marshal(x.JSON("c", k))
+			if err != nil {
+				t.Fatalf("the view does not encode: %v", err)
+			}
+			return string(b)
+		}
+		got := view(d)
+		if s, _ := d.JSON("c", k).(string); k == Text && s != next {
+			t.Fatalf("text reads %q, want %q", s, next)
+		}
+		peer := NewDocWithClient(2)
+		if err := peer.Apply(before); err != nil {
+			t.Fatalf("our encoding does not load: %v", err)
+		}
+		if len(u) > 0 {
+			if err := peer.Apply(u); err != nil {
+				t.Fatalf("the update does not load: %v", err)
+			}
+		}
+		if g := view(peer); g != got || peer.Pending() {
+			t.Fatalf("a peer reads %q (pending %v), the writer %q", g, peer.Pending(), got)
+		}
+		full, err := d.Encode(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh := NewDocWithClient(3)
+		if err := fresh.Apply(full); err != nil || view(fresh) != got {
+			t.Fatalf("our encoding loads as %q (%v), want %q", view(fresh), err, got)
+		}
+		if again, err := d.Replace("c", k, v); err != nil || len(again) != 0 {
+			t.Fatalf("the same value again: %d bytes (%v)", len(again), err)
 		}
 	})
 }

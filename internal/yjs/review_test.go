@@ -45,6 +45,24 @@ func TestInvalidUTF8IsRefused(t *testing.T) {
 	if _, err := ReadMessage(AwarenessFrame([]AwarenessState{{Client: 1, Clock: 1, State: []byte("\"\xff\"")}})); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("awareness with invalid UTF-8: %v", err)
 	}
+	// Nor does Replace write them (found by FuzzReplace: text read back as U+FFFD).
+	for _, c := range []struct {
+		k Kind
+		v any
+	}{
+		{Text, "a\xf0"},
+		{XML, "<p>\xff</p>"},
+		{Map, map[string]any{"k\xff": 1.0}},
+		{Map, map[string]any{"k": []any{"\xc3"}}},
+		{Array, []any{map[string]any{"k": "\xff"}}},
+	} {
+		if _, err := d.Replace("c", c.k, c.v); !errors.Is(err, ErrValue) {
+			t.Errorf("replace %v with %#v: %v, want ErrValue", c.k, c.v, err)
+		}
+	}
+	if len(d.clients) != 0 {
+		t.Fatal("a refused value changed the document")
+	}
 }
 
 // A waiting deletion that an update extends is a change (the live path stores only changes).
