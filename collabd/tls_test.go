@@ -452,10 +452,42 @@ func TestMutualTLSOpenConnectionsAgeOut(t *testing.T) {
 	if err := check(); err != nil {
 		t.Fatalf("a client of the CA: %v", err)
 	}
+	// The server's certificate stays; its CA bundle now holds only the next CA (clients of
+	// both are served across the switch in a real rotation; here the first is dropped).
+	tlstest.Replace(t, files.CA, append(append([]byte{}, next.PEM...), ca.PEM...))
+	pollUntil(t, "the next CA's client accepted", func() bool {
+		return checkWith(t, p.GRPCAddr, ca, next.Issue(t, "next client")) == nil
+	})
+	if err := check(); err != nil {
+		t.Fatalf("the open connection, while its CA is in the bundle: %v", err)
+	}
 	tlstest.Replace(t, files.CA, next.PEM)
 	pollUntil(t, "the open connection of a dropped CA's client cut", func() bool {
-		return check() != nil
+		return status.Code(check()) == codes.Unavailable
 	})
+	if err := checkWith(t, p.GRPCAddr, ca, next.Issue(t, "another next client")); err != nil {
+		t.Fatalf("a client of the CA in the bundle: %v", err)
+	}
+}
+
+// checkWith opens a new mutual-TLS connection to addr with cert (trusting the server's CA
+// serverCA) and calls the health check once.
+func checkWith(t *testing.T, addr string, serverCA *tlstest.CA, cert tlstest.Leaf) error {
+	t.Helper()
+	pair, err := tls.X509KeyPair(cert.CertPEM, cert.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := credentials.NewTLS(&tls.Config{RootCAs: caPool(serverCA), ServerName: "127.0.0.1", Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	return err
 }
 
 // The connection age is 30 minutes unless set; 0 turns it off; below a second (connections

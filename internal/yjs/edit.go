@@ -52,6 +52,9 @@ func (d *Doc) Replace(root string, k Kind, value any) ([]byte, error) {
 	if err := checkValue(value, 0); err != nil {
 		return nil, err
 	}
+	if !utf8.ValidString(root) {
+		return nil, errNotUTF8 // the root's name is written into the update too
+	}
 	t := d.root(root)
 	d.begin()
 	d.track(d.client) // local edits add structs of d.client alone

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -42,7 +43,7 @@ func FuzzApply(f *testing.F) {
 		f.Add(u)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		tm := time.AfterFunc(5*time.Second, func() { panic(fmt.Sprintf("HANG %x", b)) })
+		tm := time.AfterFunc(30*time.Second, func() { panic(fmt.Sprintf("HANG %x", b)) })
 		defer tm.Stop()
 		d := NewDocWithClient(1)
 		_, _ = d.Replace("content", Text, "base")
@@ -141,7 +142,7 @@ func FuzzApplySequence(f *testing.F) {
 	}
 	f.Add(frame(seeds[len(seeds)-3:]...))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		tm := time.AfterFunc(5*time.Second, func() { panic(fmt.Sprintf("HANG %x", b)) })
+		tm := time.AfterFunc(30*time.Second, func() { panic(fmt.Sprintf("HANG %x", b)) })
 		defer tm.Stop()
 		d := NewDocWithClient(1)
 		d.LimitWork()
@@ -184,7 +185,7 @@ func FuzzReplace(f *testing.F) {
 	f.Add(uint8(Map), `{"a":1.5,"b":["x",true,null],"c":{"d":"e"}}`, `{"a":2,"c":{"d":"f","g":[1]}}`)
 	f.Add(uint8(Array), `["a",{"b":1},[2]]`, `[{"b":2},"a"]`)
 	f.Fuzz(func(t *testing.T, kind uint8, prior, next string) {
-		tm := time.AfterFunc(5*time.Second, func() { panic(fmt.Sprintf("HANG %d %q %q", kind, prior, next)) })
+		tm := time.AfterFunc(30*time.Second, func() { panic(fmt.Sprintf("HANG %d %q %q", kind, prior, next)) })
 		defer tm.Stop()
 		k := Kind(kind % 4)
 		value := func(s string) (any, bool) {
@@ -230,8 +231,29 @@ func FuzzReplace(f *testing.F) {
 			return string(b)
 		}
 		got := view(d)
-		if s, _ := d.JSON("c", k).(string); k == Text && s != next {
-			t.Fatalf("text reads %q, want %q", s, next)
+		// The content reads back as written: text as given, maps and arrays as the JSON they
+		// were decoded from, XML as its parse renders.
+		switch k {
+		case Text:
+			if s, _ := d.JSON("c", k).(string); s != next {
+				t.Fatalf("text reads %q, want %q", s, next)
+			}
+		case Map, Array:
+			if want, _ := json.Marshal(v); got != string(want) {
+				t.Fatalf("reads %s, want %s", got, want)
+			}
+		case XML:
+			nodes, err := parseXML(next)
+			if err != nil {
+				t.Fatalf("written, yet does not parse: %v", err)
+			}
+			var want strings.Builder
+			for _, n := range nodes {
+				want.WriteString(n.render())
+			}
+			if s, _ := d.JSON("c", k).(string); s != want.String() {
+				t.Fatalf("xml reads %q, want %q", s, want.String())
+			}
 		}
 		peer := NewDocWithClient(2)
 		if err := peer.Apply(before); err != nil {

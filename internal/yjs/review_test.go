@@ -60,6 +60,9 @@ func TestInvalidUTF8IsRefused(t *testing.T) {
 			t.Errorf("replace %v with %#v: %v, want ErrValue", c.k, c.v, err)
 		}
 	}
+	if _, err := d.Replace("c\xff", Text, "a"); !errors.Is(err, ErrValue) {
+		t.Errorf("a root name that is not UTF-8: %v, want ErrValue", err)
+	}
 	if len(d.clients) != 0 {
 		t.Fatal("a refused value changed the document")
 	}

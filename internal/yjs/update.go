@@ -351,6 +351,9 @@ func (d *Doc) drain() {
 				continue
 			}
 			if m, need, missing := d.missing(s); missing {
+				// An entry is always for this dependency: it goes when its waiter is woken,
+				// and until then the head's first missing dependency stays the same (m's
+				// clock only moves when m integrates, which wakes the waiter at once).
 				if w, ok := waitingOn[cur]; ok && w.client == m && w.need == need {
 					break // registered already; m was queued then, and wakes cur
 				}
