@@ -72,6 +72,10 @@ type conn struct {
 }
 
 func (r *room) load(ctx context.Context) error {
+	// Bounded as the other log calls are: the room's lock is held meanwhile, and Close waits
+	// for it.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	parts, at, err := r.hub.cfg.Log.Load(ctx, r.key)
 	if err != nil {
 		return err
