@@ -452,8 +452,9 @@ func TestMutualTLSOpenConnectionsAgeOut(t *testing.T) {
 	if err := check(); err != nil {
 		t.Fatalf("a client of the CA: %v", err)
 	}
-	// The server's certificate stays; its CA bundle now holds only the next CA (clients of
-	// both are served across the switch in a real rotation; here the first is dropped).
+	// As in a rotation, the bundle first holds both CAs (the next CA's clients are accepted,
+	// the open connection keeps working), then the first CA is dropped. The server keeps its
+	// certificate.
 	tlstest.Replace(t, files.CA, append(append([]byte{}, next.PEM...), ca.PEM...))
 	pollUntil(t, "the next CA's client accepted", func() bool {
 		return checkWith(t, p.GRPCAddr, ca, next.Issue(t, "next client")) == nil
