@@ -293,9 +293,14 @@ func checkHealth(addr string, opts ...grpc.DialOption) error {
 		return err
 	}
 	defer conn.Close()
+	return healthCheck(conn)
+}
+
+// healthCheck calls the health check once over conn.
+func healthCheck(conn *grpc.ClientConn) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 	return err
 }
 
@@ -431,24 +436,12 @@ func TestMutualTLSOpenConnectionsAgeOut(t *testing.T) {
 	files := ca.Write(t, dir, "grpc", ca.Issue(t, "server"))
 	p, _ := startLogged(t, "--grpc-tls-ca-file="+files.CA, "--grpc-tls-cert-file="+files.Cert, "--grpc-tls-key-file="+files.Key,
 		"--grpc-max-connection-age=1s")
-	client := ca.Issue(t, "client")
-	cert, err := tls.X509KeyPair(client.CertPEM, client.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds := credentials.NewTLS(&tls.Config{RootCAs: caPool(ca), ServerName: "127.0.0.1", Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(creds))
+	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(mtlsCreds(t, ca, ca)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	health := healthpb.NewHealthClient(conn)
-	check := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
-		return err
-	}
+	check := func() error { return healthCheck(conn) }
 	if err := check(); err != nil {
 		t.Fatalf("a client of the CA: %v", err)
 	}
@@ -457,7 +450,7 @@ func TestMutualTLSOpenConnectionsAgeOut(t *testing.T) {
 	// certificate.
 	tlstest.Replace(t, files.CA, append(append([]byte{}, next.PEM...), ca.PEM...))
 	pollUntil(t, "the next CA's client accepted", func() bool {
-		return checkWith(t, p.GRPCAddr, ca, next.Issue(t, "next client")) == nil
+		return checkHealth(p.GRPCAddr, grpc.WithTransportCredentials(mtlsCreds(t, next, ca))) == nil
 	})
 	if err := check(); err != nil {
 		t.Fatalf("the open connection, while its CA is in the bundle: %v", err)
@@ -466,29 +459,9 @@ func TestMutualTLSOpenConnectionsAgeOut(t *testing.T) {
 	pollUntil(t, "the open connection of a dropped CA's client cut", func() bool {
 		return status.Code(check()) == codes.Unavailable
 	})
-	if err := checkWith(t, p.GRPCAddr, ca, next.Issue(t, "another next client")); err != nil {
+	if err := checkHealth(p.GRPCAddr, grpc.WithTransportCredentials(mtlsCreds(t, next, ca))); err != nil {
 		t.Fatalf("a client of the CA in the bundle: %v", err)
 	}
-}
-
-// checkWith opens a new mutual-TLS connection to addr with cert (trusting the server's CA
-// serverCA) and calls the health check once.
-func checkWith(t *testing.T, addr string, serverCA *tlstest.CA, cert tlstest.Leaf) error {
-	t.Helper()
-	pair, err := tls.X509KeyPair(cert.CertPEM, cert.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds := credentials.NewTLS(&tls.Config{RootCAs: caPool(serverCA), ServerName: "127.0.0.1", Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-	return err
 }
 
 // The connection age is 30 minutes unless set; 0 turns it off; below a second (connections
