@@ -180,10 +180,14 @@ func (h *Hub) Close() {
 	}
 	h.mu.Unlock()
 	for _, r := range rooms {
-		r.closeAll(websocket.StatusServiceRestart, "The server is stopping; reconnect.")
+		r.closeAll(websocket.StatusServiceRestart, reasonStopping)
 	}
 	h.wg.Wait()
 }
+
+// reasonStopping is the close reason (with 1012, so clients reconnect) of connections that
+// Close ends or that arrive while it runs.
+const reasonStopping = "The server is stopping; reconnect."
 
 // errClosing is join's refusal once Close has begun.
 var errClosing = errors.New("the hub is closing")
@@ -294,7 +298,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	r, err := h.join(req.Context(), g.Key)
 	if errors.Is(err, errClosing) {
-		_ = c.Close(websocket.StatusServiceRestart, "The server is stopping; reconnect.")
+		_ = c.Close(websocket.StatusServiceRestart, reasonStopping)
 		return
 	}
 	if err != nil {
@@ -309,7 +313,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if !r.add(cn) {
 		h.leave(r)
 		if h.closing() {
-			_ = c.Close(websocket.StatusServiceRestart, "The server is stopping; reconnect.")
+			_ = c.Close(websocket.StatusServiceRestart, reasonStopping)
 			return
 		}
 		_ = c.Close(websocket.StatusTryAgainLater, "The document is full or reloading; reconnect.")
