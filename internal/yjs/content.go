@@ -161,6 +161,9 @@ func (d *decoder) readContent(ref uint8) (content, error) {
 		if n == 0 {
 			return content{}, malformed("empty JSON content")
 		}
+		if err := d.charge(n * 32); err != nil { // a slice and a small copy each
+			return content{}, err
+		}
 		elems := make([][]byte, n)
 		for i := range elems {
 			b, err := d.utf8()
@@ -183,6 +186,9 @@ func (d *decoder) readContent(ref uint8) (content, error) {
 		}
 		if len(s) == 0 {
 			return content{}, malformed("empty string content")
+		}
+		if err := d.charge(2 * len(s)); err != nil {
+			return content{}, err
 		}
 		return content{ref: refString, str: u16(s)}, nil
 	case refEmbed:
@@ -230,6 +236,9 @@ func (d *decoder) readContent(ref uint8) (content, error) {
 		}
 		if n == 0 {
 			return content{}, malformed("empty any content")
+		}
+		if err := d.charge(n * 32); err != nil {
+			return content{}, err
 		}
 		elems := make([][]byte, n)
 		for i := range elems {

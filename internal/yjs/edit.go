@@ -56,6 +56,7 @@ func (d *Doc) Replace(root string, k Kind, value any) ([]byte, error) {
 		return nil, errNotUTF8 // the root's name is written into the update too
 	}
 	t := d.root(root)
+	w, np := d.work, d.npending
 	d.begin()
 	d.track(d.client) // local edits add structs of d.client alone
 	tr := d.tr
@@ -73,7 +74,9 @@ func (d *Doc) Replace(root string, k Kind, value any) ([]byte, error) {
 	if d.state(d.client) == tr.before[d.client] && len(tr.deleted) == 0 {
 		return nil, nil
 	}
-	return d.encodeTransaction(tr), nil
+	update := d.encodeTransaction(tr)
+	d.growBound(len(update), d.work-w, np)
+	return update, nil
 }
 
 // errNotUTF8 refuses strings that are not UTF-8: written, they would make the document
@@ -136,6 +139,7 @@ func (d *Doc) newItem(t *ytype, left, right *block, sub string, hasSub bool, c c
 	if right != nil {
 		b.rightOrigin, b.hasRightOrigin = right.id, true
 	}
+	d.held += c.bytes()
 	d.integrateItem(b)
 	return b
 }

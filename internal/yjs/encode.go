@@ -20,6 +20,12 @@ func (d *Doc) Encode(sv []byte) ([]byte, error) {
 }
 
 func (d *Doc) encode(have map[uint64]uint64) []byte {
+	var e encoder
+	d.encodeTo(&e, have)
+	return e.buf
+}
+
+func (d *Doc) encodeTo(e *encoder, have map[uint64]uint64) {
 	type from struct{ client, clock uint64 }
 	var list []from
 	seen := map[uint64]bool{}
@@ -43,13 +49,11 @@ func (d *Doc) encode(have map[uint64]uint64) []byte {
 		}
 		return 0
 	})
-	var e encoder
 	e.uint(uint64(len(list)))
 	for _, f := range list {
-		d.writeClient(&e, f.client, f.clock)
+		d.writeClient(e, f.client, f.clock)
 	}
-	d.writeDeleteSet(&e)
-	return e.buf
+	d.writeDeleteSet(e)
 }
 
 // writeClient writes a client's structs from clock on, then its pending structs after skips
@@ -215,8 +219,8 @@ func (d *Doc) writeDeleteSet(e *encoder) {
 			ranges[c] = append(ranges[c], [2]uint64{clock, n})
 		}
 	}
-	for _, r := range d.pendingDS {
-		ranges[r.client] = append(ranges[r.client], [2]uint64{r.clock, r.length})
+	for c, rs := range d.pendingDS {
+		ranges[c] = append(ranges[c], rs...)
 	}
 	clients := make([]uint64, 0, len(ranges))
 	for c := range ranges {

@@ -2,6 +2,7 @@ package yjs
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -145,14 +146,13 @@ func FuzzApplySequence(f *testing.F) {
 		tm := time.AfterFunc(30*time.Second, func() { panic(fmt.Sprintf("HANG %x", b)) })
 		defer tm.Stop()
 		d := NewDocWithClient(1)
-		d.LimitWork()
 		dec := decoder{buf: b}
 		for dec.left() > 0 {
 			u, err := dec.bytes()
 			if err != nil {
 				break
 			}
-			_ = d.Apply(u)
+			_, _ = d.ApplyUntrusted(context.Background(), u, Limits{})
 		}
 		full, err := d.Encode(nil)
 		if err != nil {

@@ -28,6 +28,22 @@ const maxAnyDepth = 100
 type decoder struct {
 	buf []byte
 	pos int
+	// alloc, when limited, is how many bytes of memory what is read may still take
+	// (decodeUpdate).
+	alloc   int
+	limited bool
+}
+
+// charge counts n bytes of memory that reading is about to allocate: ErrTooLarge past the
+// allowance.
+func (d *decoder) charge(n int) error {
+	if !d.limited {
+		return nil
+	}
+	if d.alloc -= n; d.alloc < 0 {
+		return fmt.Errorf("%w: the update alone takes more than the document may hold", ErrMemoryTooLarge)
+	}
+	return nil
 }
 
 func malformed(format string, args ...any) error {

@@ -17,23 +17,6 @@ func Merge(updates ...[]byte) ([]byte, error) {
 // Pending reports whether structs or deletions wait for structs the document has not seen.
 func (d *Doc) Pending() bool { return len(d.pending) > 0 || len(d.pendingDS) > 0 }
 
-// Size estimates the bytes the document holds, to bound what one document may cost.
-func (d *Doc) Size() int {
-	n := 0
-	for _, s := range d.clients {
-		n += len(s) * int(unsafe.Sizeof(uintptr(0)))
-		for _, b := range s {
-			n += int(unsafe.Sizeof(*b)) + b.content.bytes()
-		}
-	}
-	for _, q := range d.pending {
-		for _, p := range q {
-			n += int(unsafe.Sizeof(*p)+unsafe.Sizeof(*p.b)) + p.b.content.bytes()
-		}
-	}
-	return n
-}
-
 // bytes is the heap a content holds beyond its struct.
 func (c *content) bytes() int {
 	n := 2 * len(c.str)
@@ -43,7 +26,7 @@ func (c *content) bytes() int {
 	if x := c.x; x != nil {
 		n += int(unsafe.Sizeof(*x)) + len(x.raw) + len(x.key)
 		if t := x.typ; t != nil {
-			n += int(unsafe.Sizeof(*t)) + len(t.name) + 48*len(t.m)
+			n += int(unsafe.Sizeof(*t)) + len(t.name)
 		}
 	}
 	return n

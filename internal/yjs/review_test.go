@@ -1,6 +1,8 @@
 package yjs
 
 import (
+	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
 	"strings"
@@ -93,7 +95,7 @@ func TestExtendingAWaitingDeletionIsAChange(t *testing.T) {
 }
 
 // One small update can make YATA's conflict resolution quadratic (in yjs too): insertions by a
-// higher client, right to left at one place. With LimitWork it is refused early.
+// higher client, right to left at one place. Its work budget refuses it early.
 func TestWorkLimitRefusesQuadraticUpdates(t *testing.T) {
 	base := NewDocWithClient(5)
 	if _, err := base.Replace("t", Text, strings.Repeat("a", 6000)); err != nil {
@@ -117,19 +119,20 @@ func TestWorkLimitRefusesQuadraticUpdates(t *testing.T) {
 	if err := d.Apply(state); err != nil {
 		t.Fatal(err)
 	}
-	d.LimitWork()
 	start := time.Now()
-	_, err := d.ApplyChanged(e.buf)
+	_, err := d.ApplyUntrusted(context.Background(), e.buf, Limits{})
 	if !errors.Is(err, ErrTooComplex) || !errors.Is(err, ErrMalformed) {
 		t.Fatalf("apply = %v, want ErrTooComplex", err)
 	}
 	t.Logf("refused after %v", time.Since(start))
+	if got, _ := d.Encode(nil); !bytes.Equal(got, state) {
+		t.Fatal("the refused update changed the document")
+	}
 	// Ordinary updates stay well within the limit.
 	u, _ := base.Replace("t", Text, strings.Repeat("a", 3000)+"typed"+strings.Repeat("a", 3000))
 	l := NewDoc()
 	mustApply(t, l, state)
-	l.LimitWork()
-	if err := l.Apply(u); err != nil {
+	if _, err := l.ApplyUntrusted(context.Background(), u, Limits{}); err != nil {
 		t.Fatalf("an ordinary update refused: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package yjs
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"slices"
@@ -28,6 +29,9 @@ type block struct {
 	hasOrigin, hasRightOrigin bool
 	hasSub                    bool
 	deleted                   bool
+	// fresh: made by the update being applied under a journal (undo.go), which records
+	// nothing of it.
+	fresh bool
 }
 
 func (b *block) end() uint64 { return b.id.Clock + b.length }
@@ -60,15 +64,33 @@ type Doc struct {
 	clients map[uint64][]*block
 	roots   map[string]*ytype
 
-	pending   map[uint64][]*pendingStruct
-	pendingDS []dsRange
+	pending map[uint64][]*pendingStruct
+	// pendingDS holds, per client, the sorted deleted ranges of clocks not seen yet.
+	pendingDS map[uint64][][2]uint64
+	// waiters: for each client, the clients whose head struct waits for one of its clocks;
+	// waitingOn: what each such client waits for (hints: the head is checked when woken).
+	waiters   map[uint64]*waitHeap
+	waitingOn map[uint64]waiter
 
 	tr *transaction
 
-	// work counts the steps of conflict resolution and store moves, to bound what one
-	// update may cost (LimitWork); budget is the current Apply's allowance, 0 for none.
-	work, budget int
-	limited      bool
+	// structs, npending and held count the structs in the store, the structs waiting, and
+	// the bytes their contents hold, so that Size costs nothing.
+	structs, npending, npendingDS, held int
+	// encBound is at least the length of the document's encoding (Limits.MaxEncoded).
+	encBound int
+
+	// An untrusted update's limits (limits.go): the work it did so far, its allowance, and
+	// why it stopped (nil while it may go on).
+	lim     *Limits
+	ctx     context.Context //nolint:containedctx // only for the duration of one ApplyUntrusted
+	work    int
+	budget  int
+	nextCtx int
+	stop    error
+	// j records what the update being applied changes, to undo it (undo.go); spare is the
+	// last one, kept for the next update.
+	j, spare *journal
 }
 
 // NewDoc returns an empty document whose local edits use a random client id, as yjs picks
@@ -81,17 +103,8 @@ func NewDoc() *Doc {
 
 // NewDocWithClient returns an empty document whose local edits use the given client id.
 func NewDocWithClient(client uint64) *Doc {
-	return &Doc{client: client, clients: map[uint64][]*block{}, roots: map[string]*ytype{}}
+	return &Doc{client: client, clients: map[uint64][]*block{}, roots: map[string]*ytype{}, encBound: 2}
 }
-
-// LimitWork bounds what each Apply may cost from now on: the steps of conflict resolution and
-// struct moves may be at most 100,000 plus 64 per byte of the update (real updates take less
-// than 2 per byte; hostile ones can make YATA quadratic, in yjs too). An update past it stops
-// at a struct boundary, drops the rest and fails with ErrTooComplex (wrapping ErrMalformed);
-// the document then holds part of it, so a caller that must stay in step with a log discards
-// the document. For documents that take updates from untrusted clients; not needed for data
-// already accepted.
-func (d *Doc) LimitWork() { d.limited = true }
 
 // Client is the client id of the document's local edits.
 func (d *Doc) Client() uint64 { return d.client }
@@ -111,6 +124,9 @@ func (d *Doc) root(name string) *ytype {
 	if t == nil {
 		t = &ytype{ref: rootRef, name: name, root: true}
 		d.roots[name] = t
+		if d.j != nil {
+			d.j.roots = append(d.j.roots, name)
+		}
 	}
 	return t
 }
@@ -159,14 +175,37 @@ func (d *Doc) cleanEnd(id ID) *block {
 
 func (d *Doc) insertAt(client uint64, i int, b *block) {
 	// Moving the client's structs costs in proportion to how many follow.
-	d.work += 1 + (len(d.clients[client])-i)/256
+	d.work += 1 + (len(d.clients[client])-i)/64
+	d.touchList(client)
+	if d.j != nil {
+		d.j.lists = append(d.j.lists, listOp{client: client, i: i, kind: listInsert})
+	}
 	d.clients[client] = slices.Insert(d.clients[client], i, b)
+	d.structs++
 }
 
 // split cuts item b at diff and returns the right part, linked after b; the caller puts it in
-// the store.
+// the store. The parts are merged again at the end of the transaction if nothing came between
+// them.
 func (d *Doc) split(b *block, diff uint64) *block {
-	r := &block{
+	r := d.splitHere(b, diff)
+	if d.tr != nil {
+		d.tr.merge = append(d.tr.merge, r.id)
+	}
+	return r
+}
+
+// splitHere is split for a caller whose parts are looked at for merging anyway (deletions).
+func (d *Doc) splitHere(b *block, diff uint64) *block {
+	d.work++
+	d.saveBlock(b)
+	d.saveBlock(b.right)
+	if b.content.ref == refString {
+		if u := b.content.str[diff-1]; u >= 0xd800 && u <= 0xdbff {
+			d.saveUnit(&b.content.str[diff]) // splice writes U+FFFD over the pair's second half
+		}
+	}
+	r := d.newBlock(block{
 		id:             ID{b.id.Client, b.id.Clock + diff},
 		length:         b.length - diff,
 		origin:         ID{b.id.Client, b.id.Clock + diff - 1},
@@ -180,17 +219,15 @@ func (d *Doc) split(b *block, diff uint64) *block {
 		hasSub:         b.hasSub,
 		deleted:        b.deleted,
 		content:        b.content.splice(diff),
-	}
+	})
 	b.length = diff
 	b.right = r
 	if r.right != nil {
 		r.right.left = r
 	}
 	if r.hasSub && r.right == nil && r.parent != nil && r.parent.m != nil {
+		d.saveKey(r.parent, r.sub)
 		r.parent.m[r.sub] = r
-	}
-	if d.tr != nil {
-		d.tr.merge = append(d.tr.merge, r.id)
 	}
 	return r
 }

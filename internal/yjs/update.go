@@ -32,13 +32,17 @@ type transaction struct {
 // decodedUpdate is an update read completely, before any of it touches the document.
 type decodedUpdate struct {
 	structs map[uint64][]*pendingStruct
-	ds      []dsRange
+	// ds: each client's deleted ranges of clocks, as read.
+	ds map[uint64][][2]uint64
 }
 
 // decodeUpdate reads a whole v1 update, so that malformed bytes are refused before the
-// document changes.
-func decodeUpdate(b []byte) (decodedUpdate, error) {
-	d := decoder{buf: b}
+// document changes. What it reads may take at most maxAlloc bytes of memory (negative: any):
+// an update from an untrusted client must not make the server allocate more than its limits
+// allow before they are checked (a struct can take two bytes of the update, and a hundred
+// times that here).
+func decodeUpdate(b []byte, maxAlloc int) (decodedUpdate, error) {
+	d := decoder{buf: b, alloc: maxAlloc, limited: maxAlloc >= 0}
 	u := decodedUpdate{structs: map[uint64][]*pendingStruct{}}
 	nClients, err := d.count(3)
 	if err != nil {
@@ -59,6 +63,9 @@ func decodeUpdate(b []byte) (decodedUpdate, error) {
 		}
 		if _, dup := u.structs[client]; dup {
 			return u, malformed("client %d appears twice", client)
+		}
+		if err := d.charge(nStructs * perPending); err != nil {
+			return u, err
 		}
 		list := make([]*pendingStruct, 0, nStructs)
 		for j := 0; j < nStructs; j++ {
@@ -156,12 +163,12 @@ func (d *decoder) id() (ID, error) {
 	return ID{c, k}, err
 }
 
-func (d *decoder) readDeleteSet() ([]dsRange, error) {
+func (d *decoder) readDeleteSet() (map[uint64][][2]uint64, error) {
 	n, err := d.count(2)
 	if err != nil {
 		return nil, err
 	}
-	var out []dsRange
+	out := make(map[uint64][][2]uint64, min(n, 64))
 	for i := 0; i < n; i++ {
 		client, err := d.uint()
 		if err != nil {
@@ -170,6 +177,12 @@ func (d *decoder) readDeleteSet() ([]dsRange, error) {
 		m, err := d.count(2)
 		if err != nil {
 			return nil, err
+		}
+		if err := d.charge(16 * m); err != nil {
+			return nil, err
+		}
+		if out[client] == nil {
+			out[client] = make([][2]uint64, 0, m)
 		}
 		for j := 0; j < m; j++ {
 			clock, err := d.uint()
@@ -184,7 +197,7 @@ func (d *decoder) readDeleteSet() ([]dsRange, error) {
 				return nil, malformed("deleted range beyond 2^53")
 			}
 			if length > 0 {
-				out = append(out, dsRange{client, clock, length})
+				out[client] = append(out[client], [2]uint64{clock, length})
 			}
 		}
 	}
@@ -193,7 +206,8 @@ func (d *decoder) readDeleteSet() ([]dsRange, error) {
 
 // Apply merges a Yjs v1 update into the document. Structs whose dependencies have not arrived
 // wait in the document until they do. Malformed bytes leave the document unchanged and return
-// an error wrapping ErrMalformed.
+// an error wrapping ErrMalformed. For trusted updates (the document's own log): an untrusted
+// client's goes through ApplyUntrusted.
 func (d *Doc) Apply(update []byte) error {
 	_, err := d.ApplyChanged(update)
 	return err
@@ -203,135 +217,142 @@ func (d *Doc) Apply(update []byte) error {
 // structs (integrated or waiting) or deleted something. A client's echo of what it already
 // has changes nothing.
 func (d *Doc) ApplyChanged(update []byte) (bool, error) {
-	u, err := decodeUpdate(update)
+	u, err := decodeUpdate(update, -1)
 	if err != nil {
 		return false, err
 	}
-	pendingBefore, dsBefore := d.pendingCount(), d.pendingDSLength()
-	d.budget = 0
-	if d.limited {
-		d.work = 0
-		d.budget = 100_000 + 64*len(update)
-	}
+	w, np := d.work, d.npending
+	changed := d.apply(u)
+	d.growBound(len(update), d.work-w, np)
+	return changed, nil
+}
+
+// apply puts a decoded update into the document and reports whether it changed anything. Under
+// limits (d.lim) it stops at the first struct or deletion past them, with d.stop set.
+func (d *Doc) apply(u decodedUpdate) bool {
+	d.begin()
+	tr := d.tr
+	changed := false
 	if d.pending == nil {
 		d.pending = map[uint64][]*pendingStruct{}
 	}
+	start := make([]uint64, 0, len(u.structs))
 	for c, list := range u.structs {
-		// Skip structs only mark a gap, which the clocks show anyway: queued, one could take
-		// the place of the real struct of the same range (a merged update's skip arriving
-		// before the struct it skipped).
-		list = slices.DeleteFunc(list, func(p *pendingStruct) bool { return p.skip })
-		if len(list) == 0 {
-			continue
+		if d.queue(c, list) {
+			changed = true
 		}
-		q := d.pending[c]
-		if len(q) == 0 {
-			d.pending[c] = list
-			continue
+		if len(d.pending[c]) > 0 {
+			start = append(start, c)
 		}
-		q = append(q, list...)
-		slices.SortStableFunc(q, func(a, b *pendingStruct) int {
-			switch {
-			case a.b.id.Clock < b.b.id.Clock:
-				return -1
-			case a.b.id.Clock > b.b.id.Clock:
-				return 1
-			}
-			return 0
-		})
+	}
+	d.drain(start)
+	if d.stop != nil {
+		return changed
+	}
+	if d.applyDeletes(u.ds) {
+		changed = true
+	}
+	if d.stop != nil {
+		return changed
+	}
+	d.commit()
+	if len(tr.deleted) > 0 {
+		return true
+	}
+	for c, from := range tr.before {
+		if d.state(c) != from {
+			return true
+		}
+	}
+	return changed
+}
+
+// queue adds an update's structs of one client to those waiting, in clock order, and reports
+// whether any was new. Skip structs only mark a gap, which the clocks show anyway: queued, one
+// could take the place of the real struct of the same range (a merged update's skip arriving
+// before the struct it skipped). The queue is replaced, never written to, so a journal keeps
+// the old one.
+func (d *Doc) queue(c uint64, list []*pendingStruct) bool {
+	st := d.state(c)
+	list = slices.DeleteFunc(list, func(p *pendingStruct) bool { return p.skip || p.b.end() <= st })
+	if len(list) == 0 {
+		return false
+	}
+	old := d.pending[c]
+	q := list
+	if len(old) > 0 {
+		q = slices.Concat(old, list)
+		slices.SortStableFunc(q, func(a, b *pendingStruct) int { return cmpClock(a.b.id.Clock, b.b.id.Clock) })
 		// A struct sent twice waits once.
 		q = slices.CompactFunc(q, func(a, b *pendingStruct) bool {
 			return a.b.id.Clock == b.b.id.Clock && a.b.length == b.b.length
 		})
-		d.pending[c] = q
 	}
-	// Only the clients with pending structs can gain any (drain integrates those alone).
-	d.begin()
-	for c := range d.pending {
-		d.track(c)
+	if len(q) == len(old) {
+		return false
 	}
-	tr := d.tr
-	defer d.commit()
-	d.drain()
-	if d.budget > 0 && d.work > d.budget {
-		// Stopped at a struct boundary: what waits from this update goes, its deletions too.
-		d.dropPendingFrom(u)
-		return true, ErrTooComplex
-	}
-	d.pendingDS = append(d.pendingDS, u.ds...)
-	d.applyDeletes()
-	if len(tr.deleted) > 0 || d.pendingCount() != pendingBefore || d.pendingDSLength() != dsBefore {
-		return true, nil
-	}
-	for c, from := range tr.before {
-		if d.state(c) != from {
-			return true, nil
+	d.savePending(c)
+	d.pending[c] = q
+	d.npending += len(q) - len(old)
+	d.held += pendingBytes(q) - pendingBytes(old)
+	if d.j != nil {
+		for _, p := range list {
+			p.b.fresh = true
+			d.j.created = append(d.j.created, p.b)
 		}
 	}
-	return false, nil
+	return true
 }
 
-// ErrTooComplex is Apply's refusal of an update past the work limit (LimitWork).
+// pendingBytes is what the contents of waiting structs hold.
+func pendingBytes(q []*pendingStruct) int {
+	n := 0
+	for _, p := range q {
+		n += p.b.content.bytes()
+	}
+	return n
+}
+
+func cmpClock(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// popPending removes the head of a client's waiting structs.
+func (d *Doc) popPending(c uint64) {
+	d.savePending(c)
+	q := d.pending[c]
+	if len(q) == 1 {
+		delete(d.pending, c)
+	} else {
+		d.pending[c] = q[1:]
+	}
+	d.npending--
+}
+
+// ErrTooComplex is the refusal of an untrusted update past its work budget (ApplyUntrusted).
 var ErrTooComplex = fmt.Errorf("%w: the update is too costly to integrate", ErrMalformed)
 
-// dropPendingFrom removes the structs of u that wait, after an update was cut short.
-func (d *Doc) dropPendingFrom(u decodedUpdate) {
-	from := map[*pendingStruct]bool{}
-	for _, list := range u.structs {
-		for _, p := range list {
-			from[p] = true
-		}
-	}
-	for c, q := range d.pending {
-		q = slices.DeleteFunc(q, func(p *pendingStruct) bool { return from[p] })
-		if len(q) == 0 {
-			delete(d.pending, c)
-		} else {
-			d.pending[c] = q
-		}
-	}
-}
-
-// pendingDSLength is how many clocks waiting deletions cover: a range extended by an update
-// is a change even when the number of ranges stays.
-func (d *Doc) pendingDSLength() uint64 {
-	var n uint64
-	for _, r := range d.pendingDS {
-		n += r.length
-	}
-	return n
-}
-
-// pendingCount is how many structs and deletions wait.
-func (d *Doc) pendingCount() int {
-	n := len(d.pendingDS)
-	for _, q := range d.pending {
-		n += len(q)
-	}
-	return n
-}
-
-// drain integrates every pending struct whose dependencies are present. A client's head
-// struct that lacks a dependency registers as a waiter on the client it needs and that client
-// is worked on next (yjs follows missing dependencies the same way); integrating wakes the
-// waiters whose clock has arrived. Each head waits at most once per dependency it lacks, so
-// the work is O(n log n) for any input, and structs whose dependencies never arrive (or
-// depend on each other, which only hostile input does) simply stay pending.
-func (d *Doc) drain() {
-	work := make([]uint64, 0, len(d.pending))
-	for c := range d.pending {
-		work = append(work, c)
-	}
+// drain integrates every pending struct whose dependencies are present, starting from the
+// clients that received structs. A client's head struct that lacks a dependency registers as a
+// waiter on the client it needs (d.waiters, kept between updates) and that client is worked on
+// next (yjs follows missing dependencies the same way); integrating wakes the waiters whose
+// clock has arrived. Each head waits at most once per dependency it lacks, so the work is
+// O(n log n) for any input, structs whose dependencies never arrive (or depend on each other,
+// which only hostile input does) simply stay pending, and an update costs what it brings, not
+// the number of clients that wait.
+func (d *Doc) drain(work []uint64) {
 	// Highest client first, as yjs reads them: work is a stack.
 	slices.Sort(work)
 	queued := make(map[uint64]bool, len(work))
 	for _, c := range work {
 		queued[c] = true
 	}
-	waiters := map[uint64]*waitHeap{}
-	// waitingOn is the dependency each registered head waits for. Two heads that need each
-	// other (only hostile input does that) would otherwise queue each other forever.
-	waitingOn := map[uint64]waiter{}
 	for len(work) > 0 {
 		cur := work[len(work)-1]
 		work = work[:len(work)-1]
@@ -347,57 +368,92 @@ func (d *Doc) drain() {
 				break // a gap: earlier clocks of this client have not arrived
 			}
 			if s.skip || s.b.end() <= st {
-				d.pending[cur] = q[1:]
+				d.popPending(cur)
+				d.held -= s.b.content.bytes()
 				continue
 			}
-			if m, need, missing := d.missing(s); missing {
-				// An entry is always for this dependency: it goes when its waiter is woken,
-				// and until then the head's first missing dependency stays the same (m's
-				// clock only moves when m integrates, which wakes the waiter at once).
-				if w, ok := waitingOn[cur]; ok && w.client == m && w.need == need {
-					break // registered already; m was queued then, and wakes cur
-				}
-				waitingOn[cur] = waiter{need: need, client: m}
-				h := waiters[m]
-				if h == nil {
-					h = &waitHeap{}
-					waiters[m] = h
-				}
-				heap.Push(h, waiter{need: need, client: cur})
-				if !queued[m] && len(d.pending[m]) > 0 && m != cur {
+			if m, _, missing := d.missing(s); missing {
+				if d.register(cur, s) && !queued[m] && len(d.pending[m]) > 0 && m != cur {
 					work = append(work, m)
 					queued[m] = true
 				}
 				break
 			}
-			if d.budget > 0 && d.work > d.budget {
+			if d.over() {
 				return
 			}
-			d.pending[cur] = q[1:]
+			d.popPending(cur)
+			d.track(cur)
 			d.integrate(s, st-s.b.id.Clock)
-			if h := waiters[cur]; h != nil {
-				now := d.state(cur)
-				for h.Len() > 0 && (*h)[0].need < now {
-					w := heap.Pop(h).(waiter)
-					delete(waitingOn, w.client)
-					if !queued[w.client] {
-						work = append(work, w.client)
-						queued[w.client] = true
-					}
+			for _, w := range d.wake(cur) {
+				if !queued[w] {
+					work = append(work, w)
+					queued[w] = true
 				}
 			}
 		}
 	}
-	for c, q := range d.pending {
-		if len(q) == 0 {
-			delete(d.pending, c)
-		}
-	}
 	if len(d.pending) == 0 && len(queued) > 8 {
-		// A map that once held many clients (a document's load) keeps its size, and every
-		// update would iterate it.
+		// A map that once held many clients (a document's load) keeps its size.
 		d.pending = nil
 	}
+}
+
+// register makes client c's head struct s wait for the clock it lacks, and reports whether it
+// was not waiting for it already: two heads that need each other (only hostile input does
+// that) would otherwise queue each other forever.
+func (d *Doc) register(c uint64, s *pendingStruct) bool {
+	m, need, _ := d.missing(s)
+	w := waiter{need: need, client: m}
+	if cur, ok := d.waitingOn[c]; ok && cur == w {
+		return false
+	}
+	if d.waitingOn == nil {
+		d.waitingOn = map[uint64]waiter{}
+		d.waiters = map[uint64]*waitHeap{}
+	}
+	d.waitingOn[c] = w
+	h := d.waiters[m]
+	if h == nil {
+		h = &waitHeap{}
+		d.waiters[m] = h
+	}
+	heap.Push(h, waiter{need: need, client: c})
+	return true
+}
+
+// registerHead registers a client's head struct when it waits for another client (after an
+// undo, whose update may have consumed the registration).
+func (d *Doc) registerHead(c uint64) {
+	q := d.pending[c]
+	if len(q) == 0 || q[0].b.id.Clock > d.state(c) {
+		return
+	}
+	if _, _, missing := d.missing(q[0]); missing {
+		d.register(c, q[0])
+	}
+}
+
+// wake returns the clients waiting for clocks of c that have arrived. Registrations are hints:
+// the woken client's head is checked again.
+func (d *Doc) wake(c uint64) []uint64 {
+	h := d.waiters[c]
+	if h == nil {
+		return nil
+	}
+	now := d.state(c)
+	var out []uint64
+	for h.Len() > 0 && (*h)[0].need < now {
+		w := heap.Pop(h).(waiter)
+		if d.waitingOn[w.client] == (waiter{need: w.need, client: c}) {
+			delete(d.waitingOn, w.client)
+		}
+		out = append(out, w.client)
+	}
+	if h.Len() == 0 {
+		delete(d.waiters, c)
+	}
+	return out
 }
 
 // waiter is a client whose head struct needs clock need of another client.
@@ -442,12 +498,20 @@ func (d *Doc) missing(s *pendingStruct) (uint64, uint64, bool) {
 // first offset clocks (already known).
 func (d *Doc) integrate(s *pendingStruct, offset uint64) {
 	b := s.b
+	d.work++
+	if !b.fresh {
+		// It waited since an earlier update: its fields change below.
+		d.saveBlock(b)
+		if t := b.content.typ(); t != nil {
+			d.saveType(t)
+		}
+	}
 	if b.gc {
 		if offset > 0 {
 			b.id.Clock += offset
 			b.length -= offset
 		}
-		d.clients[b.id.Client] = append(d.clients[b.id.Client], b)
+		d.appendStruct(b)
 		return
 	}
 	// Resolve the neighbours and the parent (yjs: getMissing).
@@ -481,60 +545,40 @@ func (d *Doc) integrate(s *pendingStruct, offset uint64) {
 		b.left = d.cleanEnd(ID{b.id.Client, b.id.Clock - 1})
 		b.origin = b.left.lastID()
 		b.hasOrigin = true
+		held := b.content.bytes()
 		b.content = b.content.splice(offset)
+		d.held += b.content.bytes() - held
 		b.length -= offset
 	}
 	if b.parent == nil {
-		d.clients[b.id.Client] = append(d.clients[b.id.Client], &block{id: b.id, length: b.length, gc: true, deleted: true})
+		d.held -= b.content.bytes()
+		d.appendStruct(d.newBlock(block{id: b.id, length: b.length, gc: true, deleted: true}))
 		return
 	}
 	d.integrateItem(b)
+}
+
+// newBlock allocates a struct made during an update (a split, a GC struct): under a journal it
+// is marked fresh, so that nothing records its changes.
+func (d *Doc) newBlock(v block) *block {
+	b := &v
+	if d.j != nil {
+		b.fresh = true
+		d.j.created = append(d.j.created, b)
+	}
+	return b
 }
 
 // integrateItem places an item among its siblings (YATA) and links it in.
 func (d *Doc) integrateItem(b *block) {
 	p := b.parent
 	if (b.left == nil && (b.right == nil || b.right.left != nil)) || (b.left != nil && b.left.right != b.right) {
-		left := b.left
-		var o *block
-		switch {
-		case left != nil:
-			o = left.right
-		case b.hasSub:
-			o = p.m[b.sub]
-			for o != nil && o.left != nil {
-				o = o.left
-			}
-		default:
-			o = p.start
-		}
-		conflicting := map[*block]bool{}
-		before := map[*block]bool{}
-		for o != nil && o != b.right {
-			d.work++
-			before[o] = true
-			conflicting[o] = true
-			if sameOrigin(b.hasOrigin, b.origin, o.hasOrigin, o.origin) {
-				if o.id.Client < b.id.Client {
-					left = o
-					clear(conflicting)
-				} else if sameOrigin(b.hasRightOrigin, b.rightOrigin, o.hasRightOrigin, o.rightOrigin) {
-					break
-				}
-			} else if oo := d.originItem(o); oo != nil && before[oo] {
-				if !conflicting[oo] {
-					left = o
-					clear(conflicting)
-				}
-			} else {
-				break
-			}
-			o = o.right
-		}
-		b.left = left
+		b.left = d.resolveConflicts(b)
 	}
+	d.saveType(p)
 	if b.left != nil {
 		b.right = b.left.right
+		d.saveBlock(b.left)
 		b.left.right = b
 	} else {
 		var r *block
@@ -550,11 +594,13 @@ func (d *Doc) integrateItem(b *block) {
 		b.right = r
 	}
 	if b.right != nil {
+		d.saveBlock(b.right)
 		b.right.left = b
 	} else if b.hasSub {
 		if p.m == nil {
 			p.m = map[string]*block{}
 		}
+		d.saveKey(p, b.sub)
 		p.m[b.sub] = b
 		if b.left != nil {
 			d.deleteItem(b.left)
@@ -563,7 +609,7 @@ func (d *Doc) integrateItem(b *block) {
 	if !b.hasSub && b.visible() {
 		p.length += b.length
 	}
-	d.clients[b.id.Client] = append(d.clients[b.id.Client], b)
+	d.appendStruct(b)
 	switch b.content.ref {
 	case refType:
 		t := b.content.typ()
@@ -576,6 +622,49 @@ func (d *Doc) integrateItem(b *block) {
 	if (p.item != nil && p.item.deleted) || (b.hasSub && b.right != nil) {
 		d.deleteItem(b)
 	}
+}
+
+// resolveConflicts finds the left neighbour of an item among the items concurrently inserted
+// at its place (YATA's rules, as yjs orders them).
+func (d *Doc) resolveConflicts(b *block) *block {
+	p := b.parent
+	left := b.left
+	var o *block
+	switch {
+	case left != nil:
+		o = left.right
+	case b.hasSub:
+		o = p.m[b.sub]
+		for o != nil && o.left != nil {
+			o = o.left
+		}
+	default:
+		o = p.start
+	}
+	conflicting := map[*block]bool{}
+	before := map[*block]bool{}
+	for o != nil && o != b.right {
+		d.work++
+		before[o] = true
+		conflicting[o] = true
+		if sameOrigin(b.hasOrigin, b.origin, o.hasOrigin, o.origin) {
+			if o.id.Client < b.id.Client {
+				left = o
+				clear(conflicting)
+			} else if sameOrigin(b.hasRightOrigin, b.rightOrigin, o.hasRightOrigin, o.rightOrigin) {
+				break
+			}
+		} else if oo := d.originItem(o); oo != nil && before[oo] {
+			if !conflicting[oo] {
+				left = o
+				clear(conflicting)
+			}
+		} else {
+			break
+		}
+		o = o.right
+	}
+	return left
 }
 
 // originItem is the item holding o's origin, when o has one the store holds.
@@ -595,9 +684,12 @@ func (d *Doc) deleteItem(b *block) {
 	if b.deleted || b.gc {
 		return
 	}
+	d.work++
 	if b.parent != nil && !b.hasSub && b.countable() {
+		d.saveType(b.parent)
 		b.parent.length -= b.length
 	}
+	d.saveDeleted(b)
 	b.deleted = true
 	if d.tr != nil {
 		d.tr.deleted = append(d.tr.deleted, dsRange{b.id.Client, b.id.Clock, b.length})
@@ -617,54 +709,142 @@ func (d *Doc) deleteItem(b *block) {
 	}
 }
 
-// applyDeletes applies the pending delete set to what the store holds and keeps the rest.
-func (d *Doc) applyDeletes() {
-	if len(d.pendingDS) == 0 {
-		return
+// applyDeletes applies the update's deleted ranges, and those waiting for structs that have
+// now arrived, to what the store holds; the rest wait. Only the clients the update touched are
+// looked at. It reports whether the waiting deletions grew.
+func (d *Doc) applyDeletes(byClient map[uint64][][2]uint64) bool {
+	for c, from := range d.tr.before {
+		if _, waiting := d.pendingDS[c]; waiting && d.state(c) != from {
+			if _, ok := byClient[c]; !ok {
+				byClient[c] = nil // its waiting deletions may apply now
+			}
+		}
 	}
-	var rest []dsRange
-	for _, r := range d.pendingDS {
-		st := d.state(r.client)
-		end := r.clock + r.length
-		if r.clock >= st {
-			rest = append(rest, r)
+	grew := false
+	for _, c := range sortedKeysU64(byClient) {
+		old := d.pendingDS[c]
+		all := byClient[c] // the update's own: sorted in place
+		if len(old) > 0 {
+			all = slices.Concat(old, all)
+		}
+		all = sortMerge(all)
+		// Sorted: those below the state apply now, the rest wait; one may straddle it.
+		st := d.state(c)
+		cut, _ := slices.BinarySearchFunc(all, st, func(r [2]uint64, st uint64) int { return cmpClock(r[0], st) })
+		now, rest := all[:cut:cut], all[cut:]
+		if n := len(now); n > 0 && now[n-1][0]+now[n-1][1] > st {
+			last := now[n-1]
+			now[n-1] = [2]uint64{last[0], st - last[0]} // all is this call's own
+			rest = append([][2]uint64{{st, last[0] + last[1] - st}}, rest...)
+		}
+		if rangesLength(rest) > rangesLength(old) {
+			grew = true
+		}
+		if len(rest) > 0 || len(old) > 0 {
+			d.savePendingDS(c)
+			d.npendingDS += len(rest) - len(old)
+			if len(rest) == 0 {
+				delete(d.pendingDS, c)
+			} else {
+				if d.pendingDS == nil {
+					d.pendingDS = map[uint64][][2]uint64{}
+				}
+				d.pendingDS[c] = rest
+			}
+		}
+		if len(now) > 0 {
+			d.deleteRanges(c, now)
+		}
+		if d.stop != nil {
+			return grew
+		}
+	}
+	return grew
+}
+
+func rangesLength(rs [][2]uint64) uint64 {
+	var n uint64
+	for _, r := range rs {
+		n += r[1]
+	}
+	return n
+}
+
+func sortedKeysU64[V any](m map[uint64]V) []uint64 {
+	out := make([]uint64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// deleteRanges deletes sorted, disjoint ranges of a client's clocks below its state, splitting
+// items at their edges, in one pass over the client's structs from the first range on: the
+// work is the structs passed and the pieces made, however many ranges there are (one split
+// at a time would move the rest of the list each time).
+func (d *Doc) deleteRanges(c uint64, ranges [][2]uint64) {
+	s := d.clients[c]
+	i0 := find(s, ranges[0][0])
+	tail := make([]*block, 0, len(s)-i0+2*len(ranges))
+	k := 0
+	split := false
+	for i := i0; i < len(s); i++ {
+		b := s[i]
+		for k < len(ranges) && ranges[k][0]+ranges[k][1] <= b.id.Clock {
+			k++
+		}
+		if k == len(ranges) {
+			tail = append(tail, s[i:]...)
+			break
+		}
+		if b.deleted || ranges[k][0] >= b.end() {
+			tail = append(tail, b)
 			continue
 		}
-		if st < end {
-			rest = append(rest, dsRange{r.client, st, end - st})
-			end = st
-		}
-		structs := d.clients[r.client]
-		i := find(structs, r.clock)
-		if b := structs[i]; !b.deleted && b.id.Clock < r.clock {
-			d.insertAt(r.client, i+1, d.split(b, r.clock-b.id.Clock))
-			i++
-		}
-		for ; i < len(d.clients[r.client]); i++ {
-			structs = d.clients[r.client]
-			b := structs[i]
-			if b.id.Clock >= end {
-				break
+		cur := b
+		for k < len(ranges) && ranges[k][0] < cur.end() {
+			// The list is not written yet: a stop leaves it as it was, and the journal holds
+			// what the splits changed.
+			if d.over() {
+				return
 			}
-			if !b.deleted {
-				if end < b.end() {
-					d.insertAt(r.client, i+1, d.split(b, end-b.id.Clock))
-				}
-				d.deleteItem(b)
+			r0, r1 := ranges[k][0], ranges[k][0]+ranges[k][1]
+			if r0 > cur.id.Clock {
+				right := d.splitHere(cur, r0-cur.id.Clock)
+				d.structs++
+				tail = append(tail, cur)
+				cur, split = right, true
 			}
+			if r1 < cur.end() {
+				right := d.splitHere(cur, r1-cur.id.Clock)
+				d.structs++
+				d.deleteItem(cur)
+				tail = append(tail, cur)
+				cur, split = right, true
+				k++
+				continue
+			}
+			d.deleteItem(cur)
+			break
 		}
+		tail = append(tail, cur)
 	}
-	// Keep each waiting range once, however often it is sent.
-	byClient := map[uint64][][2]uint64{}
-	for _, r := range rest {
-		byClient[r.client] = append(byClient[r.client], [2]uint64{r.clock, r.length})
+	if split {
+		d.rewrite(c, i0, tail)
 	}
-	d.pendingDS = d.pendingDS[:0]
-	for c, rs := range byClient {
-		for _, r := range sortMerge(rs) {
-			d.pendingDS = append(d.pendingDS, dsRange{c, r[0], r[1]})
-		}
+}
+
+// rewrite replaces a client's structs from i on by tail (the caller counts the structs).
+func (d *Doc) rewrite(c uint64, i int, tail []*block) {
+	s := d.clients[c]
+	d.touchList(c)
+	if d.j != nil {
+		d.j.lists = append(d.j.lists, listOp{client: c, i: i, tail: slices.Clone(s[i:]), kind: listRewrite})
 	}
+	d.work += (len(s)-i)/64 + len(tail)/64
+	clear(s[i:])
+	d.clients[c] = append(s[:i], tail...)
 }
 
 // begin starts a transaction, in which only the clients it tracks may gain structs: what a
@@ -672,8 +852,7 @@ func (d *Doc) applyDeletes() {
 // (every session of a browser is a new one).
 func (d *Doc) begin() { d.tr = &transaction{before: map[uint64]uint64{}} }
 
-// track records a client's state at the start of the transaction; the caller knows which
-// clients may gain structs.
+// track records a client's state at the start of the transaction, before it gains structs.
 func (d *Doc) track(c uint64) {
 	if _, ok := d.tr.before[c]; !ok {
 		d.tr.before[c] = d.state(c)
@@ -682,86 +861,103 @@ func (d *Doc) track(c uint64) {
 
 // commit ends the transaction: deleted content is garbage-collected (yjs's default gc) and
 // structs that can be are merged with their left neighbours, so a long typing session does
-// not stay one struct per keystroke.
+// not stay one struct per keystroke. Each client's list is compacted in one pass from its
+// first merge, so merging costs what the list holds from there, however many structs merge.
 func (d *Doc) commit() {
 	tr := d.tr
-	d.tr = nil
 	for _, r := range tr.deleted {
 		structs := d.clients[r.client]
 		for i := find(structs, r.clock); i < len(structs) && structs[i].id.Clock < r.clock+r.length; i++ {
-			b := structs[i]
-			if b.deleted && !b.gc {
-				d.gcItem(b, false)
+			if b := structs[i]; b.deleted && !b.gc {
+				d.gcItem(r.client, i, false)
 			}
 		}
+	}
+	spans := map[uint64][][2]int{} // per client, index ranges whose structs may merge left
+	add := func(c uint64, lo, hi int) {
+		spans[c] = append(spans[c], [2]int{max(lo, 1), hi})
 	}
 	for _, r := range tr.deleted {
-		structs := d.clients[r.client]
-		if len(structs) == 0 {
-			continue
-		}
-		hi := find(structs, r.clock+r.length-1)
-		if hi >= len(structs)-1 {
-			hi = len(structs) - 1
-		} else {
-			hi++
-		}
-		for i := hi; i > 0 && structs[i].id.Clock >= r.clock; {
-			i -= 1 + d.mergeLefts(r.client, i)
-			structs = d.clients[r.client]
-		}
+		s := d.clients[r.client]
+		add(r.client, find(s, r.clock), min(find(s, r.clock+r.length-1)+1, len(s)-1))
 	}
 	for c, from := range tr.before {
-		s := d.clients[c]
-		if len(s) == 0 || d.state(c) == from {
-			continue
-		}
-		first := max(find(s, from), 1)
-		for i := len(s) - 1; i >= first; {
-			i -= 1 + d.mergeLefts(c, i)
+		if s := d.clients[c]; len(s) > 0 && d.state(c) != from {
+			add(c, find(s, from), len(s)-1)
 		}
 	}
-	for k := len(tr.merge) - 1; k >= 0; k-- {
-		id := tr.merge[k]
+	for _, id := range tr.merge {
 		s := d.clients[id.Client]
 		i := find(s, id.Clock)
-		if i+1 < len(s) && d.mergeLefts(id.Client, i+1) > 1 {
-			continue
-		}
-		if i > 0 && i < len(d.clients[id.Client]) {
-			d.mergeLefts(id.Client, i)
-		}
+		add(id.Client, i, min(i+1, len(s)-1))
 	}
+	for c, sp := range spans {
+		d.mergeSpans(c, sp)
+	}
+	d.tr = nil
 }
 
-// mergeLefts merges the struct at i into its left neighbours while they merge, and returns
-// how many were merged away.
-func (d *Doc) mergeLefts(client uint64, i int) int {
-	s := d.clients[client]
-	n := 0
-	for i-n > 0 && i-n < len(s) {
-		l, r := s[i-n-1], s[i-n]
-		if !mergeable(l, r) {
+// mergeSpans merges each struct in the index ranges into its left neighbour when they can be
+// one, in one pass over the client's list from the first merge.
+func (d *Doc) mergeSpans(c uint64, spans [][2]int) {
+	slices.SortFunc(spans, func(a, b [2]int) int { return a[0] - b[0] })
+	s := d.clients[c]
+	first := -1
+	for _, sp := range spans {
+		for i := sp[0]; i <= sp[1] && i < len(s); i++ {
+			if mergeable(s[i-1], s[i]) {
+				first = i
+				break
+			}
+		}
+		if first >= 0 {
 			break
 		}
-		if l.gc {
-			l.length += r.length
-		} else {
-			l.content.mergeWith(&r.content)
-			l.length += r.length
-			l.right = r.right
-			if l.right != nil {
-				l.right.left = l
-			}
-			if r.hasSub && r.parent != nil && r.parent.m[r.sub] == r {
-				r.parent.m[r.sub] = l
-			}
-		}
-		s = slices.Delete(s, i-n, i-n+1)
-		n++
 	}
-	d.clients[client] = s
-	return n
+	if first < 0 {
+		return
+	}
+	tail := make([]*block, 0, len(s)-first)
+	k := 0
+	for i := first; i < len(s); i++ {
+		for k < len(spans) && spans[k][1] < i {
+			k++
+		}
+		r := s[i]
+		var l *block
+		if len(tail) > 0 {
+			l = tail[len(tail)-1]
+		} else {
+			l = s[first-1]
+		}
+		if k < len(spans) && spans[k][0] <= i && mergeable(l, r) {
+			d.merge(l, r)
+			continue
+		}
+		tail = append(tail, r)
+	}
+	d.rewrite(c, first, tail)
+}
+
+// merge joins r into its left neighbour l.
+func (d *Doc) merge(l, r *block) {
+	d.work++
+	d.structs--
+	d.saveBlock(l)
+	l.length += r.length
+	if l.gc {
+		return
+	}
+	l.content.mergeWith(&r.content)
+	l.right = r.right
+	if l.right != nil {
+		d.saveBlock(l.right)
+		l.right.left = l
+	}
+	if r.hasSub && r.parent != nil && r.parent.m[r.sub] == r {
+		d.saveKey(r.parent, r.sub)
+		r.parent.m[r.sub] = l
+	}
 }
 
 func mergeable(l, r *block) bool {
@@ -781,35 +977,44 @@ func mergeable(l, r *block) bool {
 	return false
 }
 
-// gcItem drops a deleted item's content: it keeps its place as deleted content, or, when its
-// parent was collected too, becomes a GC struct.
-func (d *Doc) gcItem(b *block, parentGone bool) {
+// gcItem drops the content of the deleted item at i of a client's list: it keeps its place as
+// deleted content, or, when its parent was collected too, becomes a GC struct.
+func (d *Doc) gcItem(client uint64, i int, parentGone bool) {
+	b := d.clients[client][i]
+	d.work++
 	if b.content.ref == refType {
 		t := b.content.typ()
+		d.saveType(t)
 		for c := t.start; c != nil; c = c.right {
 			if !c.gc {
-				d.gcItem(c, true)
+				d.gcChild(c)
 			}
 		}
 		t.start = nil
 		for _, c := range t.m {
 			for ; c != nil; c = c.left {
 				if !c.gc {
-					d.gcItem(c, true)
+					d.gcChild(c)
 				}
 			}
 		}
 		t.m = nil
 	}
+	d.held -= b.content.bytes()
 	if parentGone {
-		s := d.clients[b.id.Client]
-		i := find(s, b.id.Clock)
-		if i < len(s) && s[i] == b {
-			s[i] = &block{id: b.id, length: b.length, gc: true, deleted: true}
-		}
+		d.setStruct(client, i, d.newBlock(block{id: b.id, length: b.length, gc: true, deleted: true}))
 		return
 	}
+	d.saveBlock(b)
 	b.content = content{ref: refDeleted, n: b.length}
+}
+
+// gcChild collects an item of a collected type: it becomes a GC struct.
+func (d *Doc) gcChild(b *block) {
+	s := d.clients[b.id.Client]
+	if i := find(s, b.id.Clock); i < len(s) && s[i] == b {
+		d.gcItem(b.id.Client, i, true)
+	}
 }
 
 // String describes an ID for errors and logs.

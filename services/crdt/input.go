@@ -2,6 +2,7 @@ package crdt
 
 import (
 	"encoding/base64"
+	"errors"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -22,8 +23,12 @@ const (
 	// maxUpdateBytes bounds one Yjs update of Apply, decoded.
 	maxUpdateBytes = 4 << 20
 	// maxStateBytes bounds an editor's state, so that one editor always fits in a Get answer
-	// (8 MiB between services), as JSON and as base64 alike.
+	// (8 MiB between services), as JSON and as base64 alike. The same bound holds on every
+	// path that changes it: Add, Update, Apply and live sync.
 	maxStateBytes = 5 << 20
+	// maxDocMemory bounds the memory of an editor's document while a caller's update is
+	// applied to it: the structs a 5 MiB state may hold can take forty times that (yjs.Limits).
+	maxDocMemory = 64 << 20
 	// maxEditors bounds Get without editorId.
 	maxEditors = 1000
 	// maxEventContentBytes bounds the content a crdt.update_data event carries.
@@ -55,8 +60,36 @@ const (
 	msgAnswerTooBig = "The answer is larger than 8 MiB; ask for one editorId at a time."
 )
 
-// msgStateTooBig refuses a change after which the editor's state would pass maxStateBytes.
-const msgStateTooBig = "The editor's CRDT data would be larger than 5 MiB after this change."
+// Refusals of a change too large: the editor's state would pass maxStateBytes, its document
+// maxDocMemory, or the update waits for too many others.
+const (
+	msgStateTooBig  = "The editor's CRDT data would be larger than 5 MiB after this change."
+	msgStateTooMany = "The editor's CRDT data would be split into too many pieces after this change (more than 64 MiB in memory)."
+	msgTooManyWait  = "The update depends on too many updates this editor has not received."
+	msgTooComplex   = "update is too costly to integrate; send its changes in smaller updates."
+)
+
+// untrusted are the limits of a caller's Yjs update (Apply CRDT Update); live sync gives its
+// clients' updates the same.
+var untrusted = yjs.Limits{MaxEncoded: maxStateBytes, MaxSize: maxDocMemory}
+
+// applyRefusal words the codec's refusal of a caller's update (yjs.Doc.ApplyUntrusted); other
+// errors (the caller's context ended) go as they are.
+func applyRefusal(err error) error {
+	switch {
+	case errors.Is(err, yjs.ErrEncodedTooLarge):
+		return apierr.FailedPrecondition(msgStateTooBig)
+	case errors.Is(err, yjs.ErrMemoryTooLarge):
+		return apierr.FailedPrecondition(msgStateTooMany)
+	case errors.Is(err, yjs.ErrTooManyPending):
+		return apierr.FailedPrecondition(msgTooManyWait)
+	case errors.Is(err, yjs.ErrTooComplex):
+		return apierr.InvalidArgument(msgTooComplex)
+	case errors.Is(err, yjs.ErrMalformed):
+		return apierr.InvalidArgument(msgBadUpdate)
+	}
+	return err
+}
 
 // location is the checked organization, document and editor of a request.
 type location struct {

@@ -81,10 +81,9 @@ func build(ctx context.Context, env service.Env, recheck time.Duration) (*servic
 	sync.s = s
 	sync.hub = live.New(live.Config{
 		Log: sync, Authorize: sync.authorize, Changed: sync.changed, Logger: env.Log, Prefix: SyncPrefix,
-		// Memory, not encoding: a document's memory is about four times its stored size at
-		// most, so live edits stop near the limit REST changes stop at.
-		MaxDocBytes: 4 * maxStateBytes,
-		Recheck:     recheck,
+		// The limits of Apply CRDT Update: one size for the data on every path.
+		Limits:  untrusted,
+		Recheck: recheck,
 	})
 	hub := sync.hub
 	if err := registerGauges(env.Metrics,

@@ -204,9 +204,9 @@ func (s *Server) load(ctx context.Context, e Editor) (*State, *yjs.Doc, error) {
 	return st, d, nil
 }
 
-// checkSize bounds the state as stored and answered (its encoding), not its memory.
+// checkSize bounds the state as stored and answered (its encoding) after a replacement.
 func checkSize(d *yjs.Doc) error {
-	if b, _ := d.Encode(nil); len(b) > maxStateBytes {
+	if d.EncodedSize() > maxStateBytes {
 		return apierr.FailedPrecondition(msgStateTooBig)
 	}
 	return nil
@@ -334,12 +334,8 @@ func (s *Server) ApplyCrdtUpdate(ctx context.Context, req *crdtv1.ApplyCrdtUpdat
 		if errors.Is(err, ErrNotFound) {
 			// Yjs clients make documents implicitly: the first update creates the editor.
 			d := yjs.NewDoc()
-			d.LimitWork()
-			if err := d.Apply(update); err != nil {
-				return nil, apierr.InvalidArgument(msgBadUpdate)
-			}
-			if err := checkSize(d); err != nil {
-				return nil, err
+			if _, err := d.ApplyUntrusted(ctx, update, untrusted); err != nil {
+				return nil, applyRefusal(err)
 			}
 			m := &Meta{Editor: e, CreatedAt: s.now()}
 			err := s.store.Create(ctx, m, update)
@@ -362,13 +358,9 @@ func (s *Server) ApplyCrdtUpdate(ctx context.Context, req *crdtv1.ApplyCrdtUpdat
 		if err != nil {
 			return nil, err
 		}
-		// The caller's update is untrusted: it may cost only so much (yjs.Doc.LimitWork).
-		d.LimitWork()
-		if err := d.Apply(update); err != nil {
-			return nil, apierr.InvalidArgument(msgBadUpdate)
-		}
-		if err := checkSize(d); err != nil {
-			return nil, err
+		// The caller's update is untrusted: it may cost and take only so much.
+		if _, err := d.ApplyUntrusted(ctx, update, untrusted); err != nil {
+			return nil, applyRefusal(err)
 		}
 		seq, err := s.store.Append(ctx, st.Meta.Stream, Update{Data: update, At: s.now(), Origin: s.origin})
 		if err != nil {

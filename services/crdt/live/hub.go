@@ -101,9 +101,10 @@ type Config struct {
 	Idle time.Duration
 	// EventEvery spaces Changed calls of one room.
 	EventEvery time.Duration
-	// MaxFrame bounds one incoming frame; MaxDocBytes one document (yjs.Doc.Size).
-	MaxFrame    int64
-	MaxDocBytes int
+	// MaxFrame bounds one incoming frame; Limits what a client's update may do to a document
+	// (yjs.Limits; the zero value bounds only its work).
+	MaxFrame int64
+	Limits   yjs.Limits
 	// MaxConns bounds the connections of one room.
 	MaxConns int
 	// Recheck is how often a connection's token and role are checked again (Authorize), so
@@ -114,15 +115,14 @@ type Config struct {
 
 // Defaults of Config's zero fields.
 const (
-	DefaultPoll        = 250 * time.Millisecond
-	DefaultIdle        = 30 * time.Second
-	DefaultEventEvery  = 5 * time.Second
-	DefaultMaxFrame    = 8 << 20
-	DefaultMaxDocBytes = 64 << 20
-	DefaultMaxConns    = 1000
-	DefaultRecheck     = time.Minute
-	writeQueue         = 512
-	writeTimeout       = 10 * time.Second
+	DefaultPoll       = 250 * time.Millisecond
+	DefaultIdle       = 30 * time.Second
+	DefaultEventEvery = 5 * time.Second
+	DefaultMaxFrame   = 8 << 20
+	DefaultMaxConns   = 1000
+	DefaultRecheck    = time.Minute
+	writeQueue        = 512
+	writeTimeout      = 10 * time.Second
 )
 
 // Hub holds the rooms of one replica.
@@ -150,9 +150,6 @@ func New(cfg Config) *Hub {
 	}
 	if cfg.MaxFrame <= 0 {
 		cfg.MaxFrame = DefaultMaxFrame
-	}
-	if cfg.MaxDocBytes <= 0 {
-		cfg.MaxDocBytes = DefaultMaxDocBytes
 	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = DefaultMaxConns

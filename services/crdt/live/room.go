@@ -34,9 +34,6 @@ type room struct {
 	seen  map[uint64]bool // sequence numbers after seq already applied (own appends)
 	conns map[*conn]struct{}
 	aware map[uint64]awareness
-	// size estimates the document's bytes (yjs.Doc.Size at load, plus a margin per update,
-	// measured again when it passes the limit).
-	size int
 	// broken: the document holds an update the log refused; the room must not serve again.
 	broken atomic.Bool
 	// Pending change event: the grant of the last writer since the last event.
@@ -88,9 +85,7 @@ func (r *room) load(ctx context.Context) error {
 			return err
 		}
 	}
-	// Clients' updates are untrusted: each may cost only so much (yjs.Doc.LimitWork).
-	d.LimitWork()
-	r.doc, r.seq, r.size = d, seq, d.Size()
+	r.doc, r.seq = d, seq
 	return nil
 }
 
@@ -371,24 +366,19 @@ func (r *room) write(ctx context.Context, from *conn, update []byte) (err error)
 			err = errMalformed
 		}
 	}()
-	if r.size > r.hub.cfg.MaxDocBytes {
-		if r.size = r.doc.Size(); r.size > r.hub.cfg.MaxDocBytes {
-			return errTooLarge
-		}
-	}
-	changed, err := r.doc.ApplyChanged(update)
-	if errors.Is(err, yjs.ErrTooComplex) {
-		// Part of it was applied: the room's document no longer matches the log.
-		r.breakLocked(from)
+	// Clients' updates are untrusted: each may cost and take only so much, and a refused one
+	// leaves the document as it was.
+	applied, err := r.doc.ApplyUntrusted(ctx, update, r.hub.cfg.Limits)
+	switch {
+	case errors.Is(err, yjs.ErrTooLarge):
+		return errTooLarge
+	case errors.Is(err, yjs.ErrTooComplex):
 		return errTooComplex
-	}
-	if err != nil {
+	case err != nil:
 		return errMalformed
-	}
-	if !changed {
+	case !applied.Changed:
 		return nil
 	}
-	r.size += 4 * len(update)
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	at, created, err := r.hub.cfg.Log.Append(wctx, r.key, r.at.Version, update)
 	cancel()

@@ -1,0 +1,139 @@
+package yjs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// liveLimits are the limits live sync and the REST operations give untrusted updates.
+var liveLimits = Limits{MaxEncoded: 5 << 20, MaxSize: 64 << 20}
+
+// insertThenSplit returns an update inserting n characters into "content" (client 5), and one
+// deleting every second of them: n/2 ranges that split the insert into n pieces.
+func insertThenSplit(t testing.TB, n int) (insert, split []byte) {
+	a := NewDocWithClient(5)
+	insert, err := a.Replace("content", Text, strings.Repeat("a", n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e encoder
+	e.uint(0) // no structs
+	e.uint(1) // one client's deletions
+	e.uint(5)
+	e.uint(uint64(n / 2))
+	for i := 1; i < n; i += 2 {
+		e.uint(uint64(i))
+		e.uint(1)
+	}
+	return insert, e.buf
+}
+
+// One update that inserts a long text and deletes every second character of it splits the
+// text into millions of structs (hundreds of bytes each in memory, a dozen encoded): refused
+// before it takes more than the document may hold, and nothing of it stays.
+func TestSplittingUpdateIsRefused(t *testing.T) {
+	insert, split := insertThenSplit(t, 1_600_000)
+	// The structs of the insert, then the deletions: one frame of about 5 MiB.
+	frame := append(bytes.Clone(insert[:len(insert)-1]), split[1:]...)
+	if len(frame) > 5<<20+64<<10 {
+		t.Fatalf("the frame is %d bytes", len(frame))
+	}
+	d := NewDocWithClient(1)
+	if _, err := d.Replace("content", Text, "before"); err != nil {
+		t.Fatal(err)
+	}
+	before := dump(d)
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	start := time.Now()
+	_, err := d.ApplyUntrusted(context.Background(), frame, liveLimits)
+	took := time.Since(start)
+	runtime.ReadMemStats(&m1)
+	if !errors.Is(err, ErrMemoryTooLarge) {
+		t.Fatalf("apply = %v, want ErrMemoryTooLarge", err)
+	}
+	if dump(d) != before {
+		t.Fatal("the refused update changed the document")
+	}
+	// Everything it allocated, garbage included: the limit is 64 MiB of document.
+	if alloc := m1.TotalAlloc - m0.TotalAlloc; alloc > 200<<20 {
+		t.Fatalf("refusing it allocated %d MiB", alloc>>20)
+	}
+	if took > 5*time.Second {
+		t.Fatalf("refusing it took %v", took)
+	}
+	t.Logf("refused in %v, %d MiB allocated: %v", took, (m1.TotalAlloc-m0.TotalAlloc)>>20, err)
+}
+
+// Within the limits a text can be split into hundreds of thousands of pieces, and replacing
+// it then deletes and merges them in linear time (it took minutes when each merge moved the
+// rest of the list).
+func TestSplitTextIsReplacedInLinearTime(t *testing.T) {
+	insert, split := insertThenSplit(t, 320_000)
+	d := NewDocWithClient(1)
+	mustApply(t, d, insert)
+	start := time.Now()
+	if _, err := d.ApplyUntrusted(context.Background(), split, liveLimits); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("split into %d structs in %v", d.structs, time.Since(start))
+	if d.structs != 320_000 {
+		t.Fatalf("%d structs", d.structs)
+	}
+	start = time.Now()
+	if _, err := d.Replace("content", Text, "z"); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("replacing took %v", took)
+	}
+	if got := d.JSON("content", Text); got != "z" || d.structs > 4 {
+		t.Fatalf("read %q from %d structs", got, d.structs)
+	}
+}
+
+// An update that would take long stops soon after its caller is gone, and changes nothing.
+func TestApplyStopsWhenTheCallerIsGone(t *testing.T) {
+	base := NewDocWithClient(5)
+	if _, err := base.Replace("t", Text, strings.Repeat("a", 30000)); err != nil {
+		t.Fatal(err)
+	}
+	state, _ := base.Encode(nil)
+	// Insertions of a higher client, right to left at one place: quadratic conflict
+	// resolution, some 200 million steps.
+	const n = 20000
+	var e encoder
+	e.uint(1)
+	e.uint(n)
+	e.uint(9)
+	e.uint(0)
+	for k := 0; k < n; k++ {
+		e.byte(0x80 | refString)
+		e.uint(5)
+		e.uint(uint64(n - 1 - k))
+		e.string("x")
+	}
+	e.uint(0)
+	d := NewDocWithClient(1)
+	mustApply(t, d, state)
+	before := dump(d)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := d.ApplyUntrusted(ctx, e.buf, Limits{MaxWork: 1 << 40})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("apply = %v, want the deadline", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("stopped after %v", took)
+	}
+	if dump(d) != before {
+		t.Fatal("the abandoned update changed the document")
+	}
+}

@@ -1,0 +1,279 @@
+package yjs
+
+// journal records what one untrusted update changes in the state that existed before it, so
+// that a refusal midway (too much work, too large, a cancelled caller) leaves the document
+// exactly as it was: an update is applied whole or not at all, on every path. What the update
+// itself created needs no record: it goes with the state that referred to it.
+//
+// Blocks and types are restored to their first saved value (the one from before the update),
+// so the order of those saves does not matter; the structs lists of the clients shift as
+// structs are split and merged, so their changes are undone in reverse order.
+type journal struct {
+	blocks    map[*block]int // index in saved
+	saved     []blockSave
+	types     map[*ytype]ytype
+	undeleted []*block // pre-existing items this update deleted (nothing else changed)
+	mapKeys   []mapKeySave
+	lists     []listOp
+	lens      map[uint64]int // each touched client's number of structs before the update
+	pending   map[uint64][]*pendingStruct
+	pendingDS map[uint64][][2]uint64
+	units     []unitSave
+	roots     []string
+	// created: what the update made, marked fresh until the journal ends.
+	created []*block
+	// pendingNil: the pending map was nil before the update.
+	pendingNil bool
+	// The document's counts before the update.
+	structs, npending, npendingDS, held int
+}
+
+type blockSave struct {
+	b *block
+	v block
+}
+
+type mapKeySave struct {
+	t   *ytype
+	key string
+	old *block
+	had bool
+}
+
+// listOp is one change of a client's structs list: an insertion at i (undone by removing it),
+// a replacement at i (old), or a rewrite of the list from i on (tail, the old elements).
+type listOp struct {
+	client uint64
+	i      int
+	old    *block
+	tail   []*block
+	kind   uint8
+}
+
+const (
+	listInsert = iota
+	listSet
+	listRewrite
+)
+
+type unitSave struct {
+	p *uint16
+	v uint16
+}
+
+// beginJournal starts recording; the document's changes are undone by undo until endJournal.
+func (d *Doc) beginJournal() {
+	j := d.spare
+	if j == nil {
+		j = &journal{blocks: map[*block]int{}, types: map[*ytype]ytype{}, lens: map[uint64]int{},
+			pending: map[uint64][]*pendingStruct{}, pendingDS: map[uint64][][2]uint64{}}
+	}
+	d.spare = nil
+	j.pendingNil = d.pending == nil
+	j.structs, j.npending, j.npendingDS, j.held = d.structs, d.npending, d.npendingDS, d.held
+	d.j = j
+}
+
+// endJournal forgets the record: the update stays. The journal is kept for the next update,
+// unless it grew large.
+func (d *Doc) endJournal() {
+	j := d.j
+	d.j = nil
+	if j == nil {
+		return
+	}
+	for _, b := range j.created {
+		b.fresh = false
+	}
+	if len(j.saved) > 4096 || len(j.undeleted) > 4096 || len(j.lists) > 4096 || len(j.created) > 4096 {
+		return
+	}
+	clear(j.created)
+	j.created = j.created[:0]
+	clear(j.blocks)
+	clear(j.types)
+	clear(j.lens)
+	clear(j.pending)
+	clear(j.pendingDS)
+	clear(j.saved) // drop references to blocks
+	j.saved = j.saved[:0]
+	clear(j.undeleted)
+	j.undeleted = j.undeleted[:0]
+	clear(j.mapKeys)
+	j.mapKeys = j.mapKeys[:0]
+	clear(j.lists)
+	j.lists = j.lists[:0]
+	j.units = j.units[:0]
+	j.roots = j.roots[:0]
+	d.spare = j
+}
+
+// saveBlock records b before a change of any of its fields.
+func (d *Doc) saveBlock(b *block) {
+	j := d.j
+	if j == nil || b == nil || b.fresh {
+		return
+	}
+	if _, ok := j.blocks[b]; ok {
+		return
+	}
+	j.blocks[b] = len(j.saved)
+	j.saved = append(j.saved, blockSave{b, *b})
+}
+
+// saveDeleted records that b, not deleted before, is about to be marked deleted.
+func (d *Doc) saveDeleted(b *block) {
+	if d.j != nil && !b.fresh {
+		d.j.undeleted = append(d.j.undeleted, b)
+	}
+}
+
+// saveType records t before a change of any of its fields (not its map's entries: saveKey).
+func (d *Doc) saveType(t *ytype) {
+	j := d.j
+	if j == nil || t == nil || (t.item != nil && t.item.fresh) {
+		return
+	}
+	if _, ok := j.types[t]; !ok {
+		j.types[t] = *t
+	}
+}
+
+// saveKey records t's entry for key before it changes.
+func (d *Doc) saveKey(t *ytype, key string) {
+	j := d.j
+	if j == nil || (t.item != nil && t.item.fresh) {
+		return
+	}
+	old, had := t.m[key]
+	j.mapKeys = append(j.mapKeys, mapKeySave{t, key, old, had})
+}
+
+// saveUnit records a UTF-16 unit of a string array before it is overwritten.
+func (d *Doc) saveUnit(p *uint16) {
+	if d.j != nil {
+		d.j.units = append(d.j.units, unitSave{p, *p})
+	}
+}
+
+// touchList records a client's number of structs before the update first changes its list.
+func (d *Doc) touchList(client uint64) {
+	if j := d.j; j != nil {
+		if _, ok := j.lens[client]; !ok {
+			j.lens[client] = len(d.clients[client])
+		}
+	}
+}
+
+// appendStruct puts a struct at the end of its client's list.
+func (d *Doc) appendStruct(b *block) {
+	d.touchList(b.id.Client)
+	d.clients[b.id.Client] = append(d.clients[b.id.Client], b)
+	d.structs++
+}
+
+// setStruct replaces the struct at i of a client's list.
+func (d *Doc) setStruct(client uint64, i int, b *block) {
+	s := d.clients[client]
+	if d.j != nil {
+		d.j.lists = append(d.j.lists, listOp{client: client, i: i, old: s[i], kind: listSet})
+	}
+	s[i] = b
+}
+
+// savePending records a client's waiting structs before they change; the queue itself is
+// never written to, only replaced.
+func (d *Doc) savePending(c uint64) {
+	if j := d.j; j != nil {
+		if _, ok := j.pending[c]; !ok {
+			j.pending[c] = d.pending[c]
+		}
+	}
+}
+
+// savePendingDS records a client's waiting deletions before they change.
+func (d *Doc) savePendingDS(c uint64) {
+	if j := d.j; j != nil {
+		if _, ok := j.pendingDS[c]; !ok {
+			j.pendingDS[c] = d.pendingDS[c]
+		}
+	}
+}
+
+// undo restores the document as it was when the journal began, and ends the journal.
+func (d *Doc) undo() {
+	j := d.j
+	d.j = nil
+	d.tr = nil
+	for k := len(j.lists) - 1; k >= 0; k-- {
+		op := j.lists[k]
+		s := d.clients[op.client]
+		switch op.kind {
+		case listInsert:
+			d.clients[op.client] = append(s[:op.i], s[op.i+1:]...)
+		case listSet:
+			s[op.i] = op.old
+		case listRewrite:
+			d.clients[op.client] = append(s[:op.i], op.tail...)
+		}
+	}
+	for c, n := range j.lens {
+		if n == 0 {
+			delete(d.clients, c)
+			continue
+		}
+		s := d.clients[c]
+		clear(s[n:])
+		d.clients[c] = s[:n]
+	}
+	for k := len(j.units) - 1; k >= 0; k-- {
+		*j.units[k].p = j.units[k].v
+	}
+	for _, s := range j.saved {
+		*s.b = s.v
+	}
+	for _, b := range j.undeleted {
+		b.deleted = false
+	}
+	for t, v := range j.types {
+		*t = v
+	}
+	for k := len(j.mapKeys) - 1; k >= 0; k-- {
+		m := j.mapKeys[k]
+		if m.had {
+			m.t.m[m.key] = m.old
+		} else {
+			delete(m.t.m, m.key)
+		}
+	}
+	for _, name := range j.roots {
+		delete(d.roots, name)
+	}
+	if j.pendingNil {
+		d.pending = nil
+	} else {
+		if d.pending == nil {
+			d.pending = map[uint64][]*pendingStruct{}
+		}
+		for c, q := range j.pending {
+			if len(q) == 0 {
+				delete(d.pending, c)
+			} else {
+				d.pending[c] = q
+			}
+		}
+	}
+	for c, r := range j.pendingDS {
+		if len(r) == 0 {
+			delete(d.pendingDS, c)
+		} else {
+			d.pendingDS[c] = r
+		}
+	}
+	d.structs, d.npending, d.npendingDS, d.held = j.structs, j.npending, j.npendingDS, j.held
+	// Wake-ups registered meanwhile are hints; those the update consumed are made again.
+	for c := range j.pending {
+		d.registerHead(c)
+	}
+	j.saved = nil // the journal is dropped: it may be large
+}
