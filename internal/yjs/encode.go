@@ -12,7 +12,8 @@ func (d *Doc) Encode(sv []byte) ([]byte, error) {
 	var have map[uint64]uint64
 	if sv != nil {
 		var err error
-		if have, err = DecodeStateVector(sv); err != nil {
+		have, err = readStateVector(sv, func(c uint64) bool { return len(d.clients[c]) > 0 || len(d.pending[c]) > 0 })
+		if err != nil {
 			return nil, err
 		}
 	}

@@ -257,14 +257,23 @@ func (d *Doc) sortedClients() []uint64 {
 	return out
 }
 
-// DecodeStateVector reads an encoded state vector.
-func DecodeStateVector(b []byte) (map[uint64]uint64, error) {
+// ValidStateVector reports whether b is a well-formed encoded state vector, without building
+// it: a client's step 1 is checked when it comes and answered later.
+func ValidStateVector(b []byte) bool {
+	_, err := readStateVector(b, func(uint64) bool { return false })
+	return err == nil
+}
+
+// readStateVector reads an encoded state vector, keeping the entries of the clients keep
+// wants: a state vector can name a client in two bytes, and a map entry takes twenty times
+// that, so a document keeps only those of its own clients (the others change no answer).
+func readStateVector(b []byte, keep func(uint64) bool) (map[uint64]uint64, error) {
 	dec := decoder{buf: b}
 	n, err := dec.count(2)
 	if err != nil {
 		return nil, err
 	}
-	sv := make(map[uint64]uint64, n)
+	sv := map[uint64]uint64{}
 	for i := 0; i < n; i++ {
 		c, err := dec.uint()
 		if err != nil {
@@ -274,10 +283,17 @@ func DecodeStateVector(b []byte) (map[uint64]uint64, error) {
 		if err != nil {
 			return nil, err
 		}
-		sv[c] = clock
+		if keep(c) {
+			sv[c] = clock
+		}
 	}
 	if dec.left() != 0 {
 		return nil, malformed("%d bytes after the state vector", dec.left())
 	}
 	return sv, nil
+}
+
+// DecodeStateVector reads an encoded state vector.
+func DecodeStateVector(b []byte) (map[uint64]uint64, error) {
+	return readStateVector(b, func(uint64) bool { return true })
 }

@@ -101,16 +101,35 @@ type Config struct {
 	Idle time.Duration
 	// EventEvery spaces Changed calls of one room.
 	EventEvery time.Duration
-	// MaxFrame bounds one incoming frame; Limits what a client's update may do to a document
-	// (yjs.Limits; the zero value bounds only its work).
-	MaxFrame int64
-	Limits   yjs.Limits
-	// MaxConns bounds the connections of one room.
-	MaxConns int
 	// Recheck is how often a connection's token and role are checked again (Authorize), so
 	// that a revoked access, a reset token or a role change reaches open connections; zero:
 	// DefaultRecheck; negative: never.
 	Recheck time.Duration
+
+	// What clients may make the process hold and do: every bound is in bytes or in the
+	// codec's steps of work, not in numbers of frames (docs/crdt.md, "Limits"). Zero fields
+	// take the defaults below.
+
+	// MaxFrame bounds one incoming frame; Limits what a client's update may do to a document
+	// (yjs.Limits; the zero value bounds only its work).
+	MaxFrame int64
+	Limits   yjs.Limits
+	// MaxConns bounds the connections of one room, MaxConnsPerUser those of one user (the
+	// grant's UserID) in one room, MaxConnsTotal those of the process.
+	MaxConns, MaxConnsPerUser, MaxConnsTotal int
+	// MaxQueue bounds the bytes waiting to be written to one connection; MaxOutBytes those
+	// waiting for all of them (frames shared by connections counted once).
+	MaxQueue, MaxOutBytes int
+	// MaxDocsBytes bounds the memory of the loaded documents (yjs.Doc.Size): past it, no
+	// document loads (connections to documents not loaded are told to try again later).
+	MaxDocsBytes int64
+	// Awareness: one state's bytes, a connection's clients, a room's bytes of states.
+	MaxAwarenessState, MaxClientsPerConn, MaxAwarenessRoom int
+	// WorkRate is the work per second a user may make the server do in a room (applying
+	// updates, answering, relaying), WorkBurst what may be spent at once; a connection in debt
+	// is not read until it is paid, and is closed when the debt passes MaxDebt.
+	WorkRate, WorkBurst float64
+	MaxDebt             time.Duration
 }
 
 // Defaults of Config's zero fields.
@@ -118,12 +137,32 @@ const (
 	DefaultPoll       = 250 * time.Millisecond
 	DefaultIdle       = 30 * time.Second
 	DefaultEventEvery = 5 * time.Second
-	DefaultMaxFrame   = 8 << 20
-	DefaultMaxConns   = 1000
 	DefaultRecheck    = time.Minute
-	writeQueue        = 512
-	writeTimeout      = 10 * time.Second
+	// A frame holds at most one update of the largest state, and its header.
+	DefaultMaxFrame          = 5<<20 + 64<<10
+	DefaultMaxConns          = 1000
+	DefaultMaxConnsPerUser   = 20
+	DefaultMaxConnsTotal     = 20000
+	DefaultMaxQueue          = 16 << 20
+	DefaultMaxOutBytes       = 512 << 20
+	DefaultMaxDocsBytes      = 2 << 30
+	DefaultMaxAwarenessState = 8 << 10
+	DefaultMaxClientsPerConn = 4
+	DefaultMaxAwarenessRoom  = 1 << 20
+	// A keystroke takes a few steps; a user's whole state sent once takes about a step per
+	// struct. 2 million a second is some 5% of a core.
+	DefaultWorkRate  = 2e6
+	DefaultWorkBurst = 20e6
+	DefaultMaxDebt   = 30 * time.Second
+	writeTimeout     = 10 * time.Second
 )
+
+// defaults sets a zero or negative field to its default.
+func defaults[T int | int64 | float64 | time.Duration](f *T, d T) {
+	if *f <= 0 {
+		*f = d
+	}
+}
 
 // Hub holds the rooms of one replica.
 type Hub struct {
@@ -132,9 +171,13 @@ type Hub struct {
 	mu   sync.Mutex
 	rms  map[string]*room
 	done chan struct{}
-	wg   sync.WaitGroup
+	// wg counts the rooms whose last tick has not run.
+	wg sync.WaitGroup
 	// conns counts the WebSockets being served in a room (Conns).
 	conns atomic.Int64
+	// outBytes counts the frames waiting to be written (each once), docBytes the loaded
+	// documents' memory (yjs.Doc.Size).
+	outBytes, docBytes atomic.Int64
 }
 
 // New returns a hub serving cfg.Prefix.
@@ -148,12 +191,19 @@ func New(cfg Config) *Hub {
 	if cfg.EventEvery <= 0 {
 		cfg.EventEvery = DefaultEventEvery
 	}
-	if cfg.MaxFrame <= 0 {
-		cfg.MaxFrame = DefaultMaxFrame
-	}
-	if cfg.MaxConns <= 0 {
-		cfg.MaxConns = DefaultMaxConns
-	}
+	defaults(&cfg.MaxFrame, DefaultMaxFrame)
+	defaults(&cfg.MaxConns, DefaultMaxConns)
+	defaults(&cfg.MaxConnsPerUser, DefaultMaxConnsPerUser)
+	defaults(&cfg.MaxConnsTotal, DefaultMaxConnsTotal)
+	defaults(&cfg.MaxQueue, DefaultMaxQueue)
+	defaults(&cfg.MaxOutBytes, DefaultMaxOutBytes)
+	defaults(&cfg.MaxDocsBytes, DefaultMaxDocsBytes)
+	defaults(&cfg.MaxAwarenessState, DefaultMaxAwarenessState)
+	defaults(&cfg.MaxClientsPerConn, DefaultMaxClientsPerConn)
+	defaults(&cfg.MaxAwarenessRoom, DefaultMaxAwarenessRoom)
+	defaults(&cfg.WorkRate, DefaultWorkRate)
+	defaults(&cfg.WorkBurst, DefaultWorkBurst)
+	defaults(&cfg.MaxDebt, DefaultMaxDebt)
 	if cfg.Recheck == 0 {
 		cfg.Recheck = DefaultRecheck
 	}
@@ -186,8 +236,13 @@ func (h *Hub) Close() {
 // Close ends or that arrive while it runs.
 const reasonStopping = "The server is stopping; reconnect."
 
-// errClosing is join's refusal once Close has begun.
-var errClosing = errors.New("the hub is closing")
+// Refusals of a connection by a room (admission says what the client is told).
+var (
+	errClosing  = errors.New("the hub is closing")
+	errFull     = errors.New("the room is full or must reload")
+	errUserFull = errors.New("the user has too many connections to the room")
+	errBusy     = errors.New("the loaded documents take all the memory they may")
+)
 
 // closing reports whether Close has begun.
 func (h *Hub) closing() bool {
@@ -271,7 +326,9 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if err != nil {
 		return // Accept answered the request.
 	}
-	c.SetReadLimit(h.cfg.MaxFrame)
+	// readFrame refuses what is past MaxFrame with 4413; the library's own limit (which closes
+	// with 1009, and y-websocket reconnects to send it again) is just past ours.
+	c.SetReadLimit(h.cfg.MaxFrame + 1)
 	ctx, cancel := context.WithTimeout(req.Context(), 10*time.Second)
 	g, err := h.cfg.Authorize(ctx, req.URL.Query().Get("token"), parts[0], parts[1], parts[2])
 	cancel()
@@ -293,32 +350,46 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		_ = c.Close(code, truncate(reason, 120))
 		return
 	}
-	r, err := h.join(req.Context(), g.Key)
-	if errors.Is(err, errClosing) {
-		_ = c.Close(websocket.StatusServiceRestart, reasonStopping)
-		return
-	}
-	if err != nil {
-		h.log.Warn("crdt sync: load document", "err", err)
-		_ = c.Close(websocket.StatusTryAgainLater, "The document could not be loaded; try again.")
-		return
-	}
 	token, org, doc, editor := req.URL.Query().Get("token"), parts[0], parts[1], parts[2]
-	cn := &conn{ws: c, grant: g, out: make(chan []byte, writeQueue), clients: map[uint64]uint64{},
+	cn := &conn{ws: c, hub: h, grant: g, clients: map[uint64]uint64{}, done: make(chan struct{}),
 		recheck: func(ctx context.Context) (Grant, error) { return h.cfg.Authorize(ctx, token, org, doc, editor) }}
 	cn.canWrite.Store(g.CanWrite)
-	if !r.add(cn) {
-		h.leave(r)
-		if h.closing() {
-			_ = c.Close(websocket.StatusServiceRestart, reasonStopping)
-			return
-		}
-		_ = c.Close(websocket.StatusTryAgainLater, "The document is full or reloading; reconnect.")
+	if h.conns.Add(1) > int64(h.cfg.MaxConnsTotal) {
+		h.conns.Add(-1)
+		_ = c.Close(websocket.StatusTryAgainLater, msgBusy)
 		return
 	}
-	h.conns.Add(1)
 	defer h.conns.Add(-1)
+	r, err := h.join(req.Context(), g.Key)
+	if err == nil {
+		if err = r.add(cn); err != nil {
+			h.leave(r)
+		}
+	}
+	if err != nil {
+		code, reason := admission(err)
+		if code == websocket.StatusTryAgainLater && !errors.Is(err, errBusy) && !errors.Is(err, errFull) {
+			h.log.Warn("crdt sync: load document", "err", err)
+		}
+		_ = c.Close(code, reason)
+		return
+	}
 	r.serve(cn)
+}
+
+// admission is the close code and reason of a connection refused a room.
+func admission(err error) (websocket.StatusCode, string) {
+	switch {
+	case errors.Is(err, errClosing):
+		return websocket.StatusServiceRestart, reasonStopping
+	case errors.Is(err, errUserFull):
+		return statusTooMany, msgUserFull
+	case errors.Is(err, errFull):
+		return websocket.StatusTryAgainLater, "The document is full or reloading; reconnect."
+	case errors.Is(err, errBusy):
+		return websocket.StatusTryAgainLater, msgBusy
+	}
+	return websocket.StatusTryAgainLater, "The document could not be loaded; try again."
 }
 
 // handshake answers a request that cannot become a WebSocket (RFC 6455 section 4.2.1) with
@@ -376,7 +447,18 @@ const (
 	statusMalformed  websocket.StatusCode = 4400
 	statusTooLarge   websocket.StatusCode = 4413
 	statusGone       websocket.StatusCode = 4410
+	statusTooMany    websocket.StatusCode = 4429
 	statusLogFailure                      = websocket.StatusTryAgainLater
+)
+
+// Reasons of closes for limits (docs/crdt.md, "Limits").
+const (
+	msgFrameTooLarge = "Message larger than the limit (5 MiB)."
+	msgUserFull      = "Too many connections of this user to this document; close one first."
+	msgTooMuchWork   = "Too many changes too fast; slow down."
+	msgTooSlow       = "Too slow to keep up; reconnect."
+	msgBusy          = "The server is busy; try again later."
+	msgReloading     = "The document is reloading; reconnect."
 )
 
 func truncate(s string, n int) string {
@@ -401,17 +483,24 @@ func (h *Hub) join(ctx context.Context, key string) (*room, error) {
 			delete(h.rms, key)
 			r = nil
 		}
+		if r == nil && h.docBytes.Load() > h.cfg.MaxDocsBytes {
+			h.mu.Unlock()
+			return nil, errBusy
+		}
 		if r == nil {
-			r = &room{hub: h, key: key, ready: make(chan struct{}), conns: map[*conn]struct{}{}, aware: map[uint64]awareness{}, seen: map[uint64]bool{}}
+			r = newRoom(h, key)
 			// Locked until loaded: a REST change or a Gone meanwhile waits for the document.
 			r.mu.Lock()
 			h.rms[key] = r
 			r.refs++
-			// The follower's place in h.wg is taken under h.mu, before Close can wait: an Add
-			// racing with Wait could let Close return with the follower still starting.
+			// The room's place in h.wg is taken under h.mu, before Close can wait: an Add
+			// racing with Wait could let Close return with the room still starting.
 			h.wg.Add(1)
 			h.mu.Unlock()
 			r.loadErr = r.load(ctx)
+			if r.loadErr == nil {
+				r.timer = time.AfterFunc(h.cfg.Poll, r.tick)
+			}
 			r.mu.Unlock()
 			close(r.ready)
 			if r.loadErr != nil {
@@ -422,7 +511,6 @@ func (h *Hub) join(ctx context.Context, key string) (*room, error) {
 				h.mu.Unlock()
 				return nil, r.loadErr
 			}
-			go r.follow()
 			return r, nil
 		}
 		r.refs++
@@ -474,4 +562,36 @@ func (h *Hub) forgetLocked(r *room) {
 	if h.rms[r.key] == r {
 		delete(h.rms, r.key)
 	}
+}
+
+// msgGone closes the connections of data that was deleted (or moved to another document id);
+// 4410 keeps y-websocket's provider from reconnecting and writing its copy back.
+const msgGone = "The CRDT data was deleted or moved."
+
+// msgExpired ends a connection whose token expired.
+const msgExpired = "Token has expired."
+
+// msgAccessChanged ends a connection whose access no longer names its room.
+const msgAccessChanged = "Access to this document changed; reconnect."
+
+// Refusals of a client's update or awareness; the message is the close reason.
+var (
+	errTooLarge          = errors.New("The document would exceed its size limit.")
+	errMalformed         = errors.New("Malformed update.")
+	errTooComplex        = errors.New("The update is too costly to integrate.")
+	errGone              = errors.New(msgGone)
+	errLogFailure        = errors.New("The update could not be stored; reconnect.")
+	errAwarenessTooLarge = errors.New("Awareness state larger than the limit (8 KiB).")
+)
+
+func closeCode(err error) websocket.StatusCode {
+	switch {
+	case errors.Is(err, errTooLarge):
+		return statusTooLarge
+	case errors.Is(err, errMalformed), errors.Is(err, errTooComplex):
+		return statusMalformed
+	case errors.Is(err, errGone):
+		return statusGone
+	}
+	return statusLogFailure
 }

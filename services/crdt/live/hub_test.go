@@ -55,7 +55,8 @@ func (l *memLog) Since(_ context.Context, key string, at Cursor) ([]Entry, bool,
 	return out, false, nil
 }
 
-// tokens: "edit" writes, "view" reads, anything else is refused.
+// tokens: "edit" writes (user u1), "view" reads (u2), "viewer-NAME" reads (user NAME), anything
+// else is refused.
 func authorize(_ context.Context, token, org, doc, editor string) (Grant, error) {
 	switch token {
 	case "edit":
@@ -64,6 +65,9 @@ func authorize(_ context.Context, token, org, doc, editor string) (Grant, error)
 		return Grant{Key: org + "/" + doc + "/" + editor, UserID: "u2"}, nil
 	case "short":
 		return Grant{Key: org + "/" + doc + "/" + editor, CanWrite: true, ValidFor: 150 * time.Millisecond}, nil
+	}
+	if user, ok := strings.CutPrefix(token, "viewer-"); ok {
+		return Grant{Key: org + "/" + doc + "/" + editor, UserID: user}, nil
 	}
 	return Grant{}, &DeniedError{Reason: "Token is malformed."}
 }
@@ -94,6 +98,7 @@ func dial(t *testing.T, url, token string) *client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ws.SetReadLimit(64 << 20)
 	c := &client{t: t, ws: ws, doc: yjs.NewDoc(), got: make(chan yjs.Message, 100)}
 	t.Cleanup(func() { ws.CloseNow() })
 	// As y-websocket's client: ask for what the server has.
@@ -370,7 +375,7 @@ func TestAwarenessOfOthersIsNotTaken(t *testing.T) {
 	waitAwareness(t, b, func(s yjs.AwarenessState) bool { return s.Client == 1 })
 	// b tries to remove and to impersonate a's client: nothing is relayed to a.
 	b.send(yjs.AwarenessFrame([]yjs.AwarenessState{{Client: 1, Clock: 5, State: []byte(`null`)}, {Client: 1, Clock: 6, State: []byte(`{"user":"mallory"}`)}}))
-	// b floods fresh ids: at most maxClientsPerConn are taken.
+	// b floods fresh ids: at most DefaultMaxClientsPerConn are taken.
 	var flood []yjs.AwarenessState
 	for i := range 100 {
 		flood = append(flood, yjs.AwarenessState{Client: uint64(1000 + i), Clock: 1, State: []byte(`{}`)})
@@ -378,7 +383,7 @@ func TestAwarenessOfOthersIsNotTaken(t *testing.T) {
 	b.send(yjs.AwarenessFrame(flood))
 	seen := map[uint64]bool{}
 	timeout := time.After(2 * time.Second)
-	for len(seen) < maxClientsPerConn {
+	for len(seen) < DefaultMaxClientsPerConn {
 		select {
 		case m := <-a.got:
 			for _, s := range m.Awareness {
@@ -394,7 +399,7 @@ func TestAwarenessOfOthersIsNotTaken(t *testing.T) {
 			t.Fatalf("saw %d of b's clients", len(seen))
 		}
 	}
-	// Query awareness answers what the room holds: a's client and b's first 16.
+	// Query awareness answers what the room holds: a's client and b.s first 4.
 	a.send([]byte{yjs.MessageQueryAwareness})
 	for {
 		select {
@@ -402,7 +407,7 @@ func TestAwarenessOfOthersIsNotTaken(t *testing.T) {
 			if len(m.Awareness) == 0 {
 				continue
 			}
-			if len(m.Awareness) != 1+maxClientsPerConn {
+			if len(m.Awareness) != 1+DefaultMaxClientsPerConn {
 				t.Fatalf("room holds %d awareness entries", len(m.Awareness))
 			}
 			return

@@ -4,8 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
-	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,19 +26,42 @@ type room struct {
 	refs      int
 	idleSince time.Time
 
-	mu    sync.Mutex
-	doc   *yjs.Doc
-	at    Cursor          // the log is applied up to here
-	seq   uint64          // at.Seq
-	seen  map[uint64]bool // sequence numbers after seq already applied (own appends)
+	mu  sync.Mutex
+	doc *yjs.Doc
+	// size is doc.Size() as the hub's docBytes counts it.
+	size int
+	at   Cursor          // the log is applied up to here
+	seq  uint64          // at.Seq
+	seen map[uint64]bool // sequence numbers after seq already applied (own appends)
+
 	conns map[*conn]struct{}
+	users map[string]*userBudget
 	aware map[uint64]awareness
+	// awareBytes counts the states in aware.
+	awareBytes int
+	// batch holds clients' updates applied to doc and not yet stored and relayed, awareOut
+	// the awareness entries not yet relayed (each client's latest); flushing: a flush is on
+	// its way. Updates that arrive together go out together, stored once and relayed in one
+	// frame.
+	batch    []batched
+	awareOut map[uint64]yjs.AwarenessState
+	flushing bool
+	// closed: the room's last tick ran; nothing is batched any more.
+	closed bool
+	timer  *time.Timer
+
 	// broken: the document holds an update the log refused; the room must not serve again.
 	broken atomic.Bool
 	// Pending change event: the grant of the last writer since the last event.
 	dirty     bool
 	lastGrant Grant
 	lastEvent time.Time
+}
+
+// batched is a client's update applied to the room's document, waiting to be stored.
+type batched struct {
+	update []byte
+	from   *conn
 }
 
 // awareness is one Yjs client's presence state, owned by the connection that sent it.
@@ -49,23 +71,10 @@ type awareness struct {
 	owner *conn
 }
 
-// conn is one client connection.
-type conn struct {
-	ws    *websocket.Conn
-	grant Grant
-	// canWrite is the grant's CanWrite as of the last check: a recheck may change it.
-	canWrite atomic.Bool
-	// recheck asks the authorizer again, with the connection's token and ids (nil: never).
-	recheck func(ctx context.Context) (Grant, error)
-	// out feeds the connection's writer; closed (under mu) once, after which sends are dropped.
-	out    chan []byte
-	mu     sync.Mutex
-	closed bool
-	// The close code and reason, set with closed.
-	code   websocket.StatusCode
-	reason string
-	// The Yjs client ids whose awareness this connection sent, with their last clock.
-	clients map[uint64]uint64
+func newRoom(h *Hub, key string) *room {
+	return &room{hub: h, key: key, ready: make(chan struct{}), conns: map[*conn]struct{}{},
+		users: map[string]*userBudget{}, aware: map[uint64]awareness{}, seen: map[uint64]bool{},
+		awareOut: map[uint64]yjs.AwarenessState{}}
 }
 
 func (r *room) load(ctx context.Context) error {
@@ -77,322 +86,281 @@ func (r *room) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	seq := at.Seq
-	r.at = at
 	d := yjs.NewDoc()
 	for _, p := range parts {
 		if err := d.Apply(p); err != nil {
 			return err
 		}
 	}
-	r.doc, r.seq = d, seq
+	r.doc, r.at, r.seq = d, at, at.Seq
+	r.recountLocked()
 	return nil
 }
 
-// add registers a connection unless the room is full or must reload, or the hub is closing.
-func (r *room) add(c *conn) bool {
+// recountLocked brings the hub's count of loaded documents' memory up to date.
+func (r *room) recountLocked() {
+	n := r.doc.Size()
+	r.hub.docBytes.Add(int64(n - r.size))
+	r.size = n
+}
+
+// add registers a connection unless the room is full (for its user too) or must reload, or
+// the hub is closing; the error says which.
+func (r *room) add(c *conn) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// Close marks the hub before it closes each room's connections (under r.mu): a connection
 	// added after that would stay open, so none is.
-	if len(r.conns) >= r.hub.cfg.MaxConns || r.broken.Load() || r.hub.closing() {
-		return false
+	switch {
+	case r.hub.closing() || r.closed:
+		return errClosing
+	case r.broken.Load() || len(r.conns) >= r.hub.cfg.MaxConns:
+		return errFull
 	}
+	u := r.users[c.grant.UserID]
+	if u == nil {
+		u = &userBudget{tokens: r.hub.cfg.WorkBurst, last: time.Now()}
+		r.users[c.grant.UserID] = u
+	}
+	if u.conns >= r.hub.cfg.MaxConnsPerUser {
+		return errUserFull
+	}
+	u.conns++
+	c.user, c.room = u, r
 	r.conns[c] = struct{}{}
-	return true
-}
-
-// send queues a frame for a connection; a client too slow to keep up is disconnected rather
-// than buffered without bound. Frames for a closed connection are dropped.
-func (c *conn) send(frame []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return
-	}
-	select {
-	case c.out <- frame:
-	default:
-		c.closeLocked(websocket.StatusTryAgainLater, "Too slow to keep up; reconnect.")
-	}
-}
-
-func (c *conn) close(code websocket.StatusCode, reason string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.closeLocked(code, reason)
-}
-
-// closeLocked stops the writer after what is queued, then closes the socket with the code.
-func (c *conn) closeLocked(code websocket.StatusCode, reason string) {
-	if c.closed {
-		return
-	}
-	c.closed = true
-	close(c.out)
-	c.code, c.reason = code, reason
+	return nil
 }
 
 // serve runs a connection until it ends.
 func (r *room) serve(c *conn) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		failed := false
-		for f := range c.out {
-			if failed {
-				continue
-			}
-			wctx, cancel := context.WithTimeout(ctx, writeTimeout)
-			err := c.ws.Write(wctx, websocket.MessageBinary, f)
-			cancel()
-			if err != nil {
-				failed = true
-				c.close(websocket.StatusGoingAway, "write failed")
-			}
-		}
-		// The queue is closed: what was queued before the close went out (a refusal's reason
-		// before its close code), now the close itself. This also ends the read loop.
-		c.mu.Lock()
-		code, reason := c.code, c.reason
-		c.mu.Unlock()
-		_ = c.ws.Close(code, reason)
-	}()
-
+	c.ctx = ctx
 	if c.grant.ValidFor > 0 {
-		expiry := time.AfterFunc(c.grant.ValidFor, func() {
-			c.send(yjs.PermissionDeniedFrame(msgExpired))
-			c.close(statusDenied, msgExpired)
-		})
+		expiry := time.AfterFunc(c.grant.ValidFor, func() { c.refuse(msgExpired) })
 		defer expiry.Stop()
 	}
-	if every := r.hub.cfg.Recheck; every > 0 && c.recheck != nil {
-		go c.rechecking(ctx, every, r.hub.log)
+	if every := r.hub.cfg.Recheck; every > 0 {
+		c.nextCheck.Store(time.Now().Add(jitter(every)).UnixNano())
 	}
 	r.mu.Lock()
-	c.send(yjs.SyncFrame(yjs.SyncStep1, r.doc.StateVector()))
+	c.sendNew(yjs.SyncFrame(yjs.SyncStep1, r.doc.StateVector()))
 	if len(r.aware) > 0 {
-		c.send(yjs.AwarenessFrame(r.awarenessStates()))
+		c.sendNew(yjs.AwarenessFrame(r.awarenessStates()))
 	}
 	r.mu.Unlock()
-
-	for {
-		typ, frame, err := c.ws.Read(ctx)
-		if err != nil {
-			break
-		}
-		if typ != websocket.MessageBinary {
-			continue
-		}
-		if !r.handle(ctx, c, frame) {
-			break
-		}
+	for r.readOne(ctx, c) {
 	}
 	r.drop(c)
 	c.close(websocket.StatusNormalClosure, "")
-	<-writerDone
+	<-c.done
 	r.hub.leave(r)
 }
 
-// rechecking asks the authorizer again every period (±20%, so connections opened together do
-// not all ask at once) until ctx ends: a token reset, a revoked role or a deleted document ends
-// the connection as a refusal at connect would (the reason, then 4403), and a changed role
-// takes effect (an editor made viewer stops writing). When the authorizer cannot answer, the
-// connection keeps what it was granted and is asked about again next period: a brief outage of
-// the access service does not disconnect every editor.
-func (c *conn) rechecking(ctx context.Context, every time.Duration, log *slog.Logger) {
-	for {
-		t := time.NewTimer(every - every/5 + rand.N(every*2/5+1)) //nolint:gosec // G404: jitter spreading checks needs no unpredictability
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		g, err := c.recheck(actx)
-		cancel()
-		var denied *DeniedError
-		switch {
-		case ctx.Err() != nil:
-			return
-		case errors.As(err, &denied):
-			c.send(yjs.PermissionDeniedFrame(denied.Reason))
-			c.close(statusDenied, truncate(denied.Reason, 120))
-			return
-		case err != nil:
-			log.Warn("crdt sync: recheck of a connection's access failed; it keeps its grant until the next check", "err", err)
-		case g.Key != c.grant.Key:
-			// The same token and ids name another room: not possible today; refuse rather than
-			// write to the wrong document.
-			c.send(yjs.PermissionDeniedFrame(msgAccessChanged))
-			c.close(statusDenied, msgAccessChanged)
-			return
-		default:
-			c.canWrite.Store(g.CanWrite)
-		}
-	}
-}
-
-// handle acts on one frame; false ends the connection.
-func (r *room) handle(ctx context.Context, c *conn, frame []byte) bool {
-	m, err := yjs.ReadMessage(frame)
-	if err != nil {
-		c.close(statusMalformed, "Malformed message.")
+// readOne reads and handles one frame, then waits while the user's budget is in debt; false
+// ends the connection.
+func (r *room) readOne(ctx context.Context, c *conn) bool {
+	typ, frame, err := readFrame(ctx, c.ws, r.hub.cfg.MaxFrame)
+	if errors.Is(err, errFrameTooLarge) {
+		c.close(statusTooLarge, msgFrameTooLarge)
 		return false
 	}
-	switch m.Type {
-	case yjs.MessageSync:
-		switch m.Sync {
-		case yjs.SyncStep1:
-			r.mu.Lock()
-			diff, err := r.doc.Encode(m.Payload)
-			r.mu.Unlock()
-			if err != nil {
-				c.close(statusMalformed, "Malformed state vector.")
-				return false
-			}
-			c.send(yjs.SyncFrame(yjs.SyncStep2, diff))
-		case yjs.SyncStep2, yjs.SyncUpdate:
-			if !c.canWrite.Load() {
-				// A viewer's edits are not applied; y-websocket offers no refusal message
-				// for them, so they are dropped and the client stays read-only in effect.
-				return true
-			}
-			if err := r.write(ctx, c, m.Payload); err != nil {
-				c.close(closeCode(err), err.Error())
-				return false
-			}
-		}
-	case yjs.MessageAwareness:
-		r.mu.Lock()
-		// Only entries of this connection's own clients are taken and relayed: a connection
-		// may not remove or impersonate another's presence, nor grow the room's map without
-		// bound.
-		var accepted []yjs.AwarenessState
-		for _, a := range m.Awareness {
-			cur, known := r.aware[a.Client]
-			if known && cur.owner != c {
-				continue // another connection's client
-			}
-			if known && a.Clock < cur.clock {
-				continue
-			}
-			if a.Gone() {
-				if known {
-					delete(r.aware, a.Client)
-					delete(c.clients, a.Client)
-					accepted = append(accepted, a)
-				}
-				continue
-			}
-			if !known && (len(c.clients) >= maxClientsPerConn || len(r.aware) >= maxAwarenessPerRoom) {
-				continue
-			}
-			r.aware[a.Client] = awareness{clock: a.Clock, state: a.State, owner: c}
-			c.clients[a.Client] = a.Clock
-			accepted = append(accepted, a)
-		}
-		if len(accepted) > 0 {
-			r.broadcastLocked(yjs.AwarenessFrame(accepted), nil)
-		}
-		r.mu.Unlock()
-	case yjs.MessageQueryAwareness:
-		r.mu.Lock()
-		states := r.awarenessStates()
-		r.mu.Unlock()
-		if len(states) > 0 {
-			c.send(yjs.AwarenessFrame(states))
+	if err != nil {
+		return false
+	}
+	if typ != websocket.MessageBinary {
+		return true
+	}
+	work, ok := r.handle(ctx, c, frame)
+	if !ok {
+		return false
+	}
+	wait, over := c.user.charge(1+len(frame)/1024+work, &r.hub.cfg)
+	if over {
+		c.close(statusTooMany, msgTooMuchWork)
+		return false
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-c.done:
+			return false
 		}
 	}
 	return true
 }
 
-// Awareness bounds: a browser tab is one Yjs client, so a connection rarely has more than
-// one; a room's map is bounded too, whatever the connections.
-const (
-	maxClientsPerConn   = 16
-	maxAwarenessPerRoom = 10000
-)
-
-// msgGone closes the connections of data that was deleted (or moved to another document id);
-// 4410 keeps y-websocket's provider from reconnecting and writing its copy back.
-const msgGone = "The CRDT data was deleted or moved."
-
-// msgExpired ends a connection whose token expired.
-const msgExpired = "Token has expired."
-
-// msgAccessChanged ends a connection whose access no longer names its room.
-const msgAccessChanged = "Access to this document changed; reconnect."
-
-var (
-	errTooLarge   = errors.New("The document would exceed its size limit.")
-	errMalformed  = errors.New("Malformed update.")
-	errTooComplex = errors.New("The update is too costly to integrate.")
-	errGone       = errors.New(msgGone)
-	errLogFailure = errors.New("The update could not be stored; reconnect.")
-)
-
-func closeCode(err error) websocket.StatusCode {
-	switch {
-	case errors.Is(err, errTooLarge):
-		return statusTooLarge
-	case errors.Is(err, errMalformed), errors.Is(err, errTooComplex):
-		return statusMalformed
-	case errors.Is(err, errGone):
-		return statusGone
+// handle acts on one frame and returns the work it took; false ends the connection.
+func (r *room) handle(ctx context.Context, c *conn, frame []byte) (int, bool) {
+	m, err := yjs.ReadMessage(frame)
+	if err != nil {
+		c.close(statusMalformed, "Malformed message.")
+		return 0, false
 	}
-	return statusLogFailure
+	switch m.Type {
+	case yjs.MessageSync:
+		switch m.Sync {
+		case yjs.SyncStep1:
+			if !yjs.ValidStateVector(m.Payload) {
+				c.close(statusMalformed, "Malformed state vector.")
+				return 0, false
+			}
+			c.askSync(m.Payload)
+		case yjs.SyncStep2, yjs.SyncUpdate:
+			if !c.canWrite.Load() {
+				// A viewer's edits are not applied; y-websocket offers no refusal message
+				// for them, so they are dropped and the client stays read-only in effect.
+				return 0, true
+			}
+			work, err := r.write(ctx, c, m.Payload)
+			if err != nil {
+				c.close(closeCode(err), err.Error())
+				return work, false
+			}
+			return work, true
+		}
+	case yjs.MessageAwareness:
+		n, err := r.awareness(c, m.Awareness)
+		if err != nil {
+			c.close(statusTooLarge, err.Error())
+			return 0, false
+		}
+		// Relaying costs a write to each connection.
+		return n * (len(m.Payload)/256 + 16), true
+	case yjs.MessageQueryAwareness:
+		c.askPeers()
+	}
+	return 0, true
 }
 
-// write applies a client's update, stores it, then relays it to the others. The room's lock
-// is held throughout, so updates enter the log in the order they are relayed. An update that
-// changes nothing (a client's echo of what it was sent) costs no write. When the log refuses
-// the write, the document holds an update nobody else will see: the room's clients are
-// disconnected and the room reloads from the log.
-func (r *room) write(ctx context.Context, from *conn, update []byte) (err error) {
+// write applies a client's update to the room's document and batches it to be stored and
+// relayed (flush), and returns the work it took. An update that changes nothing (a client's
+// echo of what it was sent) costs no write. A refused one leaves the document as it was.
+func (r *room) write(ctx context.Context, from *conn, update []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.broken.Load() {
-		return errLogFailure
+	if r.broken.Load() || r.closed {
+		return 0, errLogFailure
 	}
-	defer func() {
-		// A codec bug must not leave the room serving a document the log does not hold.
-		if p := recover(); p != nil {
-			r.hub.log.Error("crdt sync: update panicked", "panic", p)
-			r.breakLocked(from)
-			err = errMalformed
-		}
-	}()
-	// Clients' updates are untrusted: each may cost and take only so much, and a refused one
-	// leaves the document as it was.
+	// Clients' updates are untrusted: each may cost and take only so much.
 	applied, err := r.doc.ApplyUntrusted(ctx, update, r.hub.cfg.Limits)
 	switch {
 	case errors.Is(err, yjs.ErrTooLarge):
-		return errTooLarge
+		return applied.Work, errTooLarge
 	case errors.Is(err, yjs.ErrTooComplex):
-		return errTooComplex
+		return applied.Work, errTooComplex
+	case err != nil && ctx.Err() != nil:
+		return applied.Work, ctx.Err()
 	case err != nil:
-		return errMalformed
+		return applied.Work, errMalformed
 	case !applied.Changed:
-		return nil
+		return applied.Work, nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	at, created, err := r.hub.cfg.Log.Append(wctx, r.key, r.at.Version, update)
+	r.recountLocked()
+	r.batch = append(r.batch, batched{update: update, from: from})
+	r.scheduleFlushLocked()
+	return applied.Work, nil
+}
+
+// scheduleFlushLocked makes sure a flush is on its way: at once, so an update waits only for
+// the flush before it, and those that arrive meanwhile go with the next.
+func (r *room) scheduleFlushLocked() {
+	if !r.flushing {
+		r.flushing = true
+		go func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.flushing = false
+			r.flushLocked()
+		}()
+	}
+}
+
+// flushLocked stores the batched updates in the log, then relays them to the room's other
+// clients in one frame (merged), then relays the awareness entries that changed. The room's
+// lock is held throughout, so the log's order is the relay order and nobody sees an update
+// the log does not hold. When the log refuses the write, the document holds updates nobody
+// else will see: the room's clients are disconnected and the room reloads from the log.
+func (r *room) flushLocked() {
+	if len(r.batch) > 0 {
+		r.storeLocked()
+	}
+	if len(r.awareOut) > 0 && !r.broken.Load() {
+		states := make([]yjs.AwarenessState, 0, len(r.awareOut))
+		for _, s := range r.awareOut {
+			states = append(states, s)
+		}
+		clear(r.awareOut)
+		slices.SortFunc(states, func(a, b yjs.AwarenessState) int { return cmpUint(a.Client, b.Client) })
+		r.broadcastLocked(yjs.AwarenessFrame(states), nil)
+	}
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// mergeAtMost is the batch size merged into one update; beyond it (a large paste) each update
+// goes on its own, as merging re-encodes them all.
+const mergeAtMost = 1 << 20
+
+func (r *room) storeLocked() {
+	batch := r.batch
+	r.batch = nil
+	size := 0
+	for _, b := range batch {
+		size += len(b.update)
+	}
+	updates := make([][]byte, 0, len(batch))
+	for _, b := range batch {
+		updates = append(updates, b.update)
+	}
+	if len(batch) > 1 && size <= mergeAtMost {
+		merged, err := yjs.Merge(updates...)
+		if err == nil {
+			updates = [][]byte{merged}
+		}
+	}
+	from := batch[0].from
+	for _, b := range batch {
+		if b.from != from {
+			from = nil // several senders: each gets the others' updates, and its own again
+		}
+	}
+	for _, u := range updates {
+		if !r.appendLocked(u) {
+			return
+		}
+		r.broadcastLocked(yjs.SyncFrame(yjs.SyncUpdate, u), from)
+	}
+	r.dirty, r.lastGrant = true, batch[len(batch)-1].from.grant
+}
+
+// appendLocked stores an update in the log; false when the log refused it (the room's
+// connections are closed).
+func (r *room) appendLocked(update []byte) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	at, created, err := r.hub.cfg.Log.Append(ctx, r.key, r.at.Version, update)
 	cancel()
 	if errors.Is(err, ErrGone) {
 		r.broken.Store(true)
 		for c := range r.conns {
 			c.close(statusGone, msgGone)
 		}
-		return errGone
+		return false
 	}
 	if err != nil {
 		r.hub.log.Warn("crdt sync: append", "err", err)
-		r.breakLocked(from)
-		return errLogFailure
+		r.breakLocked()
+		return false
 	}
 	switch {
 	case created:
@@ -403,20 +371,103 @@ func (r *room) write(ctx context.Context, from *conn, update []byte) (err error)
 		r.markSeen(at.Seq)
 	}
 	// Otherwise the data was made anew by someone else: the next catch-up loads it.
-	r.broadcastLocked(yjs.SyncFrame(yjs.SyncUpdate, update), from)
-	r.dirty, r.lastGrant = true, from.grant
-	return nil
+	return true
 }
 
-// breakLocked marks the room's document as out of step with the log: the other connections
-// are closed to reconnect (to a room loaded again), the sender's by its caller with the reason.
-func (r *room) breakLocked(from *conn) {
+// breakLocked marks the room's document as out of step with the log: its connections are
+// closed to reconnect (to a room loaded again).
+func (r *room) breakLocked() {
 	r.broken.Store(true)
 	for c := range r.conns {
-		if c != from {
-			c.close(websocket.StatusTryAgainLater, "The document is reloading; reconnect.")
+		c.close(websocket.StatusTryAgainLater, msgReloading)
+	}
+}
+
+// answerSync makes the answer to a connection's sync step 1: what the room's document has
+// that the state vector lacks, after storing what is batched (the log holds whatever a client
+// is sent). Its cost goes to the user's budget. Nil when there is nothing to send.
+func (r *room) answerSync(c *conn, sv []byte) *frame {
+	r.mu.Lock()
+	if r.broken.Load() {
+		r.mu.Unlock()
+		return nil
+	}
+	r.flushLocked()
+	diff, err := r.doc.Encode(sv)
+	r.mu.Unlock()
+	if err != nil {
+		c.close(statusMalformed, "Malformed state vector.")
+		return nil
+	}
+	if r.hub.outBytes.Load()+int64(len(diff)) > int64(r.hub.cfg.MaxOutBytes) {
+		c.close(websocket.StatusTryAgainLater, msgBusy)
+		return nil
+	}
+	// Encoding costs about a step per 16 bytes; the reader pays it before its next frame.
+	c.user.charge(len(diff)/16, &r.hub.cfg)
+	return r.hub.newFrame(yjs.SyncFrame(yjs.SyncStep2, diff), 1)
+}
+
+// answerPeers makes the answer to a query of awareness: the room's states (at most
+// MaxAwarenessRoom bytes of them).
+func (r *room) answerPeers(c *conn) *frame {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.aware) == 0 {
+		return nil
+	}
+	c.user.charge(r.awareBytes/256+len(r.aware), &r.hub.cfg)
+	return r.hub.newFrame(yjs.AwarenessFrame(r.awarenessStates()), 1)
+}
+
+// awareness takes a connection's awareness entries and relays those it may set, and returns
+// how many it relays. Only entries of the connection's own clients are taken: a connection may
+// not remove or impersonate another's presence. A state over MaxAwarenessState bytes is an
+// error (the connection ends); entries past the connection's MaxClientsPerConn clients or the
+// room's MaxAwarenessRoom bytes are dropped.
+func (r *room) awareness(c *conn, states []yjs.AwarenessState) (int, error) {
+	for _, a := range states {
+		if len(a.State) > r.hub.cfg.MaxAwarenessState {
+			return 0, errAwarenessTooLarge
 		}
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, a := range states {
+		cur, known := r.aware[a.Client]
+		if (known && cur.owner != c) || (known && a.Clock < cur.clock) {
+			continue
+		}
+		if a.Gone() {
+			if known {
+				r.forgetAwareLocked(c, a.Client, a.Clock)
+				n++
+			}
+			continue
+		}
+		grow := len(a.State) - len(cur.state)
+		if (!known && len(c.clients) >= r.hub.cfg.MaxClientsPerConn) || r.awareBytes+grow > r.hub.cfg.MaxAwarenessRoom {
+			continue
+		}
+		r.aware[a.Client] = awareness{clock: a.Clock, state: a.State, owner: c}
+		r.awareBytes += grow
+		c.clients[a.Client] = a.Clock
+		r.awareOut[a.Client] = a
+		n++
+	}
+	if n > 0 {
+		r.scheduleFlushLocked()
+	}
+	return n, nil
+}
+
+// forgetAwareLocked removes a client's awareness and relays that it is gone.
+func (r *room) forgetAwareLocked(c *conn, client, clock uint64) {
+	r.awareBytes -= len(r.aware[client].state)
+	delete(r.aware, client)
+	delete(c.clients, client)
+	r.awareOut[client] = yjs.AwarenessState{Client: client, Clock: clock, State: json.RawMessage("null")}
 }
 
 // markSeen records an applied sequence number; seq advances over a contiguous run.
@@ -448,13 +499,25 @@ func (r *room) applyStored(at Cursor, update []byte) {
 	if err != nil || !changed {
 		return
 	}
+	r.recountLocked()
 	r.broadcastLocked(yjs.SyncFrame(yjs.SyncUpdate, update), nil)
 }
 
-func (r *room) broadcastLocked(frame []byte, except *conn) {
+// broadcastLocked queues one frame, shared, to every connection but except.
+func (r *room) broadcastLocked(data []byte, except *conn) {
+	n := len(r.conns)
+	if except != nil {
+		if _, ok := r.conns[except]; ok {
+			n--
+		}
+	}
+	if n == 0 {
+		return
+	}
+	f := r.hub.newFrame(data, n)
 	for c := range r.conns {
 		if c != except {
-			c.send(frame)
+			c.send(f)
 		}
 	}
 }
@@ -472,15 +535,14 @@ func (r *room) drop(c *conn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.conns, c)
-	var gone []yjs.AwarenessState
+	c.user.conns--
 	for id, clock := range c.clients {
 		if a, ok := r.aware[id]; ok && a.owner == c {
-			delete(r.aware, id)
-			gone = append(gone, yjs.AwarenessState{Client: id, Clock: clock + 1, State: json.RawMessage("null")})
+			r.forgetAwareLocked(c, id, clock+1)
 		}
 	}
-	if len(gone) > 0 {
-		r.broadcastLocked(yjs.AwarenessFrame(gone), nil)
+	if len(r.awareOut) > 0 {
+		r.scheduleFlushLocked()
 	}
 }
 
@@ -497,31 +559,62 @@ func (r *room) closeAll(code websocket.StatusCode, reason string) {
 	}
 }
 
-// follow polls the log for updates other replicas stored, emits change events, and unloads
-// the room when it has been idle.
-func (r *room) follow() {
-	defer r.hub.wg.Done()
-	t := time.NewTicker(r.hub.cfg.Poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-r.hub.done:
-			r.flushEvent(true)
-			return
-		case <-t.C:
-		}
-		if r.broken.Load() {
-			r.hub.forget(r)
-			r.flushEvent(true)
-			return
-		}
-		r.catchUp()
-		r.flushEvent(false)
-		if r.hub.unloadIfIdle(r) {
-			r.flushEvent(true)
-			return
+// tick is the room's periodic work, on a timer (no goroutine waits between ticks): it follows
+// the log for updates other replicas stored, starts the access checks that are due, emits
+// change events, and unloads the room when it has been idle. The last tick ends the room.
+func (r *room) tick() {
+	h := r.hub
+	switch {
+	case h.closing():
+		r.finish()
+		return
+	case r.broken.Load():
+		h.forget(r)
+		r.finish()
+		return
+	}
+	r.catchUp()
+	r.flushEvent(false)
+	now := time.Now()
+	r.mu.Lock()
+	for c := range r.conns {
+		c.recheckDue(now, h.log)
+	}
+	r.pruneUsersLocked()
+	r.mu.Unlock()
+	if h.unloadIfIdle(r) {
+		r.finish()
+		return
+	}
+	r.mu.Lock()
+	r.timer.Reset(h.cfg.Poll)
+	r.mu.Unlock()
+}
+
+// pruneUsersLocked forgets the budgets of users with no connection whose debt is paid: a
+// reconnecting client keeps its debt, and the map does not grow with every user ever seen.
+func (r *room) pruneUsersLocked() {
+	if len(r.users) <= len(r.conns)+64 {
+		return
+	}
+	for id, u := range r.users {
+		if u.conns == 0 && u.paid(&r.hub.cfg) {
+			delete(r.users, id)
 		}
 	}
+}
+
+// finish ends the room: what is batched is stored, the last change event goes, the hub's
+// counts forget it.
+func (r *room) finish() {
+	r.mu.Lock()
+	r.closed = true
+	r.flushLocked()
+	r.hub.docBytes.Add(-int64(r.size))
+	r.size = 0
+	r.mu.Unlock()
+	r.flushEvent(true)
+	r.hub.wg.Done()
 }
 
 func (r *room) catchUp() {
@@ -541,33 +634,39 @@ func (r *room) catchUp() {
 		return
 	}
 	if reset {
-		parts, at, err := r.hub.cfg.Log.Load(ctx, r.key)
-		if err != nil {
-			r.hub.log.Warn("crdt sync: reload", "err", err)
-			return
-		}
-		r.mu.Lock()
-		sv := r.doc.StateVector()
-		changed := false
-		for _, p := range parts {
-			if c, err := r.doc.ApplyChanged(p); err == nil && c {
-				changed = true
-			}
-		}
-		if changed {
-			if diff, err := r.doc.Encode(sv); err == nil {
-				r.broadcastLocked(yjs.SyncFrame(yjs.SyncUpdate, diff), nil)
-			}
-		}
-		// The log restarted (new data) or moved past a compaction: follow it from here.
-		r.at, r.seq = at, at.Seq
-		clear(r.seen)
-		r.mu.Unlock()
+		r.reload(ctx)
 		return
 	}
 	for _, e := range entries {
 		r.applyStored(Cursor{Version: at.Version, Seq: e.Seq}, e.Update)
 	}
+}
+
+// reload loads the state again when the log restarted (new data) or moved past a compaction,
+// relays what the room lacked, and follows the log from there.
+func (r *room) reload(ctx context.Context) {
+	parts, at, err := r.hub.cfg.Log.Load(ctx, r.key)
+	if err != nil {
+		r.hub.log.Warn("crdt sync: reload", "err", err)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sv := r.doc.StateVector()
+	changed := false
+	for _, p := range parts {
+		if c, err := r.doc.ApplyChanged(p); err == nil && c {
+			changed = true
+		}
+	}
+	if changed {
+		r.recountLocked()
+		if diff, err := r.doc.Encode(sv); err == nil {
+			r.broadcastLocked(yjs.SyncFrame(yjs.SyncUpdate, diff), nil)
+		}
+	}
+	r.at, r.seq = at, at.Seq
+	clear(r.seen)
 }
 
 // flushEvent tells Changed about client edits, at most once per EventEvery (now: at once).
