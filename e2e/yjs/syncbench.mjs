@@ -34,13 +34,17 @@
 //   {"phase":"done","edits":E,"rate_target":R,"rate_achieved":A,"deliveries":D,"p50_ms":..,
 //    "p95_ms":..,"p99_ms":..,"max_ms":..,"missing":M,"converged":BOOL,
 //    "kind":K,"readers":N,"measure_ms":W,"writer_lag_max_ms":G,"client_cpu_pct":C,"disconnects":X}
-//     E: counted edits (round(rate * seconds)); A: their rate as sent, (E - 1) / W; D = E * N
+//     E: counted edits (round(rate * seconds)); A: their rate as sent, E / W (R when the writer
+//     kept to its schedule, less when it fell behind and did not catch up); D = E * N
 //     deliveries expected; the percentiles and max over the deliveries received (nearest rank,
 //     ms; null when none); M = D - received; converged: every reader's text equals the
-//     writer's. Extra fields: W: ms from the first to the last counted edit sent; G: how late
-//     behind its schedule the writer sent a counted edit at worst (ms); C: this process's CPU
-//     (user + system) while writing and draining, percent of one core (near 100 means the
-//     driver itself was the bottleneck); X: connections closed by the far end after syncing.
+//     writer's. Extra fields: W: the window the counted edits were sent in, ms from the first
+//     one's scheduled time to the last one's sending plus one interval (1000 * seconds when on
+//     schedule); G: how late behind its schedule the writer sent a counted edit at worst (ms);
+//     C: this process's CPU (user + system) from the first counted edit to the end of the
+//     drain, percent of one core (near 100 or above, GC and I/O threads included, means the
+//     driver itself was a bottleneck: its readers share one event loop with the writer);
+//     X: connections closed by the far end after syncing.
 // Exit status 0 when the readers converged, whatever the latencies; 1 on errors (a client did
 // not sync in time, the room was not quiet, the readers did not converge), with the reason on
 // stderr.
@@ -333,13 +337,13 @@ async function fanout (argv) {
   const converged = want.length === base + total && texts.every(t => t.toString() === want)
   const sorted = latencies.subarray(0, received).sort()
   const pct = q => received === 0 ? null : round3(sorted[Math.min(received - 1, Math.max(0, Math.ceil(q * received) - 1))])
-  const measureMs = sentAt[total - 1] - sentAt[first]
+  const measureMs = sentAt[total - 1] + interval - (t0 + first * interval)
   const disconnects = clients.reduce((s, c) => s + c.disconnects, 0)
   emit({
     phase: 'done',
     edits: E,
     rate_target: o.rate,
-    rate_achieved: E > 1 && measureMs > 0 ? Math.round((E - 1) / measureMs * 1000 * 10) / 10 : null,
+    rate_achieved: Math.round(E / measureMs * 1000 * 10) / 10,
     deliveries: E * N,
     p50_ms: pct(0.5),
     p95_ms: pct(0.95),
@@ -479,7 +483,7 @@ async function selftestFanout (kind, url, room, token) {
   check(d.edits === 50 && d.rate_target === 50 && d.deliveries === 250 && d.readers === 5 && d.kind === kind, `${what}: counts ${JSON.stringify(d)}`)
   check(d.missing === 0 && d.converged === true && d.disconnects === 0, `${what}: not every delivery arrived: ${JSON.stringify(d)}`)
   check(d.p50_ms <= d.p95_ms && d.p95_ms <= d.p99_ms && d.p99_ms <= d.max_ms, `${what}: percentiles out of order: ${JSON.stringify(d)}`)
-  check(d.rate_achieved > 40 && d.rate_achieved < 60, `${what}: rate_achieved ${d.rate_achieved}, want about 50`)
+  check(d.rate_achieved > 0 && d.rate_achieved <= 50, `${what}: rate_achieved ${d.rate_achieved}, want at most the 50 asked for`)
   return d
 }
 
