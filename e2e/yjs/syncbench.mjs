@@ -46,8 +46,8 @@
 //     driver itself was a bottleneck: its readers share one event loop with the writer);
 //     X: connections closed by the far end after syncing.
 // Exit status 0 when the readers converged, whatever the latencies; 1 on errors (a client did
-// not sync in time, the room was not quiet, the readers did not converge), with the reason on
-// stderr.
+// not sync in time or was refused, the room was not quiet, the readers did not converge: then
+// the done line is still printed), with the reason on stderr; 2 on a bad command line.
 //
 // memory: the server's memory per open document. Client i (i = 0 .. docs-1) holds a text of
 // text-bytes ASCII characters (seeded per i, so every document differs; one local insert made
@@ -105,10 +105,13 @@ const emit = obj => process.stdout.write(JSON.stringify(obj) + '\n')
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
 const round3 = x => x == null ? null : Math.round(x * 1000) / 1000
 
-/** Parses argv for a mode: options maps name → {type, default}; numbers are checked here. */
+/**
+ * Parses argv for a mode: spec maps an option's name to {type: 'string'} or a number's limits
+ * ({int, positive, min}), with default (a string) or required; throws UsageError.
+ */
 function options (argv, spec) {
   const parseSpec = {}
-  for (const [name, s] of Object.entries(spec)) parseSpec[name] = { type: 'string' }
+  for (const name of Object.keys(spec)) parseSpec[name] = { type: 'string' }
   let values
   try {
     ({ values } = parseArgs({ args: argv, options: parseSpec, strict: true, allowPositionals: false }))
