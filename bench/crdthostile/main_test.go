@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/collab/collab/bench/collabproc"
+)
+
+// The per-finding regression tests of issue 19: each runs its attack against a fresh collabd
+// process (built without the race detector) and asserts the fixed server's behaviour, with
+// the bounds next to each scenario (their comments say what the old server measured). A
+// watchdog kills a server whose memory passes the bound by half again, and the test fails
+// with the figure.
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	collabproc.Cleanup()
+	os.Exit(code)
+}
+
+// testConfig stops a server soon after it breaks a bound.
+func testConfig() config {
+	return config{watchLimit: limitFor, restTimeout: 10 * time.Second, settleMax: 3 * time.Second}
+}
+
+// scenarioContext bounds one scenario: its steps have their own shorter limits.
+func scenarioContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// ran logs the scenario's row and stops the test when it could not run or the watchdog
+// stopped it.
+func ran(t *testing.T, r Result) {
+	t.Helper()
+	t.Logf("\n%s", table([]Result{r}))
+	if r.Err != nil {
+		t.Fatalf("the scenario could not run: %v", r.Err)
+	}
+	if r.Watchdog != nil {
+		t.Fatalf("the watchdog stopped the attack at a peak RSS growth of %s (its limit %s, the scenario's bound and half again): %v; CPU %.1f s within %.1f s; attacker saw: %s",
+			mib(r.Growth), mib(r.Limit), r.Watchdog, r.CPU.Seconds(), r.Wall.Seconds(), r.Outcome)
+	}
+}
+
+func growthUnder(t *testing.T, r Result, bound int64) {
+	t.Helper()
+	if r.Growth >= bound {
+		t.Errorf("the server's peak RSS grew by %s during the attack, want under %s", mib(r.Growth), mib(bound))
+	}
+}
+
+func honestWorked(t *testing.T, r Result) {
+	t.Helper()
+	if r.Honest != nil {
+		t.Errorf("an honest client's edit did not reach another honest client within %v: %v", honestWithin, r.Honest)
+	}
+}
+
+// Finding 1: repeated step 1s coalesce into at most one outstanding answer per connection.
+func TestStep1Amplification(t *testing.T) {
+	r := runStep1(scenarioContext(t), testConfig())
+	ran(t, r.Result)
+	growthUnder(t, r.Result, step1MaxGrowth)
+	honestWorked(t, r.Result)
+}
