@@ -50,6 +50,8 @@ type scenario struct {
 func scenarios() []scenario {
 	return []scenario{
 		{nameStep1, func(ctx context.Context, cfg config) Result { return runStep1(ctx, cfg).Result }},
+		{nameAwarenessLarge, func(ctx context.Context, cfg config) Result { return runAwarenessLarge(ctx, cfg).Result }},
+		{nameAwarenessMany, func(ctx context.Context, cfg config) Result { return runAwarenessMany(ctx, cfg).Result }},
 	}
 }
 

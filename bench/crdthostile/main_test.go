@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/collab/collab/bench/collabproc"
 )
 
@@ -68,3 +70,35 @@ func TestStep1Amplification(t *testing.T) {
 	growthUnder(t, r.Result, step1MaxGrowth)
 	honestWorked(t, r.Result)
 }
+
+// Finding 2: a state over 8 KiB closes its connection (4413), and a room keeps at most 1 MiB
+// of states, so a joiner's first frame is bounded.
+func TestAwarenessBound(t *testing.T) {
+	t.Run("large states", func(t *testing.T) {
+		r := runAwarenessLarge(scenarioContext(t), testConfig())
+		ran(t, r.Result)
+		if code := r.Probe.code(); code != statusTooLarge {
+			t.Errorf("a state of %d bytes: the socket is %s, want closed %d", awarenessOverBytes, r.Probe, statusTooLarge)
+		}
+		if !r.Giant.ended() {
+			t.Errorf("%d states of %d bytes sent: the socket is %s, want closed", r.GiantSent, awarenessGiantBytes, r.Giant)
+		}
+		growthUnder(t, r.Result, awarenessMaxGrowth)
+		if r.JoinerFrame > joinerFrameMax {
+			t.Errorf("a joiner's awareness frame is %s, want at most %s", size(r.JoinerFrame), size(joinerFrameMax))
+		}
+	})
+	t.Run("many states", func(t *testing.T) {
+		r := runAwarenessMany(scenarioContext(t), testConfig())
+		ran(t, r.Result)
+		if r.JoinerFrame > crowdJoinerFrameMax {
+			t.Errorf("after %d connections' states of %d bytes, a joiner's awareness frame is %s, want at most %s",
+				r.Sent, crowdStateBytes, size(r.JoinerFrame), size(crowdJoinerFrameMax))
+		}
+	})
+}
+
+// The close codes the fixed server refuses with (services/crdt/live).
+const (
+	statusTooLarge = websocket.StatusCode(4413)
+)

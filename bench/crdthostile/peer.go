@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -56,6 +59,79 @@ func dialRaw(ctx context.Context, url string) (*websocket.Conn, error) {
 	}
 	ws.SetReadLimit(-1)
 	return ws, nil
+}
+
+// closeWatch reads a socket in the background, discarding what it gets, to learn how the
+// server ends it: an attacker that reads only to see its close code.
+type closeWatch struct {
+	ws      *websocket.Conn
+	closing atomic.Bool // close was called
+	done    chan struct{}
+	// Set before done closes: why reading ended, and whether it was our side's doing (ctx
+	// ended: the scenario is over or the watchdog stopped it; or close was called).
+	err  error
+	ours bool
+}
+
+func watchClose(ctx context.Context, ws *websocket.Conn) *closeWatch {
+	w := &closeWatch{ws: ws, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for {
+			if _, err := readFrame(ctx, ws); err != nil {
+				w.err, w.ours = err, ctx.Err() != nil || w.closing.Load()
+				return
+			}
+		}
+	}()
+	return w
+}
+
+// close closes the socket from our side: the watch then reads as open if the server had not
+// ended it.
+func (w *closeWatch) close() {
+	w.closing.Store(true)
+	w.ws.CloseNow()
+}
+
+// wait waits up to d for the server to end the socket; it reports whether it did.
+func (w *closeWatch) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-w.done:
+		return true
+	default:
+	}
+	select {
+	case <-w.done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// ended reports whether the server (or the network) ended the socket.
+func (w *closeWatch) ended() bool { return w.wait(0) && !w.ours }
+
+// code is the close code the server sent; -1 while open or when it ended without one.
+func (w *closeWatch) code() websocket.StatusCode {
+	if !w.ended() {
+		return -1
+	}
+	return websocket.CloseStatus(w.err)
+}
+
+// String says how the socket stands: open, closed with a code and reason, or lost.
+func (w *closeWatch) String() string {
+	if !w.ended() {
+		return "open"
+	}
+	var ce websocket.CloseError
+	if errors.As(w.err, &ce) {
+		return fmt.Sprintf("closed %d %q", ce.Code, ce.Reason)
+	}
+	return fmt.Sprintf("lost (%v)", w.err)
 }
 
 // honestPeer is a well-behaved y-websocket client: it sends step 1, answers the server's step
