@@ -52,6 +52,10 @@ func scenarios() []scenario {
 		{nameStep1, func(ctx context.Context, cfg config) Result { return runStep1(ctx, cfg).Result }},
 		{nameAwarenessLarge, func(ctx context.Context, cfg config) Result { return runAwarenessLarge(ctx, cfg).Result }},
 		{nameAwarenessMany, func(ctx context.Context, cfg config) Result { return runAwarenessMany(ctx, cfg).Result }},
+		{nameHolesLive, func(ctx context.Context, cfg config) Result { return runHolesLive(ctx, cfg).Result }},
+		{nameHolesREST(40_000), func(ctx context.Context, cfg config) Result { return runHolesREST(ctx, cfg, 40_000).Result }},
+		{nameHolesREST(80_000), func(ctx context.Context, cfg config) Result { return runHolesREST(ctx, cfg, 80_000).Result }},
+		{nameHolesREST(holesRESTChars), func(ctx context.Context, cfg config) Result { return runHolesREST(ctx, cfg, holesRESTChars).Result }},
 	}
 }
 

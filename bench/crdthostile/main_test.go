@@ -9,6 +9,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/collab/collab/bench/collabproc"
+	"github.com/collab/collab/internal/yjs"
 )
 
 // The per-finding regression tests of issue 19: each runs its attack against a fresh collabd
@@ -23,9 +24,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// testConfig stops a server soon after it breaks a bound.
+// testConfig stops a server soon after it breaks a bound, and gives the timed REST Update
+// of finding 3 a little more than its bound, so that a slow answer is measured, not waited for.
 func testConfig() config {
-	return config{watchLimit: limitFor, restTimeout: 10 * time.Second, settleMax: 3 * time.Second}
+	return config{watchLimit: limitFor, restTimeout: holesUpdateWithin + 2*time.Second, settleMax: 3 * time.Second}
 }
 
 // scenarioContext bounds one scenario: its steps have their own shorter limits.
@@ -98,7 +100,58 @@ func TestAwarenessBound(t *testing.T) {
 	})
 }
 
+// Finding 3: a delete set splitting a text into pieces is refused live, and replacing a text
+// of many pieces through REST is not quadratic.
+func TestDeleteSetPieces(t *testing.T) {
+	t.Run("live", func(t *testing.T) {
+		r := runHolesLive(scenarioContext(t), testConfig())
+		ran(t, r.Result)
+		if code := r.Attacker.code(); code != statusTooLarge && code != statusMalformed {
+			t.Errorf("a frame of %d bytes: the socket is %s, want closed %d or %d", r.FrameBytes, r.Attacker, statusTooLarge, statusMalformed)
+		}
+		if string(r.After) != string(r.Before) {
+			t.Errorf("the editor's data changed: Get answers %s, before the attack %s", size(int64(len(r.After))), r.Before)
+		}
+		growthUnder(t, r.Result, holesMaxGrowth)
+		honestWorked(t, r.Result)
+	})
+	t.Run("rest", func(t *testing.T) {
+		r := runHolesREST(scenarioContext(t), testConfig(), holesRESTChars)
+		ran(t, r.Result)
+		if r.UpdateErr != nil || r.UpdateTook >= holesUpdateWithin {
+			t.Fatalf("Update CRDT Data after %d pieces: %v after %.1f s, want an answer within %v", holesRESTChars/2, r.UpdateErr, r.UpdateTook.Seconds(), holesUpdateWithin)
+		}
+		if r.Text != "z" {
+			t.Errorf("Get reads %q after the Update, want \"z\"", r.Text)
+		}
+	})
+}
+
+// The live attack's update holds what it says: the insert, and every second character
+// deleted.
+func TestHolesFrame(t *testing.T) {
+	insert, err := insertText(holesClient, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := yjs.NewDoc()
+	if err := d.Apply(append(insert[:len(insert)-1], everySecond(holesClient, 11)...)); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.JSON("content", yjs.Text); got != "aaaaaa" {
+		t.Errorf("the text reads %q, want \"aaaaaa\" (ababababab a with every second deleted)", got)
+	}
+	f, err := holesFrame(3000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f) > 3000 || len(f) < 2900 {
+		t.Errorf("holesFrame(3000) is %d bytes, want just under 3000", len(f))
+	}
+}
+
 // The close codes the fixed server refuses with (services/crdt/live).
 const (
-	statusTooLarge = websocket.StatusCode(4413)
+	statusMalformed = websocket.StatusCode(4400)
+	statusTooLarge  = websocket.StatusCode(4413)
 )
