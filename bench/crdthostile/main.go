@@ -56,6 +56,7 @@ func scenarios() []scenario {
 		{nameHolesREST(40_000), func(ctx context.Context, cfg config) Result { return runHolesREST(ctx, cfg, 40_000).Result }},
 		{nameHolesREST(80_000), func(ctx context.Context, cfg config) Result { return runHolesREST(ctx, cfg, 80_000).Result }},
 		{nameHolesREST(holesRESTChars), func(ctx context.Context, cfg config) Result { return runHolesREST(ctx, cfg, holesRESTChars).Result }},
+		{nameTwoLimits, func(ctx context.Context, cfg config) Result { return runTwoLimits(ctx, cfg).Result }},
 	}
 }
 

@@ -127,6 +127,22 @@ func TestDeleteSetPieces(t *testing.T) {
 	})
 }
 
+// Finding 4: live sync refuses (4413) what would take an editor's encoded state past REST's
+// 5 MiB, so Get CRDT Data keeps answering.
+func TestTwoLimits(t *testing.T) {
+	r := runTwoLimits(scenarioContext(t), testConfig())
+	ran(t, r.Result)
+	if code := r.Attacker.code(); code != statusTooLarge {
+		t.Errorf("%d frames of %d characters sent: the socket is %s, want closed %d", r.Sent, limitFrameChars, r.Attacker, statusTooLarge)
+	}
+	if r.EditorErr != nil {
+		t.Errorf("Get CRDT Data of the editor: %v", r.EditorErr)
+	}
+	if r.DocumentErr != nil {
+		t.Errorf("Get CRDT Data of the document: %v", r.DocumentErr)
+	}
+}
+
 // The live attack's update holds what it says: the insert, and every second character
 // deleted.
 func TestHolesFrame(t *testing.T) {
