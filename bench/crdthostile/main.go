@@ -57,6 +57,7 @@ func scenarios() []scenario {
 		{nameHolesREST(80_000), func(ctx context.Context, cfg config) Result { return runHolesREST(ctx, cfg, 80_000).Result }},
 		{nameHolesREST(holesRESTChars), func(ctx context.Context, cfg config) Result { return runHolesREST(ctx, cfg, holesRESTChars).Result }},
 		{nameTwoLimits, func(ctx context.Context, cfg config) Result { return runTwoLimits(ctx, cfg).Result }},
+		{nameConnCap, func(ctx context.Context, cfg config) Result { return runConnCap(ctx, cfg).Result }},
 	}
 }
 

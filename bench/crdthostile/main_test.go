@@ -143,6 +143,20 @@ func TestTwoLimits(t *testing.T) {
 	}
 }
 
+// Finding 5: one user's connections to a room are capped (4429), and another user still
+// connects and syncs.
+func TestConnectionCap(t *testing.T) {
+	r := runConnCap(scenarioContext(t), testConfig())
+	ran(t, r.Result)
+	if r.Admitted < 1 || r.Admitted > floodPerUser {
+		t.Errorf("%d of one token's %d connections admitted, want 1 to %d", r.Admitted, floodConns, floodPerUser)
+	}
+	if refused := r.Closed[floodRefusal]; refused != floodConns-r.Admitted {
+		t.Errorf("%d connections closed %d, want every one not admitted (%d)%s", refused, floodRefusal, floodConns-r.Admitted, r.refusals())
+	}
+	honestWorked(t, r.Result)
+}
+
 // The live attack's update holds what it says: the insert, and every second character
 // deleted.
 func TestHolesFrame(t *testing.T) {
