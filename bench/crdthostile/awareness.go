@@ -53,9 +53,11 @@ const (
 type awarenessLargeResult struct {
 	Result
 	// Probe is the socket that sent one state just over the limit; Giant the one that sent
-	// the 7.9 MiB states (GiantSent of them before it was closed).
-	Probe, Giant *closeWatch
-	GiantSent    int
+	// the 7.9 MiB states (GiantSent of them before it was closed); ProbeSaw and GiantSaw how
+	// they stood once the server had had closeWait to refuse them.
+	Probe, Giant       *closeWatch
+	GiantSent          int
+	ProbeSaw, GiantSaw string
 	// JoinerFrame is the size of the first awareness frame a joiner got (0: none; -1: no
 	// joiner came).
 	JoinerFrame int64
@@ -64,11 +66,11 @@ type awarenessLargeResult struct {
 // describe is the attacker's side of the outcome, as far as the attack went.
 func (r *awarenessLargeResult) describe() string {
 	var parts []string
-	if r.Probe != nil {
-		parts = append(parts, fmt.Sprintf("state of 8 KiB + 64 B: %s", r.Probe))
+	if r.ProbeSaw != "" {
+		parts = append(parts, "state of 8 KiB + 64 B: "+r.ProbeSaw)
 	}
-	if r.Giant != nil {
-		parts = append(parts, fmt.Sprintf("%d states of 7.9 MiB sent: %s", r.GiantSent, r.Giant))
+	if r.GiantSaw != "" {
+		parts = append(parts, fmt.Sprintf("%d states of 7.9 MiB sent: %s", r.GiantSent, r.GiantSaw))
 	}
 	if r.JoinerFrame >= 0 {
 		parts = append(parts, "joiner's awareness frame "+size(r.JoinerFrame))
@@ -90,7 +92,7 @@ func runAwarenessLarge(ctx context.Context, cfg config) awarenessLargeResult {
 			if err := probe.Write(ctx, websocket.MessageBinary, awarenessFrame(1, awarenessOverBytes)); err != nil {
 				return fmt.Errorf("probe: %w", err)
 			}
-			r.Probe.wait(closeWait)
+			r.ProbeSaw = r.Probe.await(closeWait)
 
 			giant, err := t.dialAs(ctx, "aware-giant", collabproc.RoleViewer)
 			if err != nil {
@@ -104,9 +106,13 @@ func runAwarenessLarge(ctx context.Context, cfg config) awarenessLargeResult {
 				}
 				r.GiantSent++
 			}
-			r.Giant.wait(closeWait)
-			r.JoinerFrame, err = t.joinerFrame(ctx)
-			return err
+			r.GiantSaw = r.Giant.await(closeWait)
+			joined, err := t.joinerFrame(ctx)
+			if err != nil {
+				return err
+			}
+			r.JoinerFrame = joined
+			return nil
 		})
 	}
 	r.Result = session(ctx, cfg, nameAwarenessLarge, awarenessMaxGrowth, addHello, attack)
@@ -137,9 +143,11 @@ func runAwarenessMany(ctx context.Context, cfg config) awarenessManyResult {
 			r.Sent = sent
 			t.res.Outcome = fmt.Sprintf("%d connections sent a 7 KiB state", r.Sent)
 			t.settle(ctx)
-			if r.JoinerFrame, err = t.joinerFrame(ctx); err != nil {
+			joined, err := t.joinerFrame(ctx)
+			if err != nil {
 				return err
 			}
+			r.JoinerFrame = joined
 			t.res.Outcome += "; joiner's awareness frame " + size(r.JoinerFrame)
 			return nil
 		})

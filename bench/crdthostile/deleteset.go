@@ -40,19 +40,21 @@ const nameHolesLive = "3a. live delete set of every second character"
 // holesLiveResult is what finding 3's live scenario measured.
 type holesLiveResult struct {
 	Result
-	// Attacker is the editor's socket that sent the frame (FrameBytes of it).
+	// Attacker is the editor's socket that sent the frame (FrameBytes of it); Saw how it
+	// stood once the server had had closeWait to refuse it.
 	Attacker   *closeWatch
 	FrameBytes int
+	Saw        string
 	// Before and After are Get CRDT Data's answers for the editor around the attack.
 	Before, After json.RawMessage
 }
 
 // describe is the attacker's side of the outcome, as far as the attack went.
 func (r *holesLiveResult) describe() string {
-	if r.Attacker == nil {
+	if r.Saw == "" {
 		return ""
 	}
-	s := fmt.Sprintf("frame of %s sent: %s", size(int64(r.FrameBytes)), r.Attacker)
+	s := fmt.Sprintf("frame of %s sent: %s", size(int64(r.FrameBytes)), r.Saw)
 	switch {
 	case r.After == nil:
 	case string(r.After) == string(r.Before):
@@ -85,7 +87,7 @@ func runHolesLive(ctx context.Context, cfg config) holesLiveResult {
 			if err := ws.Write(ctx, websocket.MessageBinary, frame); err != nil && !r.Attacker.wait(closeWait) {
 				return fmt.Errorf("send the frame: %w", err)
 			}
-			r.Attacker.wait(closeWait)
+			r.Saw = r.Attacker.await(closeWait)
 			t.settle(ctx)
 			if t.stopped(ctx) {
 				return nil

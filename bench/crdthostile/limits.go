@@ -30,9 +30,11 @@ const nameTwoLimits = "4. 12 MB through live sync"
 // twoLimitsResult is what finding 4's scenario measured.
 type twoLimitsResult struct {
 	Result
-	// Attacker is the editor's socket; Sent counts the frames written before it was closed.
+	// Attacker is the editor's socket; Sent counts the frames written before it was closed;
+	// Saw is how it stood once the server had had closeWait to refuse them.
 	Attacker *closeWatch
 	Sent     int
+	Saw      string
 	// EditorErr and DocumentErr are Get CRDT Data's failures afterwards, for the editor and
 	// for the whole document (nil: it answered).
 	EditorErr, DocumentErr error
@@ -42,10 +44,10 @@ type twoLimitsResult struct {
 
 // describe is the attacker's side of the outcome, as far as the attack went.
 func (r *twoLimitsResult) describe() string {
-	if r.Attacker == nil {
+	if r.Saw == "" {
 		return ""
 	}
-	s := fmt.Sprintf("%d frames of 4 MB sent: %s", r.Sent, r.Attacker)
+	s := fmt.Sprintf("%d frames of 4 MB sent: %s", r.Sent, r.Saw)
 	if r.checked {
 		s += fmt.Sprintf("; Get of the editor: %s; of the document: %s", answered(r.EditorErr), answered(r.DocumentErr))
 	}
@@ -73,7 +75,7 @@ func runTwoLimits(ctx context.Context, cfg config) twoLimitsResult {
 				}
 				r.Sent++
 			}
-			r.Attacker.wait(closeWait)
+			r.Saw = r.Attacker.await(closeWait)
 			t.settle(ctx)
 			if t.stopped(ctx) {
 				return nil

@@ -111,6 +111,13 @@ func (w *closeWatch) wait(d time.Duration) bool {
 	}
 }
 
+// await waits up to d for the server to end the socket and says how it stands then: what
+// the attacker saw, kept apart from the end a watchdog's kill gives it later.
+func (w *closeWatch) await(d time.Duration) string {
+	w.wait(d)
+	return w.String()
+}
+
 // ended reports whether the server (or the network) ended the socket.
 func (w *closeWatch) ended() bool { return w.wait(0) && !w.ours }
 
