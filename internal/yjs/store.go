@@ -88,9 +88,8 @@ type Doc struct {
 	budget  int
 	nextCtx int
 	stop    error
-	// j records what the update being applied changes, to undo it (undo.go); spare is the
-	// last one, kept for the next update.
-	j, spare *journal
+	// j records what the update being applied changes, to undo it (undo.go).
+	j *journal
 }
 
 // NewDoc returns an empty document whose local edits use a random client id, as yjs picks

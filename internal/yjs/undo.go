@@ -1,5 +1,7 @@
 package yjs
 
+import "sync"
+
 // journal records what one untrusted update changes in the state that existed before it, so
 // that a refusal midway (too much work, too large, a cancelled caller) leaves the document
 // exactly as it was: an update is applied whole or not at all, on every path. What the update
@@ -61,21 +63,23 @@ type unitSave struct {
 	v uint16
 }
 
+// journals keeps journals between updates, shared by every document: an update allocates
+// none, and a loaded document holds none while it waits for the next.
+var journals = sync.Pool{New: func() any {
+	return &journal{blocks: map[*block]int{}, types: map[*ytype]ytype{}, lens: map[uint64]int{},
+		pending: map[uint64][]*pendingStruct{}, pendingDS: map[uint64][][2]uint64{}}
+}}
+
 // beginJournal starts recording; the document's changes are undone by undo until endJournal.
 func (d *Doc) beginJournal() {
-	j := d.spare
-	if j == nil {
-		j = &journal{blocks: map[*block]int{}, types: map[*ytype]ytype{}, lens: map[uint64]int{},
-			pending: map[uint64][]*pendingStruct{}, pendingDS: map[uint64][][2]uint64{}}
-	}
-	d.spare = nil
+	j := journals.Get().(*journal)
 	j.pendingNil = d.pending == nil
 	j.structs, j.npending, j.npendingDS, j.held = d.structs, d.npending, d.npendingDS, d.held
 	d.j = j
 }
 
-// endJournal forgets the record: the update stays. The journal is kept for the next update,
-// unless it grew large.
+// endJournal forgets the record: the update stays. The journal goes back to the pool, unless
+// it grew large.
 func (d *Doc) endJournal() {
 	j := d.j
 	d.j = nil
@@ -105,7 +109,7 @@ func (d *Doc) endJournal() {
 	j.lists = j.lists[:0]
 	j.units = j.units[:0]
 	j.roots = j.roots[:0]
-	d.spare = j
+	journals.Put(j)
 }
 
 // saveBlock records b before a change of any of its fields.

@@ -710,14 +710,14 @@ func (d *Doc) deleteItem(b *block) {
 }
 
 // applyDeletes applies the update's deleted ranges, and those waiting for structs that have
-// now arrived, to what the store holds; the rest wait. Only the clients the update touched are
-// looked at. It reports whether the waiting deletions grew.
+// now arrived, to what the store holds; the rest wait. It reports whether the waiting
+// deletions grew.
 func (d *Doc) applyDeletes(byClient map[uint64][][2]uint64) bool {
-	for c, from := range d.tr.before {
-		if _, waiting := d.pendingDS[c]; waiting && d.state(c) != from {
-			if _, ok := byClient[c]; !ok {
-				byClient[c] = nil // its waiting deletions may apply now
-			}
+	// Waiting deletions whose first clock the client has reached (by this update, or by local
+	// edits since, as yjs retries them on every update) may apply now.
+	for c, rs := range d.pendingDS {
+		if _, ok := byClient[c]; !ok && rs[0][0] < d.state(c) {
+			byClient[c] = nil
 		}
 	}
 	grew := false

@@ -19,7 +19,7 @@ import (
 // awareness clients. Frames are written by a goroutine that runs only while there is
 // something to write, so an idle connection holds no goroutine but its reader.
 type conn struct {
-	ws    *websocket.Conn
+	ws    socket
 	hub   *Hub
 	room  *room
 	grant Grant
@@ -30,8 +30,9 @@ type conn struct {
 	recheck   func(ctx context.Context) (Grant, error)
 	nextCheck atomic.Int64
 	checking  atomic.Bool
-	// ctx ends when the connection does.
-	ctx context.Context //nolint:containedctx // the connection's lifetime, for its checks
+	// ctx ends when the connection does (cancel, when it is closed).
+	ctx    context.Context //nolint:containedctx // the connection's lifetime, for its checks and updates
+	cancel context.CancelFunc
 	// user is the grant's budget of work in its room (shared by the user's connections).
 	user *userBudget
 
@@ -58,6 +59,14 @@ type conn struct {
 	// clients (guarded by the room's mu) are the Yjs client ids whose awareness this
 	// connection sent, with their last clock.
 	clients map[uint64]uint64
+}
+
+// socket is what a connection writes to and closes: its WebSocket (the room's fuzz target
+// puts another in its place).
+type socket interface {
+	Write(ctx context.Context, typ websocket.MessageType, p []byte) error
+	Close(code websocket.StatusCode, reason string) error
+	CloseNow() error
 }
 
 // frame is an outgoing frame, shared by the connections it is queued to; the hub counts its
@@ -141,10 +150,13 @@ func (c *conn) close(code websocket.StatusCode, reason string) {
 }
 
 // closeLocked ends the connection after what is queued (a refusal's reason goes before its
-// close code); answers not made yet are not.
+// close code); answers not made yet are not, and work on its behalf stops (its context ends).
 func (c *conn) closeLocked(code websocket.StatusCode, reason string) {
 	if c.closed {
 		return
+	}
+	if c.cancel != nil {
+		c.cancel()
 	}
 	c.closed, c.answer, c.peers = true, false, false
 	c.code, c.reason = code, reason
@@ -171,49 +183,57 @@ func (c *conn) write() {
 			return
 		}
 		c.mu.Unlock()
+		var answers []*frame
 		if answer {
 			if f := c.room.answerSync(c, sv); f != nil {
-				c.writeFrame(f, false)
+				answers = append(answers, f)
 			}
 		}
 		if peers {
 			if f := c.room.answerPeers(c); f != nil {
-				c.writeFrame(f, false)
+				answers = append(answers, f)
 			}
 		}
-		for _, f := range batch {
-			c.writeFrame(f, true)
-		}
+		c.writeAll(answers, batch)
 	}
 }
 
-// writeFrame writes one frame (queued: counted in the queue) and releases it.
-func (c *conn) writeFrame(f *frame, queued bool) {
-	defer f.release()
+// writeAll writes the answers, then the queued frames, and releases them. A write that takes
+// longer than writeTimeout ends the connection: one timer for the batch, reset for each frame,
+// closes the socket under it (a deadline per write cost a context and a timer each).
+func (c *conn) writeAll(answers, queued []*frame) {
+	n := 0
+	for _, f := range queued {
+		n += len(f.data)
+	}
 	c.mu.Lock()
+	c.queued -= n
 	failed := c.writeFailed
-	if queued {
-		c.queued -= len(f.data)
-	}
 	c.mu.Unlock()
-	if failed {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-	err := c.ws.Write(ctx, websocket.MessageBinary, f.data)
-	cancel()
-	if err != nil {
-		c.mu.Lock()
-		c.writeFailed = true
-		c.closeLocked(websocket.StatusGoingAway, "write failed")
-		c.mu.Unlock()
+	stuck := time.AfterFunc(writeTimeout, func() { _ = c.ws.CloseNow() })
+	defer stuck.Stop()
+	for _, list := range [2][]*frame{answers, queued} {
+		for _, f := range list {
+			if !failed {
+				stuck.Reset(writeTimeout)
+				if err := c.ws.Write(context.Background(), websocket.MessageBinary, f.data); err != nil {
+					failed = true
+					c.mu.Lock()
+					c.writeFailed = true
+					c.closeLocked(websocket.StatusGoingAway, "write failed")
+					c.mu.Unlock()
+				}
+			}
+			f.release()
+		}
 	}
 }
 
 // readFrame reads one message of at most max bytes; a longer one is errFrameTooLarge, read no
-// further (the connection ends).
-func readFrame(ctx context.Context, ws *websocket.Conn, max int64) (websocket.MessageType, []byte, error) {
-	typ, r, err := ws.Reader(ctx)
+// further (the connection ends). It waits without a context: closing the socket ends the wait
+// (a context's deadline costs a timer per read).
+func readFrame(ws *websocket.Conn, max int64) (websocket.MessageType, []byte, error) {
+	typ, r, err := ws.Reader(context.Background())
 	if err != nil {
 		return 0, nil, err
 	}

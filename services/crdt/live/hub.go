@@ -101,6 +101,9 @@ type Config struct {
 	Idle time.Duration
 	// EventEvery spaces Changed calls of one room.
 	EventEvery time.Duration
+	// FlushEvery spaces the flushes of a room's clients' updates: those that arrive within it
+	// are stored and relayed together (an update after a quiet moment goes at once).
+	FlushEvery time.Duration
 	// Recheck is how often a connection's token and role are checked again (Authorize), so
 	// that a revoked access, a reset token or a role change reaches open connections; zero:
 	// DefaultRecheck; negative: never.
@@ -137,6 +140,7 @@ const (
 	DefaultPoll       = 250 * time.Millisecond
 	DefaultIdle       = 30 * time.Second
 	DefaultEventEvery = 5 * time.Second
+	DefaultFlushEvery = 5 * time.Millisecond
 	DefaultRecheck    = time.Minute
 	// A frame holds at most one update of the largest state, and its header.
 	DefaultMaxFrame          = 5<<20 + 64<<10
@@ -191,6 +195,7 @@ func New(cfg Config) *Hub {
 	if cfg.EventEvery <= 0 {
 		cfg.EventEvery = DefaultEventEvery
 	}
+	defaults(&cfg.FlushEvery, DefaultFlushEvery)
 	defaults(&cfg.MaxFrame, DefaultMaxFrame)
 	defaults(&cfg.MaxConns, DefaultMaxConns)
 	defaults(&cfg.MaxConnsPerUser, DefaultMaxConnsPerUser)
@@ -228,6 +233,15 @@ func (h *Hub) Close() {
 	h.mu.Unlock()
 	for _, r := range rooms {
 		r.closeAll(websocket.StatusServiceRestart, reasonStopping)
+		// The room's last tick runs now rather than at its next: a timer stopped before it
+		// fired runs no tick, and one that fired already is in its tick, which ends the room
+		// (or re-arms once, and the next ends it).
+		r.mu.Lock()
+		t := r.timer
+		r.mu.Unlock()
+		if t != nil && t.Stop() {
+			go r.tick()
+		}
 	}
 	h.wg.Wait()
 }
@@ -326,41 +340,42 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if err != nil {
 		return // Accept answered the request.
 	}
+	// The connection goes on in a goroutine of its own, and the HTTP server's lets go of the
+	// request, its headers and its buffers: a connection that lives for hours holds only what
+	// it needs (its own goroutine starts with a small stack).
+	go h.connect(c, req.URL.Query().Get("token"), parts[0], parts[1], parts[2])
+}
+
+// connect authorizes a WebSocket connection, admits it to its room and serves it until it
+// ends.
+func (h *Hub) connect(c *websocket.Conn, token, org, doc, editor string) {
 	// readFrame refuses what is past MaxFrame with 4413; the library's own limit (which closes
 	// with 1009, and y-websocket reconnects to send it again) is just past ours.
 	c.SetReadLimit(h.cfg.MaxFrame + 1)
-	ctx, cancel := context.WithTimeout(req.Context(), 10*time.Second)
-	g, err := h.cfg.Authorize(ctx, req.URL.Query().Get("token"), parts[0], parts[1], parts[2])
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	g, err := h.cfg.Authorize(ctx, token, org, doc, editor)
 	cancel()
 	if err != nil {
-		reason := "The service is unavailable; try again."
-		var denied *DeniedError
-		if errors.As(err, &denied) {
-			reason = denied.Reason
-		} else {
-			h.log.Warn("crdt sync: authorize", "err", err)
-		}
-		wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = c.Write(wctx, websocket.MessageBinary, yjs.PermissionDeniedFrame(reason))
-		cancel()
-		code := statusDenied
-		if !errors.As(err, &denied) {
-			code = websocket.StatusTryAgainLater
-		}
-		_ = c.Close(code, truncate(reason, 120))
+		h.refuseConn(c, err)
 		return
 	}
-	token, org, doc, editor := req.URL.Query().Get("token"), parts[0], parts[1], parts[2]
-	cn := &conn{ws: c, hub: h, grant: g, clients: map[uint64]uint64{}, done: make(chan struct{}),
+	cn := &conn{ws: c, hub: h, grant: g, done: make(chan struct{}),
 		recheck: func(ctx context.Context) (Grant, error) { return h.cfg.Authorize(ctx, token, org, doc, editor) }}
 	cn.canWrite.Store(g.CanWrite)
+	cn.ctx, cn.cancel = context.WithCancel(context.Background())
+	defer cn.cancel()
+	if every := h.cfg.Recheck; every > 0 {
+		cn.nextCheck.Store(time.Now().Add(jitter(every)).UnixNano())
+	}
 	if h.conns.Add(1) > int64(h.cfg.MaxConnsTotal) {
 		h.conns.Add(-1)
 		_ = c.Close(websocket.StatusTryAgainLater, msgBusy)
 		return
 	}
 	defer h.conns.Add(-1)
-	r, err := h.join(req.Context(), g.Key)
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	r, err := h.join(ctx, g.Key)
+	cancel()
 	if err == nil {
 		if err = r.add(cn); err != nil {
 			h.leave(r)
@@ -374,7 +389,24 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		_ = c.Close(code, reason)
 		return
 	}
-	r.serve(cn)
+	r.serve(cn, c)
+}
+
+// refuseConn ends a connection the authorizer refused (the protocol's permission-denied message
+// with the reason, then 4403) or could not decide on (1013: try again).
+func (h *Hub) refuseConn(c *websocket.Conn, err error) {
+	reason := "The service is unavailable; try again."
+	code := websocket.StatusTryAgainLater
+	var denied *DeniedError
+	if errors.As(err, &denied) {
+		reason, code = denied.Reason, statusDenied
+	} else {
+		h.log.Warn("crdt sync: authorize", "err", err)
+	}
+	wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = c.Write(wctx, websocket.MessageBinary, yjs.PermissionDeniedFrame(reason))
+	cancel()
+	_ = c.Close(code, truncate(reason, 120))
 }
 
 // admission is the close code and reason of a connection refused a room.
