@@ -35,17 +35,28 @@ const (
 // simple; which fields are set depends on ref. The kinds that are rare and never split or
 // merge keep their fields behind x, so that every item is smaller.
 type content struct {
-	// string: UTF-16 code units, as JavaScript counts them.
-	str []uint16
+	// string: UTF-16 code units, as JavaScript counts them, one byte each unless wide
+	// (units; the flag sits beside ref, so items stay the size they were).
+	str []byte
 	// JSON: each element's JSON text; any: each element's encoded bytes. Kept as read so a
 	// re-encoding writes them exactly.
 	elems [][]byte
 	// binary, embed, format, type and doc.
 	x *contentX
 	// deleted: the length of a ContentDeleted.
-	n   uint64
-	ref uint8
+	n    uint64
+	ref  uint8
+	wide bool
 }
+
+// text is a string content's units.
+func (c *content) text() units { return units{b: c.str, wide: c.wide} }
+
+// setText makes a string content hold u.
+func (c *content) setText(u units) { c.str, c.wide = u.b, u.wide }
+
+// textContent is a string content of u.
+func textContent(u units) content { return content{ref: refString, str: u.b, wide: u.wide} }
 
 // contentX holds what the rarer kinds of content hold. It does not change once made.
 type contentX struct {
@@ -84,7 +95,7 @@ func (c *content) length() uint64 {
 	case refDeleted:
 		return c.n
 	case refString:
-		return uint64(len(c.str))
+		return uint64(c.text().len()) //nolint:gosec // G115: a length: non-negative
 	case refJSON, refAny:
 		return uint64(len(c.elems))
 	}
@@ -107,14 +118,15 @@ func (c *content) splice(offset uint64) content {
 		// Both parts keep the array: the left part's capacity ends where the right part
 		// starts, so appending to either (mergeWith) never writes into the other. Copying
 		// the right part instead made each split of a long text cost its length.
-		right := c.str[offset:]
-		left := c.str[:offset:offset]
-		if last := left[offset-1]; last >= 0xd800 && last <= 0xdbff {
-			left = append(left[:offset-1:offset-1], 0xfffd)
-			right[0] = 0xfffd
+		off := int(offset) //nolint:gosec // G115: offset is within the content, an int's worth
+		right := c.text().from(off)
+		left := c.text().upTo(off)
+		if last := left.at(off - 1); left.wide && last >= 0xd800 && last <= 0xdbff {
+			left = left.upTo(off - 1).concat(wideUnits([]uint16{0xfffd}))
+			right.u16()[0] = 0xfffd
 		}
-		c.str = left
-		return content{ref: refString, str: right}
+		c.setText(left)
+		return textContent(right)
 	case refJSON, refAny:
 		r := content{ref: c.ref, elems: append([][]byte(nil), c.elems[offset:]...)}
 		c.elems = c.elems[:offset:offset]
@@ -132,7 +144,7 @@ func (c *content) mergeWith(r *content) bool {
 	case refDeleted:
 		c.n += r.n
 	case refString:
-		c.str = append(c.str, r.str...)
+		c.setText(c.text().concat(r.text()))
 	case refJSON, refAny:
 		c.elems = append(c.elems, r.elems...)
 	default:
@@ -190,7 +202,7 @@ func (d *decoder) readContent(ref uint8) (content, error) {
 		if err := d.charge(2 * len(s)); err != nil {
 			return content{}, err
 		}
-		return content{ref: refString, str: u16(s)}, nil
+		return textContent(unitsOf(s)), nil
 	case refEmbed:
 		b, err := d.utf8()
 		if err != nil {
@@ -269,7 +281,7 @@ func (c *content) write(e *encoder, offset uint64) {
 	case refDeleted:
 		e.uint(c.n - offset)
 	case refString:
-		e.utf16String(c.str[offset:])
+		e.units(c.text().from(int(offset))) //nolint:gosec // G115: offset is within the content
 	case refJSON:
 		e.uint(uint64(len(c.elems)) - offset)
 		for _, b := range c.elems[offset:] {

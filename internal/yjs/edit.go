@@ -217,7 +217,7 @@ func (d *Doc) replaceText(t *ytype, s string) {
 		c.delText(utf16Len(old[op.at : op.at+op.del]))
 		pos = op.at + op.del
 		if len(op.ins) > 0 {
-			c.insert(content{ref: refString, str: u16(op.ins)})
+			c.insert(textContent(unitsOf(op.ins)))
 		}
 	}
 }

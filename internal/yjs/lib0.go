@@ -305,11 +305,11 @@ func appendUTF8(b []byte, u []uint16) []byte {
 	return b
 }
 
-// utf16String writes UTF-16 code units as a lib0 string (as TextEncoder makes its UTF-8),
-// without an intermediate string.
-func (e *encoder) utf16String(u []uint16) {
-	e.uint(uint64(utf8Len(u))) //nolint:gosec // G115: a length: non-negative
-	e.buf = appendUTF8(e.buf, u)
+// units writes UTF-16 code units as a lib0 string (as TextEncoder makes its UTF-8), without an
+// intermediate string.
+func (e *encoder) units(u units) {
+	e.uint(uint64(u.utf8Len())) //nolint:gosec // G115: a length: non-negative
+	e.buf = u.appendUTF8(e.buf)
 }
 
 // Any values (lib0's writeAny) are kept as the bytes they were read from, so a re-encoding

@@ -19,7 +19,7 @@ func (d *Doc) Pending() bool { return len(d.pending) > 0 || len(d.pendingDS) > 0
 
 // bytes is the heap a content holds beyond its struct.
 func (c *content) bytes() int {
-	n := 2 * len(c.str)
+	n := len(c.str)
 	for _, e := range c.elems {
 		n += len(e) + int(unsafe.Sizeof(e))
 	}

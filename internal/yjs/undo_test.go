@@ -47,6 +47,7 @@ func dump(d *Doc) string {
 		fmt.Fprintf(&b, " %s+%d gc%v del%v o%v%s ro%v%s l%s r%s p%s sub%v%q c{%d %v %q n%d",
 			x.id, x.length, x.gc, x.deleted, x.hasOrigin, x.origin, x.hasRightOrigin, x.rightOrigin,
 			ref(x.left), ref(x.right), typeOf(x.parent), x.hasSub, x.sub, x.content.ref, x.content.str, x.content.elems, x.content.n)
+		fmt.Fprintf(&b, " wide%v", x.content.wide)
 		if x.content.x != nil {
 			fmt.Fprintf(&b, " raw%q key%q", x.content.x.raw, x.content.x.key)
 			if t := x.content.x.typ; t != nil {

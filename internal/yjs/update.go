@@ -397,6 +397,9 @@ func (d *Doc) drain(work []uint64) {
 		// A map that once held many clients (a document's load) keeps its size.
 		d.pending = nil
 	}
+	if len(d.waiters) == 0 && len(d.waitingOn) == 0 {
+		d.waiters, d.waitingOn = nil, nil // likewise: nothing waits
+	}
 }
 
 // register makes client c's head struct s wait for the clock it lacks, and reports whether it
@@ -948,7 +951,10 @@ func (d *Doc) merge(l, r *block) {
 	if l.gc {
 		return
 	}
+	// Text merged into text of the other width is widened: what it holds changes.
+	held := l.content.bytes() + r.content.bytes()
 	l.content.mergeWith(&r.content)
+	d.held += l.content.bytes() - held
 	l.right = r.right
 	if l.right != nil {
 		d.saveBlock(l.right)

@@ -98,23 +98,23 @@ func (d *Doc) KindOf(root string) (Kind, bool) {
 
 func textString(t *ytype) string {
 	// The units are joined first: a surrogate pair may straddle two items.
-	n, only := 0, []uint16(nil)
+	n, only := 0, units{}
 	for b := t.start; b != nil; b = b.right {
 		if !b.deleted && b.content.ref == refString {
-			n += len(b.content.str)
-			only = b.content.str
+			n += b.content.text().len()
+			only = b.content.text()
 		}
 	}
-	if len(only) == n {
-		return utf8Of(only) // one item, or none
+	if only.len() == n {
+		return only.string() // one item, or none
 	}
-	u := make([]uint16, 0, n)
+	var j unitJoiner
 	for b := t.start; b != nil; b = b.right {
 		if !b.deleted && b.content.ref == refString {
-			u = append(u, b.content.str...)
+			j.add(b.content.text())
 		}
 	}
-	return utf8Of(u)
+	return j.string()
 }
 
 func mapJSON(t *ytype, depth int) map[string]any {
@@ -163,8 +163,8 @@ func appendValues(out []any, b *block, depth int) []any {
 	case refBinary:
 		out = append(out, slices.Clone(c.raw()))
 	case refString:
-		for _, u := range c.str {
-			out = append(out, utf8Of([]uint16{u}))
+		for i := range c.text().len() {
+			out = append(out, utf8Of([]uint16{c.text().at(i)}))
 		}
 	case refEmbed:
 		out = append(out, parseJSON(c.raw()))
@@ -280,11 +280,11 @@ func (a *attrs) copy() map[string]any {
 func delta(t *ytype, depth int) []DeltaOp {
 	var ops []DeltaOp
 	var cur attrs
-	var str []uint16
+	var str unitJoiner
 	pack := func() {
-		if len(str) > 0 {
-			ops = append(ops, DeltaOp{Insert: utf8Of(str), Attributes: cur.copy()})
-			str = nil
+		if !str.empty() {
+			ops = append(ops, DeltaOp{Insert: str.string(), Attributes: cur.copy()})
+			str = unitJoiner{}
 		}
 	}
 	for b := t.start; b != nil; b = b.right {
@@ -293,7 +293,7 @@ func delta(t *ytype, depth int) []DeltaOp {
 		}
 		switch b.content.ref {
 		case refString:
-			str = append(str, b.content.str...)
+			str.add(b.content.text())
 		case refEmbed:
 			pack()
 			ops = append(ops, DeltaOp{Insert: lastValue(b, depth), Attributes: cur.copy()})

@@ -239,7 +239,7 @@ func (d *Doc) insertXML(t *ytype, left *block, n xmlNode, depth int) *block {
 		nt := &ytype{ref: typeXMLText}
 		b := d.newItem(t, left, right, "", false, content{ref: refType, x: &contentX{typ: nt}})
 		if n.text != "" {
-			d.newItem(nt, nil, nil, "", false, content{ref: refString, str: u16(n.text)})
+			d.newItem(nt, nil, nil, "", false, textContent(unitsOf(n.text)))
 		}
 		return b
 	}
