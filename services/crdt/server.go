@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
@@ -174,16 +175,24 @@ func (s *Server) settleAppend(ctx context.Context, m *Meta) (kept bool, err erro
 	return false, nil
 }
 
-// docOf builds the editor's document from its stored state.
-func docOf(st *State) (*yjs.Doc, error) {
+// docOf builds the editor's document from its stored state. The state is trusted (every
+// update was checked when written) but may be large: loading stops when the caller is gone.
+func docOf(ctx context.Context, st *State) (*yjs.Doc, error) {
 	d := yjs.NewDoc()
 	for _, p := range st.Parts() {
-		if err := d.Apply(p); err != nil {
+		if _, err := d.ApplyUntrusted(ctx, p, stored); err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("load CRDT data: %w", ctx.Err())
+			}
 			return nil, fmt.Errorf("stored CRDT data of editor %s does not load: %w", st.Meta.EditorID, err)
 		}
 	}
 	return d, nil
 }
+
+// stored are the limits of loading what the store holds: none but the caller's context (the
+// work budget is past any stored state's).
+var stored = yjs.Limits{MaxWork: math.MaxInt, MaxPending: math.MaxInt}
 
 // load reads an editor's state and document; ErrNotFound without data.
 func (s *Server) load(ctx context.Context, e Editor) (*State, *yjs.Doc, error) {
@@ -197,7 +206,7 @@ func (s *Server) load(ctx context.Context, e Editor) (*State, *yjs.Doc, error) {
 	// The id the caller knows the document by: the stored one may be from before a migration
 	// whose event is still on its way.
 	st.Meta.DocumentID = e.DocumentID
-	d, err := docOf(st)
+	d, err := docOf(ctx, st)
 	if err != nil {
 		return nil, nil, err
 	}
