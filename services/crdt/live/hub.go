@@ -363,16 +363,15 @@ func (h *Hub) connect(c *websocket.Conn, token, org, doc, editor string) {
 		recheck: func(ctx context.Context) (Grant, error) { return h.cfg.Authorize(ctx, token, org, doc, editor) }}
 	cn.canWrite.Store(g.CanWrite)
 	cn.ctx, cn.cancel = context.WithCancel(context.Background())
-	defer cn.cancel()
 	if every := h.cfg.Recheck; every > 0 {
 		cn.nextCheck.Store(time.Now().Add(jitter(every)).UnixNano())
 	}
 	if h.conns.Add(1) > int64(h.cfg.MaxConnsTotal) {
 		h.conns.Add(-1)
+		cn.cancel()
 		_ = c.Close(websocket.StatusTryAgainLater, msgBusy)
 		return
 	}
-	defer h.conns.Add(-1)
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	r, err := h.join(ctx, g.Key)
 	cancel()
@@ -382,6 +381,8 @@ func (h *Hub) connect(c *websocket.Conn, token, org, doc, editor string) {
 		}
 	}
 	if err != nil {
+		h.conns.Add(-1)
+		cn.cancel()
 		code, reason := admission(err)
 		if code == websocket.StatusTryAgainLater && !errors.Is(err, errBusy) && !errors.Is(err, errFull) {
 			h.log.Warn("crdt sync: load document", "err", err)
@@ -389,7 +390,12 @@ func (h *Hub) connect(c *websocket.Conn, token, org, doc, editor string) {
 		_ = c.Close(code, reason)
 		return
 	}
-	r.serve(cn, c)
+	// Served by a goroutine of its own: this one's stack grew for the authorizer's calls, and
+	// a reader waiting for frames for hours needs little.
+	go func() {
+		defer h.conns.Add(-1)
+		r.serve(cn, c)
+	}()
 }
 
 // refuseConn ends a connection the authorizer refused (the protocol's permission-denied message
