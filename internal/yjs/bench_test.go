@@ -2,6 +2,7 @@ package yjs_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -140,6 +141,25 @@ func BenchmarkApply10k(b *testing.B) {
 		d := yjs.NewDocWithClient(1000)
 		for _, u := range in.apply10k {
 			if err := d.Apply(u); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(in.apply10k)), "ns/update")
+}
+
+// BenchmarkApplyUntrusted10k is BenchmarkApply10k through ApplyUntrusted under live sync's
+// limits, as a room applies its clients' updates: what the journal (to undo a refusal), the
+// work count and the size bounds cost each keystroke.
+func BenchmarkApplyUntrusted10k(b *testing.B) {
+	in := loadBenchInputs(b)
+	lim := yjs.Limits{MaxEncoded: 5 << 20, MaxSize: 64 << 20}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		d := yjs.NewDocWithClient(1000)
+		for _, u := range in.apply10k {
+			if _, err := d.ApplyUntrusted(context.Background(), u, lim); err != nil {
 				b.Fatal(err)
 			}
 		}
