@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -100,3 +101,30 @@ func loadAverage() string {
 	}
 	return strings.Join(f[:3], " ")
 }
+
+// machineCPU is the CPU time every core of the machine has spent busy since boot (user,
+// nice, system, irq, softirq and steal of /proc/stat), so that a measurement can tell how
+// much of the machine others used meanwhile; 0 when it cannot be read.
+func machineCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system (idle iowait) irq softirq steal
+		n, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ
+}
+
+// userHZ is the unit of /proc/stat's times.
+const userHZ = 100

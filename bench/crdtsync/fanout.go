@@ -34,8 +34,8 @@ type fanoutResult struct {
 	rate float64
 	done doneLine
 	// serverCPU is the server's CPU time from the driver's "measuring" line to its "done"
-	// line, wall the time between the two.
-	serverCPU, wall time.Duration
+	// line, machineCPU every process's, wall the time between the two.
+	serverCPU, machineCPU, wall time.Duration
 	// log is what the server wrote to stderr (ours: warnings and errors).
 	log string
 	// err says why there is no done line, or what went wrong after it.
@@ -49,6 +49,10 @@ func (r fanoutResult) cpuPerEdit() float64 {
 
 // cpuPct is the server's CPU over the measurement, percent of one core.
 func (r fanoutResult) cpuPct() float64 { return 100 * r.serverCPU.Seconds() / r.wall.Seconds() }
+
+// machinePct is the whole machine's CPU over the measurement, percent of one core: the
+// server's, the driver's and that of anything else running.
+func (r fanoutResult) machinePct() float64 { return 100 * r.machineCPU.Seconds() / r.wall.Seconds() }
 
 // held reports whether the server held the rate with a p99 under limit, and if not why.
 func (r fanoutResult) held(limit time.Duration) (bool, string) {
@@ -95,7 +99,7 @@ func measureFanout(ctx context.Context, env environment, cfg config, kind string
 	args := append([]string{"syncbench.mjs", "fanout", "--kind", kind, "--url", s.url, "--room", room,
 		"--readers", strconv.Itoa(cfg.readers), "--rate", fmtFloat(rate), "--seconds", fmtFloat(cfg.seconds),
 		"--warmup", fmtFloat(cfg.warmup), "--timeout", fmtFloat(cfg.connectTimeout.Seconds())}, tokenArgs...)
-	r.done, r.serverCPU, r.wall, r.err = drive(ctx, env, cfg, s, args)
+	r.done, r.serverCPU, r.machineCPU, r.wall, r.err = drive(ctx, env, cfg, s, args)
 	return r
 }
 
@@ -104,48 +108,46 @@ func measureFanout(ctx context.Context, env environment, cfg config, kind string
 const drainWithin = 30 * time.Second
 
 // drive runs the fan-out driver and reads the server's CPU time at its measuring and done
-// lines. A driver that printed its done line and then failed (the readers did not converge)
-// returns the line and the error.
-func drive(ctx context.Context, env environment, cfg config, s *server, args []string) (doneLine, time.Duration, time.Duration, error) {
-	var done doneLine
+// lines, and the machine's, and the time between them. A driver that printed its done line
+// and then failed (the readers did not converge) returns the line and the error.
+func drive(ctx context.Context, env environment, cfg config, s *server, args []string) (done doneLine, serverCPU, machine, wall time.Duration, err error) {
 	d, err := startNode(env.node, args...)
 	if err != nil {
-		return done, 0, 0, err
+		return done, 0, 0, 0, err
 	}
+	defer func() {
+		if err != nil && done.Phase == "" {
+			_ = d.wait(0) // kills it
+		}
+	}()
 	within := cfg.connectTimeout + time.Duration(cfg.warmup*float64(time.Second)) + 30*time.Second
 	if _, err := d.line(ctx, within, "the measuring line"); err != nil {
-		_ = d.wait(0)
-		return done, 0, 0, err
+		return done, 0, 0, 0, err
 	}
 	before, err := s.stats()
-	start := time.Now()
+	machine0, start := machineCPU(), time.Now()
 	if err != nil {
-		_ = d.wait(0)
-		return done, 0, 0, err
+		return done, 0, 0, 0, err
 	}
 	line, err := d.line(ctx, time.Duration(cfg.seconds*float64(time.Second))+drainWithin, "the done line")
 	if err != nil {
-		_ = d.wait(0)
-		return done, 0, 0, err
+		return done, 0, 0, 0, err
 	}
 	after, err := s.stats()
-	wall := time.Since(start)
+	machine, wall = machineCPU()-machine0, time.Since(start)
 	if err != nil {
-		_ = d.wait(0)
-		return done, 0, 0, err
+		return done, 0, 0, 0, err
 	}
 	if err := json.Unmarshal([]byte(line), &done); err != nil {
-		_ = d.wait(0)
-		return doneLine{}, 0, 0, fmt.Errorf("crdtsync: the driver's done line %q: %w", line, err)
+		return doneLine{}, 0, 0, 0, fmt.Errorf("crdtsync: the driver's done line %q: %w", line, err)
 	}
 	if done.Phase != "done" || done.Edits < 1 {
-		_ = d.wait(0)
-		return doneLine{}, 0, 0, fmt.Errorf("crdtsync: the driver's done line %q: want the phase done and edits", line)
+		return doneLine{}, 0, 0, 0, fmt.Errorf("crdtsync: the driver's done line %q: want the phase done and edits", line)
 	}
 	// The driver exits by itself once its clients are closed: 1 when the readers did not
 	// converge (the line says so too).
 	err = d.wait(30 * time.Second)
-	return done, after.CPU - before.CPU, wall, err
+	return done, after.CPU - before.CPU, machine, wall, err
 }
 
 func logFanout(r fanoutResult) {
@@ -154,7 +156,7 @@ func logFanout(r fanoutResult) {
 		return
 	}
 	attrs := []any{"server", r.kind, "rate", r.rate, "p50_ms", ms(r.done.P50), "p99_ms", ms(r.done.P99),
-		"server_cpu_ms_per_edit", fmt.Sprintf("%.3f", r.cpuPerEdit()), "client_cpu_pct", r.done.ClientCPU,
+		"server_cpu_ms_per_edit", fmt.Sprintf("%.3f", r.cpuPerEdit()), "client_cpu_pct", r.done.ClientCPU, "machine_cpu_pct", fmt.Sprintf("%.0f", r.machinePct()),
 		"achieved", r.done.RateAchieved, "missing", r.done.Missing, "disconnects", r.done.Disconnects}
 	if r.err != nil {
 		attrs = append(attrs, "err", r.err)
