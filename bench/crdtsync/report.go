@@ -83,7 +83,7 @@ func find(rs []fanoutResult, kind string, rate float64) (fanoutResult, bool) {
 func ladderTable(b *strings.Builder, cfg config, ls []ladder) {
 	fmt.Fprintf(b, "Highest rate held: the fan-out above at %s edits/s in turn, a fresh server each, until a rate's p99 is %v or more, "+
 		"a reader misses an edit, or the writer sends below 95%% of the rate.\n\n", joinRates(cfg.ladder), cfg.p99Limit)
-	fmt.Fprintf(b, "| server | highest rate held, edits/s | stopped at | p99 at each rate, ms (driver CPU) |\n|---|---|---|---|\n")
+	b.WriteString("| server | highest rate held, edits/s | stopped at | p99 at each rate, ms (server CPU, driver CPU: % of one core) |\n|---|---|---|---|\n")
 	for _, l := range ls {
 		best := "none"
 		if l.best > 0 {
@@ -101,7 +101,7 @@ func ladderTable(b *strings.Builder, cfg config, ls []ladder) {
 				steps = append(steps, fmtFloat(s.rate)+": failed")
 				continue
 			}
-			steps = append(steps, fmt.Sprintf("%s: %s (%.0f%%)", fmtFloat(s.rate), ms(s.done.P99), s.done.ClientCPU))
+			steps = append(steps, fmt.Sprintf("%s: %s (%.0f%%, %.0f%%)", fmtFloat(s.rate), ms(s.done.P99), s.cpuPct(), s.done.ClientCPU))
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", l.kind, best, cell(stop), strings.Join(steps, ", "))
 	}
