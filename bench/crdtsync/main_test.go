@@ -66,7 +66,7 @@ func TestRun(t *testing.T) {
 		}
 	}
 	text := out.String()
-	for _, want := range []string{"| 50 |", "| ours | 1 |", "| hocuspocus | 1 |", "| ywebsocket | 1 |", "| ours | 50 |",
+	for _, want := range []string{"| 50 |", "| ours | 1 |", "| hocuspocus | 1 |", "| ywebsocket | 1 |", "| 50 | ours |", "| highest rate held",
 		"ours p50 / p99", "hocuspocus p50 / p99", "ywebsocket p50 / p99", "No measurement failed", "@hocuspocus/server 4."} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the output lacks %q", want)
