@@ -5,7 +5,8 @@
 // through figures the server reports about itself.
 //
 // A Server also knows the development workspace's credentials and makes what a live-sync
-// client needs: an organization and a document, a token with a role on it, the sync URL.
+// client needs: an organization and a document, a token with a role on it, the sync URL; or,
+// for many documents, batches of them and one member's token for all.
 package collabproc
 
 import (

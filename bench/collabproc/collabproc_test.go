@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +93,50 @@ func TestWatchdogKills(t *testing.T) {
 func TestWithoutRace(t *testing.T) {
 	if got := withoutRace("-race -mod=mod --race -race=true -tags=x"); got != "-mod=mod -tags=x" {
 		t.Errorf("withoutRace: %q", got)
+	}
+}
+
+// AddDocuments makes more documents than one call takes, and a member's token opens them.
+func TestAddDocumentsMemberToken(t *testing.T) {
+	s, err := Start(t.Context(), "--rate-limit=off", "--log-level=warn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Kill() })
+	docs := make([]string, addDocumentsBatch+3)
+	for i := range docs {
+		docs[i] = "d" + strconv.Itoa(i)
+	}
+	if err := s.AddDocuments(t.Context(), "o", docs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddDocuments(t.Context(), "o", docs[len(docs)-1:]); err == nil {
+		t.Error("adding an existing document again: no error")
+	}
+	tok, err := s.MemberToken(t.Context(), "u", "o", RoleEditor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Result struct {
+			Data map[string]struct {
+				Documents map[string]struct {
+					AccessRole string `json:"accessRole"`
+				} `json:"documents"`
+			} `json:"data"`
+		} `json:"result"`
+	}
+	err = s.Call(t.Context(), "/v2/auth/permissions/get", map[string]any{
+		"organizationId": "o", "userIds": []string{"u"}, "documentIds": []string{docs[0], docs[len(docs)-1]}}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{docs[0], docs[len(docs)-1]} {
+		if role := out.Result.Data["u"].Documents[d].AccessRole; role != RoleEditor {
+			t.Errorf("the member's role on %s is %q, want editor (answer %+v)", d, role, out.Result.Data)
+		}
+	}
+	if tok == "" {
+		t.Error("no token")
 	}
 }

@@ -1,325 +1,201 @@
-// Command crdtsync measures live fan-out on the y-websocket server (services/crdt/live): one
-// hub on loopback (an httptest server, an update log in memory), -clients clients connected
-// to one room, and one more client that types: -updates single-character inserts, each sent
-// as a sync update. For every update and every receiver it records the time from just before
-// the writer's send until the receiver has read the frame, and prints the percentiles, over all
-// deliveries and over each update's slowest receiver.
+// Command crdtsync measures our live sync against two other Yjs servers on the same machine,
+// under the same load, so that its figures mean something beside theirs (issue 19): collabd
+// (bench/collabproc: the real binary, memory store, loopback), Hocuspocus (@hocuspocus/server)
+// and @y/websocket-server (both run by e2e/yjs/peerserver.mjs). One load driver drives all
+// three (e2e/yjs/syncbench.mjs: y-websocket clients for ours and @y/websocket-server,
+// HocuspocusProvider for Hocuspocus, which speaks its own protocol), and every measurement
+// gets a fresh server process. The servers' costs are read from /proc, never from figures
+// they report about themselves.
 //
-// Every client is a minimal y-websocket peer on an internal/yjs.Doc, in this process: on
-// connect it sends sync step 1 with its state vector and answers the server's step 1 with step
-// 2, as y-websocket's provider does, and it applies every update it receives (after taking the
-// time). At the end every receiver must hold the writer's text.
+// Fan-out: one writer types into a room that -readers readers hold, at each rate of -rates
+// edits a second (-warmup s, then -seconds s measured): the driver's delivery latencies
+// (writer's send to a reader seeing the edit; p50, p99), the driver's own CPU (its clients
+// share one event loop, and on 2 cores it competes with the server), and the server's CPU per
+// edit: its utime + stime (/proc/<pid>/stat) when the driver prints its "done" line minus
+// when it prints "measuring", divided by the measured edits.
 //
-// With -interval 0 (the default) the writer sends an update once every receiver has the
-// previous one: the latency of one update on an idle room. With -interval D it sends one every
-// D whatever happened to the previous ones, so slow fan-outs queue up as they would under a
-// fast typist.
+// Ladder: for each server, the rates of -ladder in order, each measured as above, until one
+// has a p99 of -p99 or more, does not converge, misses a delivery, or is sent at less than 95%
+// of its rate (the driver fell behind); the highest rate that passed is reported.
 //
-//	go run ./bench/crdtsync [-clients 100] [-updates 2000] [-interval 0]
+// Memory: -docs documents, one client each holding a text of -text-bytes characters
+// (syncbench.mjs memory): the server's RSS once started and settled -settle-before, before
+// any client connects, and after all have synced and -settle more; their difference per
+// document. -memory-runs times per server. For ours the documents are made first (Add
+// Documents, 100 a call) and one token of an organization member opens them all.
+//
+// It prints markdown tables, with the machine's and the packages' versions, to stdout, and its
+// progress to stderr.
+//
+//	go run ./bench/crdtsync [-servers ours,hocuspocus,ywebsocket] [-readers 100]
+//	    [-rates 100,400,800] [-seconds 10] [-warmup 2]
+//	    [-ladder 100,200,400,800,1200,1600,2400,3200] [-p99 50ms]
+//	    [-docs 1000] [-text-bytes 5000] [-memory-runs 3] [-settle 10s] [-settle-before 2s]
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
-	"net/http/httptest"
-	"runtime"
+	"os"
+	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
+	"syscall"
 	"time"
 
-	"github.com/coder/websocket"
-
-	"github.com/collab/collab/internal/yjs"
-	"github.com/collab/collab/services/crdt/live"
+	"github.com/collab/collab/bench/collabproc"
 )
 
+// The servers measured, in the tables' order.
+const (
+	kindOurs       = "ours"
+	kindHocuspocus = "hocuspocus"
+	kindYWebsocket = "ywebsocket"
+)
+
+var allKinds = []string{kindOurs, kindHocuspocus, kindYWebsocket}
+
+// config is what one run measures.
+type config struct {
+	kinds []string
+	// Fan-out, and the ladder's steps (none: no ladder).
+	readers         int
+	rates, ladder   []float64
+	seconds, warmup float64
+	p99Limit        time.Duration
+	// Memory.
+	docs, textBytes, memoryRuns int
+	settle, settleBefore        time.Duration
+	// connectTimeout bounds how long the driver's clients may take to sync.
+	connectTimeout time.Duration
+}
+
 func main() {
-	clients := flag.Int("clients", 100, "receiving clients in the room")
-	updates := flag.Int("updates", 2000, "updates the writer sends (measured)")
-	warmup := flag.Int("warmup", 200, "updates sent first, not measured")
-	interval := flag.Duration("interval", 0, "time between sends; 0: each once every receiver has the previous one")
-	flag.Parse()
-	if err := run(*clients, *updates, *warmup, *interval); err != nil {
-		log.Fatal(err)
-	}
-}
-
-// memLog is a live.Log in memory.
-type memLog struct {
-	mu      sync.Mutex
-	updates map[string][][]byte
-}
-
-func (l *memLog) Load(_ context.Context, key string) ([][]byte, live.Cursor, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	us := l.updates[key]
-	return slices.Clone(us), live.Cursor{Version: "v", Seq: uint64(len(us))}, nil
-}
-
-func (l *memLog) Append(_ context.Context, key, _ string, u []byte) (live.Cursor, bool, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	created := len(l.updates[key]) == 0
-	l.updates[key] = append(l.updates[key], slices.Clone(u))
-	return live.Cursor{Version: "v", Seq: uint64(len(l.updates[key]))}, created, nil
-}
-
-func (l *memLog) Since(_ context.Context, key string, at live.Cursor) ([]live.Entry, bool, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []live.Entry
-	for i := at.Seq; i < uint64(len(l.updates[key])); i++ {
-		out = append(out, live.Entry{Seq: i + 1, Update: l.updates[key][i]})
-	}
-	return out, false, nil
-}
-
-// peer is one y-websocket client.
-type peer struct {
-	ws     *websocket.Conn
-	mu     sync.Mutex
-	doc    *yjs.Doc
-	synced chan struct{} // closed when the server's sync step 2 has arrived
-	err    error         // why reading or applying failed; guarded by mu
-}
-
-// dial connects a peer and starts reading; onUpdate gets each update frame's payload and the
-// time it was read.
-func dial(ctx context.Context, url string, onUpdate func(payload []byte, at time.Time)) (*peer, error) {
-	ws, _, err := websocket.Dial(ctx, url, nil)
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
-		return nil, err
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
 	}
-	ws.SetReadLimit(64 << 20)
-	p := &peer{ws: ws, doc: yjs.NewDoc(), synced: make(chan struct{})}
-	if err := ws.Write(ctx, websocket.MessageBinary, yjs.SyncFrame(yjs.SyncStep1, p.doc.StateVector())); err != nil {
-		return nil, err
-	}
-	go func() {
-		var once sync.Once
-		for {
-			_, frame, err := ws.Read(context.Background())
-			at := time.Now()
-			if err != nil {
-				if websocket.CloseStatus(err) == -1 && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
-					p.mu.Lock()
-					p.err = err
-					p.mu.Unlock()
-				}
-				return
-			}
-			m, err := yjs.ReadMessage(frame)
-			if err != nil || m.Type != yjs.MessageSync {
-				continue
-			}
-			switch m.Sync {
-			case yjs.SyncStep1:
-				p.mu.Lock()
-				diff, err := p.doc.Encode(m.Payload)
-				p.mu.Unlock()
-				if err == nil {
-					_ = ws.Write(context.Background(), websocket.MessageBinary, yjs.SyncFrame(yjs.SyncStep2, diff))
-				}
-			case yjs.SyncStep2:
-				p.apply(m.Payload)
-				once.Do(func() { close(p.synced) })
-			case yjs.SyncUpdate:
-				if onUpdate != nil {
-					onUpdate(m.Payload, at)
-				}
-				p.apply(m.Payload)
-			}
-		}
-	}()
-	return p, nil
-}
-
-func (p *peer) apply(u []byte) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.doc.Apply(u); err != nil && p.err == nil {
-		p.err = err
-	}
-}
-
-// state is the peer's text and the error that stopped it, if any.
-func (p *peer) state() (string, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.doc.JSON("content", yjs.Text).(string), p.err
-}
-
-func run(nClients, nUpdates, warmup int, interval time.Duration) error {
-	hub := live.New(live.Config{
-		Log: &memLog{updates: map[string][][]byte{}},
-		Authorize: func(_ context.Context, token, org, doc, editor string) (live.Grant, error) {
-			return live.Grant{Key: org + "/" + doc + "/" + editor, CanWrite: token == "edit", UserID: "bench"}, nil
-		},
-		Logger: slog.New(slog.DiscardHandler),
-		Prefix: "/v2/crdt/sync/",
-	})
-	srv := httptest.NewServer(hub)
-	defer srv.Close()
-	defer hub.Close()
-	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v2/crdt/sync/org/doc/editor?token=edit"
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-
-	// The updates, made in advance by the writer's doc: one character appended each.
-	total := warmup + nUpdates
-	wdoc := yjs.NewDocWithClient(7)
-	frames := make([][]byte, total)
-	index := make(map[string]int, total) // update bytes -> its number
-	var text strings.Builder
-	for i := range frames {
-		text.WriteByte("abcdefghijklmnopqrstuvwxyz "[i%27])
-		u, err := wdoc.Replace("content", yjs.Text, text.String())
-		if err != nil {
-			return err
-		}
-		frames[i] = yjs.SyncFrame(yjs.SyncUpdate, u)
-		index[string(u)] = i
-	}
-
-	// sent[i] is when update i was sent (ns since start); lat[i][c] when receiver c read it.
-	start := time.Now()
-	sent := make([]atomic.Int64, total)
-	lat := make([][]int64, total)
-	for i := range lat {
-		lat[i] = make([]int64, nClients)
-	}
-	got := make([]atomic.Int32, total)
-	allGot := make(chan int, total)
-	receivers := make([]*peer, nClients)
-	for c := range receivers {
-		p, err := dial(ctx, url, func(payload []byte, at time.Time) {
-			i, ok := index[string(payload)]
-			if !ok {
-				return
-			}
-			lat[i][c] = at.Sub(start).Nanoseconds() - sent[i].Load()
-			if got[i].Add(1) == int32(nClients) { //nolint:gosec // G115: nClients is a small flag value
-				allGot <- i
-			}
-		})
-		if err != nil {
-			return fmt.Errorf("client %d: %w", c, err)
-		}
-		defer p.ws.CloseNow() //nolint:revive // every client stays connected until the run ends
-		receivers[c] = p
-	}
-	writer, err := dial(ctx, url, nil)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	_, err = run(ctx, cfg, os.Stdout)
+	stop()
+	collabproc.Cleanup()
 	if err != nil {
-		return err
+		slog.Error("crdtsync failed", "err", err)
+		os.Exit(1)
 	}
-	defer writer.ws.CloseNow()
-	for _, p := range slices.Concat(receivers, []*peer{writer}) {
-		select {
-		case <-p.synced:
-		case <-ctx.Done():
-			return errors.New("clients did not sync within 30 s")
-		}
-	}
-
-	send := func(i int) error {
-		sent[i].Store(time.Since(start).Nanoseconds())
-		return writer.ws.Write(ctx, websocket.MessageBinary, frames[i])
-	}
-	wait := func(n int) error {
-		for range n {
-			select {
-			case <-allGot:
-			case <-time.After(10 * time.Second):
-				return errors.New("an update did not reach every client within 10 s")
-			}
-		}
-		return nil
-	}
-	for i := range warmup {
-		if err := send(i); err != nil {
-			return err
-		}
-		if err := wait(1); err != nil {
-			return err
-		}
-	}
-	began := time.Now()
-	if interval == 0 {
-		for i := warmup; i < total; i++ {
-			if err := send(i); err != nil {
-				return err
-			}
-			if err := wait(1); err != nil {
-				return err
-			}
-		}
-	} else {
-		t := time.NewTicker(interval)
-		for i := warmup; i < total; i++ {
-			if err := send(i); err != nil {
-				return err
-			}
-			<-t.C
-		}
-		t.Stop()
-		if err := wait(nUpdates); err != nil {
-			return err
-		}
-	}
-	elapsed := time.Since(began)
-
-	// Everyone holds the writer's text.
-	for c, p := range receivers {
-		g, err := p.state()
-		if err != nil {
-			return fmt.Errorf("client %d: %w", c, err)
-		}
-		if g != text.String() {
-			return fmt.Errorf("client %d holds %d characters, the writer %d", c, len(g), text.Len())
-		}
-	}
-
-	var all, slowest []float64
-	for i := warmup; i < total; i++ {
-		worst := int64(0)
-		for _, l := range lat[i] {
-			all = append(all, float64(l))
-			worst = max(worst, l)
-		}
-		slowest = append(slowest, float64(worst))
-	}
-	slices.Sort(all)
-	slices.Sort(slowest)
-	mode := "each update sent once every receiver had the previous one"
-	if interval > 0 {
-		mode = fmt.Sprintf("one update every %v", interval)
-	}
-	fmt.Printf("%d receivers, %d updates (%s, %d warm-up updates first), %.0f updates/s over %.2f s; Go %s, GOMAXPROCS %d\n\n",
-		nClients, nUpdates, mode, warmup, float64(nUpdates)/elapsed.Seconds(), elapsed.Seconds(), runtime.Version(), runtime.GOMAXPROCS(0))
-	fmt.Println("| latency, send to read | p50 | p95 | p99 | max |")
-	fmt.Println("|---|---|---|---|---|")
-	fmt.Printf("| every delivery (%d) | %s | %s | %s | %s |\n", len(all), pct(all, 50), pct(all, 95), pct(all, 99), dur(all[len(all)-1]))
-	fmt.Printf("| each update's slowest receiver (%d) | %s | %s | %s | %s |\n", len(slowest), pct(slowest, 50), pct(slowest, 95), pct(slowest, 99), dur(slowest[len(slowest)-1]))
-	return nil
 }
 
-// pct is the p-th percentile of sorted xs (nearest rank).
-func pct(xs []float64, p float64) string {
-	i := int(float64(len(xs))*p/100+0.5) - 1
-	return dur(xs[min(max(i, 0), len(xs)-1)])
+func parseFlags(args []string) (config, error) {
+	fs := flag.NewFlagSet("crdtsync", flag.ContinueOnError)
+	kinds := fs.String("servers", strings.Join(allKinds, ","), "servers to measure, comma-separated: "+strings.Join(allKinds, ", "))
+	readers := fs.Int("readers", 100, "fan-out: readers of the writer's room")
+	rates := fs.String("rates", "100,400,800", "fan-out: the writer's rates, edits per second, comma-separated")
+	seconds := fs.Float64("seconds", 10, "fan-out: seconds measured at each rate")
+	warmup := fs.Float64("warmup", 2, "fan-out: seconds of edits before the measured ones")
+	ladder := fs.String("ladder", "100,200,400,800,1200,1600,2400,3200", "ladder: rates tried in order; empty: no ladder")
+	p99 := fs.Duration("p99", 50*time.Millisecond, "ladder: a rate passes with a p99 latency under this")
+	docs := fs.Int("docs", 1000, "memory: documents, one client each")
+	textBytes := fs.Int("text-bytes", 5000, "memory: characters of each document's text")
+	runs := fs.Int("memory-runs", 3, "memory: measurements per server")
+	settle := fs.Duration("settle", 10*time.Second, "memory: wait after every client synced before reading the RSS")
+	settleBefore := fs.Duration("settle-before", 2*time.Second, "memory: wait after the server started before reading the RSS")
+	connect := fs.Duration("connect-timeout", 2*time.Minute, "time the driver's clients may take to sync")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	cfg := config{readers: *readers, seconds: *seconds, warmup: *warmup, p99Limit: *p99, docs: *docs,
+		textBytes: *textBytes, memoryRuns: *runs, settle: *settle, settleBefore: *settleBefore, connectTimeout: *connect}
+	var err error
+	if cfg.kinds, err = parseKinds(*kinds); err != nil {
+		return config{}, err
+	}
+	if cfg.rates, err = parseRates(*rates); err != nil {
+		return config{}, fmt.Errorf("-rates: %w", err)
+	}
+	if cfg.ladder, err = parseRates(*ladder); err != nil {
+		return config{}, fmt.Errorf("-ladder: %w", err)
+	}
+	if cfg.readers < 1 || cfg.docs < 1 || cfg.textBytes < 0 || cfg.memoryRuns < 0 || cfg.seconds <= 0 || cfg.warmup < 0 {
+		return config{}, fmt.Errorf("want -readers, -docs, -seconds > 0 and -text-bytes, -memory-runs, -warmup >= 0")
+	}
+	return cfg, nil
 }
 
-func dur(ns float64) string {
-	if ns < 1e6 {
-		return fmt.Sprintf("%.0f µs", ns/1e3)
+func parseKinds(s string) ([]string, error) {
+	var out []string
+	for _, k := range strings.Split(s, ",") {
+		k = strings.TrimSpace(k)
+		if !slices.Contains(allKinds, k) {
+			return nil, fmt.Errorf("-servers: %q is not one of %s", k, strings.Join(allKinds, ", "))
+		}
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
 	}
-	return fmt.Sprintf("%.2f ms", ns/1e6)
+	return out, nil
+}
+
+// parseRates reads comma-separated positive numbers; an empty string is none.
+func parseRates(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		r, err := strconv.ParseFloat(f, 64)
+		if err != nil || r <= 0 {
+			return nil, fmt.Errorf("%q is not a rate > 0", f)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// report is everything one run measured.
+type report struct {
+	env     environment
+	fanout  []fanoutResult // by rate, then server in cfg.kinds' order
+	ladders []ladder
+	memory  []memoryResult // by server, then run
+}
+
+// run measures what cfg asks for, writes the tables to out and returns the figures.
+func run(ctx context.Context, cfg config, out io.Writer) (report, error) {
+	var rep report
+	env, err := describe(ctx)
+	if err != nil {
+		return rep, err
+	}
+	rep.env = env
+	started := time.Now()
+	for _, rate := range cfg.rates {
+		for _, kind := range cfg.kinds {
+			rep.fanout = append(rep.fanout, measureFanout(ctx, env, cfg, kind, rate))
+		}
+	}
+	if len(cfg.ladder) > 0 {
+		for _, kind := range cfg.kinds {
+			rep.ladders = append(rep.ladders, climb(ctx, env, cfg, kind))
+		}
+	}
+	for _, kind := range cfg.kinds {
+		for i := range cfg.memoryRuns {
+			rep.memory = append(rep.memory, measureMemory(ctx, env, cfg, kind, i+1))
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return rep, fmt.Errorf("crdtsync: stopped: %w", err)
+	}
+	rep.env.took = time.Since(started)
+	rep.env.loadAfter = loadAverage()
+	if _, err := io.WriteString(out, markdown(cfg, rep)); err != nil {
+		return rep, fmt.Errorf("crdtsync: writing the tables: %w", err)
+	}
+	return rep, nil
 }

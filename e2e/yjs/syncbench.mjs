@@ -2,11 +2,16 @@
 // with its own Y.Doc, editing the Y.Text "content". It drives our server (kind "ours") or a peer
 // server (peerserver.mjs: "ywebsocket", "hocuspocus") the same way:
 //
-//   node syncbench.mjs fanout --kind K --url U --room R [--token T] [--readers 100] [--rate 400]
-//                             [--seconds 10] [--warmup 2] [--concurrency 50] [--timeout 60]
-//   node syncbench.mjs memory --kind K --url U --room-pattern P [--token T] [--docs 1000]
-//                             [--text-bytes 5000] [--concurrency 50] [--timeout 60]
+//   node syncbench.mjs fanout --kind K --url U --room R [--token T | --token-file F] [--readers 100]
+//                             [--rate 400] [--seconds 10] [--warmup 2] [--concurrency 50] [--timeout 60]
+//   node syncbench.mjs memory --kind K --url U --room-pattern P [--token T | --token-file F]
+//                             [--docs 1000] [--text-bytes 5000] [--concurrency 50] [--timeout 60]
 //   node syncbench.mjs selftest
+//
+// Tokens: --token T is presented by every client; --token-file F holds one token a line, and
+// client i (fanout: 0 is the writer, 1..readers the readers; memory: document i) presents line
+// i mod the number of lines. Our server admits at most 20 connections of one user (the token's
+// subject) to a room, so a fanout of 100 readers needs tokens of several users.
 //
 // Kinds and their clients (connected over `ws`; no BroadcastChannel between them):
 //   ours        y-websocket's WebsocketProvider(U, R, doc, {params: {token: T}}): with
@@ -67,6 +72,8 @@
 //
 // No per-event logging: readers do O(1) work per change plus O(1) per edit it carries.
 
+import * as fs from 'node:fs'
+import * as os from 'node:os'
 import * as path from 'node:path'
 import * as net from 'node:net'
 import { spawn } from 'node:child_process'
@@ -86,11 +93,11 @@ const MAX_DELIVERIES = 50_000_000
 const DRAIN_MS = 10_000
 
 const USAGE = `usage:
-  node syncbench.mjs fanout --kind ours|ywebsocket|hocuspocus --url U --room R [--token T]
-                            [--readers 100] [--rate 400] [--seconds 10] [--warmup 2]
-                            [--concurrency 50] [--timeout 60]
+  node syncbench.mjs fanout --kind ours|ywebsocket|hocuspocus --url U --room R
+                            [--token T | --token-file F] [--readers 100] [--rate 400]
+                            [--seconds 10] [--warmup 2] [--concurrency 50] [--timeout 60]
   node syncbench.mjs memory --kind ours|ywebsocket|hocuspocus --url U --room-pattern P
-                            [--token T] [--docs 1000] [--text-bytes 5000]
+                            [--token T | --token-file F] [--docs 1000] [--text-bytes 5000]
                             [--concurrency 50] [--timeout 60]
   node syncbench.mjs selftest`
 
@@ -146,8 +153,27 @@ const common = {
   kind: { type: 'string', required: true },
   url: { type: 'string', required: true },
   token: { type: 'string' },
+  'token-file': { type: 'string' },
   concurrency: { int: true, positive: true, default: '50' },
   timeout: { positive: true, default: '60' }
+}
+
+/**
+ * The token of client i: from --token, or line i mod n of --token-file's n lines, or undefined.
+ * Throws UsageError when both are given or the file holds no token.
+ */
+function tokenOf (o) {
+  if (o['token-file'] === undefined) return () => o.token
+  if (o.token !== undefined) throw new UsageError('--token and --token-file: give one of them')
+  let text
+  try {
+    text = fs.readFileSync(o['token-file'], 'utf8')
+  } catch (e) {
+    throw new UsageError(`--token-file: ${e.message}`)
+  }
+  const tokens = text.split('\n').map(l => l.trim()).filter(Boolean)
+  if (tokens.length === 0) throw new UsageError(`--token-file ${o['token-file']}: no token in it`)
+  return i => tokens[i % tokens.length]
 }
 
 let HocuspocusProvider // loaded on first use: a devDependency, only the hocuspocus kind needs it
@@ -270,6 +296,7 @@ async function fanout (argv) {
     seconds: { positive: true, default: '10' },
     warmup: { min: 0, default: '2' }
   })
+  const token = tokenOf(o)
   await loadKind(o.kind)
   const total = Math.round(o.rate * (o.warmup + o.seconds)) // edits sent
   const first = Math.round(o.rate * o.warmup) // the first counted edit
@@ -279,7 +306,7 @@ async function fanout (argv) {
   if (E * N > MAX_DELIVERIES) throw new UsageError(`${E} edits x ${N} readers: more than ${MAX_DELIVERIES} deliveries to keep`)
 
   const where = `${o.kind} at ${o.url}, room ${o.room}`
-  const clients = await connectAll(N + 1, () => new Client(o.kind, o.url, o.room, o.token, new Y.Doc()),
+  const clients = await connectAll(N + 1, i => new Client(o.kind, o.url, o.room, token(i), new Y.Doc()),
     { concurrency: o.concurrency, timeoutS: o.timeout, where })
   const [writer, ...readers] = clients
   const wtext = writer.doc.getText('content')
@@ -386,6 +413,7 @@ async function memory (argv) {
     docs: { int: true, positive: true, default: '1000' },
     'text-bytes': { int: true, min: 0, default: '5000' }
   })
+  const token = tokenOf(o)
   await loadKind(o.kind)
   const pattern = o['room-pattern']
   if (o.docs > 1 && !pattern.includes('{i}')) throw new UsageError(`--room-pattern ${pattern}: has no {i}, so every client would open the same room`)
@@ -397,7 +425,7 @@ async function memory (argv) {
   const clients = await connectAll(o.docs, i => {
     const doc = new Y.Doc()
     doc.getText('content').insert(0, memoryText(i, o['text-bytes']))
-    return new Client(o.kind, o.url, pattern.replaceAll('{i}', String(i)), o.token, doc)
+    return new Client(o.kind, o.url, pattern.replaceAll('{i}', String(i)), token(i), doc)
   }, { concurrency: o.concurrency, timeoutS: o.timeout, where: `${o.kind} at ${o.url}, rooms ${pattern}` })
   emit({ phase: 'synced', docs: clients.length })
   await stdinEnded
@@ -469,11 +497,10 @@ function parseLines (lines, what) {
   })
 }
 
-async function selftestFanout (kind, url, room, token) {
-  const what = `fanout ${kind} ${url}`
+async function selftestFanout (kind, url, room, ...extra) {
+  const what = `fanout ${kind} ${url} ${extra.join(' ')}`
   const args = ['syncbench.mjs', 'fanout', '--kind', kind, '--url', url, '--room', room,
-    '--readers', '5', '--rate', '50', '--seconds', '1', '--warmup', '0.5', '--timeout', '20']
-  if (token !== undefined) args.push('--token', token)
+    '--readers', '5', '--rate', '50', '--seconds', '1', '--warmup', '0.5', '--timeout', '20', ...extra]
   const c = child(args)
   const code = await withTimeout(c.exited, 60_000, what)
   check(code === 0, `${what}: exit ${code}; stderr ${c.stderr.trim()}`)
@@ -546,8 +573,17 @@ async function selftest (argv) {
       log(`ok fanout ${kind}: p50 ${d.p50_ms} ms, p99 ${d.p99_ms} ms, ${d.deliveries} deliveries`)
       if (kind === 'ywebsocket') {
         // Our server's URL shape and a token (the y-websocket server takes the whole path as the room).
-        const d2 = await selftestFanout('ours', `${url}/v2/crdt/sync`, 'selftest/ours/editor', 'tok')
+        const d2 = await selftestFanout('ours', `${url}/v2/crdt/sync`, 'selftest/ours/editor', '--token', 'tok')
         log(`ok fanout ours (against ywebsocket, /v2/crdt/sync + token): p50 ${d2.p50_ms} ms`)
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'syncbench-'))
+        try {
+          const file = path.join(dir, 'tokens')
+          fs.writeFileSync(file, 'tok-a\ntok-b\n')
+          const d3 = await selftestFanout('ours', `${url}/v2/crdt/sync`, 'selftest/tokens/editor', '--token-file', file)
+          log(`ok fanout ours (against ywebsocket, --token-file of 2 tokens): p50 ${d3.p50_ms} ms`)
+        } finally {
+          fs.rmSync(dir, { recursive: true, force: true })
+        }
       }
       await selftestMemory(kind, url)
       log(`ok memory ${kind}: 5 documents synced and held by the server`)
