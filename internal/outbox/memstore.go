@@ -8,7 +8,11 @@ import (
 	"time"
 )
 
-// MemoryStore keeps events in the process.
+// MemoryStore keeps events in the process. A finished event keeps its id, type, scope and
+// state for the retention (a repeated id is recognised, a migration's status is readable), but
+// not its payload, which nothing reads once every subscriber has it: in memory, a week of a
+// busy process's events with their contents (live edits are announced with the document) would
+// be the largest thing it holds.
 type MemoryStore struct {
 	mu     sync.Mutex
 	events map[string]*Record
@@ -96,6 +100,7 @@ func settle(r *Record, now time.Time) {
 	if len(r.Pending) == 0 && r.DoneAt == nil {
 		t := now
 		r.DoneAt = &t
+		r.Event = nil
 	}
 }
 

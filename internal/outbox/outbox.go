@@ -71,7 +71,8 @@ type Lane struct {
 type Store interface {
 	// Add stores a new event, or returns ErrDuplicate when its id is taken.
 	Add(ctx context.Context, r *Record) error
-	// Get returns the event, or ErrNotFound.
+	// Get returns the event, or ErrNotFound. A finished event's payload (Event) may be gone:
+	// the memory store drops it.
 	Get(ctx context.Context, id string) (*Record, error)
 	// Due returns up to limit events pending for subscriber whose lane's next attempt is not
 	// after now, oldest first.

@@ -28,6 +28,31 @@ func TestMemoryStore(t *testing.T) {
 	runStoreSuite(t, func(t *testing.T) Store { return NewMemoryStore() })
 }
 
+// The memory store drops a finished event's payload and keeps what its retention is for: a
+// repeated id is refused, the state and scope read back.
+func TestMemoryStoreDropsFinishedPayloads(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryStore()
+	if err := s.Add(ctx, rec("e1", 0)); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"a", "b"} {
+		if r, _ := s.Get(ctx, "e1"); len(r.Event) == 0 {
+			t.Fatal("a pending event lost its payload")
+		}
+		if err := s.Delivered(ctx, "e1", sub, nil, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := s.Get(ctx, "e1")
+	if err != nil || r.Event != nil || r.Type != "document.deleted" || r.State() != "completed" {
+		t.Fatalf("finished: %+v %v", r, err)
+	}
+	if err := s.Add(ctx, rec("e1", 0)); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("a repeated id: %v", err)
+	}
+}
+
 // Events stored by the outbox before lanes are converted when the store starts.
 func TestMongoStoreConvertsEventsOfTheOldFormat(t *testing.T) {
 	ctx := context.Background()
