@@ -11,11 +11,16 @@
 package live
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -336,7 +341,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	_ = rc.SetWriteDeadline(time.Time{})
 	// The token, not a cookie, authenticates: pages of any origin may connect (browsers send
 	// no ambient credential a cross-site page could borrow).
-	c, err := websocket.Accept(w, req, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	c, err := websocket.Accept(smallBuffers{w}, req, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return // Accept answered the request.
 	}
@@ -344,6 +349,38 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// request, its headers and its buffers: a connection that lives for hours holds only what
 	// it needs (its own goroutine starts with a small stack).
 	go h.connect(c, req.URL.Query().Get("token"), parts[0], parts[1], parts[2])
+}
+
+// smallBuffers hands the WebSocket library the connection with buffers of its own, 1 KiB
+// each way, instead of the HTTP server's 4 KiB ones, which a connection would hold for its whole
+// life: a frame larger than a buffer is read or written straight through (a second write
+// system call for an outgoing one; most are small updates).
+type smallBuffers struct{ http.ResponseWriter }
+
+const connBuffer = 1 << 10
+
+func (w smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("live sync: the response cannot be hijacked")
+	}
+	c, brw, err := hj.Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := brw.Writer.Flush(); err != nil {
+		_ = c.Close()
+		return nil, nil, fmt.Errorf("live sync: handshake: %w", err)
+	}
+	// What the client sent after its handshake is in the server's buffer: it goes into ours,
+	// where the library looks for it (as buffered bytes, not behind the connection).
+	early, _ := brw.Reader.Peek(brw.Reader.Buffered())
+	r := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(early)), c), max(connBuffer, len(early)))
+	if _, err := r.Peek(len(early)); err != nil {
+		_ = c.Close()
+		return nil, nil, fmt.Errorf("live sync: handshake: %w", err)
+	}
+	return c, bufio.NewReadWriter(r, bufio.NewWriterSize(c, connBuffer)), nil
 }
 
 // connect authorizes a WebSocket connection, admits it to its room and serves it until it

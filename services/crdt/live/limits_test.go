@@ -1,8 +1,12 @@
 package live
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strconv"
@@ -390,4 +394,55 @@ type slowLog struct {
 func (l *slowLog) Append(ctx context.Context, key, v string, u []byte) (Cursor, bool, error) {
 	time.Sleep(l.delay)
 	return l.memLog.Append(ctx, key, v, u)
+}
+
+// A client may send its first frames with its handshake, before the answer: they are in the
+// HTTP server's buffer when the connection is taken over, and must not be lost with it (the
+// connection gets buffers of its own, smallBuffers).
+func TestFramesSentWithTheHandshakeAreRead(t *testing.T) {
+	_, url := newServer(t, &memLog{}, nil)
+	addr := strings.TrimPrefix(strings.SplitN(url, "/v2/", 2)[0], "ws://")
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	req := "GET /v2/crdt/sync/o/d/e?token=edit HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+	// A masked binary frame: sync step 1 with an empty state vector.
+	payload := []byte{0, 0, 1, 0}
+	mask := []byte{1, 2, 3, 4}
+	frame := []byte{0x82, 0x80 | byte(len(payload))}
+	frame = append(frame, mask...)
+	for i, b := range payload {
+		frame = append(frame, b^mask[i%4])
+	}
+	if _, err := nc.Write(append([]byte(req), frame...)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(nc)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close() // a 101's body is empty: the connection goes on in br
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v", resp.Status)
+	}
+	// The server's own step 1, then its answer to ours (step 2).
+	for range 3 {
+		var h [2]byte
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			t.Fatal(err)
+		}
+		p := make([]byte, h[1]&0x7f)
+		if _, err := io.ReadFull(br, p); err != nil {
+			t.Fatal(err)
+		}
+		if len(p) >= 2 && p[0] == yjs.MessageSync && p[1] == yjs.SyncStep2 {
+			return
+		}
+	}
+	t.Fatal("the frame sent with the handshake got no answer")
 }
