@@ -46,6 +46,8 @@ type room struct {
 	batch    []batched
 	awareOut map[uint64]yjs.AwarenessState
 	flushing bool
+	// flushMu makes flushes one at a time; it is taken before mu.
+	flushMu sync.Mutex
 	// lastFlush is when the last flush began.
 	lastFlush time.Time
 	// closed: the room's last tick ran; nothing is batched any more.
@@ -218,7 +220,9 @@ func (r *room) handle(ctx context.Context, c *conn, frame []byte) (int, bool) {
 				// for them, so they are dropped and the client stays read-only in effect.
 				return 0, true
 			}
-			work, err := r.write(ctx, c, m.Payload)
+			var work int
+			var err error
+			onOwnStack(func() { work, err = r.write(ctx, c, m.Payload) })
 			if err != nil {
 				c.close(closeCode(err), err.Error())
 				return work, false
@@ -237,6 +241,18 @@ func (r *room) handle(ctx context.Context, c *conn, frame []byte) (int, bool) {
 		c.askPeers()
 	}
 	return 0, true
+}
+
+// onOwnStack runs f on a goroutine of its own and waits for it. Applying an update goes deep
+// into the codec, and a goroutine's stack keeps the size it grew to: run on the connection's
+// reader, it would leave every idle connection holding 8 KiB of stack instead of 4.
+func onOwnStack(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
 }
 
 // write applies a client's update to the room's document and batches it to be stored and
@@ -278,38 +294,71 @@ func (r *room) scheduleFlushLocked() {
 		return
 	}
 	r.flushing = true
-	flush := func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.flushing = false
-		r.lastFlush = time.Now()
-		r.flushLocked()
-	}
 	if wait := r.hub.cfg.FlushEvery - time.Since(r.lastFlush); wait > 0 {
-		time.AfterFunc(wait, flush)
+		time.AfterFunc(wait, r.flushes)
 		return
 	}
-	go flush()
+	go r.flushes()
 }
 
-// flushLocked stores the batched updates in the log, then relays them to the room's other
-// clients in one frame (merged), then relays the awareness entries that changed. The room's
-// lock is held throughout, so the log's order is the relay order and nobody sees an update
-// the log does not hold. When the log refuses the write, the document holds updates nobody
-// else will see: the room's clients are disconnected and the room reloads from the log.
-func (r *room) flushLocked() {
-	if len(r.batch) > 0 {
-		r.storeLocked()
-	}
-	if len(r.awareOut) > 0 && !r.broken.Load() {
-		states := make([]yjs.AwarenessState, 0, len(r.awareOut))
-		for _, s := range r.awareOut {
-			states = append(states, s)
+// flushes flushes until nothing waits, at most once per FlushEvery.
+func (r *room) flushes() {
+	for {
+		r.flush()
+		r.mu.Lock()
+		if (len(r.batch) == 0 && len(r.awareOut) == 0) || r.closed {
+			r.flushing = false
+			r.mu.Unlock()
+			return
 		}
-		clear(r.awareOut)
-		slices.SortFunc(states, func(a, b yjs.AwarenessState) int { return cmpUint(a.Client, b.Client) })
-		r.broadcastLocked(yjs.AwarenessFrame(states), nil)
+		wait := r.hub.cfg.FlushEvery - time.Since(r.lastFlush)
+		r.mu.Unlock()
+		time.Sleep(wait)
 	}
+}
+
+// flush stores the batched updates in the log, then relays them to the room's other clients in
+// one frame (merged), then relays the awareness entries that changed. Flushes of a room run one
+// at a time (flushMu), so the log's order is the relay order and nobody is sent an update the
+// log does not hold; the room's lock is let go while the log writes, so its latency holds no
+// client up (what they send meanwhile goes with the next flush).
+func (r *room) flush() {
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
+	r.mu.Lock()
+	r.lastFlush = time.Now()
+	batch := r.batch
+	r.batch = nil
+	r.mu.Unlock()
+	if len(batch) > 0 {
+		r.store(batch, false)
+	}
+	r.mu.Lock()
+	r.relayAwarenessLocked()
+	r.mu.Unlock()
+}
+
+// flushHeld is flush for a caller that holds flushMu and the room's lock (an answer, which must
+// not include what the log does not hold; the room's end).
+func (r *room) flushHeld() {
+	if batch := r.batch; len(batch) > 0 {
+		r.batch = nil
+		r.store(batch, true)
+	}
+	r.relayAwarenessLocked()
+}
+
+func (r *room) relayAwarenessLocked() {
+	if len(r.awareOut) == 0 || r.broken.Load() {
+		return
+	}
+	states := make([]yjs.AwarenessState, 0, len(r.awareOut))
+	for _, s := range r.awareOut {
+		states = append(states, s)
+	}
+	clear(r.awareOut)
+	slices.SortFunc(states, func(a, b yjs.AwarenessState) int { return cmpUint(a.Client, b.Client) })
+	r.broadcastLocked(yjs.AwarenessFrame(states), nil)
 }
 
 func cmpUint(a, b uint64) int {
@@ -326,20 +375,17 @@ func cmpUint(a, b uint64) int {
 // goes on its own, as merging re-encodes them all.
 const mergeAtMost = 1 << 20
 
-func (r *room) storeLocked() {
-	batch := r.batch
-	r.batch = nil
+// store appends a batch to the log, merged, and relays it. The caller holds the room's lock
+// when held; else it is taken for what touches the room, and the log writes without it.
+func (r *room) store(batch []batched, held bool) {
 	size := 0
-	for _, b := range batch {
-		size += len(b.update)
-	}
 	updates := make([][]byte, 0, len(batch))
 	for _, b := range batch {
+		size += len(b.update)
 		updates = append(updates, b.update)
 	}
 	if len(batch) > 1 && size <= mergeAtMost {
-		merged, err := yjs.Merge(updates...)
-		if err == nil {
+		if merged, err := yjs.Merge(updates...); err == nil {
 			updates = [][]byte{merged}
 		}
 	}
@@ -349,21 +395,33 @@ func (r *room) storeLocked() {
 			from = nil // several senders: each gets the others' updates, and its own again
 		}
 	}
+	lock, unlock := r.mu.Lock, r.mu.Unlock
+	if held {
+		lock, unlock = func() {}, func() {}
+	}
 	for _, u := range updates {
-		if !r.appendLocked(u) {
+		lock()
+		version := r.at.Version
+		unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		at, created, err := r.hub.cfg.Log.Append(ctx, r.key, version, u)
+		cancel()
+		lock()
+		ok := r.appendedLocked(at, created, err)
+		if ok {
+			r.broadcastLocked(yjs.SyncFrame(yjs.SyncUpdate, u), from)
+			r.dirty, r.lastGrant = true, batch[len(batch)-1].from.grant
+		}
+		unlock()
+		if !ok {
 			return
 		}
-		r.broadcastLocked(yjs.SyncFrame(yjs.SyncUpdate, u), from)
 	}
-	r.dirty, r.lastGrant = true, batch[len(batch)-1].from.grant
 }
 
-// appendLocked stores an update in the log; false when the log refused it (the room's
-// connections are closed).
-func (r *room) appendLocked(update []byte) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	at, created, err := r.hub.cfg.Log.Append(ctx, r.key, r.at.Version, update)
-	cancel()
+// appendedLocked takes in the log's answer to an append; false when the log refused it (the
+// room's connections are closed).
+func (r *room) appendedLocked(at Cursor, created bool, err error) bool {
 	if errors.Is(err, ErrGone) {
 		r.broken.Store(true)
 		for c := range r.conns {
@@ -401,14 +459,17 @@ func (r *room) breakLocked() {
 // that the state vector lacks, after storing what is batched (the log holds whatever a client
 // is sent). Its cost goes to the user's budget. Nil when there is nothing to send.
 func (r *room) answerSync(c *conn, sv []byte) *frame {
+	r.flushMu.Lock()
 	r.mu.Lock()
 	if r.broken.Load() {
 		r.mu.Unlock()
+		r.flushMu.Unlock()
 		return nil
 	}
-	r.flushLocked()
+	r.flushHeld()
 	diff, err := r.doc.Encode(sv)
 	r.mu.Unlock()
+	r.flushMu.Unlock()
 	if err != nil {
 		c.close(statusMalformed, "Malformed state vector.")
 		return nil
@@ -638,12 +699,14 @@ func (r *room) pruneUsersLocked() {
 // finish ends the room: what is batched is stored, the last change event goes, the hub's
 // counts forget it.
 func (r *room) finish() {
+	r.flushMu.Lock()
 	r.mu.Lock()
 	r.closed = true
-	r.flushLocked()
+	r.flushHeld()
 	r.hub.docBytes.Add(-int64(r.size))
 	r.size = 0
 	r.mu.Unlock()
+	r.flushMu.Unlock()
 	r.flushEvent(true)
 	r.hub.wg.Done()
 }

@@ -95,9 +95,7 @@ func (p *peer) send(t *testing.T, frame []byte) bool {
 // settle waits until every connection has written what waits for it.
 func settle(t *testing.T, r *room, peers ...*peer) {
 	t.Helper()
-	r.mu.Lock()
-	r.flushLocked()
-	r.mu.Unlock()
+	r.flush()
 	deadline := time.Now().Add(10 * time.Second)
 	for _, p := range peers {
 		for {
