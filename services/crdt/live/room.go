@@ -356,7 +356,7 @@ func (r *room) relayAwarenessLocked() {
 	for _, s := range r.awareOut {
 		states = append(states, s)
 	}
-	clear(r.awareOut)
+	r.awareOut = nil // made again at the next change: most rooms' presence rarely changes
 	slices.SortFunc(states, func(a, b yjs.AwarenessState) int { return cmpUint(a.Client, b.Client) })
 	r.broadcastLocked(yjs.AwarenessFrame(states), nil)
 }
