@@ -1,0 +1,122 @@
+package live
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/collab/collab/internal/yjs"
+)
+
+// A user whose debt passed MaxDebt (its connection closed with 4429) owes it still: a new
+// connection of the same user must not get a frame applied before the budget refills (its
+// frames "are read only as the budget refills"), else reconnecting makes the budget moot: each
+// connection's first frame is free, whatever it costs.
+func TestReview19NewConnectionPaysTheUsersDebt(t *testing.T) {
+	log := &memLog{}
+	_, url := newServerWith(t, log, Config{WorkRate: 1000, WorkBurst: 1000, MaxDebt: time.Second})
+	keep := dial(t, url+"o/d/e", "view") // the room stays loaded, and the user's budget with it
+	flush(t, keep)
+	// One frame of 4,000 one-character insertions in separate places: some 5,000 steps, four
+	// seconds of the rate past the burst.
+	c := yjs.NewDocWithClient(6)
+	var parts [][]byte
+	text := ""
+	for i := range 4000 {
+		text = string(rune('a'+i%26)) + text
+		u, _ := c.Replace("content", yjs.Text, text)
+		parts = append(parts, u)
+	}
+	merged, err := yjs.Merge(parts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	costly := rawDial(t, url+"o/d/e", "edit")
+	if err := costly.Write(context.Background(), websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, merged)); err != nil {
+		t.Fatal(err)
+	}
+	if code, reason := closedWith(t, costly); code != statusTooMany {
+		t.Fatalf("closed with %d %q, want %d", code, reason, statusTooMany)
+	}
+	n := log.count("o/d/e")
+	// The same user again, at once: another costly frame.
+	again := rawDial(t, url+"o/d/e", "edit")
+	d := yjs.NewDocWithClient(7)
+	u, _ := d.Replace("content", yjs.Text, strings.Repeat("y", 100))
+	if err := again.Write(context.Background(), websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, u)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if got := log.count("o/d/e"); got != n {
+		t.Fatalf("a user seconds in debt had a new connection's first frame applied at once (log %d -> %d entries)", n, got)
+	}
+}
+
+// costlyFrame is a sync update of about 5 MiB whose work takes the whole budget of one
+// update (some 80 million steps): insertions of a high client, right to left among the
+// 6,000 characters of client, each scanning those before it (quadratic), and for padding a
+// struct the room has already (client pad's first, dropped unread: it costs nothing but
+// raises the budget, 16 steps a byte).
+func costlyFrame(client, pad uint64, padText string) []byte {
+	const n = 20000
+	var e []byte
+	e = append(e, 2)
+	e = appendUint(e, n)
+	e = appendUint(e, 1<<40)
+	e = append(e, 0)
+	for k := 0; k < n; k++ {
+		e = append(e, 0x80|4)
+		e = appendUint(e, client)
+		e = appendUint(e, uint64((n-1-k)%6000))
+		e = append(e, 1, 'x')
+	}
+	e = append(e, 1)
+	e = appendUint(e, pad)
+	e = append(e, 0, 4, 1)
+	e = appendUint(e, uint64(len("content")))
+	e = append(e, "content"...)
+	e = appendUint(e, uint64(len(padText)))
+	e = append(e, padText...)
+	e = append(e, 0)
+	return yjs.SyncFrame(yjs.SyncUpdate, e)
+}
+
+// One client's frame must not hold the room up for its other clients (docs/crdt.md, "Limits":
+// "A limit reached by one client is that client's ... the room, its document and its other
+// clients go on"). The budget of one update is 16 steps a byte: a 5 MiB frame may take some
+// 80 million steps, seconds of CPU, all under the room's lock.
+func TestReview19OneFrameDoesNotStallTheRoom(t *testing.T) {
+	log := &memLog{}
+	_, url := newServer(t, log, nil)
+	a := dial(t, url+"o/d/e", "edit")
+	b := dial(t, url+"o/d/e", "edit")
+	padText := strings.Repeat("p", 5<<20-400_000)
+	pd := yjs.NewDocWithClient(5)
+	pad, _ := pd.Replace("other", yjs.Text, padText)
+	a.send(yjs.SyncFrame(yjs.SyncUpdate, pad))
+	a.edit(strings.Repeat("a", 6000))
+	eventually(t, "b has the text", func() bool { return len(b.text()) == 6000 })
+	a.mu.Lock()
+	client := a.doc.Client()
+	a.mu.Unlock()
+	attacker := rawDial(t, url+"o/d/e", "edit")
+	frame := costlyFrame(client, 5, padText)
+	if err := attacker.Write(context.Background(), websocket.MessageBinary, frame); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the server is applying it
+	start := time.Now()
+	b.edit("after")
+	for a.text() != "after" {
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("b's edit never reached a")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("one client's %d-byte frame held the room up: b's edit took %v to reach a", len(frame), took)
+	}
+}
