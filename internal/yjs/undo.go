@@ -160,6 +160,17 @@ func (d *Doc) saveUnit(p *uint16) {
 	}
 }
 
+// saveSplice records the UTF-16 unit a splice of c at diff overwrites: cutting a wide text
+// between the halves of a surrogate pair writes U+FFFD over the second half, in the array the
+// text shares with the content as it was.
+func (d *Doc) saveSplice(c *content, diff uint64) {
+	if s := c.text(); c.ref == refString && s.wide {
+		if u := s.at(int(diff) - 1); u >= 0xd800 && u <= 0xdbff { //nolint:gosec // G115: diff is within the content
+			d.saveUnit(&s.u16()[diff])
+		}
+	}
+}
+
 // touchList records a client's number of structs before the update first changes its list.
 func (d *Doc) touchList(client uint64) {
 	if j := d.j; j != nil {

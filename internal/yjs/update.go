@@ -549,6 +549,7 @@ func (d *Doc) integrate(s *pendingStruct, offset uint64) {
 		b.origin = b.left.lastID()
 		b.hasOrigin = true
 		held := b.content.bytes()
+		d.saveSplice(&b.content, offset) // a struct that waited keeps its own text on an undo
 		b.content = b.content.splice(offset)
 		d.held += b.content.bytes() - held
 		b.length -= offset
