@@ -87,6 +87,21 @@ func dump(d *Doc) string {
 	for _, c := range sortedKeysU64(d.pendingDS) {
 		fmt.Fprintf(&b, "pendingDS %d %v\n", c, d.pendingDS[c])
 	}
+	// The registrations of waiting structs (hints, but a lost one is a struct that waits
+	// forever, and one left behind is memory nothing frees): each heap as a sorted set.
+	for _, c := range sortedKeysU64(d.waitingOn) {
+		fmt.Fprintf(&b, "waitingOn %d %v\n", c, d.waitingOn[c])
+	}
+	for _, m := range sortedKeysU64(d.waiters) {
+		ws := slices.Clone(*d.waiters[m])
+		slices.SortFunc(ws, func(a, b waiter) int {
+			if a.need != b.need {
+				return cmpClock(a.need, b.need)
+			}
+			return cmpClock(a.client, b.client)
+		})
+		fmt.Fprintf(&b, "waiters %d %v\n", m, ws)
+	}
 	fmt.Fprintf(&b, "counts %d %d %d %d pendingNil %v\n", d.structs, d.npending, d.npendingDS, d.held, d.pending == nil)
 	return b.String()
 }

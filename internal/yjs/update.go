@@ -413,8 +413,11 @@ func (d *Doc) register(c uint64, s *pendingStruct) bool {
 	}
 	if d.waitingOn == nil {
 		d.waitingOn = map[uint64]waiter{}
+	}
+	if d.waiters == nil { // an undo may bring back one without the other
 		d.waiters = map[uint64]*waitHeap{}
 	}
+	d.saveWaitingOn(c)
 	d.waitingOn[c] = w
 	h := d.waiters[m]
 	if h == nil {
@@ -422,6 +425,7 @@ func (d *Doc) register(c uint64, s *pendingStruct) bool {
 		d.waiters[m] = h
 	}
 	heap.Push(h, waiter{need: need, client: c})
+	d.saveWait(m, waiter{need: need, client: c}, false)
 	return true
 }
 
@@ -448,7 +452,9 @@ func (d *Doc) wake(c uint64) []uint64 {
 	var out []uint64
 	for h.Len() > 0 && (*h)[0].need < now {
 		w := heap.Pop(h).(waiter)
+		d.saveWait(c, w, true)
 		if d.waitingOn[w.client] == (waiter{need: w.need, client: c}) {
+			d.saveWaitingOn(w.client)
 			delete(d.waitingOn, w.client)
 		}
 		out = append(out, w.client)
