@@ -163,9 +163,24 @@ func (r *room) greet(c *conn) {
 	}
 }
 
-// readOne reads and handles one frame, then waits while the user's budget is in debt; false
-// ends the connection.
+// readOne waits while the user's budget is in debt, then reads and handles one frame; false
+// ends the connection. The debt is the user's, not the connection's: a new connection's first
+// frame waits for it too (else reconnecting would make every first frame free).
 func (r *room) readOne(ctx context.Context, c *conn, ws *websocket.Conn) bool {
+	wait, over := c.user.charge(0, &r.hub.cfg)
+	if over {
+		c.close(statusTooMany, msgTooMuchWork)
+		return false
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-c.done:
+			return false
+		}
+	}
 	typ, frame, err := readFrame(ws, r.hub.cfg.MaxFrame)
 	if errors.Is(err, errFrameTooLarge) {
 		c.close(statusTooLarge, msgFrameTooLarge)
@@ -181,19 +196,9 @@ func (r *room) readOne(ctx context.Context, c *conn, ws *websocket.Conn) bool {
 	if !ok {
 		return false
 	}
-	wait, over := c.user.charge(1+len(frame)/1024+work, &r.hub.cfg)
-	if over {
+	if _, over := c.user.charge(1+len(frame)/1024+work, &r.hub.cfg); over {
 		c.close(statusTooMany, msgTooMuchWork)
 		return false
-	}
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-c.done:
-			return false
-		}
 	}
 	return true
 }
