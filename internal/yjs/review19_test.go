@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"testing"
+	"time"
 )
 
 // stringStruct writes a string struct (its client and clock are the list's): after origin
@@ -151,4 +153,137 @@ func heapInUseYjs() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse
+}
+
+// perStep times updates applied one after another to d (untrusted, under lim) and returns the
+// time each took per step of work it reported (at least one step an update).
+func perStep(t *testing.T, d *Doc, lim Limits, updates [][]byte) (time.Duration, int) {
+	t.Helper()
+	work := 0
+	start := time.Now()
+	for _, u := range updates {
+		a, err := d.ApplyUntrusted(context.Background(), u, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		work += max(1, a.Work)
+	}
+	return time.Since(start) / time.Duration(work), work / len(updates)
+}
+
+// The work an update reports (Applied.Work) is what live sync charges its user (WorkRate: 2
+// million steps a second, "some 5% of a core"; a step of conflict resolution takes about 0.1
+// µs). What an update makes the codec do must be in it: else a client sends tiny updates that
+// each cost the server far more than it is charged, under the room's lock.
+func TestReview19WorkCountsWhatAnUpdateCosts(t *testing.T) {
+	const most = time.Microsecond // per step: ten times the dearest step's cost
+	repeat := func(u []byte, n int) [][]byte {
+		out := make([][]byte, n)
+		for i := range out {
+			out[i] = u
+		}
+		return out
+	}
+	t.Run("waiting deletions", func(t *testing.T) {
+		// 9,999 deletions of client 77 wait (it has no structs); each update deletes one of
+		// them again: its 6 bytes merge it into the 9,999, sorted anew.
+		d := NewDocWithClient(1)
+		var e encoder
+		e.uint(0)
+		e.uint(1)
+		e.uint(77)
+		e.uint(9999)
+		for i := range 9999 {
+			e.uint(uint64(2 * i))
+			e.uint(1)
+		}
+		if _, err := d.ApplyUntrusted(context.Background(), e.buf, Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		u := []byte{0, 1, 77, 1, 0, 1}
+		if per, work := perStep(t, d, Limits{}, repeat(u, 500)); per > most {
+			t.Fatalf("a %d-byte update took %v per step of the %d it reported", len(u), per, work)
+		}
+	})
+	t.Run("waiting deletions of many clients", func(t *testing.T) {
+		// A deletion waits for each of 9,999 clients; each update deletes a clock of client
+		// 7 (known): it looks at every client's waiting deletions.
+		d := NewDocWithClient(1)
+		seven, _ := NewDocWithClient(7).Replace("t", Text, "abc")
+		mustApply(t, d, seven)
+		var e encoder
+		e.uint(0)
+		e.uint(9999)
+		for c := range uint64(9999) {
+			e.uint(1000 + c)
+			e.uint(1)
+			e.uint(5)
+			e.uint(1)
+		}
+		if _, err := d.ApplyUntrusted(context.Background(), e.buf, Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		u := []byte{0, 1, 7, 1, 0, 1}
+		if per, work := perStep(t, d, Limits{}, repeat(u, 500)); per > most {
+			t.Fatalf("a %d-byte update took %v per step of the %d it reported", len(u), per, work)
+		}
+	})
+	t.Run("waiting structs", func(t *testing.T) {
+		// 9,999 structs of client 88 wait (its clock 0 has not come); each update sends one of
+		// them again: it is merged with the 9,999, sorted anew, and dropped as a duplicate.
+		d := NewDocWithClient(1)
+		var p encoder
+		p.uint(1)
+		p.uint(9999)
+		p.uint(88)
+		p.uint(1)
+		for range 9999 {
+			stringStruct(&p, false, ID{}, "x")
+		}
+		p.uint(0)
+		if _, err := d.ApplyUntrusted(context.Background(), p.buf, Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		var q encoder
+		q.uint(1)
+		q.uint(1)
+		q.uint(88)
+		q.uint(5)
+		stringStruct(&q, false, ID{}, "x")
+		q.uint(0)
+		if per, work := perStep(t, d, Limits{}, repeat(q.buf, 500)); per > most {
+			t.Fatalf("a %d-byte update took %v per step of the %d it reported", len(q.buf), per, work)
+		}
+	})
+	t.Run("measured", func(t *testing.T) {
+		// A document of 200,000 structs 50 KB under the encoded limit: the bound passes the
+		// limit with each update of 300 insertions and their deletion, and its encoding (5 MiB)
+		// is measured every time.
+		insert, split := insertThenSplit(t, 200_000)
+		d := NewDocWithClient(1)
+		mustApply(t, d, insert)
+		mustApply(t, d, split)
+		pad, _ := NewDocWithClient(8).Replace("pad", Text, strings.Repeat("q", 5<<20-50_000-d.EncodedSize()))
+		mustApply(t, d, pad)
+		c := NewDocWithClient(9)
+		var us [][]byte
+		for range 20 {
+			var parts [][]byte
+			text := ""
+			for range 300 {
+				text = "x" + text
+				u, _ := c.Replace("scratch", Text, text)
+				parts = append(parts, u)
+			}
+			u, _ := c.Replace("scratch", Text, "")
+			m, err := Merge(append(parts, u)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			us = append(us, m)
+		}
+		if per, work := perStep(t, d, Limits{MaxEncoded: 5 << 20, MaxSize: 64 << 20}, us); per > most {
+			t.Fatalf("a %d-byte update took %v per step of the %d it reported", len(us[0]), per, work)
+		}
+	})
 }
