@@ -120,3 +120,37 @@ func TestReview19OneFrameDoesNotStallTheRoom(t *testing.T) {
 		t.Fatalf("one client's %d-byte frame held the room up: b's edit took %v to reach a", len(frame), took)
 	}
 }
+
+// The bytes waiting to be written to all connections are bounded (MaxOutBytes) for the
+// process; one user's connections that ask for a large document and never read must not take
+// all of it: else every other client of the process is refused its answer ("The server is
+// busy") or disconnected as too slow, by one user (docs/crdt.md, "Limits": "A limit reached
+// by one client is that client's").
+func TestReview19OneUserDoesNotTakeTheProcessOutBytes(t *testing.T) {
+	log := &memLog{}
+	h, url := newServerWith(t, log, Config{MaxOutBytes: 64 << 20})
+	big := strings.Repeat("lorem ipsum ", 330_000) // 3.9 MB
+	w := dial(t, url+"o/d/e", "edit")
+	w.edit(big)
+	flush(t, w)
+	// 20 connections of one viewer: each asks for the whole document three times (the
+	// kernel's buffers take the first answer or two) and never reads.
+	for range 20 {
+		ws := rawDial(t, url+"o/d/e", "viewer-greedy")
+		for range 3 {
+			if err := ws.Write(context.Background(), websocket.MessageBinary, []byte{0, 0, 1, 0}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	time.Sleep(time.Second)
+	t.Logf("%d MiB wait to be written", h.outBytes.Load()>>20)
+	other := dial(t, url+"o/d/e", "viewer-other")
+	deadline := time.Now().Add(5 * time.Second)
+	for other.text() != big {
+		if other.end != nil || time.Now().After(deadline) {
+			t.Fatalf("another user did not get the document (%v): %d MiB wait to be written for the first user's connections", other.end, h.outBytes.Load()>>20)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
