@@ -154,3 +154,26 @@ func TestReview19OneUserDoesNotTakeTheProcessOutBytes(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Every frame read costs its user's budget (a step per KiB at least), text frames too: the
+// server reads them whole (up to MaxFrame) before it drops them.
+func TestReview19TextFramesAreCharged(t *testing.T) {
+	log := &memLog{}
+	_, url := newServerWith(t, log, Config{WorkRate: 1000, WorkBurst: 1000, MaxDebt: time.Minute})
+	ws := rawDial(t, url+"o/d/e", "edit")
+	junk := strings.Repeat("j", 100<<10)
+	for range 100 { // 10,000 steps: ten seconds of the rate
+		if err := ws.Write(context.Background(), websocket.MessageText, []byte(junk)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := yjs.NewDocWithClient(7)
+	u, _ := d.Replace("content", yjs.Text, "after the junk")
+	if err := ws.Write(context.Background(), websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, u)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if n := log.count("o/d/e"); n != 0 {
+		t.Fatal("10 MB of text frames cost their user nothing: its update was applied at once")
+	}
+}
