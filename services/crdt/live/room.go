@@ -189,12 +189,11 @@ func (r *room) readOne(ctx context.Context, c *conn, ws *websocket.Conn) bool {
 	if err != nil {
 		return false
 	}
-	if typ != websocket.MessageBinary {
-		return true
-	}
-	work, ok := r.handle(ctx, c, frame)
-	if !ok {
-		return false
+	work, ok := 0, true
+	if typ == websocket.MessageBinary { // a text frame is not the protocol's: dropped, once read
+		if work, ok = r.handle(ctx, c, frame); !ok {
+			return false
+		}
 	}
 	if _, over := c.user.charge(1+len(frame)/1024+work, &r.hub.cfg); over {
 		c.close(statusTooMany, msgTooMuchWork)
