@@ -177,3 +177,55 @@ func TestReview19TextFramesAreCharged(t *testing.T) {
 		t.Fatal("10 MB of text frames cost their user nothing: its update was applied at once")
 	}
 }
+
+// A refused update's work is its user's too: an update refused as too costly took all the work
+// it was allowed (seconds of CPU for the largest), and its connection's end must not wipe the
+// slate (a new connection of the user would send another at once).
+func TestReview19RefusedWorkIsCharged(t *testing.T) {
+	log := &memLog{}
+	_, url := newServerWith(t, log, Config{WorkRate: 1000, WorkBurst: 1000, MaxDebt: time.Hour})
+	a := dial(t, url+"o/d/e", "view")
+	flush(t, a)
+	w := rawDial(t, url+"o/d/e", "edit")
+	base := yjs.NewDocWithClient(5)
+	u, _ := base.Replace("content", yjs.Text, strings.Repeat("a", 6000))
+	if err := w.Write(context.Background(), websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, u)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a has the text", func() bool { return len(a.text()) == 6000 })
+	w.CloseNow()
+	time.Sleep(50 * time.Millisecond)
+	// Insertions of a higher client right to left at one place (as
+	// TestRefusedUpdateEndsOnlyItsSender): past the work budget of one update.
+	const n = 5000
+	var e []byte
+	e = append(e, 1)
+	e = appendUint(e, n)
+	e = appendUint(e, 1<<40)
+	e = append(e, 0)
+	for k := 0; k < n; k++ {
+		e = append(e, 0x80|4)
+		e = appendUint(e, 5)
+		e = appendUint(e, uint64(n-1-k))
+		e = append(e, 1, 'x')
+	}
+	e = append(e, 0)
+	evil := rawDial(t, url+"o/d/e", "edit")
+	if err := evil.Write(context.Background(), websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, e)); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := closedWith(t, evil); code != statusMalformed {
+		t.Fatalf("closed with %d, want %d", code, statusMalformed)
+	}
+	before := log.count("o/d/e")
+	again := rawDial(t, url+"o/d/e", "edit")
+	d := yjs.NewDocWithClient(7)
+	small, _ := d.Replace("other", yjs.Text, "small")
+	if err := again.Write(context.Background(), websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, small)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if got := log.count("o/d/e"); got != before {
+		t.Fatal("after an update refused as too costly (some 500,000 steps, 500 s of the rate), the user's next connection was served at once")
+	}
+}
