@@ -191,15 +191,15 @@ func (r *room) readOne(ctx context.Context, c *conn, ws *websocket.Conn) bool {
 	}
 	work, ok := 0, true
 	if typ == websocket.MessageBinary { // a text frame is not the protocol's: dropped, once read
-		if work, ok = r.handle(ctx, c, frame); !ok {
-			return false
-		}
+		work, ok = r.handle(ctx, c, frame)
 	}
-	if _, over := c.user.charge(1+len(frame)/1024+work, &r.hub.cfg); over {
+	// Charged whatever came of it: a refused update took the work it was allowed, and the
+	// user's next connection owes it.
+	if _, over := c.user.charge(1+len(frame)/1024+work, &r.hub.cfg); over && ok {
 		c.close(statusTooMany, msgTooMuchWork)
 		return false
 	}
-	return true
+	return ok
 }
 
 // handle acts on one frame and returns the work it took; false ends the connection.
