@@ -126,7 +126,11 @@ func (d *Doc) checkAfter() {
 	case lim.MaxEncoded > 0 && d.encBound > lim.MaxEncoded:
 		// The bound passed the limit: measure (the document's whole encoding; only near the
 		// limit, as the bound is exact again after).
-		if n := d.EncodedSize(); n > lim.MaxEncoded {
+		n := d.EncodedSize()
+		// The measure is the update's work too, a step per 16 bytes as an answer's encoding:
+		// near the limit every update may need one, however small.
+		d.work += n / 16
+		if n > lim.MaxEncoded {
 			d.stop = fmt.Errorf("%w: %d bytes (at most %d)", ErrEncodedTooLarge, n, lim.MaxEncoded)
 		}
 	}

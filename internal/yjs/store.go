@@ -199,11 +199,7 @@ func (d *Doc) splitHere(b *block, diff uint64) *block {
 	d.work++
 	d.saveBlock(b)
 	d.saveBlock(b.right)
-	if s := b.content.text(); b.content.ref == refString && s.wide {
-		if u := s.at(int(diff) - 1); u >= 0xd800 && u <= 0xdbff { //nolint:gosec // G115: diff is within the item
-			d.saveUnit(&s.u16()[diff]) // splice writes U+FFFD over the pair's second half
-		}
-	}
+	d.saveSplice(&b.content, diff)
 	r := d.newBlock(block{
 		id:             ID{b.id.Client, b.id.Clock + diff},
 		length:         b.length - diff,

@@ -1,6 +1,9 @@
 package yjs
 
-import "sync"
+import (
+	"container/heap"
+	"sync"
+)
 
 // journal records what one untrusted update changes in the state that existed before it, so
 // that a refusal midway (too much work, too large, a cancelled caller) leaves the document
@@ -22,6 +25,10 @@ type journal struct {
 	pendingDS map[uint64][][2]uint64
 	units     []unitSave
 	roots     []string
+	// The registrations of waiting structs the update changed: d.waitingOn's entries before
+	// their first change, and the entries it pushed to and popped from d.waiters.
+	waitingOn map[uint64]waitingOnSave
+	waits     []waitOp
 	// created: what the update made, marked fresh until the journal ends.
 	created []*block
 	// pendingNil: the pending map was nil before the update.
@@ -58,6 +65,18 @@ const (
 	listRewrite
 )
 
+type waitingOnSave struct {
+	w   waiter
+	had bool
+}
+
+// waitOp is an entry pushed to (or popped from, popped) the waiters of client m.
+type waitOp struct {
+	m      uint64
+	w      waiter
+	popped bool
+}
+
 type unitSave struct {
 	p *uint16
 	v uint16
@@ -67,7 +86,7 @@ type unitSave struct {
 // none, and a loaded document holds none while it waits for the next.
 var journals = sync.Pool{New: func() any {
 	return &journal{blocks: map[*block]int{}, types: map[*ytype]ytype{}, lens: map[uint64]int{},
-		pending: map[uint64][]*pendingStruct{}, pendingDS: map[uint64][][2]uint64{}}
+		pending: map[uint64][]*pendingStruct{}, pendingDS: map[uint64][][2]uint64{}, waitingOn: map[uint64]waitingOnSave{}}
 }}
 
 // beginJournal starts recording; the document's changes are undone by undo until endJournal.
@@ -89,7 +108,7 @@ func (d *Doc) endJournal() {
 	for _, b := range j.created {
 		b.fresh = false
 	}
-	if len(j.saved) > 4096 || len(j.undeleted) > 4096 || len(j.lists) > 4096 || len(j.created) > 4096 {
+	if len(j.saved) > 4096 || len(j.undeleted) > 4096 || len(j.lists) > 4096 || len(j.created) > 4096 || len(j.waits) > 4096 {
 		return
 	}
 	clear(j.created)
@@ -99,6 +118,8 @@ func (d *Doc) endJournal() {
 	clear(j.lens)
 	clear(j.pending)
 	clear(j.pendingDS)
+	clear(j.waitingOn)
+	j.waits = j.waits[:0]
 	clear(j.saved) // drop references to blocks
 	j.saved = j.saved[:0]
 	clear(j.undeleted)
@@ -160,6 +181,17 @@ func (d *Doc) saveUnit(p *uint16) {
 	}
 }
 
+// saveSplice records the UTF-16 unit a splice of c at diff overwrites: cutting a wide text
+// between the halves of a surrogate pair writes U+FFFD over the second half, in the array the
+// text shares with the content as it was.
+func (d *Doc) saveSplice(c *content, diff uint64) {
+	if s := c.text(); c.ref == refString && s.wide {
+		if u := s.at(int(diff) - 1); u >= 0xd800 && u <= 0xdbff { //nolint:gosec // G115: diff is within the content
+			d.saveUnit(&s.u16()[diff])
+		}
+	}
+}
+
 // touchList records a client's number of structs before the update first changes its list.
 func (d *Doc) touchList(client uint64) {
 	if j := d.j; j != nil {
@@ -200,6 +232,85 @@ func (d *Doc) savePendingDS(c uint64) {
 	if j := d.j; j != nil {
 		if _, ok := j.pendingDS[c]; !ok {
 			j.pendingDS[c] = d.pendingDS[c]
+		}
+	}
+}
+
+// saveWaitingOn records client c's registration before it changes.
+func (d *Doc) saveWaitingOn(c uint64) {
+	if j := d.j; j != nil {
+		if _, ok := j.waitingOn[c]; !ok {
+			w, had := d.waitingOn[c]
+			j.waitingOn[c] = waitingOnSave{w, had}
+		}
+	}
+}
+
+// saveWait records an entry pushed to or popped from the waiters of client m.
+func (d *Doc) saveWait(m uint64, w waiter, popped bool) {
+	if d.j != nil {
+		d.j.waits = append(d.j.waits, waitOp{m, w, popped})
+	}
+}
+
+// undoWaits restores the registrations of waiting structs: an update refused after it woke a
+// struct must leave it registered (else it waits forever once its clock comes), and one that
+// registered its own must not leave them behind (memory nothing counts or frees). It costs
+// the waiters of the clients the update touched.
+func (d *Doc) undoWaits(j *journal) {
+	net := map[waitOp]int{} // entries to put back (popped) or take out (pushed)
+	for _, op := range j.waits {
+		k := waitOp{m: op.m, w: op.w}
+		if op.popped {
+			net[k]++
+		} else {
+			net[k]--
+		}
+	}
+	if len(net) > 0 && d.waiters == nil {
+		d.waiters = map[uint64]*waitHeap{}
+	}
+	touched := map[uint64]bool{}
+	for k, n := range net {
+		if n == 0 {
+			continue
+		}
+		touched[k.m] = true
+		h := d.waiters[k.m]
+		if h == nil {
+			h = &waitHeap{}
+			d.waiters[k.m] = h
+		}
+		for ; n > 0; n-- {
+			*h = append(*h, k.w)
+		}
+	}
+	for m := range touched {
+		h := d.waiters[m]
+		kept := (*h)[:0]
+		for _, w := range *h {
+			if k := (waitOp{m: m, w: w}); net[k] < 0 {
+				net[k]++
+				continue
+			}
+			kept = append(kept, w)
+		}
+		clear((*h)[len(kept):])
+		*h = kept
+		if len(kept) == 0 {
+			delete(d.waiters, m)
+		} else {
+			heap.Init(h)
+		}
+	}
+	for c, s := range j.waitingOn {
+		switch {
+		case s.had && d.waitingOn == nil:
+			d.waitingOn = map[uint64]waiter{c: s.w}
+		case s.had:
+			d.waitingOn[c] = s.w
+		default:
+			delete(d.waitingOn, c)
 		}
 	}
 }
@@ -275,6 +386,7 @@ func (d *Doc) undo() {
 		}
 	}
 	d.structs, d.npending, d.npendingDS, d.held = j.structs, j.npending, j.npendingDS, j.held
+	d.undoWaits(j)
 	// Wake-ups registered meanwhile are hints; those the update consumed are made again.
 	for c := range j.pending {
 		d.registerHead(c)

@@ -288,6 +288,8 @@ func (d *Doc) queue(c uint64, list []*pendingStruct) bool {
 			return a.b.id.Clock == b.b.id.Clock && a.b.length == b.b.length
 		})
 	}
+	// Merging with what waits costs what waits (a few bytes may touch a long queue).
+	d.work += len(old)
 	if len(q) == len(old) {
 		return false
 	}
@@ -413,8 +415,11 @@ func (d *Doc) register(c uint64, s *pendingStruct) bool {
 	}
 	if d.waitingOn == nil {
 		d.waitingOn = map[uint64]waiter{}
+	}
+	if d.waiters == nil { // an undo may bring back one without the other
 		d.waiters = map[uint64]*waitHeap{}
 	}
+	d.saveWaitingOn(c)
 	d.waitingOn[c] = w
 	h := d.waiters[m]
 	if h == nil {
@@ -422,6 +427,7 @@ func (d *Doc) register(c uint64, s *pendingStruct) bool {
 		d.waiters[m] = h
 	}
 	heap.Push(h, waiter{need: need, client: c})
+	d.saveWait(m, waiter{need: need, client: c}, false)
 	return true
 }
 
@@ -448,7 +454,9 @@ func (d *Doc) wake(c uint64) []uint64 {
 	var out []uint64
 	for h.Len() > 0 && (*h)[0].need < now {
 		w := heap.Pop(h).(waiter)
+		d.saveWait(c, w, true)
 		if d.waitingOn[w.client] == (waiter{need: w.need, client: c}) {
+			d.saveWaitingOn(w.client)
 			delete(d.waitingOn, w.client)
 		}
 		out = append(out, w.client)
@@ -549,6 +557,7 @@ func (d *Doc) integrate(s *pendingStruct, offset uint64) {
 		b.origin = b.left.lastID()
 		b.hasOrigin = true
 		held := b.content.bytes()
+		d.saveSplice(&b.content, offset) // a struct that waited keeps its own text on an undo
 		b.content = b.content.splice(offset)
 		d.held += b.content.bytes() - held
 		b.length -= offset
@@ -717,18 +726,27 @@ func (d *Doc) deleteItem(b *block) {
 // deletions grew.
 func (d *Doc) applyDeletes(byClient map[uint64][][2]uint64) bool {
 	// Waiting deletions whose first clock the client has reached (by this update, or by local
-	// edits since, as yjs retries them on every update) may apply now.
-	for c, rs := range d.pendingDS {
-		if _, ok := byClient[c]; !ok && rs[0][0] < d.state(c) {
-			byClient[c] = nil
+	// edits since, as yjs retries them on every update) may apply now. Only the clients that
+	// gained structs, and the local one, can have reached them: an update looks at those, not
+	// at every client with deletions waiting.
+	retry := func(c uint64) {
+		if rs := d.pendingDS[c]; len(rs) > 0 && rs[0][0] < d.state(c) {
+			if _, ok := byClient[c]; !ok {
+				byClient[c] = nil
+			}
 		}
 	}
+	for c := range d.tr.before {
+		retry(c)
+	}
+	retry(d.client)
 	grew := false
 	for _, c := range sortedKeysU64(byClient) {
 		old := d.pendingDS[c]
 		all := byClient[c] // the update's own: sorted in place
 		if len(old) > 0 {
 			all = slices.Concat(old, all)
+			d.work += len(old) // merged and sorted again: what waits costs
 		}
 		all = sortMerge(all)
 		// Sorted: those below the state apply now, the rest wait; one may straddle it.

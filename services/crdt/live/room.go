@@ -163,25 +163,11 @@ func (r *room) greet(c *conn) {
 	}
 }
 
-// readOne reads and handles one frame, then waits while the user's budget is in debt; false
-// ends the connection.
+// readOne waits while the user's budget is in debt, then reads and handles one frame; false
+// ends the connection. The debt is the user's, not the connection's: a new connection's first
+// frame waits for it too (else reconnecting would make every first frame free).
 func (r *room) readOne(ctx context.Context, c *conn, ws *websocket.Conn) bool {
-	typ, frame, err := readFrame(ws, r.hub.cfg.MaxFrame)
-	if errors.Is(err, errFrameTooLarge) {
-		c.close(statusTooLarge, msgFrameTooLarge)
-		return false
-	}
-	if err != nil {
-		return false
-	}
-	if typ != websocket.MessageBinary {
-		return true
-	}
-	work, ok := r.handle(ctx, c, frame)
-	if !ok {
-		return false
-	}
-	wait, over := c.user.charge(1+len(frame)/1024+work, &r.hub.cfg)
+	wait, over := c.user.charge(0, &r.hub.cfg)
 	if over {
 		c.close(statusTooMany, msgTooMuchWork)
 		return false
@@ -195,7 +181,25 @@ func (r *room) readOne(ctx context.Context, c *conn, ws *websocket.Conn) bool {
 			return false
 		}
 	}
-	return true
+	typ, frame, err := readFrame(ws, r.hub.cfg.MaxFrame)
+	if errors.Is(err, errFrameTooLarge) {
+		c.close(statusTooLarge, msgFrameTooLarge)
+		return false
+	}
+	if err != nil {
+		return false
+	}
+	work, ok := 0, true
+	if typ == websocket.MessageBinary { // a text frame is not the protocol's: dropped, once read
+		work, ok = r.handle(ctx, c, frame)
+	}
+	// Charged whatever came of it: a refused update took the work it was allowed, and the
+	// user's next connection owes it.
+	if _, over := c.user.charge(1+len(frame)/1024+work, &r.hub.cfg); over && ok {
+		c.close(statusTooMany, msgTooMuchWork)
+		return false
+	}
+	return ok
 }
 
 // handle acts on one frame and returns the work it took; false ends the connection.
