@@ -19,6 +19,17 @@ import (
 // map[string]any for map, a []any for array. It returns the update (empty when nothing
 // changed), already applied to d; errors wrap ErrValue and leave d unchanged.
 func (d *Doc) Replace(root string, k Kind, value any) ([]byte, error) {
+	return d.ReplaceWithin(root, k, value, 0)
+}
+
+// ReplaceWithin is Replace for content from outside, which may make the document hold at most
+// maxSize bytes of memory (Size; zero: no bound), and XML at most a node per 512 of them: a few
+// MiB of XML can be a million elements, hundreds of bytes of memory each. Past either, it stops
+// with an error wrapping ErrMemoryTooLarge, and the document, written in part, must be
+// discarded.
+func (d *Doc) ReplaceWithin(root string, k Kind, value any, maxSize int) ([]byte, error) {
+	d.replaceMax, d.replaceErr = maxSize, nil
+	defer func() { d.replaceMax, d.replaceErr = 0, nil }()
 	var xmlNodes []xmlNode
 	switch k {
 	case Text:
@@ -34,7 +45,7 @@ func (d *Doc) Replace(root string, k Kind, value any) ([]byte, error) {
 			return nil, errNotUTF8
 		}
 		var err error
-		if xmlNodes, err = parseXML(s); err != nil {
+		if xmlNodes, err = parseXML(s, maxSize/512); err != nil {
 			return nil, err
 		}
 	case Map:
@@ -71,12 +82,24 @@ func (d *Doc) Replace(root string, k Kind, value any) ([]byte, error) {
 		d.replaceArray(t, value.([]any))
 	}
 	d.commit()
+	if d.replaceErr != nil {
+		return nil, d.replaceErr
+	}
 	if d.state(d.client) == tr.before[d.client] && len(tr.deleted) == 0 {
 		return nil, nil
 	}
 	update := d.encodeTransaction(tr)
 	d.growBound(len(update), d.work-w, np)
 	return update, nil
+}
+
+// replaceFull reports whether what Replace writes has taken the document past its bound
+// (ReplaceWithin), recording the error; the writing stops there.
+func (d *Doc) replaceFull() bool {
+	if d.replaceErr == nil && d.replaceMax > 0 && d.Size() > d.replaceMax {
+		d.replaceErr = fmt.Errorf("%w: %d bytes (at most %d)", ErrMemoryTooLarge, d.Size(), d.replaceMax)
+	}
+	return d.replaceErr != nil
 }
 
 // errNotUTF8 refuses strings that are not UTF-8: written, they would make the document
@@ -296,6 +319,9 @@ func (d *Doc) replaceMap(t *ytype, m map[string]any, depth int) {
 		}
 	}
 	for _, k := range sortedKeys(m) {
+		if d.replaceFull() {
+			return
+		}
 		v := m[k]
 		cur := t.m[k]
 		if cur != nil && !cur.deleted {

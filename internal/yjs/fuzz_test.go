@@ -243,7 +243,7 @@ func FuzzReplace(f *testing.F) {
 				t.Fatalf("reads %s, want %s", got, want)
 			}
 		case XML:
-			nodes, err := parseXML(next)
+			nodes, err := parseXML(next, 0)
 			if err != nil {
 				t.Fatalf("written, yet does not parse: %v", err)
 			}

@@ -12,8 +12,9 @@ import (
 // client's edit is far within them; what they stop is an update built to cost the server
 // (memory, or CPU that grows faster than the document).
 type Limits struct {
-	// MaxWork is the update's work budget in steps; zero: DefaultMaxWork of the update and
-	// the document.
+	// MaxWork is the update's work budget in steps; zero: 100,000, and 8 per struct and
+	// deleted range it brings (those the document holds already not counted), and 3 per
+	// struct the document holds.
 	MaxWork int
 	// MaxEncoded bounds the length of the document's encoding (Encode(nil)) after the update,
 	// the size it is stored and answered at; zero: no bound.
@@ -32,20 +33,27 @@ const DefaultMaxPending = 10_000
 
 // The work budget of one untrusted update: steps of conflict resolution, structs integrated,
 // split, deleted, collected and merged, and structs moved in the clients' lists (64 to a
-// step). Real updates take about one step per struct, and a client's update holds at least a
-// byte per struct; deleting or collecting what the document holds is once per struct, so the
-// document's own structs are in the budget too (deleting everything is allowed). What it stops
-// is work that grows faster than that: YATA made quadratic by insertions crafted to conflict
-// (in yjs too), and structs split one at a time from long lists.
+// step). Real updates take a step or two per struct they bring, and deleting or collecting
+// what the document holds is once per struct, so the document's own structs are in the budget
+// too (deleting everything is allowed). What it stops is work that grows faster than that:
+// YATA made quadratic by insertions crafted to conflict (in yjs too), and structs split one at
+// a time from long lists. It counts the structs and deleted ranges an update brings, not its
+// bytes: structs the document holds already, a long string, cost nothing to pad a frame with.
+// A step is 25 to 110 ns, so the largest legitimate update (a whole document of the memory
+// limit's 350,000 structs) takes under half a second, and so does a hostile one.
 const (
-	workBase    = 100_000
-	workPerByte = 16
+	workBase      = 100_000
+	workPerStruct = 8
+	workPerHeld   = 3
 	// ctxEvery is how many steps go between looks at the caller's context.
 	ctxEvery = 4096
 )
 
-// DefaultMaxWork is the work budget of an untrusted update of n bytes to the document.
-func (d *Doc) DefaultMaxWork(n int) int { return workBase + workPerByte*n + d.structs }
+// defaultMaxWork is the work budget of an untrusted update that brings structs new structs and
+// ranges deleted ranges to the document.
+func (d *Doc) defaultMaxWork(structs, ranges int) int {
+	return workBase + workPerStruct*(structs+ranges) + workPerHeld*d.structs
+}
 
 // ErrTooLarge is the refusal of an untrusted update that would make the document larger than
 // its limits (Limits); each limit has its own error wrapping it.
@@ -92,7 +100,8 @@ func (d *Doc) ApplyUntrusted(ctx context.Context, update []byte, lim Limits) (Ap
 	d.work, d.nextCtx = 0, ctxEvery
 	d.budget = lim.MaxWork
 	if d.budget <= 0 {
-		d.budget = d.DefaultMaxWork(len(update))
+		structs, ranges := u.size(d)
+		d.budget = d.defaultMaxWork(structs, ranges)
 	}
 	defer func() { d.lim, d.ctx = nil, nil }()
 	d.beginJournal()

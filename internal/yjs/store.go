@@ -90,6 +90,10 @@ type Doc struct {
 	stop    error
 	// j records what the update being applied changes, to undo it (undo.go).
 	j *journal
+	// replaceMax bounds what ReplaceWithin may make the document hold; replaceErr says why it
+	// stopped.
+	replaceMax int
+	replaceErr error
 }
 
 // NewDoc returns an empty document whose local edits use a random client id, as yjs picks

@@ -36,6 +36,23 @@ type decodedUpdate struct {
 	ds map[uint64][][2]uint64
 }
 
+// size counts what an update brings to d: the structs d does not hold yet, and the deleted
+// ranges.
+func (u decodedUpdate) size(d *Doc) (structs, ranges int) {
+	for c, list := range u.structs {
+		st := d.state(c)
+		for _, p := range list {
+			if !p.skip && p.b.end() > st {
+				structs++
+			}
+		}
+	}
+	for _, rs := range u.ds {
+		ranges += len(rs)
+	}
+	return structs, ranges
+}
+
 // decodeUpdate reads a whole v1 update, so that malformed bytes are refused before the
 // document changes. What it reads may take at most maxAlloc bytes of memory (negative: any):
 // an update from an untrusted client must not make the server allocate more than its limits

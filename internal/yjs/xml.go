@@ -22,10 +22,18 @@ type xmlNode struct {
 // maxXMLDepth bounds the nesting of XML given to Replace.
 const maxXMLDepth = 128
 
-// parseXML reads an XML fragment: any number of elements and text nodes at the top. Names
-// are kept as written (a prefix stays a prefix: yjs knows no namespaces), end tags must match
-// their start tags, and nothing may close the fragment early.
-func parseXML(s string) ([]xmlNode, error) {
+// parseXML reads an XML fragment: any number of elements and text nodes at the top, at most
+// maxNodes of them in all (zero: any number). Names are kept as written (a prefix stays a
+// prefix: yjs knows no namespaces), end tags must match their start tags, and nothing may close
+// the fragment early.
+func parseXML(s string, maxNodes int) ([]xmlNode, error) {
+	nodes := 0
+	count := func() error {
+		if nodes++; maxNodes > 0 && nodes > maxNodes {
+			return fmt.Errorf("%w: XML of more than %d nodes", ErrMemoryTooLarge, maxNodes)
+		}
+		return nil
+	}
 	dec := xml.NewDecoder(strings.NewReader("<r>" + s + "</r>"))
 	dec.Strict = true
 	root := &xmlNode{}
@@ -53,6 +61,9 @@ func parseXML(s string) ([]xmlNode, error) {
 			}
 			if len(stack) > maxXMLDepth {
 				return nil, fmt.Errorf("%w: XML nested deeper than %d levels", ErrValue, maxXMLDepth)
+			}
+			if err := count(); err != nil {
+				return nil, err
 			}
 			n := xmlNode{name: qname(t.Name)}
 			for _, a := range t.Attr {
@@ -82,6 +93,9 @@ func parseXML(s string) ([]xmlNode, error) {
 			if k := len(parent.children); k > 0 && parent.children[k-1].isText {
 				parent.children[k-1].text += string(t)
 			} else if len(t) > 0 {
+				if err := count(); err != nil {
+					return nil, err
+				}
 				parent.children = append(parent.children, xmlNode{isText: true, text: string(t)})
 			}
 		}
@@ -229,6 +243,9 @@ func plainText(t *ytype) bool {
 
 // insertXML inserts a node after left in t and returns its item.
 func (d *Doc) insertXML(t *ytype, left *block, n xmlNode, depth int) *block {
+	if d.replaceFull() {
+		return left
+	}
 	var right *block
 	if left != nil {
 		right = left.right

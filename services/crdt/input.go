@@ -194,6 +194,15 @@ func shapeOf(k yjs.Kind) string {
 	}
 }
 
+// replaceRefusal words a refusal of the caller's content by the codec: too large for the
+// document's memory (as an update past it is), or not fitting its type (valueRefusal).
+func replaceRefusal(k yjs.Kind, err error) error {
+	if errors.Is(err, yjs.ErrMemoryTooLarge) {
+		return apierr.FailedPrecondition(msgStateTooMany)
+	}
+	return valueRefusal(k, err)
+}
+
 // valueRefusal words a refusal of the codec (yjs.ErrValue: the value does not fit the type, or
 // XML that does not parse).
 func valueRefusal(k yjs.Kind, err error) error {

@@ -26,7 +26,7 @@ func TestReview19AddIsHeldToTheMemoryLimit(t *testing.T) {
 	runtime.ReadMemStats(&m0)
 	_, err := h.srv.AddCrdtData(k1, &crdtv1.AddCrdtDataRequest{OrganizationId: "o", DocumentId: "d", EditorId: "e", Data: data, Type: "xml"})
 	runtime.ReadMemStats(&m1)
-	wantStatus(t, "add", err, codes.FailedPrecondition, msgStateTooBig)
+	wantStatus(t, "add", err, codes.FailedPrecondition, msgStateTooMany)
 	if alloc := m1.TotalAlloc - m0.TotalAlloc; alloc > 2*maxDocMemory {
 		t.Fatalf("refusing an Add of %d bytes allocated %d MiB", len(data.GetStringValue()), alloc>>20)
 	}

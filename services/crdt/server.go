@@ -258,9 +258,9 @@ func (s *Server) AddCrdtData(ctx context.Context, req *crdtv1.AddCrdtDataRequest
 		return nil, err
 	}
 	d := yjs.NewDoc()
-	update, err := d.Replace(in.key, in.kind, in.value)
+	update, err := d.ReplaceWithin(in.key, in.kind, in.value, maxDocMemory)
 	if err != nil {
-		return nil, valueRefusal(in.kind, err)
+		return nil, replaceRefusal(in.kind, err)
 	}
 	if err := checkSize(d); err != nil {
 		return nil, err
@@ -302,9 +302,9 @@ func (s *Server) UpdateCrdtData(ctx context.Context, req *crdtv1.UpdateCrdtDataR
 	if err != nil {
 		return nil, err
 	}
-	update, err := d.Replace(in.key, in.kind, in.value)
+	update, err := d.ReplaceWithin(in.key, in.kind, in.value, maxDocMemory)
 	if err != nil {
-		return nil, valueRefusal(in.kind, err)
+		return nil, replaceRefusal(in.kind, err)
 	}
 	resp := &crdtv1.UpdateCrdtDataResponse{Status: statusSuccess, Message: msgUpdated}
 	if len(update) == 0 {

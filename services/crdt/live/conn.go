@@ -75,6 +75,8 @@ type frame struct {
 	data []byte
 	refs atomic.Int32
 	hub  *Hub
+	// user: an answer's, whose bytes count for it too until written.
+	user *userBudget
 }
 
 // newFrame makes a frame for n connections.
@@ -88,6 +90,9 @@ func (h *Hub) newFrame(data []byte, n int) *frame {
 func (f *frame) release() {
 	if f.refs.Add(-1) == 0 {
 		f.hub.outBytes.Add(-int64(len(f.data)))
+		if f.user != nil {
+			f.user.out.Add(-int64(len(f.data)))
+		}
 	}
 }
 
@@ -255,6 +260,8 @@ var errFrameTooLarge = errors.New("frame too large")
 // a client that asks too much is slowed and the others are not; one whose debt passes
 // MaxDebt is closed (4429).
 type userBudget struct {
+	// out counts the bytes of answers made for the user's connections and not written yet.
+	out    atomic.Int64
 	mu     sync.Mutex
 	tokens float64
 	last   time.Time

@@ -126,8 +126,9 @@ type Config struct {
 	// grant's UserID) in one room, MaxConnsTotal those of the process.
 	MaxConns, MaxConnsPerUser, MaxConnsTotal int
 	// MaxQueue bounds the bytes waiting to be written to one connection; MaxOutBytes those
-	// waiting for all of them (frames shared by connections counted once).
-	MaxQueue, MaxOutBytes int
+	// waiting for all of them (frames shared by connections counted once); MaxUserOutBytes the
+	// answers waiting for one user's connections to a room.
+	MaxQueue, MaxOutBytes, MaxUserOutBytes int
 	// MaxDocsBytes bounds the memory of the loaded documents (yjs.Doc.Size): past it, no
 	// document loads (connections to documents not loaded are told to try again later).
 	MaxDocsBytes int64
@@ -154,14 +155,16 @@ const (
 	DefaultMaxConnsTotal     = 20000
 	DefaultMaxQueue          = 16 << 20
 	DefaultMaxOutBytes       = 512 << 20
+	DefaultMaxUserOutBytes   = 32 << 20
 	DefaultMaxDocsBytes      = 2 << 30
 	DefaultMaxAwarenessState = 8 << 10
 	DefaultMaxClientsPerConn = 4
 	DefaultMaxAwarenessRoom  = 1 << 20
-	// A keystroke takes a few steps; a user's whole state sent once takes about a step per
-	// struct. 2 million a second is some 5% of a core.
-	DefaultWorkRate  = 2e6
-	DefaultWorkBurst = 20e6
+	// A keystroke takes a few steps; a user's whole state sent once takes a step or two per
+	// struct. A step is 25 to 110 ns: a million a second is at most a ninth of a core, and a
+	// burst of 5 million (the largest document's whole state, twice) half a second.
+	DefaultWorkRate  = 1e6
+	DefaultWorkBurst = 5e6
 	DefaultMaxDebt   = 30 * time.Second
 	writeTimeout     = 10 * time.Second
 )
@@ -207,6 +210,7 @@ func New(cfg Config) *Hub {
 	defaults(&cfg.MaxConnsTotal, DefaultMaxConnsTotal)
 	defaults(&cfg.MaxQueue, DefaultMaxQueue)
 	defaults(&cfg.MaxOutBytes, DefaultMaxOutBytes)
+	defaults(&cfg.MaxUserOutBytes, DefaultMaxUserOutBytes)
 	defaults(&cfg.MaxDocsBytes, DefaultMaxDocsBytes)
 	defaults(&cfg.MaxAwarenessState, DefaultMaxAwarenessState)
 	defaults(&cfg.MaxClientsPerConn, DefaultMaxClientsPerConn)

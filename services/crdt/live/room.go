@@ -342,8 +342,7 @@ func (r *room) flush() {
 	r.mu.Unlock()
 }
 
-// flushHeld is flush for a caller that holds flushMu and the room's lock (an answer, which must
-// not include what the log does not hold; the room's end).
+// flushHeld is flush for a caller that holds flushMu and the room's lock (the room's end).
 func (r *room) flushHeld() {
 	if batch := r.batch; len(batch) > 0 {
 		r.batch = nil
@@ -463,28 +462,40 @@ func (r *room) breakLocked() {
 // that the state vector lacks, after storing what is batched (the log holds whatever a client
 // is sent). Its cost goes to the user's budget. Nil when there is nothing to send.
 func (r *room) answerSync(c *conn, sv []byte) *frame {
-	r.flushMu.Lock()
+	// What is batched is stored first (the store writing without the room's lock): the answer
+	// holds what the log holds, and at most the updates of the few milliseconds since, which
+	// are being stored.
+	r.flush()
 	r.mu.Lock()
 	if r.broken.Load() {
 		r.mu.Unlock()
-		r.flushMu.Unlock()
 		return nil
 	}
-	r.flushHeld()
 	diff, err := r.doc.Encode(sv)
 	r.mu.Unlock()
-	r.flushMu.Unlock()
 	if err != nil {
 		c.close(statusMalformed, "Malformed state vector.")
 		return nil
 	}
-	if r.hub.outBytes.Load()+int64(len(diff)) > int64(r.hub.cfg.MaxOutBytes) {
+	// Encoding costs about a step per 16 bytes; the reader pays it before its next frame.
+	c.user.charge(len(diff)/16, &r.hub.cfg)
+	return r.answerFrame(c, yjs.SyncFrame(yjs.SyncStep2, diff))
+}
+
+// answerFrame makes an answer's frame, unless the bytes waiting for the connection's user (its
+// answers not written yet) or for the whole process would pass their bounds (MaxUserOutBytes,
+// MaxOutBytes): then the connection is closed (1013, to come back later). A user whose
+// connections ask and do not read holds its own share, not the process's.
+func (r *room) answerFrame(c *conn, data []byte) *frame {
+	n := int64(len(data))
+	if c.user.out.Add(n) > int64(r.hub.cfg.MaxUserOutBytes) || r.hub.outBytes.Load()+n > int64(r.hub.cfg.MaxOutBytes) {
+		c.user.out.Add(-n)
 		c.close(websocket.StatusTryAgainLater, msgBusy)
 		return nil
 	}
-	// Encoding costs about a step per 16 bytes; the reader pays it before its next frame.
-	c.user.charge(len(diff)/16, &r.hub.cfg)
-	return r.hub.newFrame(yjs.SyncFrame(yjs.SyncStep2, diff), 1)
+	f := r.hub.newFrame(data, 1)
+	f.user = c.user
+	return f
 }
 
 // answerPeers makes the answer to a query of awareness: the room's states (at most
@@ -496,7 +507,7 @@ func (r *room) answerPeers(c *conn) *frame {
 		return nil
 	}
 	c.user.charge(r.awareBytes/256+len(r.aware), &r.hub.cfg)
-	return r.hub.newFrame(yjs.AwarenessFrame(r.awarenessStates()), 1)
+	return r.answerFrame(c, yjs.AwarenessFrame(r.awarenessStates()))
 }
 
 // awareness takes a connection's awareness entries and relays those it may set, and returns
