@@ -1,6 +1,7 @@
 package yjs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,9 +97,9 @@ func dump(d *Doc) string {
 		ws := slices.Clone(*d.waiters[m])
 		slices.SortFunc(ws, func(a, b waiter) int {
 			if a.need != b.need {
-				return cmpClock(a.need, b.need)
+				return cmp.Compare(a.need, b.need)
 			}
-			return cmpClock(a.client, b.client)
+			return cmp.Compare(a.client, b.client)
 		})
 		fmt.Fprintf(&b, "waiters %d %v\n", m, ws)
 	}

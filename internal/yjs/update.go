@@ -1,6 +1,7 @@
 package yjs
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"slices"
@@ -299,7 +300,7 @@ func (d *Doc) queue(c uint64, list []*pendingStruct) bool {
 	q := list
 	if len(old) > 0 {
 		q = slices.Concat(old, list)
-		slices.SortStableFunc(q, func(a, b *pendingStruct) int { return cmpClock(a.b.id.Clock, b.b.id.Clock) })
+		slices.SortStableFunc(q, func(a, b *pendingStruct) int { return cmp.Compare(a.b.id.Clock, b.b.id.Clock) })
 		// A struct sent twice waits once.
 		q = slices.CompactFunc(q, func(a, b *pendingStruct) bool {
 			return a.b.id.Clock == b.b.id.Clock && a.b.length == b.b.length
@@ -330,16 +331,6 @@ func pendingBytes(q []*pendingStruct) int {
 		n += p.b.content.bytes()
 	}
 	return n
-}
-
-func cmpClock(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // popPending removes the head of a client's waiting structs.
@@ -768,7 +759,7 @@ func (d *Doc) applyDeletes(byClient map[uint64][][2]uint64) bool {
 		all = sortMerge(all)
 		// Sorted: those below the state apply now, the rest wait; one may straddle it.
 		st := d.state(c)
-		cut, _ := slices.BinarySearchFunc(all, st, func(r [2]uint64, st uint64) int { return cmpClock(r[0], st) })
+		cut, _ := slices.BinarySearchFunc(all, st, func(r [2]uint64, st uint64) int { return cmp.Compare(r[0], st) })
 		now, rest := all[:cut:cut], all[cut:]
 		if n := len(now); n > 0 && now[n-1][0]+now[n-1][1] > st {
 			last := now[n-1]

@@ -227,26 +227,11 @@ func TestRefusedUpdateEndsOnlyItsSender(t *testing.T) {
 	a.edit(strings.Repeat("a", 6000))
 	b := dial(t, url+"o/d/e", "edit")
 	eventually(t, "b has the text", func() bool { return len(b.text()) == 6000 })
-	// Insertions of a higher client, right to left at one place: quadratic conflict
-	// resolution, past the work budget.
-	const n = 5000
-	var e []byte
-	e = append(e, 1)
-	e = appendUint(e, n)
-	e = appendUint(e, 1<<40) // a client above every uint32 id: each insertion scans the others
-	e = append(e, 0)         // clock
 	a.mu.Lock()
 	client := a.doc.Client()
 	a.mu.Unlock()
-	for k := 0; k < n; k++ {
-		e = append(e, 0x80|4)
-		e = appendUint(e, client)
-		e = appendUint(e, uint64(n-1-k))
-		e = append(e, 1, 'x')
-	}
-	e = append(e, 0)
 	evil := rawDial(t, url+"o/d/e", "edit")
-	if err := evil.Write(context.Background(), websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, e)); err != nil {
+	if err := evil.Write(context.Background(), websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, conflicting(client, 5000, 6000))); err != nil {
 		t.Fatal(err)
 	}
 	if code, _ := closedWith(t, evil); code != statusMalformed {
@@ -257,6 +242,48 @@ func TestRefusedUpdateEndsOnlyItsSender(t *testing.T) {
 	if b.end != nil || a.end != nil {
 		t.Fatalf("an honest client was disconnected: %v %v", a.end, b.end)
 	}
+}
+
+// conflicting is the structs of an update (a header for one client, clock 0, and the structs;
+// no delete set): n one-character insertions by a client above every uint32 id, each right
+// after a character of client of, right to left (clocks n-1 down to 0, modulo span): each
+// insertion scans all those before it, quadratic conflict resolution (in yjs too).
+func conflictingStructs(of uint64, n, span int) []byte {
+	var e []byte
+	e = appendUint(e, uint64(n))
+	e = appendUint(e, 1<<40)
+	e = append(e, 0) // clock
+	for k := 0; k < n; k++ {
+		e = append(e, 0x80|4) // a string with an origin
+		e = appendUint(e, of)
+		e = appendUint(e, uint64((n-1-k)%span))
+		e = append(e, 1, 'x')
+	}
+	return e
+}
+
+// conflicting is conflictingStructs as a whole update.
+func conflicting(of uint64, n, span int) []byte {
+	return append(append([]byte{1}, conflictingStructs(of, n, span)...), 0)
+}
+
+// scattered is one update of n one-character insertions a client made, each at the start of
+// the text: n structs in n places, thousands of steps of work.
+func scattered(t *testing.T, n int) []byte {
+	t.Helper()
+	c := yjs.NewDocWithClient(6)
+	parts := make([][]byte, 0, n)
+	text := ""
+	for i := range n {
+		text = string(rune('a'+i%26)) + text
+		u, _ := c.Replace("content", yjs.Text, text)
+		parts = append(parts, u)
+	}
+	merged, err := yjs.Merge(parts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return merged
 }
 
 func appendUint(b []byte, v uint64) []byte {
@@ -334,19 +361,7 @@ func TestWorkBeyondTheBudgetIsSlowedThenRefused(t *testing.T) {
 	// One frame of 4,000 one-character insertions in separate places: some 5,000 steps, more
 	// than a second of the rate.
 	costly := rawDial(t, url+"o/d/e3", "edit")
-	c := yjs.NewDocWithClient(6)
-	var parts [][]byte
-	text := ""
-	for i := range 4000 {
-		text = string(rune('a'+i%26)) + text
-		u, _ := c.Replace("content", yjs.Text, text)
-		parts = append(parts, u)
-	}
-	merged, err := yjs.Merge(parts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := costly.Write(context.Background(), websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, merged)); err != nil {
+	if err := costly.Write(context.Background(), websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, scattered(t, 4000))); err != nil {
 		t.Fatal(err)
 	}
 	if code, reason := closedWith(t, costly); code != statusTooMany {

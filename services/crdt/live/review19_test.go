@@ -22,18 +22,7 @@ func TestReview19NewConnectionPaysTheUsersDebt(t *testing.T) {
 	flush(t, keep)
 	// One frame of 4,000 one-character insertions in separate places: some 5,000 steps, four
 	// seconds of the rate past the burst.
-	c := yjs.NewDocWithClient(6)
-	var parts [][]byte
-	text := ""
-	for i := range 4000 {
-		text = string(rune('a'+i%26)) + text
-		u, _ := c.Replace("content", yjs.Text, text)
-		parts = append(parts, u)
-	}
-	merged, err := yjs.Merge(parts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	merged := scattered(t, 4000)
 	costly := rawDial(t, url+"o/d/e", "edit")
 	if err := costly.Write(context.Background(), websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, merged)); err != nil {
 		t.Fatal(err)
@@ -55,24 +44,16 @@ func TestReview19NewConnectionPaysTheUsersDebt(t *testing.T) {
 	}
 }
 
-// costlyFrame is a sync update of about 5 MiB whose work takes the whole budget of one
-// update (some 80 million steps): insertions of a high client, right to left among the
-// 6,000 characters of client, each scanning those before it (quadratic), and for padding a
-// struct the room has already (client pad's first, dropped unread: it costs nothing but
-// raises the budget, 16 steps a byte).
+// costlyFrame is a sync update of about 5 MiB built to take as much work as one update may:
+// insertions of a high client, right to left among the 6,000 characters of client, each
+// scanning those before it (quadratic), and for padding a struct the room has already (client
+// pad's first, dropped unread: it costs nothing, and raised the budget when the budget was
+// counted in bytes, 16 steps a byte: some 80 million steps).
 func costlyFrame(client, pad uint64, padText string) []byte {
 	const n = 20000
 	var e []byte
 	e = append(e, 2)
-	e = appendUint(e, n)
-	e = appendUint(e, 1<<40)
-	e = append(e, 0)
-	for k := 0; k < n; k++ {
-		e = append(e, 0x80|4)
-		e = appendUint(e, client)
-		e = appendUint(e, uint64((n-1-k)%6000))
-		e = append(e, 1, 'x')
-	}
+	e = append(e, conflictingStructs(client, n, 6000)...)
 	e = append(e, 1)
 	e = appendUint(e, pad)
 	e = append(e, 0, 4, 1)
@@ -86,8 +67,8 @@ func costlyFrame(client, pad uint64, padText string) []byte {
 
 // One client's frame must not hold the room up for its other clients (docs/crdt.md, "Limits":
 // "A limit reached by one client is that client's ... the room, its document and its other
-// clients go on"). The budget of one update is 16 steps a byte: a 5 MiB frame may take some
-// 80 million steps, seconds of CPU, all under the room's lock.
+// clients go on"). When the budget of one update was 16 steps a byte, a 5 MiB frame could take
+// some 80 million steps, seconds of CPU, all under the room's lock.
 func TestReview19OneFrameDoesNotStallTheRoom(t *testing.T) {
 	log := &memLog{}
 	_, url := newServer(t, log, nil)
@@ -197,21 +178,8 @@ func TestReview19RefusedWorkIsCharged(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	// Insertions of a higher client right to left at one place (as
 	// TestRefusedUpdateEndsOnlyItsSender): past the work budget of one update.
-	const n = 5000
-	var e []byte
-	e = append(e, 1)
-	e = appendUint(e, n)
-	e = appendUint(e, 1<<40)
-	e = append(e, 0)
-	for k := 0; k < n; k++ {
-		e = append(e, 0x80|4)
-		e = appendUint(e, 5)
-		e = appendUint(e, uint64(n-1-k))
-		e = append(e, 1, 'x')
-	}
-	e = append(e, 0)
 	evil := rawDial(t, url+"o/d/e", "edit")
-	if err := evil.Write(context.Background(), websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, e)); err != nil {
+	if err := evil.Write(context.Background(), websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, conflicting(5, 5000, 6000))); err != nil {
 		t.Fatal(err)
 	}
 	if code, _ := closedWith(t, evil); code != statusMalformed {

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -360,18 +361,8 @@ func (r *room) relayAwarenessLocked() {
 		states = append(states, s)
 	}
 	r.awareOut = nil // made again at the next change: most rooms' presence rarely changes
-	slices.SortFunc(states, func(a, b yjs.AwarenessState) int { return cmpUint(a.Client, b.Client) })
+	slices.SortFunc(states, func(a, b yjs.AwarenessState) int { return cmp.Compare(a.Client, b.Client) })
 	r.broadcastLocked(yjs.AwarenessFrame(states), nil)
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // mergeAtMost is the batch size merged into one update; beyond it (a large paste) each update
