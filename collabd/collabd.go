@@ -226,6 +226,13 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 				return nil, err
 			}
 		}
+		listens := []string{cfg.GRPCAddr}
+		if cfg.Runs(Gateway) || len(routes) > 0 {
+			listens = append(listens, cfg.HTTPAddr)
+		}
+		if err := checkExposure(cfg, p.Dev, listens); err != nil {
+			return nil, err
+		}
 		if auth == nil {
 			authService := ""
 			for _, m := range cfg.Modules {
@@ -304,14 +311,16 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
 		}
+		ln = limitListeners(ln, cfg.HTTPMaxConns, cfg.HTTPMaxConnsPerAddress, log)
 		p.HTTPAddr, p.routesOnly = ln.Addr().String(), !cfg.Runs(Gateway)
 		// Requests live in base, which ends once Shutdown has waited for them: Shutdown does not
 		// wait for hijacked connections (live sync's WebSockets, served or proxied), and ending
 		// their requests' context closes them.
 		base, cancelBase := context.WithCancel(context.Background())
 		hs := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
-			ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-			BaseContext: func(net.Listener) context.Context { return base }}
+			MaxHeaderBytes: MaxHeaderBytes,
+			ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+			BaseContext:    func(net.Listener) context.Context { return base }}
 		serve := hs.Serve
 		if p.tls.http != nil {
 			// ServeTLS sets up HTTP/2 as well; the certificate comes from GetCertificate.
@@ -341,7 +350,8 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 }
 
 // connect opens two connections to every service: a plain one for the gateway, which forwards
-// callers' credentials, and one that adds the internal token for service-to-service calls.
+// callers' credentials and proves its X-Forwarded-For (authn.HeaderForwarder), and one that
+// adds the internal token for service-to-service calls.
 // Services of this process are reached in process (local), others at their peer address.
 func (p *Process) connect(cfg Config, local *inproc.Server, peerOpts ...grpc.DialOption) (plain, internal map[string]grpc.ClientConnInterface, err error) {
 	plain, internal = map[string]grpc.ClientConnInterface{}, map[string]grpc.ClientConnInterface{}
@@ -362,7 +372,7 @@ func (p *Process) connect(cfg Config, local *inproc.Server, peerOpts ...grpc.Dia
 		return conn, nil
 	}
 	for name, addr := range cfg.Peers {
-		if plain[name], err = dial(addr); err != nil {
+		if plain[name], err = dial(addr, grpc.WithChainUnaryInterceptor(authn.ForwarderClientInterceptor(p.peerToken(cfg)))); err != nil {
 			return nil, nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
 		}
 		if internal[name], err = dial(addr, append(p.tls.internalPeerOptions(), grpc.WithChainUnaryInterceptor(authn.InternalClientInterceptor(p.peerToken(cfg))))...); err != nil {
@@ -370,7 +380,7 @@ func (p *Process) connect(cfg Config, local *inproc.Server, peerOpts ...grpc.Dia
 		}
 	}
 	if local != nil {
-		localPlain, localInternal := local.Conn(), local.Conn(withToken)
+		localPlain, localInternal := local.Conn(authn.ForwarderClientInterceptor(cfg.InternalToken)), local.Conn(withToken)
 		for _, name := range cfg.Names() {
 			if cfg.Runs(name) {
 				plain[name], internal[name] = localPlain, localInternal

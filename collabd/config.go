@@ -55,6 +55,13 @@ type Config struct {
 	// within that time, not only new ones. 0: connections last until closed.
 	GRPCMaxConnectionAge time.Duration
 
+	// HTTPMaxConns and HTTPMaxConnsPerAddress cap the HTTP listener's open connections, in all
+	// and per client address (limitListeners); 0: no cap.
+	HTTPMaxConns, HTTPMaxConnsPerAddress int
+	// AllowPublishedDevCredentials lets the development workspace keep its published
+	// credentials while a listener is reachable beyond loopback (checkExposure).
+	AllowPublishedDevCredentials bool
+
 	AuthCacheTTL  time.Duration
 	InternalToken string
 	SecretKey     string
@@ -173,6 +180,17 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 	grpcCert := f.String("grpc-tls-cert-file", "", "PEM certificate this process presents in mutual TLS, as server and as client; its SANs must hold the host names (or IPs) peers dial it at")
 	grpcKey := f.String("grpc-tls-key-file", "", "PEM private key of --grpc-tls-cert-file")
 	maxConnAge := f.Duration("grpc-max-connection-age", 30*time.Minute, "how long a connection to the gRPC listener lasts before the server asks the client to reconnect (in-flight calls get a minute to finish): under mutual TLS, a replaced certificate or a CA dropped from the bundle then holds for open connections within that time; 0: until closed; at least 1s")
+	maxConns, maxConnsPerAddr := 25000, 2000
+	f.Func("http-max-conns", strconv.Itoa(maxConns), "most connections the HTTP listener holds open at once (live sync's WebSockets included); past it new ones wait; 0: no cap",
+		intFlag(&maxConns))
+	f.Func("http-max-conns-per-address", strconv.Itoa(maxConnsPerAddr), "most connections the HTTP listener holds open from one client address; past it new ones are closed at once; behind a proxy every client has the proxy's address: raise it or use 0 (no cap) and cap at the proxy",
+		intFlag(&maxConnsPerAddr))
+	allowPublished := false
+	f.Func("allow-published-dev-credentials", "false", "start even though the development workspace has its published credentials and a listener (--http-addr, --grpc-addr) is reachable beyond loopback: anyone who reaches it is then its owner",
+		func(v string) (err error) {
+			allowPublished, err = strconv.ParseBool(strings.TrimSpace(v))
+			return err
+		})
 	ttl := f.Duration("auth-cache-ttl", 5*time.Second, "how long services other than the authenticating one trust a checked credential")
 	internalToken := f.Secret("internal-token", "", "shared secret of service-to-service calls, required on internal gRPC operations; at least 32 random characters (openssl rand -hex 32); required when services run in several processes without --grpc-tls-* (with mutual TLS and no token, a peer's verified certificate is the credential; a token given stays required), random per process otherwise")
 	secretKey := f.Secret("secret-key", "", "master secret for page tokens; empty: kept in MongoDB, or random per run on the memory store")
@@ -195,6 +213,7 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 		c.TLSCertFile, c.TLSKeyFile = *tlsCert, *tlsKey
 		c.GRPCTLSCAFile, c.GRPCTLSCertFile, c.GRPCTLSKeyFile = *grpcCA, *grpcCert, *grpcKey
 		c.GRPCMaxConnectionAge = *maxConnAge
+		c.HTTPMaxConns, c.HTTPMaxConnsPerAddress, c.AllowPublishedDevCredentials = maxConns, maxConnsPerAddr, allowPublished
 		c.OTLPEndpoint, c.TraceSampleRatio = *otlpEndpoint, sampleRatio
 		if c.OTLPEndpoint != "" {
 			if _, err := tracing.ParseEndpoint(c.OTLPEndpoint); err != nil {
@@ -468,4 +487,16 @@ func (c Config) parseServices(v string) ([]string, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
+}
+
+// intFlag parses a count of zero or more into n.
+func intFlag(n *int) func(string) error {
+	return func(v string) error {
+		i, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || i < 0 {
+			return fmt.Errorf("want a whole number of 0 or more, got %q", v)
+		}
+		*n = i
+		return nil
+	}
 }

@@ -38,6 +38,13 @@ const (
 	// came on; the gateway's other connection, which carries public callers' requests, never
 	// sends it (the gateway forwards x-service-* and x-request-id headers only).
 	HeaderInternalPeer = "x-collab-internal-peer"
+	// HeaderForwarder carries the internal token on the gateway's calls: it proves their
+	// x-forwarded-for is the gateway's (the last hop is the HTTP caller's address, which
+	// services rate-limit by). It grants nothing else: internal methods still need
+	// HeaderInternalToken.
+	HeaderForwarder = "x-collab-forwarder-token"
+	// headerForwardedFor is the client addresses a trusted forwarder passes on.
+	headerForwardedFor = "x-forwarded-for"
 )
 
 // internalPeerValue is HeaderInternalPeer's one value.
@@ -144,6 +151,17 @@ func (i *Interceptor) internal(ctx context.Context, md metadata.MD) bool {
 	return i.verifiedPeers && first(md, HeaderInternalPeer) == internalPeerValue && verifiedPeer(ctx)
 }
 
+// forwarder reports whether the call's x-forwarded-for can be trusted: it came from the
+// gateway (HeaderForwarder), from another service (the internal credential), or, under mutual
+// TLS with verified peers, over a connection whose certificate the process verified (only the
+// deployment's own processes hold one).
+func (i *Interceptor) forwarder(ctx context.Context, md metadata.MD) bool {
+	if i.internalToken != "" && subtle.ConstantTimeCompare([]byte(first(md, HeaderForwarder)), []byte(i.internalToken)) == 1 {
+		return true
+	}
+	return i.internal(ctx, md) || (i.verifiedPeers && verifiedPeer(ctx))
+}
+
 // verifiedPeer reports whether the call came over TLS with a client certificate that the
 // server verified against its CA bundle. In-process calls have no TLS peer.
 func verifiedPeer(ctx context.Context) bool {
@@ -201,9 +219,16 @@ func (i *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServer
 }
 
 // Authenticate checks the credentials that the method's class requires and returns ctx with
-// the caller on it.
+// the caller on it. An x-forwarded-for that no trusted forwarder sent is removed first, so a
+// direct gRPC caller cannot choose the address it is rate-limited by (docs/operations.md,
+// "Rate limits").
 func (i *Interceptor) Authenticate(ctx context.Context, fullMethod string, req any) (context.Context, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
+	if len(md.Get(headerForwardedFor)) > 0 && !i.forwarder(ctx, md) {
+		md = md.Copy()
+		delete(md, headerForwardedFor)
+		ctx = metadata.NewIncomingContext(ctx, md)
+	}
 	switch i.classOf(fullMethod) {
 	case optionsv1.Auth_AUTH_PUBLIC:
 		return ctx, nil

@@ -321,3 +321,68 @@ func TestPeerMarkerSent(t *testing.T) {
 		t.Fatalf("interceptor sent %v, %v", sent, err)
 	}
 }
+
+// An x-forwarded-for reaches the handler only from a trusted forwarder: the gateway (the
+// internal token in HeaderForwarder), another service (the internal credential), or a verified
+// peer under mutual TLS with verified peers. Anyone else's is dropped, the rest of the
+// metadata kept.
+func TestForwardedForOnlyFromTrustedForwarders(t *testing.T) {
+	verified := &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{
+		PeerCertificates: []*x509.Certificate{{}}, VerifiedChains: [][]*x509.Certificate{{{}}},
+	}}}
+	const xff = "203.0.113.7"
+	plain, peers := NewInterceptor(&fakeAuth{}, "internal-secret"), NewInterceptor(&fakeAuth{}, "internal-secret", WithVerifiedPeers())
+	for _, i := range []*Interceptor{plain, peers} {
+		i.classes.Store("/t/Public", optionsv1.Auth_AUTH_PUBLIC)
+	}
+	for _, c := range []struct {
+		name string
+		i    *Interceptor
+		ctx  context.Context
+		kept bool
+	}{
+		{"direct caller", plain, incoming("x-forwarded-for", xff, "x-request-id", "r"), false},
+		{"a wrong forwarder token", plain, incoming("x-forwarded-for", xff, HeaderForwarder, "guess", "x-request-id", "r"), false},
+		{"an empty forwarder token", NewInterceptor(&fakeAuth{}, ""), incoming("x-forwarded-for", xff, HeaderForwarder, "", "x-request-id", "r"), false},
+		{"the gateway", plain, incoming("x-forwarded-for", xff, HeaderForwarder, "internal-secret", "x-request-id", "r"), true},
+		{"a service", plain, incoming("x-forwarded-for", xff, HeaderInternalToken, "internal-secret", "x-request-id", "r"), true},
+		{"a verified peer, peers taken", peers, peer.NewContext(incoming("x-forwarded-for", xff, "x-request-id", "r"), verified), true},
+		{"a verified peer, peers not taken", plain, peer.NewContext(incoming("x-forwarded-for", xff, "x-request-id", "r"), verified), false},
+	} {
+		c.i.classes.Store("/t/Public", optionsv1.Auth_AUTH_PUBLIC)
+		var md metadata.MD
+		_, err := c.i.Unary(c.ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/t/Public"}, func(ctx context.Context, _ any) (any, error) {
+			md, _ = metadata.FromIncomingContext(ctx)
+			return "ok", nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := md.Get("x-forwarded-for"); (len(got) == 1 && got[0] == xff) != c.kept || (!c.kept && len(got) != 0) {
+			t.Errorf("%s: x-forwarded-for %q, want kept %v", c.name, got, c.kept)
+		}
+		if got := md.Get("x-request-id"); len(got) != 1 {
+			t.Errorf("%s: the other metadata was lost: %v", c.name, md)
+		}
+	}
+	// The original metadata is not changed: another reader of the caller's context sees it.
+	ctx := incoming("x-forwarded-for", xff)
+	_, _ = plain.Unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/t/Public"}, func(context.Context, any) (any, error) { return nil, nil })
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("x-forwarded-for")) != 1 {
+		t.Fatal("the caller's metadata was changed in place")
+	}
+}
+
+// The gateway's interceptor sends the token in HeaderForwarder, and nothing without a token.
+func TestForwarderTokenSent(t *testing.T) {
+	for token, want := range map[string]int{"tok": 1, "": 0} {
+		var sent metadata.MD
+		err := ForwarderClientInterceptor(token)(context.Background(), "/t/M", nil, nil, nil, func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+			sent, _ = metadata.FromOutgoingContext(ctx)
+			return nil
+		})
+		if err != nil || len(sent.Get(HeaderForwarder)) != want || (want == 1 && sent.Get(HeaderForwarder)[0] != token) {
+			t.Fatalf("token %q: sent %v, %v", token, sent, err)
+		}
+	}
+}

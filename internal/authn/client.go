@@ -139,6 +139,17 @@ func InternalClientInterceptor(internalToken string) grpc.UnaryClientInterceptor
 	}
 }
 
+// ForwarderClientInterceptor adds HeaderForwarder with the internal token to every call: it
+// goes on the gateway's connections, whose calls carry callers' x-forwarded-for.
+func ForwarderClientInterceptor(internalToken string) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if internalToken != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, HeaderForwarder, internalToken)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
 // InternalPeerClientInterceptor adds HeaderInternalPeer to every call: it goes, with
 // InternalClientInterceptor, on a service's internal connections to peers under mutual TLS,
 // and never on the gateway's.

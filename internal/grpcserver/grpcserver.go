@@ -32,12 +32,12 @@ const MaxMessageBytes = 8 << 20
 func Fits(m proto.Message) bool { return proto.Size(m) <= MaxMessageBytes }
 
 // Chain is the one unary interceptor every call passes, over TCP or in process (internal/inproc):
-// request id and access log, panic recovery, error mapping (apierr.ToStatus) and
-// authentication, in that order. outer run first, around all of them: the tracing
+// request id and access log, panic recovery, error mapping (apierr.ToStatus), the request
+// limits (requestLimits) and authentication, in that order. outer run first, around all of them: the tracing
 // (internal/tracing) and metrics (internal/metrics) interceptors go there, so they see the code
 // the caller gets, after panic recovery and error mapping, and calls authentication refuses.
 func Chain(log *slog.Logger, auth *authn.Interceptor, outer ...grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
-	chain := append(append([]grpc.UnaryServerInterceptor{}, outer...), requestLog(log), recovery(log), errorMapping(log), auth.Unary)
+	chain := append(append([]grpc.UnaryServerInterceptor{}, outer...), requestLog(log), recovery(log), errorMapping(log), requestLimits(), auth.Unary)
 	var from func(i int, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) grpc.UnaryHandler
 	from = func(i int, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) grpc.UnaryHandler {
 		if i == len(chain) {
@@ -52,9 +52,10 @@ func Chain(log *slog.Logger, auth *authn.Interceptor, outer ...grpc.UnaryServerI
 	}
 }
 
-// New returns a grpc.Server whose unary calls pass chain (Chain), with the message size limits.
+// New returns a grpc.Server whose unary calls pass chain (Chain), with the message size limits
+// and serverCodec.
 func New(chain grpc.UnaryServerInterceptor, opts ...grpc.ServerOption) *grpc.Server {
-	base := []grpc.ServerOption{grpc.UnaryInterceptor(chain), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
+	base := []grpc.ServerOption{grpc.UnaryInterceptor(chain), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes), newServerCodec()}
 	return grpc.NewServer(append(base, opts...)...)
 }
 

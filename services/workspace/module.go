@@ -39,7 +39,7 @@ func publishedDev() service.DevCredentials {
 // development workspace.
 func setup(f *service.Flags) service.BuildFunc {
 	limits := DefaultRateLimits
-	f.Func("rate-limit", "", "off, or per-minute limits like createWorkspace=10,getWorkspace=60,emailStatus=20", func(v string) (err error) {
+	f.Func("rate-limit", "", "off, or per-minute limits like createWorkspace=10,getWorkspace=60,emailStatus=20,emailStatusPerAddress=60", func(v string) (err error) {
 		limits, err = ParseRateLimits(v)
 		return err
 	})
@@ -127,8 +127,10 @@ func ParseRateLimits(v string) (RateLimits, error) {
 			limits.GetWorkspace = n
 		case "emailStatus":
 			limits.EmailStatus = n
+		case "emailStatusPerAddress":
+			limits.EmailStatusPerAddress = n
 		default:
-			return limits, fmt.Errorf("unknown limit %q (createWorkspace, getWorkspace, emailStatus)", name)
+			return limits, fmt.Errorf("unknown limit %q (createWorkspace, getWorkspace, emailStatus, emailStatusPerAddress)", name)
 		}
 	}
 	return limits, nil

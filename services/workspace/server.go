@@ -47,10 +47,13 @@ type RateLimits struct {
 	CreateWorkspace int // per client address
 	GetWorkspace    int // per workspace
 	EmailStatus     int // per owner email
+	// EmailStatusPerAddress bounds Get Email Verification Status per client address too, so
+	// one caller cannot probe many emails (each within its own limit) from one address.
+	EmailStatusPerAddress int
 }
 
 // DefaultRateLimits are the limits when none are configured.
-var DefaultRateLimits = RateLimits{CreateWorkspace: 10, GetWorkspace: 60, EmailStatus: 20}
+var DefaultRateLimits = RateLimits{CreateWorkspace: 10, GetWorkspace: 60, EmailStatus: 20, EmailStatusPerAddress: 60}
 
 // Server implements the workspace service and authenticates callers for every service.
 type Server struct {
@@ -64,7 +67,7 @@ type Server struct {
 	grace     time.Duration
 	publicURL string
 
-	createLimit, getLimit, statusLimit *ratelimit.Limiter
+	createLimit, getLimit, statusLimit, statusAddrLimit *ratelimit.Limiter
 }
 
 // Option configures a Server.
@@ -87,6 +90,7 @@ func WithRateLimits(l RateLimits) Option {
 		s.createLimit = ratelimit.New(l.CreateWorkspace, time.Minute, s.clock)
 		s.getLimit = ratelimit.New(l.GetWorkspace, time.Minute, s.clock)
 		s.statusLimit = ratelimit.New(l.EmailStatus, time.Minute, s.clock)
+		s.statusAddrLimit = ratelimit.New(l.EmailStatusPerAddress, time.Minute, s.clock)
 	}
 }
 
@@ -677,7 +681,8 @@ func (s *Server) GetEmailVerificationStatus(ctx context.Context, req *workspacev
 	if err != nil {
 		return nil, err
 	}
-	if !s.statusLimit.Allow(ownerEmail) {
+	// The address first: a caller past it spends none of the email's own budget.
+	if !s.statusAddrLimit.Allow(clientAddress(ctx)) || !s.statusLimit.Allow(ownerEmail) {
 		return nil, apierr.RateLimited()
 	}
 	checkFailed := func(err error) error {
@@ -817,8 +822,11 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// clientAddress is the address Create Workspace is limited by: the last X-Forwarded-For hop
-// (the one our gateway appends from the connection), or the gRPC peer for direct callers.
+// clientAddress is the address Create Workspace and Get Email Verification Status are limited
+// by: the last X-Forwarded-For hop (the one our gateway appends from the connection), or the
+// gRPC peer for direct callers. The authentication interceptor removes an X-Forwarded-For that
+// did not come from the gateway or another service (authn.HeaderForwarder), so a direct caller
+// cannot choose it.
 func clientAddress(ctx context.Context) string {
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		if v := md.Get("x-forwarded-for"); len(v) > 0 {
