@@ -18,6 +18,11 @@ type Limiter struct {
 
 	mu     sync.Mutex
 	counts map[string]bucket
+	// sweepNext is the number of keys at which the next sweep runs: twice those kept by the
+	// last, so that many keys live in one window (one per address or email a caller makes up)
+	// cost a sweep per doubling, not one per new key.
+	sweepNext int
+	sweeps    int // passes over the map so far
 }
 
 type bucket struct {
@@ -25,7 +30,7 @@ type bucket struct {
 	n     int
 }
 
-// sweepAt is the number of keys past which stale buckets are dropped.
+// sweepAt is the fewest keys at which stale buckets are dropped.
 const sweepAt = 4096
 
 // New returns a Limiter. A limit of 0 or less allows everything.
@@ -43,8 +48,9 @@ func (l *Limiter) Allow(key string) bool {
 	defer l.mu.Unlock()
 	b, ok := l.counts[key]
 	if !ok || now.Sub(b.start) >= l.window {
-		if !ok && len(l.counts) >= sweepAt {
+		if !ok && len(l.counts) >= max(sweepAt, l.sweepNext) {
 			l.sweep(now)
+			l.sweepNext = 2 * len(l.counts)
 		}
 		b = bucket{start: now}
 	}
@@ -57,6 +63,7 @@ func (l *Limiter) Allow(key string) bool {
 }
 
 func (l *Limiter) sweep(now time.Time) {
+	l.sweeps++
 	for k, b := range l.counts {
 		if now.Sub(b.start) >= l.window {
 			delete(l.counts, k)

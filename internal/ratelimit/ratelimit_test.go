@@ -57,3 +57,23 @@ func TestLimiterSweepsStaleKeys(t *testing.T) {
 		t.Fatalf("%d keys kept after sweep, want 1", len(l.counts))
 	}
 }
+
+// Keys that all live in one window are swept a few times, not once per new key: 100,000 of them
+// (one per address a flood makes up) take a bounded number of passes over the map.
+func TestLimiterSweepsAreAmortised(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	l := New(1, time.Minute, clk)
+	for i := range 100_000 {
+		l.Allow(fmt.Sprint(i))
+	}
+	if l.sweeps > 10 {
+		t.Fatalf("%d sweeps for 100,000 live keys", l.sweeps)
+	}
+	clk.Advance(time.Minute)
+	for i := range 2 * l.sweepNext {
+		l.Allow(fmt.Sprint("new", i))
+	}
+	if len(l.counts) > 4*100_000 {
+		t.Fatalf("%d keys kept: stale ones were not dropped", len(l.counts))
+	}
+}
