@@ -76,6 +76,21 @@ func testCrdtOverHTTP(t *testing.T, s *system) {
 	s.call("/v2/crdt/update", k, at(map[string]any{"editorId": "m", "data": "x", "type": "map"})).fails(t, 400, "INVALID_ARGUMENT", "Data must be an object for type map.")
 	s.call("/v2/crdt/update", k, at(map[string]any{"editorId": "nobody", "data": "x", "type": "text"})).fails(t, 404, "NOT_FOUND", "No CRDT data found for this editor ID.")
 	s.call("/v2/crdt/update", k, at(map[string]any{"editorId": "e1", "data": "x", "type": "markdown"})).fails(t, 400, "INVALID_ARGUMENT", "type must be one of text, map, array, xml.")
+	// A root keeps its type: a map over the text (or a text over the map) is refused and
+	// changes nothing; another contentKey is another root, free to take any type.
+	s.call("/v2/crdt/update", k, at(map[string]any{"editorId": "e1", "data": map[string]any{"a": 1}, "type": "map"})).fails(t, 400, "INVALID_ARGUMENT",
+		`The editor's content at contentKey "content" is of type text; update it with type text.`)
+	s.call("/v2/crdt/update", k, at(map[string]any{"editorId": "m", "data": "x", "type": "text", "contentKey": "default"})).fails(t, 400, "INVALID_ARGUMENT",
+		`The editor's content at contentKey "default" is of type map; update it with type map.`)
+	if rows := s.crdtRows(t, k, at(nil)); rows["e1"]["data"] != "Hello, world" || !reflect.DeepEqual(rows["m"]["data"], map[string]any{"title": "T", "count": 2.0}) {
+		t.Fatalf("a refused type change wrote: %v", rows)
+	}
+	statusOnly(t, s.call("/v2/crdt/update", k, at(map[string]any{"editorId": "e1", "data": []any{"x"}, "type": "array", "contentKey": "other"})), "CRDT data updated successfully.")
+	s.call("/v2/crdt/update", k, at(map[string]any{"editorId": "e1", "data": "x", "type": "text", "contentKey": "other"})).fails(t, 400, "INVALID_ARGUMENT",
+		`The editor's content at contentKey "other" is of type array; update it with type array.`)
+	if got := s.crdtRows(t, k, at(map[string]any{"editorId": "e1", "contentKey": "other"}))["e1"]["data"]; fmt.Sprint(got) != "[x]" {
+		t.Fatalf("the other root reads %v", got)
+	}
 
 	// The state as Yjs, applied to another editor, which Apply creates.
 	one := s.crdtRows(t, k, at(map[string]any{"editorId": "e1", "format": "yjs"}))["e1"]
@@ -98,7 +113,7 @@ func testCrdtOverHTTP(t *testing.T, s *system) {
 				n++
 			}
 		}
-		return n == 4 // add e1, add m, update e1, apply copy
+		return n == 5 // add e1, add m, update e1 twice (its root, "other"), apply copy
 	})
 
 	// Delete one editor, then every editor of the document.

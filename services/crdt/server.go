@@ -302,6 +302,11 @@ func (s *Server) UpdateCrdtData(ctx context.Context, req *crdtv1.UpdateCrdtDataR
 	if err != nil {
 		return nil, err
 	}
+	if held, ok := kindHeld(&st.Meta, d, in.key); ok && held != in.kind {
+		// A Yjs root keeps the type it was made with: a map written beside a text would be
+		// stored and announced, and read by no one.
+		return nil, apierr.InvalidArgument(msgOtherType, in.key, held, held)
+	}
 	update, err := d.ReplaceWithin(in.key, in.kind, in.value, maxDocMemory)
 	if err != nil {
 		return nil, replaceRefusal(in.kind, err)
@@ -382,6 +387,18 @@ func (s *Server) ApplyCrdtUpdate(ctx context.Context, req *crdtv1.ApplyCrdtUpdat
 		return resp, nil
 	}
 	return nil, errors.New("apply CRDT update: the editor was created and deleted while applying")
+}
+
+// kindHeld is the type an editor's root already holds: for Add's own root, the type Add
+// stored; else the type its content shows. ok is false when nothing says (a root not made yet,
+// or emptied, of an editor Apply created).
+func kindHeld(m *Meta, d *yjs.Doc, key string) (yjs.Kind, bool) {
+	if key == m.ContentKey {
+		if k, ok := yjs.ParseKind(m.Type); ok {
+			return k, true
+		}
+	}
+	return d.KindOf(key)
 }
 
 // readAs is the root and type an editor's content is read as: those asked for; else what Add
