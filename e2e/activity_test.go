@@ -74,6 +74,7 @@ func testPublishedEventsBecomeActivityPerConfig(t *testing.T, s *system) {
 	s.publish(t, k, map[string]any{"id": "gone", "type": "comment.delete", "organizationId": "o"})  // trigger off
 	s.publish(t, k, map[string]any{"id": "huddle", "type": "huddle.create", "organizationId": "o"}) // no activity feature
 	s.call("/v2/events/publish", k, map[string]any{"id": "elsewhere", "type": "reaction.add", "organizationId": "o2"}).fails(t, 404, "NOT_FOUND", "Organization does not exist.")
+	s.call("/v2/activities/get", k, map[string]any{"organizationId": "o2"}).fails(t, 404, "NOT_FOUND", "Organization does not exist.")
 	generated := s.publish(t, k, map[string]any{"type": "crdt.update_data", "organizationId": "o", "documentId": "d",
 		"data": map[string]any{"displayMessageTemplate": "{{user}} edited", "displayMessageTemplateData": map[string]any{"user": "Ada"}, "entityData": []any{1, "x"}}})
 
@@ -106,12 +107,17 @@ func testPublishedEventsBecomeActivityPerConfig(t *testing.T, s *system) {
 	// Another tenant sees none of it.
 	ws, wsToken := s.newWorkspace("other@example.com")
 	other := keyHeaders(s.newKey(ws, wsToken))
+	s.call("/v2/activities/get", other, map[string]any{"organizationId": "o"}).fails(t, 404, "NOT_FOUND", "Organization does not exist.")
+	s.addOrganization(t, other, "o")
 	if ids, _ := s.activityIDs(t, other, map[string]any{"organizationId": "o"}); len(ids) != 0 {
 		t.Fatalf("another tenant reads %v", ids)
 	}
 
 	// The organization's deletion removes its records.
 	s.call("/v2/organizations/delete", k, map[string]any{"organizationIds": []string{"o"}}).data(t, "")
+	s.call("/v2/activities/get", k, map[string]any{"organizationId": "o"}).fails(t, 404, "NOT_FOUND", "Organization does not exist.")
+	// Made again under the same id, it starts without the old one's records.
+	s.addOrganization(t, k, "o")
 	if ids, _ := s.activityIDs(t, k, map[string]any{"organizationId": "o"}); len(ids) != 0 {
 		t.Fatalf("records outlived the organization: %v", ids)
 	}

@@ -104,6 +104,8 @@ func TestSplitProcesses(t *testing.T) {
 		t.Fatalf("agent executions across processes: %v", got)
 	}
 	gw.call("/v2/organizations/delete", k, map[string]any{"organizationIds": []string{"o"}}).data(t, "")
+	gw.call("/v2/activities/get", k, map[string]any{"organizationId": "o"}).fails(t, 404, "NOT_FOUND", "Organization does not exist.")
+	gw.call("/v2/organizations/add", k, map[string]any{"organizations": []any{map[string]any{"organizationId": "o", "organizationName": "O"}}}).data(t, "")
 	if got := logs(); len(got) != 0 {
 		t.Fatalf("activity outlived its organization: %v", got)
 	}

@@ -105,6 +105,11 @@ func (s *Server) GetActivityLogs(ctx context.Context, req *activityv1.GetActivit
 	if err != nil {
 		return nil, err
 	}
+	// An unknown organization is NOT_FOUND, as for every other operation on one (an empty list
+	// would read as an organization without activity).
+	if _, _, err := s.generations(ctx, c.APIKey, l.org, ""); err != nil {
+		return nil, err
+	}
 	scope := l.scope(c.APIKey)
 	var after *Position
 	if tok := req.GetPageToken(); tok != "" {

@@ -373,8 +373,12 @@ func (s *Server) ApplyCrdtUpdate(ctx context.Context, req *crdtv1.ApplyCrdtUpdat
 			return nil, err
 		}
 		// The caller's update is untrusted: it may cost and take only so much.
-		if _, err := d.ApplyUntrusted(ctx, update, untrusted); err != nil {
+		applied, err := d.ApplyUntrusted(ctx, update, untrusted)
+		if err != nil {
 			return nil, applyRefusal(err)
+		}
+		if !applied.Changed {
+			return resp, nil // the editor holds it already: nothing to store, relay or announce
 		}
 		seq, err := s.store.Append(ctx, st.Meta.Stream, Update{Data: update, At: s.now(), Origin: s.origin})
 		if err != nil {

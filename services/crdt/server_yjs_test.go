@@ -380,3 +380,46 @@ func TestGetReadsValuesJSONCannotHold(t *testing.T) {
 		t.Fatalf("read %#v", got)
 	}
 }
+
+// An update the editor holds already changes nothing: applying it again stores, relays and
+// announces nothing (it used to publish a second crdt.update_data), and still answers success.
+// Applied again with one more edit, it is stored and announced once more.
+func TestReapplyingAnUpdateIsANoOp(t *testing.T) {
+	h := newHarness(t)
+	d := yjs.NewDoc()
+	u, err := d.Replace("content", yjs.Text, "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(u []byte) {
+		t.Helper()
+		resp, err := h.srv.ApplyCrdtUpdate(k1, &crdtv1.ApplyCrdtUpdateRequest{OrganizationId: "o", DocumentId: "d", EditorId: "e", Update: base64.StdEncoding.EncodeToString(u)})
+		if err != nil || resp.GetMessage() != "CRDT update applied successfully." {
+			t.Fatalf("apply: %v, %v", resp, err)
+		}
+	}
+	apply(u)
+	events, broadcasts := len(h.events.all()), len(h.broadcasts)
+	ed := Editor{APIKey: "k1", OrganizationID: "o", OrgGen: "g1", DocumentID: "d", DocGen: "dg1", EditorID: "e"}
+	before, err := h.store.Load(context.Background(), ed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(u)
+	after, err := h.store.Load(context.Background(), ed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.events.all()) != events || len(h.broadcasts) != broadcasts || len(after.Parts()) != len(before.Parts()) {
+		t.Fatalf("a held update published %d events, relayed %d, stored %d parts more",
+			len(h.events.all())-events, len(h.broadcasts)-broadcasts, len(after.Parts())-len(before.Parts()))
+	}
+	more, err := d.Replace("content", yjs.Text, "hello!")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(more)
+	if len(h.events.all()) != events+1 || h.content(t, "e") != "hello!" {
+		t.Fatalf("a new edit: %d events more, content %v", len(h.events.all())-events, h.content(t, "e"))
+	}
+}
