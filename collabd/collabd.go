@@ -1,6 +1,7 @@
 package collabd
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -107,6 +108,10 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		return nil, err
 	}
 	p.tls.tokenOnly = !peersAreInternal
+	if cfg.Runs(Gateway) && len(cfg.Peers) > 0 && cfg.ForwarderToken == "" && peersAreInternal && !p.tls.mutual() {
+		log.Warn("the gateway cannot vouch for its callers' addresses to services in other processes: give it and them --forwarder-token; " +
+			"until then they rate-limit every HTTP caller by the gateway's own address")
+	}
 
 	// Services register their series whether or not anything serves them: a registry nobody
 	// scrapes costs nothing per call, and the per-request interceptors only run with the flag.
@@ -153,7 +158,8 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		health *grpcserver.Health
 	)
 	if len(localModules) > 0 {
-		chain := grpcserver.Chain(log, authn.NewInterceptor(lazyAuthenticator{get: func() authn.Authenticator { return auth }}, cfg.InternalToken, p.tls.authnOptions()...), slices.Concat(rpcTracing, rpcMetrics)...)
+		authOpts := append(p.tls.authnOptions(), authn.WithForwarderToken(cfg.ForwarderToken))
+		chain := grpcserver.Chain(log, authn.NewInterceptor(lazyAuthenticator{get: func() authn.Authenticator { return auth }}, cfg.InternalToken, authOpts...), slices.Concat(rpcTracing, rpcMetrics)...)
 		opts := p.tls.serverOptions()
 		if cfg.GRPCMaxConnectionAge > 0 {
 			opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: cfg.GRPCMaxConnectionAge, MaxConnectionAgeGrace: GRPCConnectionGrace}))
@@ -226,7 +232,10 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 				return nil, err
 			}
 		}
-		listens := []string{cfg.GRPCAddr}
+		var listens []string // an empty --grpc-addr listens nowhere; an empty --http-addr everywhere
+		if cfg.GRPCAddr != "" {
+			listens = append(listens, cfg.GRPCAddr)
+		}
 		if cfg.Runs(Gateway) || len(routes) > 0 {
 			listens = append(listens, cfg.HTTPAddr)
 		}
@@ -247,6 +256,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 			if err != nil {
 				return nil, fmt.Errorf("grpc listen %s: %w", cfg.GRPCAddr, err)
 			}
+			ln = limitListeners(ln, maxGRPCConns, 0, log)
 			p.GRPCAddr = ln.Addr().String()
 			go func() {
 				if err := srv.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -311,7 +321,14 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
 		}
-		ln = limitListeners(ln, cfg.HTTPMaxConns, cfg.HTTPMaxConnsPerAddress, log)
+		// Per address only where the gateway runs: a process serving its routes behind the
+		// gateway sees every client as the gateway (it proxies each WebSocket on a connection of
+		// its own).
+		perAddr := cfg.HTTPMaxConnsPerAddress
+		if !cfg.Runs(Gateway) {
+			perAddr = 0
+		}
+		ln = limitListeners(ln, cfg.HTTPMaxConns, perAddr, log)
 		p.HTTPAddr, p.routesOnly = ln.Addr().String(), !cfg.Runs(Gateway)
 		// Requests live in base, which ends once Shutdown has waited for them: Shutdown does not
 		// wait for hijacked connections (live sync's WebSockets, served or proxied), and ending
@@ -372,7 +389,7 @@ func (p *Process) connect(cfg Config, local *inproc.Server, peerOpts ...grpc.Dia
 		return conn, nil
 	}
 	for name, addr := range cfg.Peers {
-		if plain[name], err = dial(addr, grpc.WithChainUnaryInterceptor(authn.ForwarderClientInterceptor(p.peerToken(cfg)))); err != nil {
+		if plain[name], err = dial(addr, grpc.WithChainUnaryInterceptor(authn.ForwarderClientInterceptor(cmp.Or(cfg.ForwarderToken, p.peerToken(cfg))))); err != nil {
 			return nil, nil, fmt.Errorf("peer %s at %s: %w", name, addr, err)
 		}
 		if internal[name], err = dial(addr, append(p.tls.internalPeerOptions(), grpc.WithChainUnaryInterceptor(authn.InternalClientInterceptor(p.peerToken(cfg))))...); err != nil {
@@ -380,7 +397,7 @@ func (p *Process) connect(cfg Config, local *inproc.Server, peerOpts ...grpc.Dia
 		}
 	}
 	if local != nil {
-		localPlain, localInternal := local.Conn(authn.ForwarderClientInterceptor(cfg.InternalToken)), local.Conn(withToken)
+		localPlain, localInternal := local.Conn(authn.ForwarderClientInterceptor(cmp.Or(cfg.ForwarderToken, cfg.InternalToken))), local.Conn(withToken)
 		for _, name := range cfg.Names() {
 			if cfg.Runs(name) {
 				plain[name], internal[name] = localPlain, localInternal

@@ -64,8 +64,12 @@ type Config struct {
 
 	AuthCacheTTL  time.Duration
 	InternalToken string
-	SecretKey     string
-	PublicURL     string
+	// ForwarderToken is the gateway's proof of the X-Forwarded-For it passes on
+	// (authn.HeaderForwarder), shared by the gateway and the services; empty: the internal
+	// token serves, where the gateway has one.
+	ForwarderToken string
+	SecretKey      string
+	PublicURL      string
 
 	SMTPAddr, SMTPUsername, SMTPPassword, SMTPFrom string
 	// MailDir receives the emails as files when no SMTP server is set; empty: a new private
@@ -188,11 +192,12 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 	allowPublished := false
 	f.Func("allow-published-dev-credentials", "false", "start even though the development workspace has its published credentials and a listener (--http-addr, --grpc-addr) is reachable beyond loopback: anyone who reaches it is then its owner",
 		func(v string) (err error) {
-			allowPublished, err = strconv.ParseBool(strings.TrimSpace(v))
+			allowPublished, err = service.ParseSwitch(v)
 			return err
 		})
 	ttl := f.Duration("auth-cache-ttl", 5*time.Second, "how long services other than the authenticating one trust a checked credential")
 	internalToken := f.Secret("internal-token", "", "shared secret of service-to-service calls, required on internal gRPC operations; at least 32 random characters (openssl rand -hex 32); required when services run in several processes without --grpc-tls-* (with mutual TLS and no token, a peer's verified certificate is the credential; a token given stays required), random per process otherwise")
+	forwarderToken := f.Secret("forwarder-token", "", "shared secret the gateway sends on its calls to vouch for the client address it passes on (X-Forwarded-For, which services rate-limit public operations by); it opens nothing else, so a gateway without the internal token can hold it; the same in the gateway and every service; at least 32 random characters; empty: the internal token vouches (a gateway without either passes no client address, and its callers share its own)")
 	secretKey := f.Secret("secret-key", "", "master secret for page tokens; empty: kept in MongoDB, or random per run on the memory store")
 	publicURL := f.String("public-url", "", "base URL of the HTTP API as callers reach it, for links in emails")
 	smtpAddr := f.String("smtp-addr", "", "SMTP server host:port; empty: emails are written to --mail-dir")
@@ -221,6 +226,12 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 			}
 		}
 		c.AuthCacheTTL, c.InternalToken, c.SecretKey, c.PublicURL = *ttl, *internalToken, *secretKey, *publicURL
+		c.ForwarderToken = *forwarderToken
+		if c.ForwarderToken != "" {
+			if err := authn.CheckInternalToken(c.ForwarderToken); err != nil {
+				return fmt.Errorf("--forwarder-token (%s): %w", service.EnvName("forwarder-token"), err)
+			}
+		}
 		c.SMTPAddr, c.SMTPUsername, c.SMTPPassword, c.SMTPFrom, c.MailDir = *smtpAddr, *smtpUser, *smtpPassword, *smtpFrom, *mailDir
 		c.LogFormat = *logFormat
 		var err error

@@ -52,9 +52,11 @@ func TestCheckExposure(t *testing.T) {
 		{"published, an empty host", false, published, []string{":8080"}, true},
 		{"published, a private address", false, published, []string{"10.0.0.5:8080"}, true},
 		{"published, allowed", true, published, wide, false},
+		{"one token published", false, &service.DevCredentials{AnyPublished: true}, wide, true},
+		{"published, an empty address (every interface)", false, published, []string{""}, true},
 		{"own tokens", false, &service.DevCredentials{}, wide, false},
 		{"no development workspace", false, nil, wide, false},
-		{"loopback only", false, published, []string{"127.0.0.1:8080", "localhost:9090", "[::1]:1", "127.0.0.2:5", ""}, false},
+		{"loopback only", false, published, []string{"127.0.0.1:8080", "localhost:9090", "[::1]:1", "127.0.0.2:5"}, false},
 	} {
 		err := checkExposure(Config{AllowPublishedDevCredentials: c.allow}, c.dev, c.listens)
 		if (err != nil) != c.refused {

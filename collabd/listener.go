@@ -5,8 +5,6 @@ import (
 	"net"
 	"sync"
 	"time"
-
-	"golang.org/x/net/netutil"
 )
 
 // MaxHeaderBytes bounds the request line and headers of one HTTP request (net/http adds 4 KiB
@@ -16,72 +14,113 @@ import (
 // "HTTP listener").
 const MaxHeaderBytes = 16 << 10
 
-// limitListeners caps the HTTP listener's open connections: in all (max, by
-// netutil.LimitListener: past it, Accept waits for a connection to close, and new ones wait in
-// the kernel's queue) and per client address (perAddr: past it, a new connection from that
-// address is closed at once, so one address cannot take the whole). 0 means no cap. The
-// address is the TCP peer's: behind a proxy, the proxy's (docs/operations.md, "HTTP listener").
+// maxGRPCConns caps the gRPC listener's open connections: its callers are the deployment's
+// own processes and trusted internal callers, a few connections each.
+const maxGRPCConns = 10000
+
+// limitListeners caps a listener's open connections: in all (max: past it, Accept waits for
+// a connection to close, and new ones wait in the kernel's queue) and per client address
+// (perAddr: past it, a new connection from that address is closed at once, so one address
+// cannot take the whole; an IPv6 address counts by its /64, which one host commonly holds
+// whole). 0 means no cap. The address is the TCP peer's: behind a proxy, the proxy's
+// (docs/operations.md, "HTTP listener"). Its connections keep CloseWrite, which net/http uses
+// to close gracefully after refusing a request (netutil.LimitListener's hide it).
 func limitListeners(ln net.Listener, maxConns, perAddr int, log *slog.Logger) net.Listener {
-	if perAddr > 0 {
-		ln = &perAddrListener{Listener: ln, max: perAddr, open: map[string]int{}, log: log}
+	if maxConns <= 0 && perAddr <= 0 {
+		return ln
 	}
+	l := &limitListener{Listener: ln, perAddr: perAddr, open: map[string]int{}, log: log}
 	if maxConns > 0 {
-		ln = netutil.LimitListener(ln, maxConns)
+		l.slots = make(chan struct{}, maxConns)
 	}
-	return ln
+	return l
 }
 
-// perAddrListener closes connections from an address that already holds max.
-type perAddrListener struct {
+// limitListener is limitListeners' listener.
+type limitListener struct {
 	net.Listener
-	max int
-	log *slog.Logger
+	slots   chan struct{} // one per open connection; nil: no cap in all
+	perAddr int
+	log     *slog.Logger
 
 	mu         sync.Mutex
 	open       map[string]int
 	lastLogged time.Time
 }
 
-func (l *perAddrListener) Accept() (net.Conn, error) {
+func (l *limitListener) Accept() (net.Conn, error) {
 	for {
+		if l.slots != nil {
+			l.slots <- struct{}{} // waits while max connections are open
+		}
 		c, err := l.Listener.Accept()
 		if err != nil {
+			l.free()
 			return nil, err
 		}
-		host := c.RemoteAddr().String()
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-		l.mu.Lock()
-		if l.open[host] >= l.max {
-			// At most one line a minute: a flood must not become a flood of logs.
-			logIt := time.Since(l.lastLogged) >= time.Minute
-			if logIt {
-				l.lastLogged = time.Now()
-			}
-			l.mu.Unlock()
+		key, ok := l.take(c.RemoteAddr())
+		if !ok {
+			l.free()
 			_ = c.Close()
-			if logIt {
-				l.log.Warn("http: connection refused: its address holds the most connections one address may", "address", host, "max", l.max)
-			}
 			continue
 		}
-		l.open[host]++
-		l.mu.Unlock()
-		return &countedConn{Conn: c, release: func() { l.release(host) }}, nil
+		return &countedConn{Conn: c, release: func() { l.release(key); l.free() }}, nil
 	}
 }
 
-func (l *perAddrListener) release(host string) {
+// free gives back a slot of the cap in all.
+func (l *limitListener) free() {
+	if l.slots != nil {
+		<-l.slots
+	}
+}
+
+// take counts a connection from addr, or reports false when its address holds the most.
+func (l *limitListener) take(addr net.Addr) (string, bool) {
+	if l.perAddr <= 0 {
+		return "", true
+	}
+	key := addrKey(addr)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.open[host]--; l.open[host] <= 0 {
-		delete(l.open, host)
+	if l.open[key] >= l.perAddr {
+		// At most one line a minute: a flood must not become a flood of logs.
+		if time.Since(l.lastLogged) >= time.Minute {
+			l.lastLogged = time.Now()
+			l.log.Warn("http: connection refused: its address holds the most connections one address may", "address", key, "max", l.perAddr)
+		}
+		return "", false
+	}
+	l.open[key]++
+	return key, true
+}
+
+func (l *limitListener) release(key string) {
+	if l.perAddr <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open[key]--; l.open[key] <= 0 {
+		delete(l.open, key)
 	}
 }
 
-// countedConn gives its address's place back when it is closed, once, however often Close is
-// called (net/http and a hijacking handler may both close it).
+// addrKey is the client a connection counts against: its IPv4 address, or its IPv6 /64.
+func addrKey(addr net.Addr) string {
+	host := addr.String()
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || ip.To4() != nil {
+		return host
+	}
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+}
+
+// countedConn gives its places back when it is closed, once, however often Close is called
+// (net/http and a hijacking handler may both close it).
 type countedConn struct {
 	net.Conn
 	once    sync.Once
@@ -92,4 +131,13 @@ func (c *countedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// CloseWrite shuts the connection's writing side, as net/http does after refusing a request so
+// that the client reads the answer before the close.
+func (c *countedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"runtime"
@@ -147,5 +148,53 @@ func TestRequestHeadersAreBounded(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Fatalf("a 1 MiB header: status %d, want 431", resp.StatusCode)
+	}
+}
+
+// An IPv6 client counts by its /64, which one host commonly holds whole; IPv4 by its address.
+func TestAddrKey(t *testing.T) {
+	for addr, want := range map[string]string{
+		"192.0.2.7:1234":                 "192.0.2.7",
+		"[2001:db8:1:2:aaaa::1]:80":      "2001:db8:1:2::/64",
+		"[2001:db8:1:2:ffff:ffff::9]:80": "2001:db8:1:2::/64",
+		"[2001:db8:1:3::1]:80":           "2001:db8:1:3::/64",
+		"[::ffff:192.0.2.7]:1":           "::ffff:192.0.2.7",
+	} {
+		a, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := addrKey(a); got != want && !(want == "::ffff:192.0.2.7" && got == "192.0.2.7") {
+			t.Errorf("%s counts as %q, want %q", addr, got, want)
+		}
+	}
+}
+
+// The connections keep CloseWrite (net/http's graceful close after a refusal needs it).
+func TestCountedConnKeepsCloseWrite(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	l := limitListeners(ln, 2, 1, slog.New(slog.DiscardHandler))
+	go func() {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err == nil {
+			defer c.Close()
+			_, _ = io.ReadAll(c)
+		}
+	}()
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cw, ok := c.(interface{ CloseWrite() error })
+	if !ok {
+		t.Fatal("the listener's connection hides CloseWrite")
+	}
+	if err := cw.CloseWrite(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -143,10 +143,13 @@ func withRoutes(mods []service.Module) []service.Module {
 // routes, its ClusterIP Service (one WebSocket is one connection, which kube-proxy balances
 // well). Nothing (not even the key) when no service has routes.
 func gatewayEnv(mods []service.Module) string {
-	if len(mods) == 0 {
-		return ""
-	}
-	return "          env:\n" + lines(mods, func(m service.Module) string {
+	// The forwarder token, the one key of the Secret the gateway holds (it vouches for the
+	// client addresses it passes on), and no per-address connection cap: behind an Ingress
+	// every client has the Ingress's address (docs/operations.md, "HTTP listener").
+	const fixed = "            - name: COLLAB_FORWARDER_TOKEN\n              valueFrom:\n                secretKeyRef:\n" +
+		"                  name: collab-secrets\n                  key: COLLAB_FORWARDER_TOKEN\n" +
+		"            - name: COLLAB_HTTP_MAX_CONNS_PER_ADDRESS\n              value: \"0\"\n"
+	return "          env:\n" + fixed + lines(mods, func(m service.Module) string {
 		return fmt.Sprintf("            - name: %s\n              value: %s.collab.svc.cluster.local:%d\n", httpAddr(m), m.Name, HTTPPort)
 	})
 }

@@ -17,14 +17,16 @@ import (
 
 // Review of issue 20 (6): the gateway as the shipped deployments run it (Kubernetes'
 // gateway.yaml and the compose file give it no internal token: "the gateway ... gets neither
-// the MongoDB URI nor the internal token") sends no x-collab-forwarder-token, so the workspace
-// process drops its x-forwarded-for and keys every HTTP caller by the gateway's own address:
-// one caller's Create Workspace calls use up everyone's.
+// the MongoDB URI nor the internal token") sent no x-collab-forwarder-token, so the workspace
+// process dropped its x-forwarded-for and keyed every HTTP caller by the gateway's own address:
+// one caller's Create Workspace calls used up everyone's. The deployments now give the gateway
+// and the services the forwarder token, and nothing else of the Secret to the gateway.
 func TestReview20GatewayWithoutTokenKeepsCallersApart(t *testing.T) {
 	t.Parallel()
 	const limit = "--rate-limit=createWorkspace=1"
-	ws := start(t, config(t, "--services=workspace", "--internal-token="+testInternalToken, limit))
-	gwArgs := []string{"--services=gateway"} // as deploy/kubernetes/gateway.yaml and docker-compose.yml run it
+	const forwarder = "--forwarder-token=7d1f9a3c5e2b8d4f6a0c1e3b5d7f9a2c4e6b8d0f"
+	ws := start(t, config(t, "--services=workspace", "--internal-token="+testInternalToken, forwarder, limit))
+	gwArgs := []string{"--services=gateway", forwarder} // as deploy/kubernetes/gateway.yaml and docker-compose.yml run it
 	for _, m := range services.All() {
 		gwArgs = append(gwArgs, "--"+m.Name+"-addr="+ws.proc.GRPCAddr)
 	}

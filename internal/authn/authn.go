@@ -38,10 +38,10 @@ const (
 	// came on; the gateway's other connection, which carries public callers' requests, never
 	// sends it (the gateway forwards x-service-* and x-request-id headers only).
 	HeaderInternalPeer = "x-collab-internal-peer"
-	// HeaderForwarder carries the internal token on the gateway's calls: it proves their
-	// x-forwarded-for is the gateway's (the last hop is the HTTP caller's address, which
-	// services rate-limit by). It grants nothing else: internal methods still need
-	// HeaderInternalToken.
+	// HeaderForwarder carries the forwarder token (or, without one, the internal token) on the
+	// gateway's calls: it proves their x-forwarded-for is the gateway's (the last hop is the
+	// HTTP caller's address, which services rate-limit by). It grants nothing else: internal
+	// methods still need HeaderInternalToken.
 	HeaderForwarder = "x-collab-forwarder-token"
 	// headerForwardedFor is the client addresses a trusted forwarder passes on.
 	headerForwardedFor = "x-forwarded-for"
@@ -114,14 +114,22 @@ type bodyCredentials interface {
 
 // Interceptor authenticates unary calls.
 type Interceptor struct {
-	auth          Authenticator
-	internalToken string
-	verifiedPeers bool
-	classes       sync.Map // full method name -> optionsv1.Auth
+	auth           Authenticator
+	internalToken  string
+	forwarderToken string
+	verifiedPeers  bool
+	classes        sync.Map // full method name -> optionsv1.Auth
 }
 
 // InterceptorOption changes what an Interceptor accepts.
 type InterceptorOption func(*Interceptor)
+
+// WithForwarderToken makes calls whose HeaderForwarder carries token trusted forwarders too
+// (besides the internal token): the gateway's secret, which vouches for x-forwarded-for and
+// opens nothing else, so a gateway needs no internal token. Empty: none.
+func WithForwarderToken(token string) InterceptorOption {
+	return func(i *Interceptor) { i.forwarderToken = token }
+}
 
 // WithVerifiedPeers makes a call internal without the token when it comes over TLS from a
 // client whose certificate the server verified (the gRPC listener's mutual TLS) and carries
@@ -151,13 +159,23 @@ func (i *Interceptor) internal(ctx context.Context, md metadata.MD) bool {
 	return i.verifiedPeers && first(md, HeaderInternalPeer) == internalPeerValue && verifiedPeer(ctx)
 }
 
+// FromForwarder reports whether the call came from a trusted forwarder (forwarder): the
+// gateway, which has bounded the request's JSON already, or another service.
+func (i *Interceptor) FromForwarder(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return i.forwarder(ctx, md)
+}
+
 // forwarder reports whether the call's x-forwarded-for can be trusted: it came from the
-// gateway (HeaderForwarder), from another service (the internal credential), or, under mutual
+// gateway (HeaderForwarder with the forwarder or the internal token), from another service (the internal credential), or, under mutual
 // TLS with verified peers, over a connection whose certificate the process verified (only the
 // deployment's own processes hold one).
 func (i *Interceptor) forwarder(ctx context.Context, md metadata.MD) bool {
-	if i.internalToken != "" && subtle.ConstantTimeCompare([]byte(first(md, HeaderForwarder)), []byte(i.internalToken)) == 1 {
-		return true
+	sent := []byte(first(md, HeaderForwarder))
+	for _, token := range []string{i.forwarderToken, i.internalToken} {
+		if token != "" && subtle.ConstantTimeCompare(sent, []byte(token)) == 1 {
+			return true
+		}
 	}
 	return i.internal(ctx, md) || (i.verifiedPeers && verifiedPeer(ctx))
 }

@@ -37,7 +37,7 @@ func Fits(m proto.Message) bool { return proto.Size(m) <= MaxMessageBytes }
 // (internal/tracing) and metrics (internal/metrics) interceptors go there, so they see the code
 // the caller gets, after panic recovery and error mapping, and calls authentication refuses.
 func Chain(log *slog.Logger, auth *authn.Interceptor, outer ...grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
-	chain := append(append([]grpc.UnaryServerInterceptor{}, outer...), requestLog(log), recovery(log), errorMapping(log), requestLimits(), auth.Unary)
+	chain := append(append([]grpc.UnaryServerInterceptor{}, outer...), requestLog(log), recovery(log), errorMapping(log), requestLimits(auth.FromForwarder), auth.Unary)
 	var from func(i int, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) grpc.UnaryHandler
 	from = func(i int, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) grpc.UnaryHandler {
 		if i == len(chain) {
@@ -52,10 +52,20 @@ func Chain(log *slog.Logger, auth *authn.Interceptor, outer ...grpc.UnaryServerI
 	}
 }
 
-// New returns a grpc.Server whose unary calls pass chain (Chain), with the message size limits
-// and serverCodec.
+// MaxHeaderListBytes bounds a call's metadata (grpc-go's default is 16 MiB), as the HTTP
+// listener bounds a request's headers (16 KiB and net/http's 4 KiB of slack): the deployment's
+// own calls carry a few hundred bytes of credentials, request id and trace context.
+// MaxConcurrentStreams bounds the calls one connection has open at once.
+const (
+	MaxHeaderListBytes   = 20 << 10
+	MaxConcurrentStreams = 1000
+)
+
+// New returns a grpc.Server whose unary calls pass chain (Chain), with the message, metadata
+// and stream limits and serverCodec.
 func New(chain grpc.UnaryServerInterceptor, opts ...grpc.ServerOption) *grpc.Server {
-	base := []grpc.ServerOption{grpc.UnaryInterceptor(chain), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes), newServerCodec()}
+	base := []grpc.ServerOption{grpc.UnaryInterceptor(chain), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes), newServerCodec(),
+		grpc.MaxHeaderListSize(MaxHeaderListBytes), grpc.MaxConcurrentStreams(MaxConcurrentStreams)}
 	return grpc.NewServer(append(base, opts...)...)
 }
 

@@ -14,10 +14,11 @@ import (
 	"github.com/collab/collab/internal/authn"
 )
 
-// MaxRequestBytes and MaxRequestDepth are the request limits of the API's operations for every
-// caller, the same as the HTTP gateway's (its 4 MiB body and 64 levels of nesting,
-// docs/api.md "Requests"): a gRPC caller gets no more than an HTTP one. The size is the
-// request's protobuf encoding, which is no larger than its JSON for the API's messages.
+// MaxRequestBytes and MaxRequestDepth are the request limits of the API's operations for direct
+// gRPC callers, the HTTP gateway's figures (its 4 MiB body and 64 levels of nesting,
+// docs/api.md "Envelope and transport"). The size is the request's protobuf encoding: for
+// most requests smaller than their JSON, for free-form values (a 0 in a list: 2 bytes of JSON,
+// 11 of protobuf) larger.
 const (
 	MaxRequestBytes = 4 << 20
 	MaxRequestDepth = 64
@@ -29,11 +30,13 @@ var (
 )
 
 // requestLimits refuses a request of an API operation (any auth class but internal) larger
-// than MaxRequestBytes or nested deeper than MaxRequestDepth as its JSON would be. Over HTTP the
-// gateway has refused such bodies already; over gRPC this is the only check, and without it a
+// than MaxRequestBytes or nested deeper than MaxRequestDepth as its JSON would be, unless a
+// trusted forwarder sent it (trusted: the gateway, which refused such bodies as JSON already,
+// or another service). For direct gRPC callers this is the only check, and without it a
 // PublishEvent whose data nested 4,000 levels deep was stored and served to HTTP callers.
-// Internal operations are left alone: only the deployment's own services call them.
-func requestLimits() grpc.UnaryServerInterceptor {
+// Internal operations are left alone: only the deployment's own services call them. trusted
+// is asked only of requests past a limit, so the common request costs no metadata lookup.
+func requestLimits(trusted func(context.Context) bool) grpc.UnaryServerInterceptor {
 	var checks sync.Map // full method name → limitCheck
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		m, ok := req.(proto.Message)
@@ -52,10 +55,17 @@ func requestLimits() grpc.UnaryServerInterceptor {
 		if check.skip {
 			return handler(ctx, req)
 		}
-		if proto.Size(m) > MaxRequestBytes {
+		large := proto.Size(m) > MaxRequestBytes
+		if !large && !check.walk {
+			return handler(ctx, req)
+		}
+		if trusted(ctx) {
+			return handler(ctx, req)
+		}
+		if large {
 			return nil, errRequestTooLarge
 		}
-		if check.walk && tooDeep(m.ProtoReflect(), 1) {
+		if tooDeep(m.ProtoReflect(), 1) {
 			return nil, errRequestTooDeep
 		}
 		return handler(ctx, req)

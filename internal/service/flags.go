@@ -90,3 +90,15 @@ func (f *Flags) Func(name, def, text string, parse func(string) error) {
 	}
 	f.fs.Func(name, usage(name, text), parse)
 }
+
+// ParseSwitch reads an on/off setting as every switch of collabd spells it: true, 1, on or yes;
+// false, 0, off, no or empty (any case, surrounding space ignored).
+func ParseSwitch(v string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true", "1", "on", "yes":
+		return true, nil
+	case "false", "0", "off", "no", "":
+		return false, nil
+	}
+	return false, fmt.Errorf("want true or false, got %q", v)
+}

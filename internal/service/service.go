@@ -194,6 +194,10 @@ type DevCredentials struct {
 	// Published is true when the tokens are the well-known ones the docs print; otherwise an
 	// operator chose them, and they are secrets (the banner does not print them).
 	Published bool
+	// AnyPublished is true when either token is a published one: each opens the workspace on
+	// its own (the workspace token for its settings, the auth token with the API key for every
+	// operation), so either makes it anyone's who reads the docs.
+	AnyPublished bool
 }
 
 // Event type patterns in Module.Publishes and Module.Consumes: an exact type

@@ -65,6 +65,17 @@ func (d *Doc) JSON(root string, k Kind) any {
 
 // KindOf guesses a root's kind from its content: XML nodes make xml, strings and formats
 // text, keyed entries map, other sequence content array. False when the root has nothing.
+// Shape reports what a root has ever held, deleted or not: items of a sequence (text, array or
+// XML), entries of a map. A root emptied by its clients keeps its items, so this tells a
+// cleared text from a map where KindOf, which reads what is visible, cannot.
+func (d *Doc) Shape(root string) (sequence, entries bool) {
+	t := d.roots[root]
+	if t == nil {
+		return false, false
+	}
+	return t.start != nil, len(t.m) > 0
+}
+
 func (d *Doc) KindOf(root string) (Kind, bool) {
 	t := d.roots[root]
 	if t == nil {

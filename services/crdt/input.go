@@ -55,6 +55,7 @@ const (
 	msgDocMissing   = "Document does not exist."
 	msgTypes        = "type must be one of text, map, array, xml."
 	msgOtherType    = "The editor's content at contentKey %q is of type %s; update it with type %s."
+	msgNotMap       = "The editor's content at contentKey %q is a text, array or xml (emptied); update it with its type."
 	msgBadUpdate    = "update is not a valid Yjs update."
 	msgBadSV        = "stateVector is not a valid Yjs state vector."
 	msgTooManyEds   = "The document has more than 1000 editors; ask for one editorId at a time."

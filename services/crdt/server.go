@@ -302,10 +302,8 @@ func (s *Server) UpdateCrdtData(ctx context.Context, req *crdtv1.UpdateCrdtDataR
 	if err != nil {
 		return nil, err
 	}
-	if held, ok := kindHeld(&st.Meta, d, in.key); ok && held != in.kind {
-		// A Yjs root keeps the type it was made with: a map written beside a text would be
-		// stored and announced, and read by no one.
-		return nil, apierr.InvalidArgument(msgOtherType, in.key, held, held)
+	if err := checkKind(&st.Meta, d, in.key, in.kind); err != nil {
+		return nil, err
 	}
 	update, err := d.ReplaceWithin(in.key, in.kind, in.value, maxDocMemory)
 	if err != nil {
@@ -393,16 +391,32 @@ func (s *Server) ApplyCrdtUpdate(ctx context.Context, req *crdtv1.ApplyCrdtUpdat
 	return nil, errors.New("apply CRDT update: the editor was created and deleted while applying")
 }
 
-// kindHeld is the type an editor's root already holds: for Add's own root, the type Add
-// stored; else the type its content shows. ok is false when nothing says (a root not made yet,
-// or emptied, of an editor Apply created).
-func kindHeld(m *Meta, d *yjs.Doc, key string) (yjs.Kind, bool) {
+// checkKind refuses to write kind into an editor's root that holds another type: a Yjs root
+// keeps the type it was made with, and a map written beside a text would be stored and
+// announced, and read by no one. The type held is Add's for Add's own root, else what the
+// content shows; a root whose content its clients deleted is still a sequence (text, array or
+// XML) or a map, which its items tell.
+func checkKind(m *Meta, d *yjs.Doc, key string, kind yjs.Kind) error {
+	held, ok := yjs.Kind(0), false
 	if key == m.ContentKey {
-		if k, ok := yjs.ParseKind(m.Type); ok {
-			return k, true
-		}
+		held, ok = yjs.ParseKind(m.Type)
 	}
-	return d.KindOf(key)
+	if !ok {
+		held, ok = d.KindOf(key)
+	}
+	if ok && held != kind {
+		return apierr.InvalidArgument(msgOtherType, key, held, held)
+	}
+	if ok {
+		return nil
+	}
+	switch sequence, entries := d.Shape(key); {
+	case sequence && kind == yjs.Map:
+		return apierr.InvalidArgument(msgNotMap, key)
+	case entries && !sequence && kind != yjs.Map:
+		return apierr.InvalidArgument(msgOtherType, key, yjs.Map, yjs.Map)
+	}
+	return nil
 }
 
 // readAs is the root and type an editor's content is read as: those asked for; else what Add

@@ -47,17 +47,13 @@ func setup(f *service.Flags) service.BuildFunc {
 	// The development workspace: "auto" makes it unless data lives in an operator's MongoDB.
 	devMode := "auto"
 	f.Func("dev-workspace", "", "create the development workspace: true or false; default true unless --mongo-uri is set", func(v string) error {
-		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "":
+		if strings.TrimSpace(v) == "" {
 			devMode = "auto"
-		case "true", "1", "on", "yes":
-			devMode = "on"
-		case "false", "0", "off", "no":
-			devMode = "off"
-		default:
-			return fmt.Errorf("want true or false, got %q", v)
+			return nil
 		}
-		return nil
+		on, err := service.ParseSwitch(v)
+		devMode = map[bool]string{true: "on", false: "off"}[on]
+		return err
 	})
 	published := publishedDev()
 	devID := f.String("dev-workspace-id", published.WorkspaceID, "development workspace id")
@@ -94,6 +90,7 @@ func setup(f *service.Flags) service.BuildFunc {
 		if devMode == "on" || devMode == "auto" && env.Storage != service.StorageMongoDB {
 			dev := service.DevCredentials{WorkspaceID: *devID, WorkspaceToken: *devToken, APIKey: *devKey, AuthToken: *devAuth, OwnerEmail: *devEmail}
 			dev.Published = dev.WorkspaceToken == published.WorkspaceToken && dev.AuthToken == published.AuthToken
+			dev.AnyPublished = dev.WorkspaceToken == published.WorkspaceToken || dev.AuthToken == published.AuthToken
 			if err := ws.EnsureDevWorkspace(ctx, dev); err != nil {
 				return nil, err
 			}
