@@ -97,10 +97,9 @@ func TestInternalRPCsRefuseOutsiders(t *testing.T) {
 
 	t.Run("split", func(t *testing.T) {
 		ws := start(t, config(t, "--services=workspace", "--internal-token="+testInternalToken))
-		data := start(t, config(t, "--services=documents,users,access,events,activity,notifications,memory,crdt,webhooks", "--workspace-addr="+ws.proc.GRPCAddr, "--internal-token="+testInternalToken))
-		gw := start(t, config(t, "--services=gateway", "--workspace-addr="+ws.proc.GRPCAddr, "--documents-addr="+data.proc.GRPCAddr,
-			"--users-addr="+data.proc.GRPCAddr, "--access-addr="+data.proc.GRPCAddr, "--events-addr="+data.proc.GRPCAddr, "--activity-addr="+data.proc.GRPCAddr, "--notifications-addr="+data.proc.GRPCAddr, "--memory-addr="+data.proc.GRPCAddr,
-			"--crdt-addr="+data.proc.GRPCAddr, "--webhooks-addr="+data.proc.GRPCAddr))
+		rest := serviceNames("workspace")
+		data := start(t, config(t, "--services="+strings.Join(rest, ","), "--workspace-addr="+ws.proc.GRPCAddr, "--internal-token="+testInternalToken))
+		gw := start(t, config(t, append([]string{"--services=gateway", "--workspace-addr=" + ws.proc.GRPCAddr}, peerFlags(data.proc.GRPCAddr, rest...)...)...))
 		id, token := gw.newWorkspace("internal@example.com")
 		key, auth := gw.newKey(id, token)
 		isWorkspace := func(md protoreflect.MethodDescriptor) bool {
