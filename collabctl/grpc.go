@@ -17,8 +17,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/collab/collab/internal/authn"
@@ -44,13 +42,9 @@ func (s *session) callGRPC(ctx context.Context, op operation, auth Auth, data js
 	if g.addr == "" {
 		return nil, usagef("%s is called over gRPC: give the address of a process that runs its service with --grpc-addr (%s)", op.Method, EnvName("grpc-addr"))
 	}
-	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(op.Method))
-	if err != nil {
-		return nil, usagef("no method %s in the API this collabctl was built with", op.Method)
-	}
-	md, ok := d.(protoreflect.MethodDescriptor)
+	md, ok := methods()[op.Method]
 	if !ok {
-		return nil, usagef("%s is not a method", op.Method)
+		return nil, usagef("no method %s in the API this collabctl was built with", op.Method)
 	}
 	in := dynamicpb.NewMessage(md.Input())
 	if err := protojson.Unmarshal(data, in); err != nil {

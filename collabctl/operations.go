@@ -8,25 +8,11 @@ import (
 
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/collab/collab/gateway"
 	"github.com/collab/collab/internal/authn"
+	"github.com/collab/collab/internal/protoset"
 	optionsv1 "github.com/collab/collab/proto/collab/options/v1"
-
-	// The API's descriptors, registered for their methods' auth classes (a test checks that
-	// every route's method is found, so a new service's package cannot be forgotten here).
-	_ "github.com/collab/collab/proto/collab/access/v1"
-	_ "github.com/collab/collab/proto/collab/activity/v1"
-	_ "github.com/collab/collab/proto/collab/crdt/v1"
-	_ "github.com/collab/collab/proto/collab/documents/v1"
-	_ "github.com/collab/collab/proto/collab/events/v1"
-	_ "github.com/collab/collab/proto/collab/lifecycle/v1"
-	_ "github.com/collab/collab/proto/collab/memory/v1"
-	_ "github.com/collab/collab/proto/collab/notifications/v1"
-	_ "github.com/collab/collab/proto/collab/users/v1"
-	_ "github.com/collab/collab/proto/collab/webhooks/v1"
-	_ "github.com/collab/collab/proto/collab/workspace/v1"
 )
 
 // operation is one API operation as collabctl calls it.
@@ -83,32 +69,34 @@ func loadRoutes() (*routeTable, error) {
 	return t, nil
 }
 
-// apiMethods lists the full names of every method of the collab.* services registered.
+// methods indexes every method of the API by its full name: those of internal/protoset, every
+// proto package of proto/, whatever else this binary links.
+var methods = sync.OnceValue(func() map[string]protoreflect.MethodDescriptor {
+	out := map[string]protoreflect.MethodDescriptor{}
+	for _, md := range protoset.Methods() {
+		out[string(md.FullName())] = md
+	}
+	return out
+})
+
+// apiMethods lists the full names of every method of the API, sorted.
 func apiMethods() []string {
-	var out []string
-	protoregistry.GlobalFiles.RangeFiles(func(f protoreflect.FileDescriptor) bool {
-		if !strings.HasPrefix(string(f.Package()), "collab.") {
-			return true
-		}
-		for i := range f.Services().Len() {
-			s := f.Services().Get(i)
-			for j := range s.Methods().Len() {
-				out = append(out, string(s.Methods().Get(j).FullName()))
-			}
-		}
-		return true
-	})
+	out := make([]string, 0, len(methods()))
+	for name := range methods() {
+		out = append(out, name)
+	}
 	sort.Strings(out)
 	return out
 }
 
-// classOf is a method's auth class from its descriptor.
+// classOf is a method's auth class from its descriptor, unspecified for a method the API does
+// not have.
 func classOf(method string) optionsv1.Auth {
-	i := strings.LastIndexByte(method, '.')
-	if i < 0 {
+	md, ok := methods()[method]
+	if !ok {
 		return optionsv1.Auth_AUTH_UNSPECIFIED
 	}
-	return authn.ClassOf("/" + method[:i] + "/" + method[i+1:])
+	return authn.ClassOf("/" + string(md.Parent().FullName()) + "/" + string(md.Name()))
 }
 
 // resolveOperation finds an operation by its HTTP path (/v2/...), its full method name

@@ -80,7 +80,14 @@ type Process struct {
 	once    sync.Once
 }
 
-// Start brings up everything cfg asks for and returns once it is serving.
+// Start brings up everything cfg asks for and returns once it is serving. It runs in phases,
+// one function each, in this order: observability (metrics registry, tracing), storage, the
+// local services (one gRPC server, the connections to every service, the services built on
+// them, the gRPC listener and the relays), then the HTTP listener (gateway and services' own
+// routes) and the metrics listener. Each phase appends what it must release to p.closers, so
+// Shutdown undoes them in reverse: the metrics listener, HTTP, the relays, gRPC, peers,
+// storage, tracing. A phase that fails stops the start, and what the earlier ones opened is
+// released.
 func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 	if deps.Clock == nil {
 		deps.Clock = clock.Real()
@@ -97,273 +104,364 @@ func Start(ctx context.Context, cfg Config, deps Deps) (_ *Process, err error) {
 		// under mutual TLS: a secret of our own keeps them closed to everyone else.
 		cfg.InternalToken = authn.NewInternalToken()
 	}
-	log := logging.New(deps.LogOutput, cfg.LogFormat, cfg.LogLevel)
-	p := &Process{log: log, errs: make(chan error, 4)}
+	p := &Process{log: logging.New(deps.LogOutput, cfg.LogFormat, cfg.LogLevel), errs: make(chan error, 4)}
 	defer func() {
 		if err != nil {
 			_ = p.Shutdown(context.Background())
 		}
 	}()
-	if p.tls, err = loadTLS(cfg, log); err != nil {
+	if p.tls, err = loadTLS(cfg, p.log); err != nil {
 		return nil, err
 	}
 	p.tls.tokenOnly = !peersAreInternal
 	if cfg.Runs(Gateway) && len(cfg.Peers) > 0 && cfg.ForwarderToken == "" && peersAreInternal && !p.tls.mutual() {
-		log.Warn("the gateway cannot vouch for its callers' addresses to services in other processes: give it and them --forwarder-token; " +
+		p.log.Warn("the gateway cannot vouch for its callers' addresses to services in other processes: give it and them --forwarder-token; " +
 			"until then they rate-limit every HTTP caller by the gateway's own address")
 	}
 
-	// Services register their series whether or not anything serves them: a registry nobody
-	// scrapes costs nothing per call, and the per-request interceptors only run with the flag.
-	reg := metrics.New()
+	obs, err := p.startObservability(ctx, cfg, deps)
+	if err != nil {
+		return nil, err
+	}
+	store, err := p.startStorage(ctx, cfg, obs)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := p.startServices(ctx, cfg, deps, obs, store)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.serveHTTP(ctx, cfg, obs, svc); err != nil {
+		return nil, err
+	}
+	if err := p.serveMetrics(cfg, obs, svc.health); err != nil {
+		return nil, err
+	}
+	p.log.Info("collab started", "services", cfg.Services, "http", p.HTTPURL(), "grpc_mtls", p.tls.mutual(), "grpc", p.GRPCAddr, "metrics", p.MetricsAddr, "store", storeName(cfg), "tracing", obs.tracer != nil)
+	return p, nil
+}
+
+// observability is what the process measures and traces with: the first phase of Start.
+type observability struct {
+	// reg is the process's Prometheus registry. Services register their series whether or not
+	// anything serves them: a registry nobody scrapes costs nothing per call, and the
+	// per-request interceptors only run with --metrics-addr.
+	reg *metrics.Registry
+	// tracer is nil when tracing is off.
+	tracer trace.TracerProvider
+	// server are the gRPC server's outermost interceptors: tracing, then per-RPC metrics.
+	server []grpc.UnaryServerInterceptor
+	// inprocClients trace the calls made over in-process connections.
+	inprocClients []grpc.UnaryClientInterceptor
+	// peers trace and count the calls made to other processes.
+	peers []grpc.DialOption
+	// mongo counts the MongoDB commands.
+	mongo []mongodb.ConnectOption
+}
+
+// startObservability builds the metrics registry and, when asked for, tracing, with the
+// interceptors and options that put both on RPCs and MongoDB commands.
+func (p *Process) startObservability(ctx context.Context, cfg Config, deps Deps) (observability, error) {
+	o := observability{reg: metrics.New()}
 	tracer, rpcTracing, peerTracing, err := p.startTracing(ctx, cfg, deps)
 	if err != nil {
-		return nil, err
+		return o, err
 	}
-	p.tracing = tracer
-	var rpcMetrics []grpc.UnaryServerInterceptor
+	p.tracing, o.tracer = tracer, tracer
+	o.server, o.inprocClients = rpcTracing, peerTracing
+	if len(peerTracing) > 0 {
+		o.peers = append(o.peers, grpc.WithChainUnaryInterceptor(peerTracing...))
+	}
 	if cfg.MetricsAddr != "" {
-		rpcMetrics = append(rpcMetrics, reg.UnaryServerInterceptor())
+		o.server = append(o.server, o.reg.UnaryServerInterceptor())
+		o.peers = append(o.peers, grpc.WithChainUnaryInterceptor(o.reg.UnaryClientInterceptor()))
+		o.mongo = append(o.mongo, mongodb.WithCommandMonitor(o.reg.MongoMonitor()))
 	}
+	return o, nil
+}
 
-	var mongoOpts []mongodb.ConnectOption
-	if cfg.MetricsAddr != "" {
-		mongoOpts = append(mongoOpts, mongodb.WithCommandMonitor(reg.MongoMonitor()))
-	}
-	mongo, storage, err := p.openStorage(ctx, cfg, log, mongoOpts...)
+// storage is where the services keep their data: the second phase of Start.
+type storage struct {
+	mongo *mongodb.Conn // nil: memory stores
+	kind  service.Storage
+	// secret is the deployment's master secret (page tokens, sealed keys).
+	secret []byte
+}
+
+// startStorage opens the MongoDB connection (or the embedded server of --data-dir), if any,
+// and reads the master secret.
+func (p *Process) startStorage(ctx context.Context, cfg Config, obs observability) (storage, error) {
+	mongo, kind, err := p.openStorage(ctx, cfg, p.log, obs.mongo...)
 	if err != nil {
-		return nil, err
+		return storage{}, err
 	}
 	secret, err := masterSecret(ctx, cfg, mongo)
 	if err != nil {
-		return nil, err
+		return storage{}, err
 	}
-	var localModules []service.Module
+	return storage{mongo: mongo, kind: kind, secret: secret}, nil
+}
+
+// localServices is what the local services phase hands to the listeners after it.
+type localServices struct {
+	// plain are the connections the gateway forwards callers through, one per service.
+	plain map[string]grpc.ClientConnInterface
+	// routes are the local services' own HTTP routes.
+	routes []service.Route
+	// health checks the local services (nil without any): the gRPC health service, and
+	// /readyz on the metrics listener.
+	health *grpcserver.Health
+}
+
+// startServices is the third phase of Start: one gRPC server carries the local services, over
+// TCP for other processes and in process (internal/inproc) for the gateway and the local
+// services themselves, with the same interceptor chain on both; the connections to every
+// service; the local services built on them and registered; then the gRPC listener and the
+// outboxes' relays. A process without local services (the gateway alone) only connects.
+func (p *Process) startServices(ctx context.Context, cfg Config, deps Deps, obs observability, store storage) (localServices, error) {
+	var modules []service.Module
 	for _, m := range cfg.Modules {
 		if cfg.Runs(m.Name) {
-			localModules = append(localModules, m)
+			modules = append(modules, m)
 		}
 	}
-	// One gRPC server carries the local services, over TCP for other processes and in process
-	// (internal/inproc) for the gateway and the local services themselves: the same interceptor
-	// chain runs on both. The chain needs the authenticator, which for a local authenticating
-	// service is the service itself; it is set once the services exist, before serving starts.
+	// The chain needs the authenticator, which for a local authenticating service is the
+	// service itself: buildAll sets it as soon as that service is built; when it runs
+	// elsewhere, it is a client of it, set before serving starts.
 	var (
-		auth   authn.Authenticator
-		srv    *grpc.Server
-		local  *inproc.Server
-		routes []service.Route
-		// health checks the local services (nil without any): the gRPC health service, and
-		// /readyz on the metrics listener.
-		health *grpcserver.Health
+		auth  authn.Authenticator
+		srv   *grpc.Server
+		local *inproc.Server
 	)
-	if len(localModules) > 0 {
-		authOpts := append(p.tls.authnOptions(), authn.WithForwarderToken(cfg.ForwarderToken))
-		chain := grpcserver.Chain(log, authn.NewInterceptor(lazyAuthenticator{get: func() authn.Authenticator { return auth }}, cfg.InternalToken, authOpts...), slices.Concat(rpcTracing, rpcMetrics)...)
-		opts := p.tls.serverOptions()
-		if cfg.GRPCMaxConnectionAge > 0 {
-			opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: cfg.GRPCMaxConnectionAge, MaxConnectionAgeGrace: GRPCConnectionGrace}))
-		}
-		srv = grpcserver.New(chain, opts...)
-		local = inproc.New(srv, chain, grpcserver.MaxMessageBytes)
-		local.InterceptClients(peerTracing...)
+	if len(modules) > 0 {
+		srv, local = p.newGRPCServer(cfg, obs, func() authn.Authenticator { return auth })
 	}
-	var peerMetrics []grpc.DialOption
-	if len(peerTracing) > 0 {
-		peerMetrics = append(peerMetrics, grpc.WithChainUnaryInterceptor(peerTracing...))
-	}
-	if cfg.MetricsAddr != "" {
-		peerMetrics = append(peerMetrics, grpc.WithChainUnaryInterceptor(reg.UnaryClientInterceptor()))
-	}
-	plain, internal, err := p.connect(cfg, local, peerMetrics...)
+	plain, internal, err := p.connect(cfg, local, obs.peers...)
 	if err != nil {
-		return nil, err
+		return localServices{}, err
 	}
+	out := localServices{plain: plain}
+	if local == nil {
+		return out, nil
+	}
+	out.health = grpcserver.NewHealth()
+	healthpb.RegisterHealthServer(local, out.health)
+	reflection.Register(srv)
+	b, err := p.newBuilder(cfg, deps, obs, store, internal)
+	if err != nil {
+		return out, err
+	}
+	if out.routes, err = b.buildAll(ctx, modules, local, out.health, &auth); err != nil {
+		return out, err
+	}
+	if err := p.checkBuilt(cfg, out.routes); err != nil {
+		return out, err
+	}
+	if auth == nil {
+		auth = p.remoteAuthenticator(cfg, deps, plain)
+	}
+	if err := p.serveGRPC(cfg, srv); err != nil {
+		return out, err
+	}
+	// The relays stop before the gRPC server they deliver through.
+	b.startRelays()
+	return out, nil
+}
 
-	if local != nil {
-		health = grpcserver.NewHealth()
-		healthpb.RegisterHealthServer(local, health)
-		reflection.Register(srv)
-		sender := deps.Email
-		if sender == nil {
-			if sender, err = emailSender(cfg, log); err != nil {
-				return nil, err
-			}
-		}
-		b := &builder{metrics: reg, cfg: cfg, deps: deps, log: log, mongo: mongo, storage: storage, secret: secret, email: sender, internal: internal, p: p, tracing: tracer}
-		dispatcher := lifecycle.NewDispatcher()
-		events := false
-		for _, m := range localModules {
-			inst, err := b.build(ctx, m)
-			if err != nil {
-				return nil, fmt.Errorf("service %s: %w", m.Name, err)
-			}
-			inst.Register(local)
-			health.Add(m.GRPCService, inst.Ping)
-			if len(m.Consumes) > 0 {
-				if inst.Events == nil {
-					return nil, fmt.Errorf("service %s consumes events but handles none", m.Name)
-				}
-				dispatcher.Register(m.Name, inst.Events)
-				events = true
-			}
-			if inst.Authenticator != nil {
-				auth = inst.Authenticator
-			}
-			if inst.Dev != nil {
-				p.Dev = inst.Dev
-			}
-			routes = append(routes, inst.Routes...)
-			if inst.Run != nil {
-				b.background = append(b.background, inst.Run)
-			}
-		}
-		if events {
-			lifecyclev1.RegisterLifecycleServiceServer(local, dispatcher)
-		}
-		if len(b.outboxes) > 0 {
-			if err := reg.Registerer().Register(outbox.NewCollector(b.outboxes...)); err != nil {
-				return nil, fmt.Errorf("outbox metrics: %w", err)
-			}
-		}
-		if p.embedded != nil {
-			// The services created their databases: make the new files private too.
-			if err := p.embedded.Protect(); err != nil {
-				return nil, err
-			}
-		}
-		var listens []string // an empty --grpc-addr listens nowhere; an empty --http-addr everywhere
-		if cfg.GRPCAddr != "" {
-			listens = append(listens, cfg.GRPCAddr)
-		}
-		if cfg.Runs(Gateway) || len(routes) > 0 {
-			listens = append(listens, cfg.HTTPAddr)
-		}
-		if err := checkExposure(cfg, p.Dev, listens); err != nil {
+// newBuilder returns the builder of the local services, on the process's storage, internal
+// connections and mail sender (SMTP, or files in --mail-dir, unless the test gave one).
+func (p *Process) newBuilder(cfg Config, deps Deps, obs observability, store storage, internal map[string]grpc.ClientConnInterface) (*builder, error) {
+	sender := deps.Email
+	if sender == nil {
+		var err error
+		if sender, err = emailSender(cfg, p.log); err != nil {
 			return nil, err
 		}
-		if auth == nil {
-			authService := ""
-			for _, m := range cfg.Modules {
-				if m.Authenticates {
-					authService = m.Name
-				}
-			}
-			auth = p.tls.authClient(authn.NewClient(workspacev1.NewWorkspaceServiceClient(plain[authService]), p.peerToken(cfg), cfg.AuthCacheTTL, deps.Clock))
-		}
-		if cfg.GRPCAddr != "" {
-			ln, err := net.Listen("tcp", cfg.GRPCAddr)
-			if err != nil {
-				return nil, fmt.Errorf("grpc listen %s: %w", cfg.GRPCAddr, err)
-			}
-			ln = limitListeners(ln, maxGRPCConns, 0, log)
-			p.GRPCAddr = ln.Addr().String()
-			go func() {
-				if err := srv.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-					p.errs <- fmt.Errorf("grpc server: %w", err)
-				}
-			}()
-		}
-		p.closers = append(p.closers, func(ctx context.Context) error {
-			stopped := make(chan struct{})
-			go func() { srv.GracefulStop(); close(stopped) }()
-			select {
-			case <-stopped:
-			case <-ctx.Done():
-				srv.Stop()
-			}
-			return nil
-		})
-		// The relays stop before the gRPC server they deliver through.
-		b.startRelays()
 	}
+	return &builder{metrics: obs.reg, cfg: cfg, deps: deps, log: p.log, mongo: store.mongo, storage: store.kind, secret: store.secret,
+		email: sender, internal: internal, p: p, tracing: obs.tracer}, nil
+}
 
+// checkBuilt runs what must hold once the services are built, before anything listens: the
+// embedded server's files the services created are made private, and the development
+// credentials a service made are not exposed beyond loopback (checkExposure).
+func (p *Process) checkBuilt(cfg Config, routes []service.Route) error {
+	if p.embedded != nil {
+		if err := p.embedded.Protect(); err != nil {
+			return err
+		}
+	}
+	var listens []string // an empty --grpc-addr listens nowhere; an empty --http-addr everywhere
+	if cfg.GRPCAddr != "" {
+		listens = append(listens, cfg.GRPCAddr)
+	}
 	if cfg.Runs(Gateway) || len(routes) > 0 {
-		// A process without the gateway still listens when its services serve HTTP routes of
-		// their own (the gateway proxies /v2/crdt/sync/ to the crdt processes); anything else
-		// there is not found.
-		var gw http.Handler = http.HandlerFunc(notFound)
-		if cfg.Runs(Gateway) {
-			// The routes of services that run elsewhere: the gateway is the one public entry
-			// point, so it forwards them to their processes (--<name>-http-addr).
-			remote, err := remoteRoutes(cfg, p.tls, log)
-			if err != nil {
-				return nil, err
-			}
-			routes = append(routes, remote...)
-			var upstreams []gateway.Upstream
-			for _, m := range cfg.Modules {
-				if m.Gateway != nil {
-					upstreams = append(upstreams, gateway.Upstream{Name: m.Name, GRPCService: m.GRPCService, Register: m.Gateway, Conn: plain[m.Name]})
-				}
-			}
-			g, err := gateway.New(ctx, upstreams, log)
-			if err != nil {
-				return nil, err
-			}
-			if cfg.MetricsAddr != "" {
-				g.SetMetrics(reg.HTTP())
-			}
-			if tracer != nil {
-				g.SetTracing(tracer)
-			}
-			gw = g
+		listens = append(listens, cfg.HTTPAddr)
+	}
+	return checkExposure(cfg, p.Dev, listens)
+}
+
+// newGRPCServer returns the gRPC server of the local services and its in-process twin, both
+// behind the interceptor chain: observability, then the request id, recovery, errors and
+// authentication by the authenticator auth returns when a call comes.
+func (p *Process) newGRPCServer(cfg Config, obs observability, auth func() authn.Authenticator) (*grpc.Server, *inproc.Server) {
+	authOpts := append(p.tls.authnOptions(), authn.WithForwarderToken(cfg.ForwarderToken))
+	chain := grpcserver.Chain(p.log, authn.NewInterceptor(lazyAuthenticator{get: auth}, cfg.InternalToken, authOpts...), obs.server...)
+	opts := p.tls.serverOptions()
+	if cfg.GRPCMaxConnectionAge > 0 {
+		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: cfg.GRPCMaxConnectionAge, MaxConnectionAgeGrace: GRPCConnectionGrace}))
+	}
+	srv := grpcserver.New(chain, opts...)
+	local := inproc.New(srv, chain, grpcserver.MaxMessageBytes)
+	local.InterceptClients(obs.inprocClients...)
+	return srv, local
+}
+
+// remoteAuthenticator checks credentials with the authenticating service in another process,
+// caching successes for --auth-cache-ttl.
+func (p *Process) remoteAuthenticator(cfg Config, deps Deps, plain map[string]grpc.ClientConnInterface) authn.Authenticator {
+	authService := ""
+	for _, m := range cfg.Modules {
+		if m.Authenticates {
+			authService = m.Name
 		}
-		if len(routes) > 0 {
-			mux := http.NewServeMux()
-			for _, r := range routes {
-				mux.Handle(r.Prefix, r.Handler)
-			}
-			mux.Handle("/", gw)
-			gw = mux
-		}
-		ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	}
+	return p.tls.authClient(authn.NewClient(workspacev1.NewWorkspaceServiceClient(plain[authService]), p.peerToken(cfg), cfg.AuthCacheTTL, deps.Clock))
+}
+
+// serveGRPC listens at --grpc-addr (nowhere when empty: in-process calls only) and stops the
+// server gracefully at shutdown, or at once when the shutdown's context ends.
+func (p *Process) serveGRPC(cfg Config, srv *grpc.Server) error {
+	if cfg.GRPCAddr != "" {
+		ln, err := net.Listen("tcp", cfg.GRPCAddr)
 		if err != nil {
-			return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
+			return fmt.Errorf("grpc listen %s: %w", cfg.GRPCAddr, err)
 		}
-		// Per address only where the gateway runs: a process serving its routes behind the
-		// gateway sees every client as the gateway (it proxies each WebSocket on a connection of
-		// its own).
-		perAddr := cfg.HTTPMaxConnsPerAddress
-		if !cfg.Runs(Gateway) {
-			perAddr = 0
-		}
-		ln = limitListeners(ln, cfg.HTTPMaxConns, perAddr, log)
-		p.HTTPAddr, p.routesOnly = ln.Addr().String(), !cfg.Runs(Gateway)
-		// Requests live in base, which ends once Shutdown has waited for them: Shutdown does not
-		// wait for hijacked connections (live sync's WebSockets, served or proxied), and ending
-		// their requests' context closes them.
-		base, cancelBase := context.WithCancel(context.Background())
-		hs := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
-			MaxHeaderBytes: MaxHeaderBytes,
-			ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-			BaseContext:    func(net.Listener) context.Context { return base }}
-		serve := hs.Serve
-		if p.tls.http != nil {
-			// ServeTLS sets up HTTP/2 as well; the certificate comes from GetCertificate.
-			hs.TLSConfig = tlsfiles.Server(p.tls.http)
-			serve = func(ln net.Listener) error { return hs.ServeTLS(ln, "", "") }
-		}
+		ln = limitListeners(ln, maxGRPCConns, 0, p.log)
+		p.GRPCAddr = ln.Addr().String()
 		go func() {
-			if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				p.errs <- fmt.Errorf("http server: %w", err)
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				p.errs <- fmt.Errorf("grpc server: %w", err)
 			}
 		}()
-		p.closers = append(p.closers, func(ctx context.Context) error {
-			defer cancelBase()
-			return hs.Shutdown(ctx)
-		})
 	}
-	if cfg.MetricsAddr != "" {
-		addr, stop, err := reg.Serve(cfg.MetricsAddr, log, p.errs, probes(health)...)
+	p.closers = append(p.closers, func(ctx context.Context) error {
+		stopped := make(chan struct{})
+		go func() { srv.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			srv.Stop()
+		}
+		return nil
+	})
+	return nil
+}
+
+// serveHTTP is the fourth phase of Start: the HTTP listener, where the process runs the
+// gateway or its services serve HTTP routes of their own (the gateway proxies /v2/crdt/sync/
+// to the crdt processes); without the gateway, anything else there is not found.
+func (p *Process) serveHTTP(ctx context.Context, cfg Config, obs observability, svc localServices) error {
+	if !cfg.Runs(Gateway) && len(svc.routes) == 0 {
+		return nil
+	}
+	handler, err := p.httpHandler(ctx, cfg, obs, svc)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
+	}
+	// Per address only where the gateway runs: a process serving its routes behind the
+	// gateway sees every client as the gateway (it proxies each WebSocket on a connection of
+	// its own).
+	perAddr := cfg.HTTPMaxConnsPerAddress
+	if !cfg.Runs(Gateway) {
+		perAddr = 0
+	}
+	ln = limitListeners(ln, cfg.HTTPMaxConns, perAddr, p.log)
+	p.HTTPAddr, p.routesOnly = ln.Addr().String(), !cfg.Runs(Gateway)
+	// Requests live in base, which ends once Shutdown has waited for them: Shutdown does not
+	// wait for hijacked connections (live sync's WebSockets, served or proxied), and ending
+	// their requests' context closes them.
+	base, cancelBase := context.WithCancel(context.Background())
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
+		MaxHeaderBytes: MaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+		BaseContext:    func(net.Listener) context.Context { return base }}
+	serve := hs.Serve
+	if p.tls.http != nil {
+		// ServeTLS sets up HTTP/2 as well; the certificate comes from GetCertificate.
+		hs.TLSConfig = tlsfiles.Server(p.tls.http)
+		serve = func(ln net.Listener) error { return hs.ServeTLS(ln, "", "") }
+	}
+	go func() {
+		if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.errs <- fmt.Errorf("http server: %w", err)
+		}
+	}()
+	p.closers = append(p.closers, func(ctx context.Context) error {
+		defer cancelBase()
+		return hs.Shutdown(ctx)
+	})
+	return nil
+}
+
+// httpHandler is what the HTTP listener serves: the services' own routes, local and, where the
+// gateway runs, those of services that run elsewhere (the gateway is the one public entry
+// point, so it forwards them to their processes, --<name>-http-addr), in front of the gateway.
+func (p *Process) httpHandler(ctx context.Context, cfg Config, obs observability, svc localServices) (http.Handler, error) {
+	routes := svc.routes
+	var gw http.Handler = http.HandlerFunc(notFound)
+	if cfg.Runs(Gateway) {
+		remote, err := remoteRoutes(cfg, p.tls, p.log)
 		if err != nil {
 			return nil, err
 		}
-		p.MetricsAddr = addr
-		p.closers = append(p.closers, stop)
+		routes = append(slices.Clip(routes), remote...)
+		var upstreams []gateway.Upstream
+		for _, m := range cfg.Modules {
+			if m.Gateway != nil {
+				upstreams = append(upstreams, gateway.Upstream{Name: m.Name, GRPCService: m.GRPCService, Register: m.Gateway, Conn: svc.plain[m.Name]})
+			}
+		}
+		g, err := gateway.New(ctx, upstreams, p.log)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.MetricsAddr != "" {
+			g.SetMetrics(obs.reg.HTTP())
+		}
+		if obs.tracer != nil {
+			g.SetTracing(obs.tracer)
+		}
+		gw = g
 	}
-	log.Info("collab started", "services", cfg.Services, "http", p.HTTPURL(), "grpc_mtls", p.tls.mutual(), "grpc", p.GRPCAddr, "metrics", p.MetricsAddr, "store", storeName(cfg), "tracing", tracer != nil)
-	return p, nil
+	if len(routes) == 0 {
+		return gw, nil
+	}
+	mux := http.NewServeMux()
+	for _, r := range routes {
+		mux.Handle(r.Prefix, r.Handler)
+	}
+	mux.Handle("/", gw)
+	return mux, nil
+}
+
+// serveMetrics is the last phase of Start: the /metrics listener with the probes, where
+// --metrics-addr asks for it.
+func (p *Process) serveMetrics(cfg Config, obs observability, health *grpcserver.Health) error {
+	if cfg.MetricsAddr == "" {
+		return nil
+	}
+	addr, stop, err := obs.reg.Serve(cfg.MetricsAddr, p.log, p.errs, probes(health)...)
+	if err != nil {
+		return err
+	}
+	p.MetricsAddr = addr
+	p.closers = append(p.closers, stop)
+	return nil
 }
 
 // connect opens two connections to every service: a plain one for the gateway, which forwards
@@ -583,6 +681,51 @@ func (b *builder) build(ctx context.Context, m service.Module) (*service.Instanc
 		return nil, err
 	}
 	return inst, nil
+}
+
+// buildAll builds the local services in order and registers each on the in-process server
+// (its gRPC service, its health check, its event handler on the lifecycle dispatcher, its
+// background work), and the outboxes' metrics. The authenticating service's authenticator goes
+// to *auth as soon as it is built, so the services built after it are served by it; auth stays
+// nil when that service runs elsewhere. It returns the services' own HTTP routes.
+func (b *builder) buildAll(ctx context.Context, modules []service.Module, local *inproc.Server, health *grpcserver.Health, auth *authn.Authenticator) ([]service.Route, error) {
+	var routes []service.Route
+	dispatcher := lifecycle.NewDispatcher()
+	events := false
+	for _, m := range modules {
+		inst, err := b.build(ctx, m)
+		if err != nil {
+			return nil, fmt.Errorf("service %s: %w", m.Name, err)
+		}
+		inst.Register(local)
+		health.Add(m.GRPCService, inst.Ping)
+		if len(m.Consumes) > 0 {
+			if inst.Events == nil {
+				return nil, fmt.Errorf("service %s consumes events but handles none", m.Name)
+			}
+			dispatcher.Register(m.Name, inst.Events)
+			events = true
+		}
+		if inst.Authenticator != nil {
+			*auth = inst.Authenticator
+		}
+		if inst.Dev != nil {
+			b.p.Dev = inst.Dev
+		}
+		routes = append(routes, inst.Routes...)
+		if inst.Run != nil {
+			b.background = append(b.background, inst.Run)
+		}
+	}
+	if events {
+		lifecyclev1.RegisterLifecycleServiceServer(local, dispatcher)
+	}
+	if len(b.outboxes) > 0 {
+		if err := b.metrics.Registerer().Register(outbox.NewCollector(b.outboxes...)); err != nil {
+			return nil, fmt.Errorf("outbox metrics: %w", err)
+		}
+	}
+	return routes, nil
 }
 
 // outbox builds the event outbox of a producing service, in that service's own database; it

@@ -28,8 +28,8 @@ func get(t *testing.T, url string) (int, string) {
 // kubelet's gRPC probe has not) is still probed, and /readyz runs its services' checks.
 func TestMetricsListenerServesProbes(t *testing.T) {
 	ca := tlstest.NewCA(t, "deployment CA")
-	p := startProcess(t, append(mtlsFlags(t, ca, "localhost"), "--metrics-addr=127.0.0.1:0", "--services=workspace,documents", "--users-addr=127.0.0.1:1", "--access-addr=127.0.0.1:1",
-		"--activity-addr=127.0.0.1:1", "--notifications-addr=127.0.0.1:1", "--memory-addr=127.0.0.1:1", "--crdt-addr=127.0.0.1:1", "--events-addr=127.0.0.1:1", "--webhooks-addr=127.0.0.1:1")...)
+	args := append(mtlsFlags(t, ca, "localhost"), "--metrics-addr=127.0.0.1:0", "--services=workspace,documents")
+	p := startProcess(t, append(args, peerFlags("127.0.0.1:1", serviceNames("workspace", "documents")...)...)...)
 	for path, want := range map[string]string{"/healthz": `{"status":"alive"}`, "/readyz": `{"status":"ready"}`} {
 		if code, body := get(t, "http://"+p.MetricsAddr+path); code != http.StatusOK || body != want {
 			t.Errorf("%s: %d %s, want 200 %s", path, code, body, want)

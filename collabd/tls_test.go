@@ -313,9 +313,8 @@ func healthCheck(conn *grpc.ClientConn) error {
 func TestPublicCallersAreNotInternalUnderMutualTLS(t *testing.T) {
 	ca := tlstest.NewCA(t, "deployment CA")
 	back, _ := startLogged(t, append(mtlsFlags(t, ca, "back"), "--services=workspace")...)
-	cfg, err := parse(t, nil, append(mtlsFlags(t, ca, "front"), "--services=gateway", "--workspace-addr="+back.GRPCAddr,
-		"--users-addr=u:1", "--documents-addr=d:1", "--access-addr=a:1", "--events-addr=e:1", "--activity-addr=a:1", "--notifications-addr=n:1",
-		"--memory-addr=m:1", "--crdt-addr=c:1", "--webhooks-addr=w:1")...)
+	args := append(mtlsFlags(t, ca, "front"), "--services=gateway", "--workspace-addr="+back.GRPCAddr)
+	cfg, err := parse(t, nil, append(args, peerFlags("never-called:1", serviceNames("workspace")...)...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

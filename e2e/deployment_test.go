@@ -25,7 +25,8 @@ func freeAddr(t *testing.T) string {
 }
 
 // The services and the gateway in four processes: workspace alone, the data services
-// together, events, activity, notifications, memory, crdt and webhooks together, the gateway alone. Every call crosses process
+// (documents, users, access) together, every other service together (today events, activity,
+// notifications, memory, crdt, webhooks), the gateway alone. Every call crosses process
 // boundaries over gRPC, and events travel between the processes: deletions from documents to
 // users, access and activity, a published event from events to activity. Live sync reaches
 // crdt through the gateway's URL, the one public entry point: the gateway proxies the
@@ -36,17 +37,17 @@ func TestSplitProcesses(t *testing.T) {
 	if ws.proc.HTTPAddr != "" {
 		t.Fatalf("workspace-only process serves HTTP at %s", ws.proc.HTTPAddr)
 	}
+	dataServices := []string{"documents", "users", "access"}
+	feedServices := serviceNames(append([]string{"workspace"}, dataServices...)...)
 	// events and activity call documents, and documents delivers its deletions to activity:
 	// the second process's address is chosen before either starts.
 	feedAddr := freeAddr(t)
-	data := start(t, config(t, "--services=documents,users,access", "--workspace-addr="+ws.proc.GRPCAddr, "--internal-token="+testInternalToken,
-		"--events-addr="+feedAddr, "--activity-addr="+feedAddr, "--notifications-addr="+feedAddr, "--memory-addr="+feedAddr, "--crdt-addr="+feedAddr))
-	peers := []string{"--workspace-addr=" + ws.proc.GRPCAddr, "--events-addr=" + feedAddr, "--activity-addr=" + feedAddr, "--notifications-addr=" + feedAddr, "--memory-addr=" + feedAddr, "--crdt-addr=" + feedAddr, "--webhooks-addr=" + feedAddr}
-	for _, s := range []string{"documents", "users", "access"} {
-		peers = append(peers, "--"+s+"-addr="+data.proc.GRPCAddr)
-	}
-	feed := start(t, config(t, "--services=events,activity,notifications,memory,crdt,webhooks", "--grpc-addr="+feedAddr, "--internal-token="+testInternalToken,
-		"--workspace-addr="+ws.proc.GRPCAddr, "--documents-addr="+data.proc.GRPCAddr, "--users-addr="+data.proc.GRPCAddr, "--access-addr="+data.proc.GRPCAddr))
+	data := start(t, config(t, append([]string{"--services=" + strings.Join(dataServices, ","), "--workspace-addr=" + ws.proc.GRPCAddr, "--internal-token=" + testInternalToken},
+		peerFlags(feedAddr, feedServices...)...)...))
+	peers := append([]string{"--workspace-addr=" + ws.proc.GRPCAddr}, peerFlags(feedAddr, feedServices...)...)
+	peers = append(peers, peerFlags(data.proc.GRPCAddr, dataServices...)...)
+	feed := start(t, config(t, append([]string{"--services=" + strings.Join(feedServices, ","), "--grpc-addr=" + feedAddr, "--internal-token=" + testInternalToken,
+		"--workspace-addr=" + ws.proc.GRPCAddr}, peerFlags(data.proc.GRPCAddr, dataServices...)...)...))
 	if feed.proc.HTTPAddr == "" {
 		t.Fatal("the process running crdt serves no HTTP: live sync needs its listener")
 	}
@@ -132,10 +133,7 @@ func TestSplitProcesses(t *testing.T) {
 
 func TestSplitProcessesNotReadyWithoutPeer(t *testing.T) {
 	t.Parallel()
-	args := []string{"--services=gateway"}
-	for _, s := range []string{"workspace", "documents", "users", "access", "events", "activity", "notifications", "memory", "crdt", "webhooks"} {
-		args = append(args, "--"+s+"-addr=127.0.0.1:1")
-	}
+	args := append([]string{"--services=gateway"}, peerFlags("127.0.0.1:1", serviceNames()...)...)
 	gw := start(t, config(t, args...))
 	r := gw.do("GET", "/readyz", nil, nil)
 	if r.status != 503 || r.body["services"].(map[string]any)["workspace"] != "unreachable" {
@@ -149,10 +147,7 @@ func TestSplitProcessesNotReadyWithoutPeer(t *testing.T) {
 // listens, 503 too.
 func TestSplitGatewayWithoutCrdtHTTPAddr(t *testing.T) {
 	t.Parallel()
-	args := []string{"--services=gateway", "--log-level=warn"}
-	for _, s := range []string{"workspace", "documents", "users", "access", "events", "activity", "notifications", "memory", "crdt", "webhooks"} {
-		args = append(args, "--"+s+"-addr=127.0.0.1:1")
-	}
+	args := append([]string{"--services=gateway", "--log-level=warn"}, peerFlags("127.0.0.1:1", serviceNames()...)...)
 	logged := &lockedBuffer{}
 	gw := startLogging(t, config(t, args...), logged)
 	if !strings.Contains(logged.String(), "--crdt-http-addr") {

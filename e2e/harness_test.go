@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,26 @@ func config(t *testing.T, args ...string) collabd.Config {
 		t.Fatalf("config: %v", err)
 	}
 	return cfg
+}
+
+// serviceNames are the names of services.All() but those given, in the list's order.
+func serviceNames(except ...string) []string {
+	var out []string
+	for _, m := range services.All() {
+		if !slices.Contains(except, m.Name) {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// peerFlags are the flags that put each of the services at addr (--<name>-addr).
+func peerFlags(addr string, names ...string) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		out = append(out, "--"+n+"-addr="+addr)
+	}
+	return out
 }
 
 func start(t *testing.T, cfg collabd.Config) *system {

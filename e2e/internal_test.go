@@ -11,13 +11,13 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	optionsv1 "github.com/collab/collab/proto/collab/options/v1"
 
 	"github.com/collab/collab/collabd"
 	"github.com/collab/collab/internal/authn"
+	"github.com/collab/collab/internal/protoset"
 	"github.com/collab/collab/services"
 )
 
@@ -25,25 +25,16 @@ import (
 // as the configuration check demands.
 const testInternalToken = "9c1e4f7a2b8d05e3f6a9c2d1b4e7f0a38d5c2b9e6f1a4d7c0b3e8f5a2d9c6b1e"
 
-// internalMethods lists every RPC of every collab service that is for internal callers only.
+// internalMethods lists every RPC of every collab service (internal/protoset) that is for
+// internal callers only.
 func internalMethods(t *testing.T) []protoreflect.MethodDescriptor {
 	t.Helper()
 	var out []protoreflect.MethodDescriptor
-	protoregistry.GlobalFiles.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
-		if !strings.HasPrefix(string(fd.Package()), "collab.") {
-			return true
+	for _, md := range protoset.Methods() {
+		if authn.ClassOf("/"+string(md.Parent().FullName())+"/"+string(md.Name())) == optionsv1.Auth_AUTH_INTERNAL {
+			out = append(out, md)
 		}
-		for i := 0; i < fd.Services().Len(); i++ {
-			svc := fd.Services().Get(i)
-			for j := 0; j < svc.Methods().Len(); j++ {
-				md := svc.Methods().Get(j)
-				if authn.ClassOf("/"+string(svc.FullName())+"/"+string(md.Name())) == optionsv1.Auth_AUTH_INTERNAL {
-					out = append(out, md)
-				}
-			}
-		}
-		return true
-	})
+	}
 	if len(out) < 5 {
 		t.Fatalf("only %d internal methods found: %v", len(out), out)
 	}
@@ -106,10 +97,9 @@ func TestInternalRPCsRefuseOutsiders(t *testing.T) {
 
 	t.Run("split", func(t *testing.T) {
 		ws := start(t, config(t, "--services=workspace", "--internal-token="+testInternalToken))
-		data := start(t, config(t, "--services=documents,users,access,events,activity,notifications,memory,crdt,webhooks", "--workspace-addr="+ws.proc.GRPCAddr, "--internal-token="+testInternalToken))
-		gw := start(t, config(t, "--services=gateway", "--workspace-addr="+ws.proc.GRPCAddr, "--documents-addr="+data.proc.GRPCAddr,
-			"--users-addr="+data.proc.GRPCAddr, "--access-addr="+data.proc.GRPCAddr, "--events-addr="+data.proc.GRPCAddr, "--activity-addr="+data.proc.GRPCAddr, "--notifications-addr="+data.proc.GRPCAddr, "--memory-addr="+data.proc.GRPCAddr,
-			"--crdt-addr="+data.proc.GRPCAddr, "--webhooks-addr="+data.proc.GRPCAddr))
+		rest := serviceNames("workspace")
+		data := start(t, config(t, "--services="+strings.Join(rest, ","), "--workspace-addr="+ws.proc.GRPCAddr, "--internal-token="+testInternalToken))
+		gw := start(t, config(t, append([]string{"--services=gateway", "--workspace-addr=" + ws.proc.GRPCAddr}, peerFlags(data.proc.GRPCAddr, rest...)...)...))
 		id, token := gw.newWorkspace("internal@example.com")
 		key, auth := gw.newKey(id, token)
 		isWorkspace := func(md protoreflect.MethodDescriptor) bool {

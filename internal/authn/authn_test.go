@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,14 +17,19 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+	_ "google.golang.org/protobuf/types/known/emptypb" // google/protobuf/empty.proto, which brokenFile uses
 
 	optionsv1 "github.com/collab/collab/proto/collab/options/v1"
 	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
 
 	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/clock"
+	"github.com/collab/collab/internal/protoset"
 )
 
 // fakeAuth accepts key "k"/token "t" and workspace "w"/token "wt".
@@ -126,31 +133,80 @@ func TestInterceptorClasses(t *testing.T) {
 	}
 }
 
-// Every method of every collab service declares how its caller authenticates.
+// Every method of every service of proto/ declares how its caller authenticates. The methods
+// come from internal/protoset, every proto package, not from the global registry, which in this
+// test binary holds only the packages authn links.
 func TestEveryMethodHasAnAuthClass(t *testing.T) {
-	n := 0
-	protoregistry.GlobalFiles.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
-		if !strings.HasPrefix(string(fd.Package()), "collab.") {
-			return true
-		}
-		for s := 0; s < fd.Services().Len(); s++ {
-			svc := fd.Services().Get(s)
-			for m := 0; m < svc.Methods().Len(); m++ {
-				md := svc.Methods().Get(m)
-				full := "/" + string(svc.FullName()) + "/" + string(md.Name())
-				if ClassOf(full) == optionsv1.Auth_AUTH_UNSPECIFIED {
-					t.Errorf("%s has no auth class", full)
-				}
-				n++
-			}
-		}
-		return true
-	})
-	if n == 0 {
-		t.Fatal("no collab methods registered")
+	methods := protoset.Methods()
+	if len(methods) < 50 {
+		t.Fatalf("only %d methods in protoset", len(methods))
 	}
-	_ = workspacev1.File_collab_workspace_v1_workspace_proto
+	for _, m := range unclassified(methods) {
+		t.Errorf("%s has no auth class: give it the option (collab.options.v1.auth)", m)
+	}
 }
+
+// The guard above fails on a method without the option, and the interceptor refuses to serve
+// it: a test-only proto file, registered as generated code registers its own, whose service has
+// one method with the option and one without.
+func TestUnclassifiedMethodIsCaught(t *testing.T) {
+	fd, err := brokenFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := fd.Services().Get(0).Methods()
+	got := unclassified([]protoreflect.MethodDescriptor{ms.Get(0), ms.Get(1)})
+	if want := []string{"/collab.authntest.v1.BrokenService/Unmarked"}; !slices.Equal(got, want) {
+		t.Fatalf("unclassified %v, want %v", got, want)
+	}
+	i := NewInterceptor(&fakeAuth{}, "internal-secret")
+	handler := func(context.Context, any) (any, error) { return "ok", nil }
+	if _, err := i.Unary(incoming(HeaderAPIKey, "k", HeaderAuthToken, "t"), nil, &grpc.UnaryServerInfo{FullMethod: "/collab.authntest.v1.BrokenService/Marked"}, handler); err != nil {
+		t.Fatalf("the marked method: %v", err)
+	}
+	_, err = i.Unary(incoming(HeaderAPIKey, "k", HeaderAuthToken, "t"), nil, &grpc.UnaryServerInfo{FullMethod: "/collab.authntest.v1.BrokenService/Unmarked"}, handler)
+	if st := status.Convert(err); st.Code() != codes.Internal || st.Message() != "Internal error." {
+		t.Fatalf("the unmarked method: %v", err)
+	}
+}
+
+// unclassified returns the gRPC names of the methods without an auth class, as the interceptor
+// reads it (ClassOf).
+func unclassified(methods []protoreflect.MethodDescriptor) []string {
+	var out []string
+	for _, md := range methods {
+		full := "/" + string(md.Parent().FullName()) + "/" + string(md.Name())
+		if ClassOf(full) == optionsv1.Auth_AUTH_UNSPECIFIED {
+			out = append(out, full)
+		}
+	}
+	return out
+}
+
+// brokenFile registers, once per test binary, collab/authntest/v1/broken.proto: BrokenService
+// with Marked (AUTH_KEY) and Unmarked (no auth option).
+var brokenFile = sync.OnceValues(func() (protoreflect.FileDescriptor, error) {
+	marked := &descriptorpb.MethodOptions{}
+	proto.SetExtension(marked, optionsv1.E_Auth, optionsv1.Auth_AUTH_KEY)
+	empty := proto.String(".google.protobuf.Empty")
+	fd, err := protodesc.NewFile(&descriptorpb.FileDescriptorProto{
+		Name:       proto.String("collab/authntest/v1/broken.proto"),
+		Package:    proto.String("collab.authntest.v1"),
+		Syntax:     proto.String("proto3"),
+		Dependency: []string{"google/protobuf/empty.proto"},
+		Service: []*descriptorpb.ServiceDescriptorProto{{
+			Name: proto.String("BrokenService"),
+			Method: []*descriptorpb.MethodDescriptorProto{
+				{Name: proto.String("Marked"), InputType: empty, OutputType: empty, Options: marked},
+				{Name: proto.String("Unmarked"), InputType: empty, OutputType: empty},
+			},
+		}},
+	}, protoregistry.GlobalFiles)
+	if err != nil {
+		return nil, err
+	}
+	return fd, protoregistry.GlobalFiles.RegisterFile(fd)
+})
 
 func TestRequireCaller(t *testing.T) {
 	if _, err := RequireCaller(context.Background()); status.Code(apierrStatus(err)) != codes.Internal {

@@ -131,3 +131,22 @@ func TestForeignMethodsComeLast(t *testing.T) {
 		t.Errorf("observedStore's methods %v: io.Closer's Close should come last", names)
 	}
 }
+
+// A new service's package, whose module already calls observeStore, gets its first wrapper:
+// the generator reads it with a stub in place of the file it is about to write.
+func TestFirstGeneration(t *testing.T) {
+	if _, err := os.Stat(filepath.Join("testdata", "fresh", fileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("testdata/fresh must have no %s: %v", fileName, err)
+	}
+	target := t.TempDir()
+	if err := run(target, []string{"./testdata/fresh"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(target, "testdata", "fresh", fileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(got, []byte("func observeStore(s Store, o *storeobserve.Observer) Store {")) || !bytes.Contains(got, []byte("func (s *observedStore) Get(")) {
+		t.Errorf("the first wrapper:\n%s", got)
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"go/ast"
 	"go/format"
+	"go/parser"
 	"go/token"
 	"go/types"
 	"log"
@@ -111,10 +112,11 @@ func run(target string, patterns []string) error {
 	return nil
 }
 
-// hideGenerated returns an overlay that replaces every committed wrapper of the packages with
-// a stub whose observeStore returns the store unchanged, so the Store interface is read as it
-// is now, not through code generated from what it was (which may no longer compile), while
-// the modules calling observeStore still do.
+// hideGenerated returns an overlay that puts, in every package of the patterns declaring a
+// Store interface, a stub in place of its wrapper whose observeStore returns the store
+// unchanged: the Store interface is read as it is now, not through code generated from what it
+// was (which may no longer compile), while the modules calling observeStore still compile,
+// including a new service's, which has no wrapper yet.
 func hideGenerated(root string, patterns []string) (map[string][]byte, error) {
 	pkgs, err := packages.Load(&packages.Config{Mode: packages.NeedName | packages.NeedFiles, Dir: root}, patterns...)
 	if err != nil {
@@ -122,13 +124,48 @@ func hideGenerated(root string, patterns []string) (map[string][]byte, error) {
 	}
 	overlay := map[string][]byte{}
 	for _, p := range pkgs {
-		for _, f := range p.GoFiles {
-			if filepath.Base(f) == fileName {
-				overlay[f] = fmt.Appendf(nil, "package %s\n\nimport %q\n\nfunc observeStore(s Store, _ *storeobserve.Observer) Store { return s }\n", p.Name, runtime)
-			}
+		if len(p.GoFiles) == 0 {
+			continue
+		}
+		has, err := declaresStore(p.GoFiles)
+		if err != nil {
+			return nil, err
+		}
+		if has {
+			stub := filepath.Join(filepath.Dir(p.GoFiles[0]), fileName)
+			overlay[stub] = fmt.Appendf(nil, "package %s\n\nimport %q\n\nfunc observeStore(s Store, _ *storeobserve.Observer) Store { return s }\n", p.Name, runtime)
 		}
 	}
 	return overlay, nil
+}
+
+// declaresStore reports whether one of the files, other than a generated wrapper, declares a
+// type Store that is an interface without type parameters (what generate wraps; it refuses a
+// generic one with a reason, which a stub would hide behind a compile error).
+func declaresStore(files []string) (bool, error) {
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if filepath.Base(name) == fileName {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return false, fmt.Errorf("parse %s: %w", name, err)
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.TYPE {
+				continue
+			}
+			for _, spec := range g.Specs {
+				if ts := spec.(*ast.TypeSpec); ts.Name.Name == "Store" {
+					_, isInterface := ts.Type.(*ast.InterfaceType)
+					return isInterface && ts.TypeParams == nil, nil
+				}
+			}
+		}
+	}
+	return false, nil
 }
 
 // iface is an interface the wrapper implements: Store, or an optional one.
