@@ -40,6 +40,88 @@ func render(tpl string, values templateValues) string {
 	})
 }
 
+// renderedLen is the length in bytes of render(tpl, values), found without rendering.
+func renderedLen(tpl string, values templateValues) int {
+	n := len(tpl)
+	for _, m := range variable.FindAllStringSubmatchIndex(tpl, -1) {
+		n += len(values[tpl[m[2]:m[3]]]) - (m[1] - m[0])
+	}
+	return n
+}
+
+// headliner renders one notification's headline for each of its readers: the template data and
+// the acting user are read once, the reader's values added per reader. Headlines are rendered
+// when read or sent, not stored per recipient (issue 20).
+type headliner struct {
+	n    *Notification
+	base templateValues // headlineValues without the recipient
+	// perReader: the template names the recipient, so the headline differs between readers.
+	perReader bool
+}
+
+func newHeadliner(n *Notification) *headliner {
+	h := &headliner{n: n, base: headlineValues(n, User{})}
+	for _, m := range variable.FindAllStringSubmatch(n.HeadlineTemplate, -1) {
+		if m[1] == "recipientUser" || strings.HasPrefix(m[1], "recipientUser.") {
+			h.perReader = true
+		}
+	}
+	return h
+}
+
+// For renders the headline for the reader ("" for a notification whose content the caller's
+// resolver supplies).
+func (h *headliner) For(reader User) string {
+	if h.n.ResolverUsed {
+		return ""
+	}
+	if !h.perReader {
+		return render(h.n.HeadlineTemplate, h.base)
+	}
+	r := templateValues{}
+	r.addUser("recipientUser", reader)
+	return variable.ReplaceAllStringFunc(h.n.HeadlineTemplate, func(m string) string {
+		name := variable.FindStringSubmatch(m)[1]
+		if v, ok := r[name]; ok {
+			return v
+		}
+		return h.base[name]
+	})
+}
+
+// needsDirectory reports whether the reader's headline needs what the organization's contact
+// list knows of them: the template names the recipient, and the caller did not name them in
+// notifyUsers with both a name and an email.
+func (h *headliner) needsDirectory(userID string) bool {
+	if h.n.ResolverUsed || !h.perReader {
+		return false
+	}
+	for _, u := range h.n.NotifyUsers {
+		if u.UserID == userID {
+			return u.Name == "" || u.Email == ""
+		}
+	}
+	return true
+}
+
+// readerAs is the reader as the notification's headline names them: as the caller named them
+// in notifyUsers, with what the contact list knows (dir) filling what the caller left out; else
+// as the contact list has them. The fan-out resolved its recipients the same way.
+func (h *headliner) readerAs(dir User) User {
+	for _, u := range h.n.NotifyUsers {
+		if u.UserID == dir.UserID {
+			if u.Name == "" {
+				u.Name = dir.Name
+			}
+			if u.Email == "" {
+				u.Email = dir.Email
+			}
+			return u
+		}
+	}
+	return dir
+}
+
 // headlineValues are the values of a notification's headline for one recipient.
 func headlineValues(n *Notification, recipient User) templateValues {
 	v := templateValues{}

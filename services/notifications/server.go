@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -372,10 +374,14 @@ func (s *Server) GetNotifications(ctx context.Context, req *notificationsv1.GetN
 		if err != nil {
 			return nil, fmt.Errorf("read notifications: %w", err)
 		}
+		headline, err := s.headlines(ctx, org, l.user, ns)
+		if err != nil {
+			return nil, err
+		}
 		for _, e := range entries {
 			if n, ok := ns[e.NotificationID]; ok {
 				m := toProto(n)
-				m.Read, m.DisplayHeadlineMessage = proto.Bool(e.Read), proto.String(e.Headline)
+				m.Read, m.DisplayHeadlineMessage = proto.Bool(e.Read), proto.String(headline(n))
 				resp.Data = append(resp.Data, m)
 			}
 			last = &Position{Timestamp: e.Timestamp, ID: e.NotificationID}
@@ -417,13 +423,23 @@ func (s *Server) byIDs(ctx context.Context, org Scope, l *listing, resp *notific
 		if err != nil {
 			return fmt.Errorf("read inbox: %w", err)
 		}
+		inInbox := map[string]*Notification{}
+		for id, n := range ns {
+			if entries[id] != nil {
+				inInbox[id] = n
+			}
+		}
+		headline, err := s.headlines(ctx, org, l.user, inInbox)
+		if err != nil {
+			return err
+		}
 		for _, id := range l.ids {
-			n, e := ns[id], entries[id]
-			if n == nil || e == nil {
+			n, e := inInbox[id], entries[id]
+			if n == nil {
 				continue
 			}
 			m := toProto(n)
-			m.Read, m.DisplayHeadlineMessage = proto.Bool(e.Read), proto.String(e.Headline)
+			m.Read, m.DisplayHeadlineMessage = proto.Bool(e.Read), proto.String(headline(n))
 			resp.Data = append(resp.Data, m)
 		}
 		return nil
@@ -435,6 +451,39 @@ func (s *Server) byIDs(ctx context.Context, org Scope, l *listing, resp *notific
 		}
 	}
 	return s.appendWithReaders(ctx, org, list, resp)
+}
+
+// headlines returns the headline of each of ns as the reader userID reads it, rendered now
+// (issue 20: the content is stored once). It asks the users service for the reader's name and
+// email once, and only when a headline names its reader and the caller did not name them in
+// full; a reader the contact list does not have is named by the caller's words, else their id.
+func (s *Server) headlines(ctx context.Context, org Scope, userID string, ns map[string]*Notification) (func(*Notification) string, error) {
+	hs := make(map[*Notification]*headliner, len(ns))
+	lookup := false
+	for _, n := range ns {
+		h := newHeadliner(n)
+		hs[n] = h
+		lookup = lookup || h.needsDirectory(userID)
+	}
+	dir := User{UserID: userID}
+	if lookup {
+		res, err := s.peers.Users.ListMembers(ctx, &usersv1.ListMembersRequest{ApiKey: org.APIKey, OrganizationId: org.OrganizationID, UserIds: []string{userID}})
+		switch {
+		case status.Code(err) == codes.NotFound: // the organization went meanwhile
+		case err != nil:
+			return nil, fmt.Errorf("look up the reader: %w", err)
+		default:
+			for _, m := range res.GetMembers() {
+				if m.GetUserId() == userID {
+					dir.Name, dir.Email = m.GetName(), m.GetEmail()
+				}
+			}
+		}
+	}
+	return func(n *Notification) string {
+		h := hs[n]
+		return h.For(h.readerAs(dir))
+	}, nil
 }
 
 func (s *Server) appendWithReaders(ctx context.Context, org Scope, ns []*Notification, resp *notificationsv1.GetNotificationsResponse) error {

@@ -143,7 +143,7 @@ var tn = time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC)
 
 type harness struct {
 	srv    *Server
-	store  *MemoryStore
+	store  Store
 	box    *outbox.Outbox
 	events *recorder
 	users  *fakeUsers
@@ -154,7 +154,13 @@ type harness struct {
 
 func newHarness(t *testing.T, members int) *harness {
 	t.Helper()
-	h := &harness{store: NewMemoryStore(), users: &fakeUsers{n: members}, ws: &fakeWorkspace{}, mail: &flakyMail{}, clock: clock.NewFake(tn)}
+	return newHarnessOn(t, members, NewMemoryStore())
+}
+
+// newHarnessOn is newHarness on the given store.
+func newHarnessOn(t *testing.T, members int, store Store) *harness {
+	t.Helper()
+	h := &harness{store: store, users: &fakeUsers{n: members}, ws: &fakeWorkspace{}, mail: &flakyMail{}, clock: clock.NewFake(tn)}
 	quiet := slog.New(slog.DiscardHandler)
 	d := &handlerDeliverer{}
 	h.box = outbox.New("notifications", outbox.NewMemoryStore(), d, outbox.To("notifications"), outbox.WithClock(h.clock), outbox.WithLogger(quiet))
