@@ -130,3 +130,32 @@ func TestHeadlineTooLongFilledInIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// The headline rendered for a reader when read is the one the fan-out rendered and stored
+// before (render with headlineValues), whatever the template and data.
+func TestHeadlinerRendersAsTheFanOutDid(t *testing.T) {
+	datas := []string{
+		"",
+		`{"doc":"Plan","n":"7"}`,
+		`{"actionUser":{"name":"Ada L.","email":"al@example.com"},"doc":"Plan"}`,
+		`{"actionUser.name":"forged","recipientUser.email":"forged","recipientUser":{"name":"forged"},"actionUserX":"x","actionUser.foo":"foo"}`,
+		`{"actionUser":{"userId":"a2"}}`,
+	}
+	templates := []string{
+		"", "no variables", "{{actionUser}} wrote to {{recipientUser}} in {{doc}}", "{{ actionUser.name }}|{{actionUser.email}}|{{actionUser.userId}}",
+		"{{recipientUser.name}}|{{recipientUser.email}}|{{recipientUser.userId}}", "{{missing}}x{{n}}{{ not closed", "{{actionUserX}}{{actionUser.foo}}{{recipientUser.foo}}",
+		"{{recipientUser}}{{recipientUser}}{{doc.x}}",
+	}
+	readers := []User{{UserID: "b"}, {UserID: "b", Email: "bob@example.com"}, {UserID: "b", Name: "Bob", Email: "bob@example.com"}}
+	for _, data := range datas {
+		for _, tpl := range templates {
+			n := &Notification{ActionUser: User{UserID: "a", Name: "Ada", Email: "ada@example.com"}, HeadlineTemplate: tpl, HeadlineData: data}
+			h := newHeadliner(n)
+			for _, r := range readers {
+				if got, want := h.For(r), render(tpl, headlineValues(n, r)); got != want {
+					t.Errorf("%s with %s for %+v: %q, want %q", tpl, data, r, got, want)
+				}
+			}
+		}
+	}
+}

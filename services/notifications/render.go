@@ -49,24 +49,88 @@ func renderedLen(tpl string, values templateValues) int {
 	return n
 }
 
-// headliner renders one notification's headline for each of its readers: the template data and
-// the acting user are read once, the reader's values added per reader. Headlines are rendered
-// when read or sent, not stored per recipient (issue 20).
+// headliner renders one notification's headline for each of its readers: the template is
+// parsed, the acting user and the template data read, once; a reader's headline is then one
+// string built. Headlines are rendered when read or sent, not stored per recipient (issue 20).
+// It fills variables as render(n.HeadlineTemplate, headlineValues(n, reader)) does.
 type headliner struct {
-	n    *Notification
-	base templateValues // headlineValues without the recipient
+	n     *Notification
+	vars  [][]int // the template's variables: FindAllStringSubmatchIndex
+	actor User
+	data  map[string]string // the template data's string fields, read when a variable needs them
 	// perReader: the template names the recipient, so the headline differs between readers.
 	perReader bool
 }
 
 func newHeadliner(n *Notification) *headliner {
-	h := &headliner{n: n, base: headlineValues(n, User{})}
-	for _, m := range variable.FindAllStringSubmatch(n.HeadlineTemplate, -1) {
-		if m[1] == "recipientUser" || strings.HasPrefix(m[1], "recipientUser.") {
+	h := &headliner{}
+	h.init(n, variable.FindAllStringSubmatchIndex(n.HeadlineTemplate, -1))
+	return h
+}
+
+// init makes h the headliner of n, whose template's variables are vars.
+func (h *headliner) init(n *Notification, vars [][]int) {
+	*h = headliner{n: n, vars: vars, actor: n.ActionUser}
+	needData := false
+	for _, m := range h.vars {
+		switch key, _ := userVariable(n.HeadlineTemplate[m[2]:m[3]]); key {
+		case "recipientUser":
 			h.perReader = true
+		case "":
+			needData = true
 		}
 	}
-	return h
+	if n.HeadlineData == "" || !needData && !strings.Contains(n.HeadlineData, `"actionUser"`) {
+		return
+	}
+	var data map[string]any
+	_ = json.Unmarshal([]byte(n.HeadlineData), &data) // written by us from a checked object
+	if u, ok := data["actionUser"].(map[string]any); ok {
+		h.actor = userFromMap(u, h.actor)
+	}
+	if needData {
+		h.data = map[string]string{}
+		for k, x := range data {
+			if s, ok := x.(string); ok {
+				h.data[k] = s
+			}
+		}
+	}
+}
+
+// userVariable splits a variable naming a user's value: actionUser or recipientUser, and the
+// field ("" for the display name); key "" for any other variable.
+func userVariable(name string) (key, field string) {
+	for _, k := range []string{"actionUser", "recipientUser"} {
+		if rest, ok := strings.CutPrefix(name, k); ok {
+			switch rest {
+			case "":
+				return k, ""
+			case ".name", ".email", ".userId":
+				return k, rest[1:]
+			}
+		}
+	}
+	return "", ""
+}
+
+// userValue is what a user variable renders as (templateValues.addUser).
+func userValue(u User, field string) string {
+	switch field {
+	case "name":
+		return u.Name
+	case "email":
+		return u.Email
+	case "userId":
+		return u.UserID
+	}
+	if u.Name != "" {
+		return u.Name
+	}
+	if u.Email != "" {
+		return u.Email
+	}
+	return u.UserID
 }
 
 // For renders the headline for the reader ("" for a notification whose content the caller's
@@ -75,18 +139,28 @@ func (h *headliner) For(reader User) string {
 	if h.n.ResolverUsed {
 		return ""
 	}
-	if !h.perReader {
-		return render(h.n.HeadlineTemplate, h.base)
+	tpl := h.n.HeadlineTemplate
+	if len(h.vars) == 0 {
+		return tpl
 	}
-	r := templateValues{}
-	r.addUser("recipientUser", reader)
-	return variable.ReplaceAllStringFunc(h.n.HeadlineTemplate, func(m string) string {
-		name := variable.FindStringSubmatch(m)[1]
-		if v, ok := r[name]; ok {
-			return v
+	var b strings.Builder
+	b.Grow(len(tpl) + 32)
+	last := 0
+	for _, m := range h.vars {
+		b.WriteString(tpl[last:m[0]])
+		name := tpl[m[2]:m[3]]
+		switch key, field := userVariable(name); key {
+		case "actionUser":
+			b.WriteString(userValue(h.actor, field))
+		case "recipientUser":
+			b.WriteString(userValue(reader, field))
+		default:
+			b.WriteString(h.data[name])
 		}
-		return h.base[name]
-	})
+		last = m[1]
+	}
+	b.WriteString(tpl[last:])
+	return b.String()
 }
 
 // needsDirectory reports whether the reader's headline needs what the organization's contact

@@ -459,9 +459,17 @@ func (s *Server) byIDs(ctx context.Context, org Scope, l *listing, resp *notific
 // full; a reader the contact list does not have is named by the caller's words, else their id.
 func (s *Server) headlines(ctx context.Context, org Scope, userID string, ns map[string]*Notification) (func(*Notification) string, error) {
 	hs := make(map[*Notification]*headliner, len(ns))
+	block := make([]headliner, len(ns))
+	vars := map[string][][]int{} // a template's variables, found once per template
 	lookup := false
 	for _, n := range ns {
-		h := newHeadliner(n)
+		v, ok := vars[n.HeadlineTemplate]
+		if !ok {
+			v = variable.FindAllStringSubmatchIndex(n.HeadlineTemplate, -1)
+			vars[n.HeadlineTemplate] = v
+		}
+		h := &block[len(hs)]
+		h.init(n, v)
 		hs[n] = h
 		lookup = lookup || h.needsDirectory(userID)
 	}

@@ -152,13 +152,13 @@ type harness struct {
 	clock  *clock.Fake
 }
 
-func newHarness(t *testing.T, members int) *harness {
+func newHarness(t testing.TB, members int) *harness {
 	t.Helper()
 	return newHarnessOn(t, members, NewMemoryStore())
 }
 
 // newHarnessOn is newHarness on the given store.
-func newHarnessOn(t *testing.T, members int, store Store) *harness {
+func newHarnessOn(t testing.TB, members int, store Store) *harness {
 	t.Helper()
 	h := &harness{store: store, users: &fakeUsers{n: members}, ws: &fakeWorkspace{}, mail: &flakyMail{}, clock: clock.NewFake(tn)}
 	quiet := slog.New(slog.DiscardHandler)
@@ -176,7 +176,7 @@ func newHarnessOn(t *testing.T, members int, store Store) *harness {
 
 var k1 = authn.WithCaller(context.Background(), authn.Caller{APIKey: "k1", WorkspaceID: "w", Settings: authn.Settings{Notifications: true}})
 
-func (h *harness) add(t *testing.T, req *notificationsv1.AddNotificationsRequest) {
+func (h *harness) add(t testing.TB, req *notificationsv1.AddNotificationsRequest) {
 	t.Helper()
 	if req.OrganizationId == "" {
 		req.OrganizationId = "o"
