@@ -123,6 +123,8 @@ func (s *Server) fanOut(ctx context.Context, e *eventsv1.Event) error {
 		ContextAccess: jsonOf(req.GetContext().GetAccess(), req.GetContext().GetAccess() == nil),
 		ResolverUsed:  req.GetIsNotificationResolverUsed(), NotifyAll: req.GetNotifyAll(), VerifyAccess: req.GetVerifyUserPermissions(),
 		Timestamp: int64(e.GetTimestamp()),
+		// Add Notifications counted it in the inbox quota before publishing (takeQuotas).
+		Counted: true,
 	}
 	for _, u := range req.GetNotifyUsers() {
 		n.NotifyUsers = append(n.NotifyUsers, userOf(u))

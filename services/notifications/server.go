@@ -92,6 +92,7 @@ type Server struct {
 
 	wake    chan struct{} // the delivery worker
 	metrics *sendMetrics
+	quotas  Quotas
 }
 
 // Option configures a Server.
@@ -113,7 +114,7 @@ func New(store Store, peers Peers, events Publisher, secret []byte, opts ...Opti
 	if store == nil || events == nil || peers.Documents == nil || peers.Users == nil || peers.Access == nil || peers.Workspace == nil {
 		return nil, errors.New("notifications: a store, an outbox and every peer are required")
 	}
-	s := &Server{store: store, peers: peers, events: events, http: egress.Client(false, sendTimeout, 4), clock: clock.Real(), log: slog.Default(), wake: make(chan struct{}, 1), metrics: newSendMetrics()}
+	s := &Server{store: store, peers: peers, events: events, http: egress.Client(false, sendTimeout, 4), clock: clock.Real(), log: slog.Default(), wake: make(chan struct{}, 1), metrics: newSendMetrics(), quotas: DefaultQuotas}
 	for _, o := range opts {
 		o(s)
 	}
@@ -236,8 +237,10 @@ func (s *Server) SetNotificationConfig(ctx context.Context, req *notificationsv1
 // ---- Add ----
 
 // AddNotifications checks the notification, makes the organization and document when asked,
-// and stores its notification.add event: the one write. The service's own handler of the
-// event resolves the recipients and fans it out, so the answer does not wait for them.
+// counts it in the fan-out quotas (takeQuotas: RESOURCE_EXHAUSTED past one, nothing counted or
+// stored) and stores its notification.add event: the one write of the notification, whose
+// counts are given back when it fails. The service's own handler of the event resolves the
+// recipients and fans it out, so the answer does not wait for them.
 func (s *Server) AddNotifications(ctx context.Context, req *notificationsv1.AddNotificationsRequest) (*notificationsv1.AddNotificationsResponse, error) {
 	c, err := caller(ctx)
 	if err != nil {
@@ -268,6 +271,11 @@ func (s *Server) AddNotifications(ctx context.Context, req *notificationsv1.AddN
 	if err != nil {
 		return nil, err
 	}
+	org := Scope{APIKey: c.APIKey, OrganizationID: n.GetOrganizationId(), OrgGen: gens.GetOrganizationGeneration()}
+	giveBack, err := s.takeQuotas(ctx, c.WorkspaceID, org, n)
+	if err != nil {
+		return nil, err
+	}
 	e := &eventsv1.Event{
 		Id: n.GetNotificationId(), Type: eventNotificationAdd, WorkspaceId: c.WorkspaceID, ApiKey: c.APIKey,
 		OrganizationId: n.GetOrganizationId(), DocumentId: n.GetDocumentId(),
@@ -281,6 +289,7 @@ func (s *Server) AddNotifications(ctx context.Context, req *notificationsv1.AddN
 	resp := &notificationsv1.AddNotificationsResponse{Status: statusSuccess, Message: msgAdded,
 		Data: &notificationsv1.AddResult{Success: true, Message: msgAdded, NotificationId: n.GetNotificationId()}}
 	if _, err := s.events.PublishAsync(ctx, env); err != nil {
+		giveBack() // not added: it counts for nothing
 		if errors.Is(err, outbox.ErrDuplicate) {
 			resp.Data.Success, resp.Data.Message = false, msgExists
 			return resp, nil

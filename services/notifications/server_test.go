@@ -84,6 +84,10 @@ func (f *fakeUsers) ListMembers(_ context.Context, in *usersv1.ListMembersReques
 	return out, nil
 }
 
+func (f *fakeUsers) CountMembers(context.Context, *usersv1.CountMembersRequest, ...grpc.CallOption) (*usersv1.CountMembersResponse, error) {
+	return &usersv1.CountMembersResponse{Count: int64(f.n)}, nil
+}
+
 type fakeAccess struct{ accessv1.AccessServiceClient }
 
 // Even-numbered members may read.
