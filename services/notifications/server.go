@@ -583,14 +583,20 @@ func (s *Server) DeleteNotifications(ctx context.Context, req *notificationsv1.D
 	return &notificationsv1.ItemResultsResponse{Status: statusSuccess, Message: msgDeleted, Data: data}, nil
 }
 
-// toProto is a notification as callers see it.
+// toProto is a notification as callers see it. n is the caller's copy (the stores copy records
+// out), so the answer takes its recipients without copying them again: a notification to
+// everyone lists every member.
 func toProto(n *Notification) *notificationsv1.Notification {
+	recipients := n.Recipients
+	if recipients == nil {
+		recipients = []string{}
+	}
 	m := &notificationsv1.Notification{
 		Id: n.ID, OrganizationId: n.OrganizationID, DocumentId: n.DocumentID,
 		ActionUser:                     &notificationsv1.NotificationUser{UserId: n.ActionUser.UserID, Name: n.ActionUser.Name, Email: n.ActionUser.Email},
 		DisplayHeadlineMessageTemplate: n.HeadlineTemplate, DisplayBodyMessage: n.Body, NotificationSource: n.Source,
 		IsNotificationResolverUsed: n.ResolverUsed, Timestamp: float64(n.Timestamp),
-		NotifyUserIds: append([]string{}, n.Recipients...), ReadByUserIds: []string{},
+		NotifyUserIds: recipients, ReadByUserIds: []string{},
 	}
 	m.DisplayHeadlineMessageTemplateData = structOf(n.HeadlineData)
 	m.NotificationSourceData = structOf(n.SourceData)
