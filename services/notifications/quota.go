@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	notificationsv1 "github.com/collab/collab/proto/collab/notifications/v1"
 	usersv1 "github.com/collab/collab/proto/collab/users/v1"
 
@@ -46,11 +49,11 @@ func (s *Server) takeQuotas(ctx context.Context, workspaceID string, org Scope, 
 	if limit := s.quotas.RecipientsPerMinute; limit > 0 {
 		recipients = len(named)
 		if all {
-			res, err := s.peers.Users.CountMembers(ctx, &usersv1.CountMembersRequest{ApiKey: org.APIKey, OrganizationId: org.OrganizationID})
+			members, err := s.countMembers(ctx, org)
 			if err != nil {
-				return nil, apierr.FromPeer("count members", err)
+				return nil, err
 			}
-			recipients += int(res.GetCount())
+			recipients += members
 		}
 		if recipients > limit {
 			s.metrics.refusals.WithLabelValues(quotaRecipients).Inc()
@@ -97,4 +100,29 @@ func (s *Server) takeQuotas(ctx context.Context, workspaceID string, org Scope, 
 		}
 		returnRecipients(ctx)
 	}, nil
+}
+
+// countMembers counts the organization's members: CountMembers, or, from a users service of
+// the release before it (a rolling upgrade, docs/operations.md "Upgrading"), the members paged
+// through as the fan-out pages them.
+func (s *Server) countMembers(ctx context.Context, org Scope) (int, error) {
+	res, err := s.peers.Users.CountMembers(ctx, &usersv1.CountMembersRequest{ApiKey: org.APIKey, OrganizationId: org.OrganizationID})
+	if err == nil {
+		return int(res.GetCount()), nil
+	}
+	if status.Code(err) != codes.Unimplemented {
+		return 0, apierr.FromPeer("count members", err)
+	}
+	n, after := 0, ""
+	for {
+		page, err := s.peers.Users.ListMembers(ctx, &usersv1.ListMembersRequest{ApiKey: org.APIKey, OrganizationId: org.OrganizationID, After: after, Limit: membersPage})
+		if err != nil {
+			return 0, apierr.FromPeer("count members", err)
+		}
+		n += len(page.GetMembers())
+		if len(page.GetMembers()) == 0 || !page.GetMore() {
+			return n, nil
+		}
+		after = page.GetMembers()[len(page.GetMembers())-1].GetUserId()
+	}
 }

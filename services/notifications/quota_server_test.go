@@ -70,6 +70,20 @@ func TestFanOutQuotaRefusesTheIssueScenario(t *testing.T) {
 	if got := testutil.ToFloat64(h.srv.metrics.refusals.WithLabelValues(quotaRecipients)); got != 11 {
 		t.Errorf("%v refusals counted, want 11", got)
 	}
+	// A users service of the release before counts by paging its members (a rolling upgrade).
+	h.users.n, h.users.noCount = 10_000, true
+	h.clock.Advance(time.Minute)
+	for i := range 21 {
+		_, err := h.addRaw(&notificationsv1.AddNotificationsRequest{NotificationId: fmt.Sprint("old", i)})
+		if i < 20 && err != nil {
+			t.Fatalf("add %d counted by pages: %v", i, err)
+		}
+		if i == 20 {
+			wantExhausted(t, "counted by pages", err, "this one (to 10000) would pass that")
+		}
+	}
+	h.users.noCount = false
+	h.clock.Advance(time.Minute)
 	// Named users only count themselves.
 	if _, err := h.addRaw(&notificationsv1.AddNotificationsRequest{NotificationId: "named", NotifyAll: new(false),
 		NotifyUsers: []*notificationsv1.NotificationUser{{UserId: "m00001"}}}); err != nil {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -54,8 +56,9 @@ func (fakeDocs) EnsureResources(_ context.Context, in *documentsv1.EnsureResourc
 // fakeUsers has members m00000..m(n-1), each with an email.
 type fakeUsers struct {
 	usersv1.UsersServiceClient
-	n     int
-	calls atomic.Int32
+	n       int
+	calls   atomic.Int32
+	noCount bool // CountMembers is unimplemented (a users service of the release before)
 }
 
 func (f *fakeUsers) ListMembers(_ context.Context, in *usersv1.ListMembersRequest, _ ...grpc.CallOption) (*usersv1.ListMembersResponse, error) {
@@ -85,6 +88,9 @@ func (f *fakeUsers) ListMembers(_ context.Context, in *usersv1.ListMembersReques
 }
 
 func (f *fakeUsers) CountMembers(context.Context, *usersv1.CountMembersRequest, ...grpc.CallOption) (*usersv1.CountMembersResponse, error) {
+	if f.noCount {
+		return nil, status.Error(codes.Unimplemented, "unknown method CountMembers")
+	}
 	return &usersv1.CountMembersResponse{Count: int64(f.n)}, nil
 }
 

@@ -175,6 +175,7 @@ func (c *mailContent) message(ctx context.Context, d *Delivery) (email.Message, 
 		if len(c.of) >= mailContentNotifications {
 			clear(c.of)
 		}
+		n.Recipients = nil // not needed to render, and a notification to everyone lists every member
 		h = newHeadliner(n)
 		c.of[ref] = h
 	}
