@@ -13,7 +13,7 @@ import (
 	"github.com/collab/collab/internal/apierr"
 )
 
-// Quotas bound the fan-out of each tenant (docs/api.md "Notifications", "Quotas"); 0 turns one
+// Quotas bound the fan-out of each tenant (docs/api.md, "Notifications": Quotas); 0 turns one
 // off.
 type Quotas struct {
 	// RecipientsPerMinute bounds the recipients a workspace's notifications reach in a minute
@@ -103,7 +103,7 @@ func (s *Server) takeQuotas(ctx context.Context, workspaceID string, org Scope, 
 }
 
 // countMembers counts the organization's members: CountMembers, or, from a users service of
-// the release before it (a rolling upgrade, docs/operations.md "Upgrading"), the members paged
+// the release before it (a rolling upgrade, docs/operations.md, "Upgrading"), the members paged
 // through as the fan-out pages them.
 func (s *Server) countMembers(ctx context.Context, org Scope) (int, error) {
 	res, err := s.peers.Users.CountMembers(ctx, &usersv1.CountMembersRequest{ApiKey: org.APIKey, OrganizationId: org.OrganizationID})
