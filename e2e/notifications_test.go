@@ -371,3 +371,47 @@ func TestNotificationsOverGRPC(t *testing.T) {
 		t.Fatalf("a wrong key over gRPC: %v", err)
 	}
 }
+
+// The fan-out quotas over HTTP (issue 20): past a workspace's recipients of the minute, or an
+// inbox's size, Add Notifications answers 429 RESOURCE_EXHAUSTED with the reason, and nothing of
+// the notification is stored; on both stores.
+func TestNotificationQuotas(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+	}{{"memory", nil}, {"ferretdb", []string{"--data-dir=" + t.TempDir()}}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSystem(t, append([]string{"--notifications-recipients-per-minute=5", "--notifications-inbox-limit=2"}, c.args...)...)
+			k := s.devKey()
+			s.call("/v2/users/add", k, map[string]any{"organizationId": "o", "createOrganization": true, "documentId": "d", "createDocument": true,
+				"users": []any{person("ada", "Ada"), person("bob", "Bob"), person("cy", "Cy")}}).data(t, "")
+			add := func(id string, named ...string) response {
+				req := map[string]any{"organizationId": "o", "documentId": "d", "notificationId": id, "actionUser": person("ada", "Ada"),
+					"displayHeadlineMessageTemplate": "{{actionUser}} wrote", "displayBodyMessage": "b"}
+				if len(named) > 0 {
+					req["notifyAll"] = false
+					var users []any
+					for _, u := range named {
+						users = append(users, map[string]any{"userId": u})
+					}
+					req["notifyUsers"] = users
+				}
+				return s.call("/v2/notifications/add", k, req)
+			}
+			add("all1").data(t, "Notification added successfully.") // three members: three recipients
+			add("all2").fails(t, 429, "RESOURCE_EXHAUSTED",
+				"The notifications of this workspace may reach at most 5 recipients a minute, and this one (to 3) would pass that. Try again after a minute.")
+			add("bob1", "bob").data(t, "Notification added successfully.")
+			add("bob2", "bob").fails(t, 429, "RESOURCE_EXHAUSTED",
+				"The inbox of user bob in organization o holds 2 notifications, the most an inbox may hold (2). Delete older notifications (Delete Notifications) to make room.")
+			// The refusal gave its recipient back: one more fits this minute.
+			add("cy1", "cy").data(t, "Notification added successfully.")
+			eventually(t, "the fan-outs", func() bool { return len(s.inbox(t, k, "o", "bob")) == 2 && len(s.inbox(t, k, "o", "cy")) == 2 })
+			got := s.call("/v2/notifications/get", k, map[string]any{"organizationId": "o"}).ok(t)["data"].([]any)
+			if len(got) != 3 {
+				t.Fatalf("%d notifications stored, want 3: %v", len(got), got)
+			}
+		})
+	}
+}

@@ -123,6 +123,8 @@ func (s *Server) fanOut(ctx context.Context, e *eventsv1.Event) error {
 		ContextAccess: jsonOf(req.GetContext().GetAccess(), req.GetContext().GetAccess() == nil),
 		ResolverUsed:  req.GetIsNotificationResolverUsed(), NotifyAll: req.GetNotifyAll(), VerifyAccess: req.GetVerifyUserPermissions(),
 		Timestamp: int64(e.GetTimestamp()),
+		// Add Notifications counted it in the inbox quota before publishing (takeQuotas).
+		Counted: true,
 	}
 	for _, u := range req.GetNotifyUsers() {
 		n.NotifyUsers = append(n.NotifyUsers, userOf(u))
@@ -300,7 +302,9 @@ func allows(v string, involved bool) bool { return v == All || v == Mine && invo
 
 // deliver writes the inbox entries and queues the emails and the Slack post the recipients'
 // configs ask for. A notification whose content the caller's resolver supplies goes to inboxes
-// only: the record holds no text and no addresses to send.
+// only: the record holds no text and no addresses to send. Entries and emails refer to the
+// notification, whose content is rendered for each reader when read or sent (issue 20): a
+// notification to 10,000 users stores its content once.
 func (s *Server) deliver(ctx context.Context, n *Notification, doc Scope, recipients []recipient) error {
 	var (
 		entries    []*InboxEntry
@@ -323,25 +327,20 @@ func (s *Server) deliver(ctx context.Context, n *Notification, doc Scope, recipi
 			if !ok {
 				cfg = defaultConfig
 			}
-			headline := ""
-			if !n.ResolverUsed {
-				headline = render(n.HeadlineTemplate, headlineValues(n, r.user))
-			}
 			if allows(cfg.Inbox, r.involved) {
 				entries = append(entries, &InboxEntry{
 					APIKey: n.APIKey, OrganizationID: n.OrganizationID, OrgGen: n.OrgGen, UserID: r.user.UserID, NotificationID: n.ID,
-					DocumentID: n.DocumentID, DocGen: n.DocGen, Headline: headline, Timestamp: n.Timestamp,
+					DocumentID: n.DocumentID, Timestamp: n.Timestamp,
 				})
 			}
 			if n.ResolverUsed {
 				continue
 			}
 			if allows(cfg.Email, r.involved) && r.user.Email != "" {
-				text, html := emailBodies(headline, n.Body, n.DocumentID)
 				mails = append(mails, &Delivery{
 					ID: deliveryID(n, r.user.UserID, ChannelEmail), APIKey: n.APIKey, WorkspaceID: n.WorkspaceID, OrganizationID: n.OrganizationID,
 					OrgGen: n.OrgGen, NotificationID: n.ID, DocumentID: n.DocumentID, UserID: r.user.UserID, Channel: ChannelEmail,
-					To: r.user.Email, Subject: subject(headline), Text: text, HTML: html,
+					To: r.user.Email, Name: r.user.Name,
 					State: StatePending, NextAttempt: created, CreatedAt: created,
 				})
 			}

@@ -30,6 +30,11 @@ const (
 	defaultPageSize     = 50
 	maxPageSize         = 1000
 	maxContextValueSize = 256
+	// maxHeadlineBytes bounds a headline filled in with its data, for any reader: headlines are
+	// rendered when read (a page of 1,000 at most 16 MiB) and when mailed.
+	maxHeadlineBytes = 16 << 10
+	// maxReaderField is more than any name, email or id of a reader can be, in bytes.
+	maxReaderField = 4 * validate.MaxIDLength
 )
 
 var configValues = []string{All, Mine, None}
@@ -161,6 +166,9 @@ func checkAdd(req *notificationsv1.AddNotificationsRequest) error {
 			}
 		}
 	}
+	if err := checkHeadlineSize(req); err != nil {
+		return err
+	}
 	notifyAll := req.NotifyAll == nil || req.GetNotifyAll()
 	if len(req.GetNotifyUsers()) == 0 && !notifyAll {
 		return apierr.InvalidArgument("notifyUsers must name at least one user when notifyAll is false.")
@@ -209,6 +217,19 @@ func checkAdd(req *notificationsv1.AddNotificationsRequest) error {
 				return apierr.InvalidArgument("context.access.%s must be a string or a number.", k)
 			}
 		}
+	}
+	return nil
+}
+
+// checkHeadlineSize refuses a headline template that, filled in with its data, could pass
+// maxHeadlineBytes for some reader (one whose name, email and id are as long as can be).
+func checkHeadlineSize(req *notificationsv1.AddNotificationsRequest) error {
+	n := &Notification{ActionUser: userOf(req.GetActionUser()), HeadlineData: jsonOf(req.GetDisplayHeadlineMessageTemplateData(), req.DisplayHeadlineMessageTemplateData == nil)}
+	long := strings.Repeat("x", maxReaderField)
+	values := headlineValues(n, User{UserID: long, Name: long, Email: long})
+	if renderedLen(req.GetDisplayHeadlineMessageTemplate(), values) > maxHeadlineBytes {
+		return apierr.InvalidArgument("displayHeadlineMessageTemplate filled in with displayHeadlineMessageTemplateData must be at most %d KiB for any recipient (a recipient's name, email or id counts as %d bytes).",
+			maxHeadlineBytes>>10, maxReaderField)
 	}
 	return nil
 }

@@ -15,11 +15,17 @@ import (
 // share memory with the store.
 //
 // Each organization incarnation (API key, organization, generation) keeps its notifications
-// sorted by (Timestamp, ID), once whole and once per document, and each user's inbox entries
-// sorted by (Timestamp, NotificationID), so a listing seeks to its position by binary search and
-// walks from there: its cost depends on the page, not on how deep it is. Inserts nearly always
-// land at the end (timestamps are "now"), where a sorted slice takes them for an append; a fan-out
-// of one notification to 10,000 users is 10,000 appends, one per inbox.
+// sorted by (Timestamp, ID), once whole and once per document, and each user's inbox sorted by
+// (Timestamp, NotificationID), so a listing seeks to its position by binary search and walks from
+// there: its cost depends on the page, not on how deep it is. Inserts nearly always land at the
+// end (timestamps are "now"), where a sorted slice takes them for an append; a fan-out of one
+// notification to 10,000 users is 10,000 appends, one per inbox.
+//
+// An inbox entry is small (issue 20): a pointer to its filing, the notification's id, document
+// and timestamp its entries share, a pointer to its inbox, which holds the one copy of the user
+// id, and the read flag; 24 bytes, plus a slot in the inbox and one in the filing, which keeps
+// its entries sorted by user for the lookups by (user, notification). A notification's content is
+// in the notification only.
 //
 // Deliveries are kept by id, per (API key, notification), and the pending ones once more in a
 // set of their own, which is all DueDeliveries walks: sent and failed deliveries cost it nothing.
@@ -32,13 +38,20 @@ type MemoryStore struct {
 	deliveries map[string]*Delivery
 	pending    map[string]*Delivery
 	byNotif    map[notifKey][]*Delivery
+
+	// recipients are the quota counts of recipients per workspace and minute.
+	recipients map[minuteKey]int
+	sweptAt    int64 // the minute recipients were last swept behind
 }
 
 type (
-	orgKey   struct{ apiKey, orgID, orgGen string }
-	docRef   struct{ id, gen string }
-	entryKey struct{ userID, notificationID string }
-	notifKey struct{ apiKey, notificationID string }
+	orgKey    struct{ apiKey, orgID, orgGen string }
+	docRef    struct{ id, gen string }
+	notifKey  struct{ apiKey, notificationID string }
+	minuteKey struct {
+		workspaceID string
+		minute      int64
+	}
 )
 
 // orgData holds the records of one organization incarnation. The lists hold the same pointers
@@ -50,24 +63,50 @@ type orgData struct {
 	all    sorted[*Notification]
 	byDoc  map[string]sorted[*Notification] // notifications without a document are in none
 
-	entries map[entryKey]*InboxEntry
-	inboxes map[string]sorted[*InboxEntry] // user → entries
-	// recipients are the entries of each notification id (whether or not the notification
-	// exists), in the order they were added.
-	recipients map[string][]*InboxEntry
+	inboxes map[string]*userInbox // user → inbox
+	// filed are the filings of each notification id (whether or not the notification exists):
+	// one, unless entries of a deleted notification's id outlived it and the id was used again.
+	filed   map[string][]*filing
+	entries int
+
+	// The inbox quota's counts: notifications to everyone, and per user those naming them.
+	everyone int
+	named    map[string]int
+}
+
+// userInbox is one user's entries, sorted by (timestamp, notification id); user is the one copy of
+// the user id its entries share.
+type userInbox struct {
+	user    string
+	entries sorted[*entry]
+}
+
+// filing is the entries of one notification id that share a document and a timestamp, sorted
+// by user id.
+type filing struct {
+	notificationID, documentID string
+	ts                         int64
+	entries                    []*entry
+}
+
+// entry is one user's copy of a notification.
+type entry struct {
+	f    *filing
+	in   *userInbox
+	read bool
 }
 
 func newOrgData() *orgData {
 	return &orgData{
 		configs: map[docRef]map[string]Config{},
 		notifs:  map[string]*Notification{}, byDoc: map[string]sorted[*Notification]{},
-		entries: map[entryKey]*InboxEntry{}, inboxes: map[string]sorted[*InboxEntry]{},
-		recipients: map[string][]*InboxEntry{},
+		inboxes: map[string]*userInbox{}, filed: map[string][]*filing{},
+		named: map[string]int{},
 	}
 }
 
 func (o *orgData) empty() bool {
-	return len(o.configs) == 0 && len(o.notifs) == 0 && len(o.entries) == 0
+	return len(o.configs) == 0 && len(o.notifs) == 0 && o.entries == 0 && o.everyone == 0 && len(o.named) == 0
 }
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -77,6 +116,7 @@ func NewMemoryStore() *MemoryStore {
 		deliveries: map[string]*Delivery{},
 		pending:    map[string]*Delivery{},
 		byNotif:    map[notifKey][]*Delivery{},
+		recipients: map[minuteKey]int{},
 	}
 }
 
@@ -88,6 +128,7 @@ type keyed interface {
 
 func (n *Notification) sortKey() (int64, string) { return n.Timestamp, n.ID }
 func (e *InboxEntry) sortKey() (int64, string)   { return e.Timestamp, e.NotificationID }
+func (e *entry) sortKey() (int64, string)        { return e.f.ts, e.f.notificationID }
 
 // sorted is ordered by sort key ascending; keys are unique in a list.
 type sorted[T keyed] []T
@@ -262,15 +303,22 @@ func copyNotification(n *Notification) *Notification {
 	return &c
 }
 
-// copyEntries copies es out, in one allocation for the values.
-func copyEntries(es []*InboxEntry) []*InboxEntry {
+// copyEntries copies es of the organization incarnation k out, in one allocation for the values.
+func copyEntries(k orgKey, es []*entry) []*InboxEntry {
 	vals := make([]InboxEntry, len(es))
 	out := make([]*InboxEntry, len(es))
 	for i, e := range es {
-		vals[i] = *e
+		vals[i] = e.out(k)
 		out[i] = &vals[i]
 	}
 	return out
+}
+
+func (e *entry) out(k orgKey) InboxEntry {
+	return InboxEntry{
+		APIKey: k.apiKey, OrganizationID: k.orgID, OrgGen: k.orgGen, UserID: e.in.user,
+		NotificationID: e.f.notificationID, DocumentID: e.f.documentID, Read: e.read, Timestamp: e.f.ts,
+	}
 }
 
 // ms is t as MongoDB keeps it: milliseconds, UTC.
@@ -401,55 +449,102 @@ func (s *MemoryStore) FinishFanOut(_ context.Context, org Scope, id string, reci
 		return ErrNotFound
 	}
 	n := o.notifs[id]
-	n.Recipients = slices.Clone(recipients)
+	n.Recipients = make([]string, len(recipients))
+	for i, u := range recipients {
+		// The inbox's copy of the id where there is one: every notification to the organization
+		// names its members, and each would otherwise hold its own copies.
+		if in := o.inboxes[u]; in != nil {
+			u = in.user
+		}
+		n.Recipients[i] = u
+	}
 	n.FannedOut = true
 	return nil
 }
 
-// removeEntries removes gone, distinct entries of o, from every list that holds them.
-func (o *orgData) removeEntries(gone []*InboxEntry) {
+// lookup returns the user's entry of the notification id, nil when there is none.
+func (o *orgData) lookup(userID, notificationID string) *entry {
+	for _, f := range o.filed[notificationID] {
+		if i, ok := f.find(userID); ok {
+			return f.entries[i]
+		}
+	}
+	return nil
+}
+
+// find returns where the user's entry is in f, or would go, and whether it is there.
+func (f *filing) find(userID string) (int, bool) {
+	return slices.BinarySearchFunc(f.entries, userID, func(e *entry, u string) int { return cmp.Compare(e.in.user, u) })
+}
+
+// filingFor returns the filing of the notification id with the document and timestamp, made
+// when there is none.
+func (o *orgData) filingFor(notificationID, documentID string, ts int64) *filing {
+	for _, f := range o.filed[notificationID] {
+		if f.documentID == documentID && f.ts == ts {
+			return f
+		}
+	}
+	f := &filing{notificationID: notificationID, documentID: documentID, ts: ts}
+	o.filed[notificationID] = append(o.filed[notificationID], f)
+	return f
+}
+
+// removeEntries removes gone, distinct entries of o, from their inboxes and filings.
+func (o *orgData) removeEntries(gone []*entry) {
 	if len(gone) == 0 {
 		return
 	}
-	byUser := map[string][]*InboxEntry{}
-	byNotif := map[string][]*InboxEntry{}
+	byInbox := map[*userInbox][]*entry{}
+	byFiling := map[*filing][]*entry{}
 	for _, e := range gone {
-		delete(o.entries, entryKey{e.UserID, e.NotificationID})
-		byUser[e.UserID] = append(byUser[e.UserID], e)
-		byNotif[e.NotificationID] = append(byNotif[e.NotificationID], e)
+		byInbox[e.in] = append(byInbox[e.in], e)
+		byFiling[e.f] = append(byFiling[e.f], e)
 	}
-	for u, es := range byUser {
-		if l := o.inboxes[u].removeAll(es); len(l) == 0 {
-			delete(o.inboxes, u)
-		} else {
-			o.inboxes[u] = l
+	for in, es := range byInbox {
+		if in.entries = in.entries.removeAll(es); len(in.entries) == 0 {
+			delete(o.inboxes, in.user)
 		}
 	}
-	for id, es := range byNotif {
-		if l := removeUnsorted(o.recipients[id], es); len(l) == 0 {
-			delete(o.recipients, id)
-		} else {
-			o.recipients[id] = l
+	for f, es := range byFiling {
+		if f.entries = removeUnsorted(f.entries, es); len(f.entries) == 0 {
+			o.dropFiling(f)
 		}
+	}
+	o.entries -= len(gone)
+}
+
+// dropFiling forgets an empty filing.
+func (o *orgData) dropFiling(f *filing) {
+	if l := removeUnsorted(o.filed[f.notificationID], []*filing{f}); len(l) == 0 {
+		delete(o.filed, f.notificationID)
+	} else {
+		o.filed[f.notificationID] = l
 	}
 }
 
 // removeInboxOf removes the inbox entries of the notifications, distinct ids.
 func (o *orgData) removeInboxOf(ids []string) {
-	var gone []*InboxEntry
+	var gone []*entry
 	for _, id := range ids {
-		gone = append(gone, o.recipients[id]...)
+		for _, f := range o.filed[id] {
+			gone = append(gone, f.entries...)
+		}
 	}
 	o.removeEntries(gone)
 }
 
-// removeNotifications removes ns, distinct notifications of o (not their entries).
+// removeNotifications removes ns, distinct notifications of o (not their entries), and takes
+// their inbox quota counts back.
 func (o *orgData) removeNotifications(ns []*Notification) {
 	byDoc := map[string][]*Notification{}
 	for _, n := range ns {
 		delete(o.notifs, n.ID)
 		if n.DocumentID != "" {
 			byDoc[n.DocumentID] = append(byDoc[n.DocumentID], n)
+		}
+		if n.Counted {
+			o.count(n.NotifyAll, userIDsOf(n.NotifyUsers), -1)
 		}
 	}
 	o.all = o.all.removeAll(ns)
@@ -460,6 +555,14 @@ func (o *orgData) removeNotifications(ns []*Notification) {
 			o.byDoc[d] = l
 		}
 	}
+}
+
+func userIDsOf(us []User) []string {
+	ids := make([]string, len(us))
+	for i, u := range us {
+		ids[i] = u.UserID
+	}
+	return ids
 }
 
 func (s *MemoryStore) removeDelivery(d *Delivery) {
@@ -510,27 +613,37 @@ func (s *MemoryStore) AddInboxEntries(_ context.Context, entries []*InboxEntry) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var (
-		block []InboxEntry // the copies, one allocation
+		block []entry // the new entries, one allocation
 		k     orgKey
 		o     *orgData
+		f     *filing
 	)
 	for i, in := range entries {
 		if ik := (orgKey{in.APIKey, in.OrganizationID, in.OrgGen}); o == nil || ik != k {
-			k, o = ik, s.orgFor(ik)
+			k, o, f = ik, s.orgFor(ik), nil
 		}
-		ek := entryKey{in.UserID, in.NotificationID}
-		if _, ok := o.entries[ek]; ok {
+		if o.lookup(in.UserID, in.NotificationID) != nil {
 			continue
 		}
+		if f == nil || f.notificationID != in.NotificationID || f.documentID != in.DocumentID || f.ts != in.Timestamp {
+			f = o.filingFor(in.NotificationID, in.DocumentID, in.Timestamp)
+		}
+		ib := o.inboxes[in.UserID]
+		if ib == nil {
+			ib = &userInbox{user: in.UserID}
+			o.inboxes[in.UserID] = ib
+		}
 		if len(block) == 0 {
-			block = make([]InboxEntry, len(entries)-i)
+			block = make([]entry, len(entries)-i)
 		}
 		e := &block[0]
 		block = block[1:]
-		*e = *in
-		o.entries[ek] = e
-		o.inboxes[e.UserID] = o.inboxes[e.UserID].insert(e)
-		o.recipients[e.NotificationID] = append(o.recipients[e.NotificationID], e)
+		e.f, e.in = f, ib
+		// Members come in user-id order, so this is nearly always an append.
+		at, _ := f.find(ib.user)
+		f.entries = slices.Insert(f.entries, at, e)
+		ib.entries = ib.entries.insert(e)
+		o.entries++
 	}
 	return nil
 }
@@ -539,10 +652,10 @@ func (s *MemoryStore) Inbox(_ context.Context, org Scope, userID string, after *
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	o := s.org(org)
-	if o == nil {
+	if o == nil || o.inboxes[userID] == nil {
 		return []*InboxEntry{}, nil
 	}
-	return copyEntries(o.inboxes[userID].page(after, desc, limit, nil)), nil
+	return copyEntries(keyOf(org), o.inboxes[userID].entries.page(after, desc, limit, nil)), nil
 }
 
 func (s *MemoryStore) InboxEntries(_ context.Context, org Scope, userID string, notificationIDs []string) (map[string]*InboxEntry, error) {
@@ -551,8 +664,8 @@ func (s *MemoryStore) InboxEntries(_ context.Context, org Scope, userID string, 
 	out := map[string]*InboxEntry{}
 	if o := s.org(org); o != nil {
 		for _, id := range notificationIDs {
-			if e, ok := o.entries[entryKey{userID, id}]; ok {
-				c := *e
+			if e := o.lookup(userID, id); e != nil {
+				c := e.out(keyOf(org))
 				out[id] = &c
 			}
 		}
@@ -567,9 +680,11 @@ func (s *MemoryStore) ReadBy(_ context.Context, org Scope, notificationIDs []str
 	if o := s.org(org); o != nil {
 		for _, id := range notificationIDs {
 			var users []string
-			for _, e := range o.recipients[id] {
-				if e.Read {
-					users = append(users, e.UserID)
+			for _, f := range o.filed[id] {
+				for _, e := range f.entries {
+					if e.read {
+						users = append(users, e.in.user)
+					}
 				}
 			}
 			if len(users) > 0 {
@@ -590,8 +705,8 @@ func (s *MemoryStore) SetRead(_ context.Context, org Scope, notificationID strin
 	}
 	n := 0
 	for _, u := range distinct(userIDs) {
-		if e, ok := o.entries[entryKey{u, notificationID}]; ok {
-			e.Read = read
+		if e := o.lookup(u, notificationID); e != nil {
+			e.read = read
 			n++
 		}
 	}
@@ -678,8 +793,8 @@ func (s *MemoryStore) MoveDocument(_ context.Context, doc Scope, to string) erro
 	}
 	for _, n := range moving {
 		n.DocumentID = to
-		for _, e := range o.recipients[n.ID] {
-			e.DocumentID = to
+		for _, f := range o.filed[n.ID] {
+			f.documentID = to
 		}
 	}
 	if to != "" {
@@ -710,11 +825,13 @@ func (s *MemoryStore) RemoveUsers(_ context.Context, scope Scope, userIDs []stri
 			}
 		}
 	}
-	var gone []*InboxEntry
+	var gone []*entry
 	for _, u := range userIDs {
-		for _, e := range o.inboxes[u] {
-			if scope.DocumentID == "" || e.DocumentID == scope.DocumentID {
-				gone = append(gone, e)
+		if in := o.inboxes[u]; in != nil {
+			for _, e := range in.entries {
+				if scope.DocumentID == "" || e.f.documentID == scope.DocumentID {
+					gone = append(gone, e)
+				}
 			}
 		}
 	}
@@ -851,3 +968,105 @@ func (s *MemoryStore) Deliveries(_ context.Context, apiKey, notificationID strin
 func (s *MemoryStore) Ping(context.Context) error { return nil }
 
 var _ Store = (*MemoryStore)(nil)
+
+// count adds d to the inbox quota counts of a notification: everyone's when all, else the
+// users'. A count never goes below zero.
+func (o *orgData) count(all bool, userIDs []string, d int) {
+	if all {
+		o.everyone = max(0, o.everyone+d)
+		return
+	}
+	for _, u := range distinct(userIDs) {
+		if c := o.named[u] + d; c > 0 {
+			o.named[u] = c
+		} else {
+			delete(o.named, u)
+		}
+	}
+}
+
+func (s *MemoryStore) TakeRecipients(_ context.Context, workspaceID string, minute int64, n, limit int) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if minute > s.sweptAt { // the minutes before the last are over
+		for k := range s.recipients {
+			if k.minute < minute-1 {
+				delete(s.recipients, k)
+			}
+		}
+		s.sweptAt = minute
+	}
+	k := minuteKey{workspaceID, minute}
+	if limit > 0 && s.recipients[k]+n > limit {
+		return false, nil
+	}
+	s.recipients[k] += n
+	return true, nil
+}
+
+func (s *MemoryStore) ReturnRecipients(_ context.Context, workspaceID string, minute int64, n int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := minuteKey{workspaceID, minute}
+	if c := s.recipients[k] - n; c > 0 {
+		s.recipients[k] = c
+	} else {
+		delete(s.recipients, k)
+	}
+	return nil
+}
+
+func (s *MemoryStore) TakeInbox(_ context.Context, org Scope, all bool, userIDs []string, limit int) (*InboxFull, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.orgFor(keyOf(org))
+	if limit > 0 {
+		if full := o.full(all, userIDs, limit); full != nil {
+			s.dropIfEmpty(org)
+			return full, nil
+		}
+	}
+	o.count(all, userIDs, 1)
+	return nil, nil
+}
+
+// full returns the inbox one more notification would put past limit, nil when there is none.
+func (o *orgData) full(all bool, userIDs []string, limit int) *InboxFull {
+	if !all {
+		for _, u := range distinct(userIDs) {
+			if c := o.everyone + o.named[u]; c >= limit {
+				return &InboxFull{UserID: u, Count: c}
+			}
+		}
+		return nil
+	}
+	worst := &InboxFull{Count: o.everyone}
+	for u, c := range o.named {
+		if c := o.everyone + c; c > worst.Count || c == worst.Count && worst.UserID != "" && u < worst.UserID {
+			worst = &InboxFull{UserID: u, Count: c}
+		}
+	}
+	if worst.Count >= limit {
+		return worst
+	}
+	return nil
+}
+
+func (s *MemoryStore) ReturnInbox(_ context.Context, org Scope, all bool, userIDs []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o := s.org(org); o != nil {
+		o.count(all, userIDs, -1)
+		s.dropIfEmpty(org)
+	}
+	return nil
+}
+
+func (s *MemoryStore) InboxCount(_ context.Context, org Scope, userID string) (int, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if o := s.org(org); o != nil {
+		return o.everyone + o.named[userID], nil
+	}
+	return 0, nil
+}

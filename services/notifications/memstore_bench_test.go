@@ -52,8 +52,7 @@ func benchData(b *testing.B) *MemoryStore {
 			}
 			batch = append(batch, &InboxEntry{
 				APIKey: benchOrg.APIKey, OrganizationID: benchOrg.OrganizationID, OrgGen: benchOrg.OrgGen,
-				UserID: user, NotificationID: benchID(i), DocumentID: fmt.Sprintf("d%02d", i%100), DocGen: "g1",
-				Headline: "Ann mentioned you in a comment", Timestamp: benchTimestamp(i),
+				UserID: user, NotificationID: benchID(i), DocumentID: fmt.Sprintf("d%02d", i%100), Timestamp: benchTimestamp(i),
 			})
 			if len(batch) == cap(batch) {
 				if err := s.AddInboxEntries(context.Background(), batch); err != nil {
@@ -116,7 +115,7 @@ func BenchmarkAddInboxEntries(b *testing.B) {
 		for u := range in {
 			in[u] = &InboxEntry{
 				APIKey: org.APIKey, OrganizationID: org.OrganizationID, OrgGen: org.OrgGen,
-				UserID: fmt.Sprintf("u%05d", u), DocumentID: "d1", DocGen: "g1", Headline: "Ann mentioned you",
+				UserID: fmt.Sprintf("u%05d", u), DocumentID: "d1",
 			}
 		}
 		add := func(id string, ts int64) {

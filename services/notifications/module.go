@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -41,14 +42,37 @@ func Module() service.Module {
 					private = v
 					return nil
 				})
+			quotas := DefaultQuotas
+			f.Func("notifications-recipients-per-minute", strconv.Itoa(DefaultQuotas.RecipientsPerMinute),
+				"the recipients a workspace's notifications may reach in a minute (Add Notifications answers RESOURCE_EXHAUSTED past it), or off",
+				quotaFlag(&quotas.RecipientsPerMinute))
+			f.Func("notifications-inbox-limit", strconv.Itoa(DefaultQuotas.InboxSize),
+				"the notifications a user's inbox in an organization may hold (Add Notifications answers RESOURCE_EXHAUSTED past it), or off",
+				quotaFlag(&quotas.InboxSize))
 			return func(ctx context.Context, env service.Env) (*service.Instance, error) {
-				return build(ctx, env, private == "allow" || private == "" && env.Storage != service.StorageMongoDB)
+				return build(ctx, env, private == "allow" || private == "" && env.Storage != service.StorageMongoDB, quotas)
 			}
 		},
 	}
 }
 
-func build(ctx context.Context, env service.Env, slackPrivate bool) (*service.Instance, error) {
+// quotaFlag parses a quota: a positive number, or off (0).
+func quotaFlag(v *int) func(string) error {
+	return func(s string) error {
+		if s == "off" {
+			*v = 0
+			return nil
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return errors.New("must be a positive number or off")
+		}
+		*v = n
+		return nil
+	}
+}
+
+func build(ctx context.Context, env service.Env, slackPrivate bool, quotas Quotas) (*service.Instance, error) {
 	if env.Outbox == nil {
 		return nil, errors.New("notifications: the process gave no outbox")
 	}
@@ -71,7 +95,8 @@ func build(ctx context.Context, env service.Env, slackPrivate bool) (*service.In
 		Access:    accessv1.NewAccessServiceClient(env.Conn("access")),
 		Workspace: workspacev1.NewWorkspaceServiceClient(env.Conn("workspace")),
 	}
-	n, err := New(store, peers, env.Outbox, env.Secret, WithClock(env.Clock), WithLogger(env.Log), WithMail(env.Email), WithSlackPrivateTargets(slackPrivate))
+	n, err := New(store, peers, env.Outbox, env.Secret, WithClock(env.Clock), WithLogger(env.Log), WithMail(env.Email), WithSlackPrivateTargets(slackPrivate),
+		WithQuotas(quotas))
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -90,6 +92,7 @@ type Server struct {
 
 	wake    chan struct{} // the delivery worker
 	metrics *sendMetrics
+	quotas  Quotas
 }
 
 // Option configures a Server.
@@ -111,7 +114,7 @@ func New(store Store, peers Peers, events Publisher, secret []byte, opts ...Opti
 	if store == nil || events == nil || peers.Documents == nil || peers.Users == nil || peers.Access == nil || peers.Workspace == nil {
 		return nil, errors.New("notifications: a store, an outbox and every peer are required")
 	}
-	s := &Server{store: store, peers: peers, events: events, http: egress.Client(false, sendTimeout, 4), clock: clock.Real(), log: slog.Default(), wake: make(chan struct{}, 1), metrics: newSendMetrics()}
+	s := &Server{store: store, peers: peers, events: events, http: egress.Client(false, sendTimeout, 4), clock: clock.Real(), log: slog.Default(), wake: make(chan struct{}, 1), metrics: newSendMetrics(), quotas: DefaultQuotas}
 	for _, o := range opts {
 		o(s)
 	}
@@ -234,8 +237,10 @@ func (s *Server) SetNotificationConfig(ctx context.Context, req *notificationsv1
 // ---- Add ----
 
 // AddNotifications checks the notification, makes the organization and document when asked,
-// and stores its notification.add event: the one write. The service's own handler of the
-// event resolves the recipients and fans it out, so the answer does not wait for them.
+// counts it in the fan-out quotas (takeQuotas: RESOURCE_EXHAUSTED past one, nothing counted or
+// stored) and stores its notification.add event: the one write of the notification, whose
+// counts are given back when it fails. The service's own handler of the event resolves the
+// recipients and fans it out, so the answer does not wait for them.
 func (s *Server) AddNotifications(ctx context.Context, req *notificationsv1.AddNotificationsRequest) (*notificationsv1.AddNotificationsResponse, error) {
 	c, err := caller(ctx)
 	if err != nil {
@@ -266,6 +271,11 @@ func (s *Server) AddNotifications(ctx context.Context, req *notificationsv1.AddN
 	if err != nil {
 		return nil, err
 	}
+	org := Scope{APIKey: c.APIKey, OrganizationID: n.GetOrganizationId(), OrgGen: gens.GetOrganizationGeneration()}
+	giveBack, err := s.takeQuotas(ctx, c.WorkspaceID, org, n)
+	if err != nil {
+		return nil, err
+	}
 	e := &eventsv1.Event{
 		Id: n.GetNotificationId(), Type: eventNotificationAdd, WorkspaceId: c.WorkspaceID, ApiKey: c.APIKey,
 		OrganizationId: n.GetOrganizationId(), DocumentId: n.GetDocumentId(),
@@ -279,6 +289,7 @@ func (s *Server) AddNotifications(ctx context.Context, req *notificationsv1.AddN
 	resp := &notificationsv1.AddNotificationsResponse{Status: statusSuccess, Message: msgAdded,
 		Data: &notificationsv1.AddResult{Success: true, Message: msgAdded, NotificationId: n.GetNotificationId()}}
 	if _, err := s.events.PublishAsync(ctx, env); err != nil {
+		giveBack() // not added: it counts for nothing
 		if errors.Is(err, outbox.ErrDuplicate) {
 			resp.Data.Success, resp.Data.Message = false, msgExists
 			return resp, nil
@@ -372,10 +383,14 @@ func (s *Server) GetNotifications(ctx context.Context, req *notificationsv1.GetN
 		if err != nil {
 			return nil, fmt.Errorf("read notifications: %w", err)
 		}
+		headline, err := s.headlines(ctx, org, l.user, ns)
+		if err != nil {
+			return nil, err
+		}
 		for _, e := range entries {
 			if n, ok := ns[e.NotificationID]; ok {
 				m := toProto(n)
-				m.Read, m.DisplayHeadlineMessage = proto.Bool(e.Read), proto.String(e.Headline)
+				m.Read, m.DisplayHeadlineMessage = proto.Bool(e.Read), proto.String(headline(n))
 				resp.Data = append(resp.Data, m)
 			}
 			last = &Position{Timestamp: e.Timestamp, ID: e.NotificationID}
@@ -417,13 +432,23 @@ func (s *Server) byIDs(ctx context.Context, org Scope, l *listing, resp *notific
 		if err != nil {
 			return fmt.Errorf("read inbox: %w", err)
 		}
+		inInbox := map[string]*Notification{}
+		for id, n := range ns {
+			if entries[id] != nil {
+				inInbox[id] = n
+			}
+		}
+		headline, err := s.headlines(ctx, org, l.user, inInbox)
+		if err != nil {
+			return err
+		}
 		for _, id := range l.ids {
-			n, e := ns[id], entries[id]
-			if n == nil || e == nil {
+			n, e := inInbox[id], entries[id]
+			if n == nil {
 				continue
 			}
 			m := toProto(n)
-			m.Read, m.DisplayHeadlineMessage = proto.Bool(e.Read), proto.String(e.Headline)
+			m.Read, m.DisplayHeadlineMessage = proto.Bool(e.Read), proto.String(headline(n))
 			resp.Data = append(resp.Data, m)
 		}
 		return nil
@@ -435,6 +460,47 @@ func (s *Server) byIDs(ctx context.Context, org Scope, l *listing, resp *notific
 		}
 	}
 	return s.appendWithReaders(ctx, org, list, resp)
+}
+
+// headlines returns the headline of each of ns as the reader userID reads it, rendered now
+// (issue 20: the content is stored once). It asks the users service for the reader's name and
+// email once, and only when a headline names its reader and the caller did not name them in
+// full; a reader the contact list does not have is named by the caller's words, else their id.
+func (s *Server) headlines(ctx context.Context, org Scope, userID string, ns map[string]*Notification) (func(*Notification) string, error) {
+	hs := make(map[*Notification]*headliner, len(ns))
+	block := make([]headliner, len(ns))
+	vars := map[string][][]int{} // a template's variables, found once per template
+	lookup := false
+	for _, n := range ns {
+		v, ok := vars[n.HeadlineTemplate]
+		if !ok {
+			v = variable.FindAllStringSubmatchIndex(n.HeadlineTemplate, -1)
+			vars[n.HeadlineTemplate] = v
+		}
+		h := &block[len(hs)]
+		h.init(n, v)
+		hs[n] = h
+		lookup = lookup || h.needsDirectory(userID)
+	}
+	dir := User{UserID: userID}
+	if lookup {
+		res, err := s.peers.Users.ListMembers(ctx, &usersv1.ListMembersRequest{ApiKey: org.APIKey, OrganizationId: org.OrganizationID, UserIds: []string{userID}})
+		switch {
+		case status.Code(err) == codes.NotFound: // the organization went meanwhile
+		case err != nil:
+			return nil, fmt.Errorf("look up the reader: %w", err)
+		default:
+			for _, m := range res.GetMembers() {
+				if m.GetUserId() == userID {
+					dir.Name, dir.Email = m.GetName(), m.GetEmail()
+				}
+			}
+		}
+	}
+	return func(n *Notification) string {
+		h := hs[n]
+		return h.For(h.readerAs(dir))
+	}, nil
 }
 
 func (s *Server) appendWithReaders(ctx context.Context, org Scope, ns []*Notification, resp *notificationsv1.GetNotificationsResponse) error {
@@ -517,14 +583,20 @@ func (s *Server) DeleteNotifications(ctx context.Context, req *notificationsv1.D
 	return &notificationsv1.ItemResultsResponse{Status: statusSuccess, Message: msgDeleted, Data: data}, nil
 }
 
-// toProto is a notification as callers see it.
+// toProto is a notification as callers see it. n is the caller's copy (the stores copy records
+// out), so the answer takes its recipients without copying them again: a notification to
+// everyone lists every member.
 func toProto(n *Notification) *notificationsv1.Notification {
+	recipients := n.Recipients
+	if recipients == nil {
+		recipients = []string{}
+	}
 	m := &notificationsv1.Notification{
 		Id: n.ID, OrganizationId: n.OrganizationID, DocumentId: n.DocumentID,
 		ActionUser:                     &notificationsv1.NotificationUser{UserId: n.ActionUser.UserID, Name: n.ActionUser.Name, Email: n.ActionUser.Email},
 		DisplayHeadlineMessageTemplate: n.HeadlineTemplate, DisplayBodyMessage: n.Body, NotificationSource: n.Source,
 		IsNotificationResolverUsed: n.ResolverUsed, Timestamp: float64(n.Timestamp),
-		NotifyUserIds: append([]string{}, n.Recipients...), ReadByUserIds: []string{},
+		NotifyUserIds: recipients, ReadByUserIds: []string{},
 	}
 	m.DisplayHeadlineMessageTemplateData = structOf(n.HeadlineData)
 	m.NotificationSourceData = structOf(n.SourceData)

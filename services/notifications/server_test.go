@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -54,8 +56,9 @@ func (fakeDocs) EnsureResources(_ context.Context, in *documentsv1.EnsureResourc
 // fakeUsers has members m00000..m(n-1), each with an email.
 type fakeUsers struct {
 	usersv1.UsersServiceClient
-	n     int
-	calls atomic.Int32
+	n       int
+	calls   atomic.Int32
+	noCount bool // CountMembers is unimplemented (a users service of the release before)
 }
 
 func (f *fakeUsers) ListMembers(_ context.Context, in *usersv1.ListMembersRequest, _ ...grpc.CallOption) (*usersv1.ListMembersResponse, error) {
@@ -82,6 +85,13 @@ func (f *fakeUsers) ListMembers(_ context.Context, in *usersv1.ListMembersReques
 		out.Members = append(out.Members, &usersv1.UserInfo{UserId: id, Name: "Member " + id, Email: id + "@example.com"})
 	}
 	return out, nil
+}
+
+func (f *fakeUsers) CountMembers(context.Context, *usersv1.CountMembersRequest, ...grpc.CallOption) (*usersv1.CountMembersResponse, error) {
+	if f.noCount {
+		return nil, status.Error(codes.Unimplemented, "unknown method CountMembers")
+	}
+	return &usersv1.CountMembersResponse{Count: int64(f.n)}, nil
 }
 
 type fakeAccess struct{ accessv1.AccessServiceClient }
@@ -143,7 +153,7 @@ var tn = time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC)
 
 type harness struct {
 	srv    *Server
-	store  *MemoryStore
+	store  Store
 	box    *outbox.Outbox
 	events *recorder
 	users  *fakeUsers
@@ -152,9 +162,15 @@ type harness struct {
 	clock  *clock.Fake
 }
 
-func newHarness(t *testing.T, members int) *harness {
+func newHarness(t testing.TB, members int) *harness {
 	t.Helper()
-	h := &harness{store: NewMemoryStore(), users: &fakeUsers{n: members}, ws: &fakeWorkspace{}, mail: &flakyMail{}, clock: clock.NewFake(tn)}
+	return newHarnessOn(t, members, NewMemoryStore())
+}
+
+// newHarnessOn is newHarness on the given store.
+func newHarnessOn(t testing.TB, members int, store Store) *harness {
+	t.Helper()
+	h := &harness{store: store, users: &fakeUsers{n: members}, ws: &fakeWorkspace{}, mail: &flakyMail{}, clock: clock.NewFake(tn)}
 	quiet := slog.New(slog.DiscardHandler)
 	d := &handlerDeliverer{}
 	h.box = outbox.New("notifications", outbox.NewMemoryStore(), d, outbox.To("notifications"), outbox.WithClock(h.clock), outbox.WithLogger(quiet))
@@ -170,7 +186,7 @@ func newHarness(t *testing.T, members int) *harness {
 
 var k1 = authn.WithCaller(context.Background(), authn.Caller{APIKey: "k1", WorkspaceID: "w", Settings: authn.Settings{Notifications: true}})
 
-func (h *harness) add(t *testing.T, req *notificationsv1.AddNotificationsRequest) {
+func (h *harness) add(t testing.TB, req *notificationsv1.AddNotificationsRequest) {
 	t.Helper()
 	if req.OrganizationId == "" {
 		req.OrganizationId = "o"

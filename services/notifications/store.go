@@ -71,21 +71,25 @@ type Notification struct {
 	Recipients []string `bson:"recipients"`
 	FannedOut  bool     `bson:"fannedOut"`
 	Timestamp  int64    `bson:"ts"`
+	// Counted: the notification is in the inbox quota's counts (store.go, TakeInbox), which its
+	// deletion takes it out of. Notifications stored before the quota existed are not.
+	Counted bool `bson:"counted,omitempty"`
 }
 
-// InboxEntry is one recipient's copy of a notification.
+// InboxEntry is one recipient's reference to a notification, with what is theirs: whether they
+// read it. The notification's content is stored once, in the notification; the headline is
+// rendered for the reader when read (docs/api.md "Notifications"). DocumentID and Timestamp are
+// the notification's, kept here so that an inbox lists and a document's removal finds its
+// entries without reading the notifications.
 type InboxEntry struct {
-	APIKey         string `bson:"apiKey"`
-	OrganizationID string `bson:"organizationId"`
-	OrgGen         string `bson:"orgGen"`
-	UserID         string `bson:"userId"`
-	NotificationID string `bson:"notificationId"`
-	DocumentID     string `bson:"documentId"`
-	DocGen         string `bson:"docGen"`
-	// Headline is the headline rendered for this recipient ("" when the resolver is used).
-	Headline  string `bson:"headline"`
-	Read      bool   `bson:"read"`
-	Timestamp int64  `bson:"ts"`
+	APIKey         string
+	OrganizationID string
+	OrgGen         string
+	UserID         string
+	NotificationID string
+	DocumentID     string
+	Read           bool
+	Timestamp      int64
 }
 
 // Position is where a listing stopped: the sort key of the last item returned.
@@ -120,8 +124,11 @@ type Delivery struct {
 	DocumentID     string `bson:"documentId"`
 	UserID         string `bson:"userId"` // "" for Slack
 	Channel        string `bson:"channel"`
-	// Email: recipient address, subject, text and HTML bodies. Slack: Text is the message JSON.
+	// Email: the recipient's address and name. The mail is rendered from the notification when
+	// it is sent, so its content is stored once; Subject, Text and HTML are set only in
+	// deliveries queued before that (they are sent as they are). Slack: Text is the message JSON.
 	To      string `bson:"to"`
+	Name    string `bson:"name"`
 	Subject string `bson:"subject"`
 	Text    string `bson:"text"`
 	HTML    string `bson:"html"`
@@ -217,6 +224,31 @@ type Store interface {
 	// Deliveries returns a notification's deliveries (tests, operators).
 	Deliveries(ctx context.Context, apiKey, notificationID string) ([]*Delivery, error)
 
+	// TakeRecipients adds n to the recipients the workspace's notifications reach in minute (a
+	// Unix minute), unless the total would pass limit: then it adds nothing and reports false.
+	TakeRecipients(ctx context.Context, workspaceID string, minute int64, n, limit int) (bool, error)
+	// ReturnRecipients takes n back off the minute's total (a notification taken for and then not
+	// added).
+	ReturnRecipients(ctx context.Context, workspaceID string, minute int64, n int) error
+	// TakeInbox counts one more notification in the inboxes it reaches in the organization
+	// incarnation: everyone's when all, else the users'. A user's count is the organization's
+	// notifications to everyone plus those naming the user. When that would put a count past
+	// limit it counts nothing and returns the inbox that is full.
+	TakeInbox(ctx context.Context, org Scope, all bool, userIDs []string, limit int) (*InboxFull, error)
+	// ReturnInbox takes back what TakeInbox counted (a notification taken for and then not
+	// added). DeleteNotifications and DeleteDocument take back the count of each notification
+	// they delete, DeleteOrganization every count of the organization.
+	ReturnInbox(ctx context.Context, org Scope, all bool, userIDs []string) error
+	// InboxCount returns a user's count in the organization incarnation (see TakeInbox).
+	InboxCount(ctx context.Context, org Scope, userID string) (int, error)
+
 	// Ping reports whether the store answers.
 	Ping(ctx context.Context) error
+}
+
+// InboxFull names the inbox TakeInbox found full: a user's, or everyone's (UserID "") when the
+// organization's notifications to everyone fill every inbox; Count is what it holds.
+type InboxFull struct {
+	UserID string
+	Count  int
 }

@@ -42,6 +42,11 @@ type observedOps struct {
 	FinishDelivery      *storeobserve.Op
 	Delivery            *storeobserve.Op
 	Deliveries          *storeobserve.Op
+	TakeRecipients      *storeobserve.Op
+	ReturnRecipients    *storeobserve.Op
+	TakeInbox           *storeobserve.Op
+	ReturnInbox         *storeobserve.Op
+	InboxCount          *storeobserve.Op
 	Ping                *storeobserve.Op
 }
 
@@ -72,6 +77,11 @@ func observeStore(s Store, o *storeobserve.Observer) Store {
 		FinishDelivery:      o.Op("FinishDelivery", observedOutcome),
 		Delivery:            o.Op("Delivery", observedOutcome),
 		Deliveries:          o.Op("Deliveries", observedOutcome),
+		TakeRecipients:      o.Op("TakeRecipients", observedOutcome),
+		ReturnRecipients:    o.Op("ReturnRecipients", observedOutcome),
+		TakeInbox:           o.Op("TakeInbox", observedOutcome),
+		ReturnInbox:         o.Op("ReturnInbox", observedOutcome),
+		InboxCount:          o.Op("InboxCount", observedOutcome),
 		Ping:                o.Op("Ping", observedOutcome),
 	}}
 	return w
@@ -246,6 +256,41 @@ func (s *observedStore) Delivery(ctx context.Context, id string) (*Delivery, err
 func (s *observedStore) Deliveries(ctx context.Context, apiKey string, notificationID string) ([]*Delivery, error) {
 	ctx, call := s.ops.Deliveries.Start(ctx)
 	r0, err := s.inner.Deliveries(ctx, apiKey, notificationID)
+	call.End(err)
+	return r0, err
+}
+
+func (s *observedStore) TakeRecipients(ctx context.Context, workspaceID string, minute int64, n int, limit int) (bool, error) {
+	ctx, call := s.ops.TakeRecipients.Start(ctx)
+	r0, err := s.inner.TakeRecipients(ctx, workspaceID, minute, n, limit)
+	call.End(err)
+	return r0, err
+}
+
+func (s *observedStore) ReturnRecipients(ctx context.Context, workspaceID string, minute int64, n int) error {
+	ctx, call := s.ops.ReturnRecipients.Start(ctx)
+	err := s.inner.ReturnRecipients(ctx, workspaceID, minute, n)
+	call.End(err)
+	return err
+}
+
+func (s *observedStore) TakeInbox(ctx context.Context, org Scope, all bool, userIDs []string, limit int) (*InboxFull, error) {
+	ctx, call := s.ops.TakeInbox.Start(ctx)
+	r0, err := s.inner.TakeInbox(ctx, org, all, userIDs, limit)
+	call.End(err)
+	return r0, err
+}
+
+func (s *observedStore) ReturnInbox(ctx context.Context, org Scope, all bool, userIDs []string) error {
+	ctx, call := s.ops.ReturnInbox.Start(ctx)
+	err := s.inner.ReturnInbox(ctx, org, all, userIDs)
+	call.End(err)
+	return err
+}
+
+func (s *observedStore) InboxCount(ctx context.Context, org Scope, userID string) (int, error) {
+	ctx, call := s.ops.InboxCount.Start(ctx)
+	r0, err := s.inner.InboxCount(ctx, org, userID)
 	call.End(err)
 	return r0, err
 }

@@ -76,32 +76,45 @@ func checkMemoryStore(t *testing.T, s *MemoryStore) {
 		if inDocs != want {
 			t.Errorf("%v: %d notifications in document lists, want %d", k, inDocs, want)
 		}
-		inInboxes, inRecipients := 0, 0
-		for u, l := range o.inboxes {
-			checkSorted(t, fmt.Sprint(k, " inbox ", u), l)
-			if len(l) == 0 {
-				t.Errorf("%v: empty inbox of %s kept", k, u)
+		inInboxes, inFilings := 0, 0
+		for u, in := range o.inboxes {
+			checkSorted(t, fmt.Sprint(k, " inbox ", u), in.entries)
+			if len(in.entries) == 0 || in.user != u {
+				t.Errorf("%v: inbox of %s kept as %q with %d entries", k, u, in.user, len(in.entries))
 			}
-			for _, e := range l {
-				if e.UserID != u || o.entries[entryKey{u, e.NotificationID}] != e {
-					t.Errorf("%v: inbox of %s lists %s/%s", k, u, e.UserID, e.NotificationID)
+			for _, e := range in.entries {
+				if e.in != in || o.lookup(u, e.f.notificationID) != e {
+					t.Errorf("%v: inbox of %s lists %s/%s", k, u, e.in.user, e.f.notificationID)
 				}
 			}
-			inInboxes += len(l)
+			inInboxes += len(in.entries)
 		}
-		for id, l := range o.recipients {
-			if len(l) == 0 {
-				t.Errorf("%v: empty recipients of %s kept", k, id)
+		for id, fs := range o.filed {
+			if len(fs) == 0 {
+				t.Errorf("%v: no filings of %s kept", k, id)
 			}
-			for _, e := range l {
-				if e.NotificationID != id || o.entries[entryKey{e.UserID, id}] != e {
-					t.Errorf("%v: recipients of %s list %s/%s", k, id, e.UserID, e.NotificationID)
+			for _, f := range fs {
+				if len(f.entries) == 0 || f.notificationID != id {
+					t.Errorf("%v: filing of %s kept as %s with %d entries", k, id, f.notificationID, len(f.entries))
 				}
+				for i, e := range f.entries {
+					if e.f != f || o.inboxes[e.in.user] != e.in || i > 0 && f.entries[i-1].in.user >= e.in.user {
+						t.Errorf("%v: filing of %s lists %s (%d) out of place", k, id, e.in.user, i)
+					}
+				}
+				inFilings += len(f.entries)
 			}
-			inRecipients += len(l)
 		}
-		if inInboxes != len(o.entries) || inRecipients != len(o.entries) {
-			t.Errorf("%v: %d entries, %d in inboxes, %d in recipients", k, len(o.entries), inInboxes, inRecipients)
+		if inInboxes != o.entries || inFilings != o.entries {
+			t.Errorf("%v: %d entries, %d in inboxes, %d in filings", k, o.entries, inInboxes, inFilings)
+		}
+		for u, c := range o.named {
+			if c <= 0 {
+				t.Errorf("%v: inbox count %d of %s kept", k, c, u)
+			}
+		}
+		if o.everyone < 0 {
+			t.Errorf("%v: inbox count %d of everyone", k, o.everyone)
 		}
 	}
 	for id, d := range s.deliveries {
@@ -176,7 +189,7 @@ func TestMongoStoreDocuments(t *testing.T) {
 	must(t, s.QueueDeliveries(ctx, []*Delivery{delivery("dl1", org1, "n1", t0)}))
 	for _, c := range []struct {
 		coll   string
-		id     string
+		id     any
 		fields bson.M
 	}{
 		{"configs", "k1\x1fo1\x1fg1\x1fd1\x1fdg1\x1fu1", bson.M{
@@ -184,12 +197,19 @@ func TestMongoStoreDocuments(t *testing.T) {
 			"inbox": All, "email": Mine, "slack": None,
 		}},
 		{"notifications", "k1\x1fo1\x1fg1\x1fn1", bson.M{"id": "n1", "orgGen": "g1", "documentId": "d1", "ts": int64(5)}},
-		{"inbox", "k1\x1fo1\x1fg1\x1fu1\x1fn1", bson.M{"userId": "u1", "notificationId": "n1", "read": false, "ts": int64(5)}},
+		// An inbox entry is a small reference: hashes for its _id and organization, its user,
+		// notification, timestamp and document, and no read flag while unread.
+		{"entries", entryKey(org1, "u1", "n1"), bson.M{
+			"s": bson.Binary{Data: orgHash(org1)}, "u": "u1", "n": "n1", "t": int64(5), "d": "d1", "r": nil,
+		}},
 		{"deliveries", "dl1", bson.M{"state": StatePending, "notificationId": "n1", "next": bson.NewDateTimeFromTime(t0)}},
 	} {
 		var raw bson.M
 		if err := s.db.Collection(c.coll).FindOne(ctx, bson.M{"_id": c.id}).Decode(&raw); err != nil {
 			t.Fatalf("%s %q: %v", c.coll, c.id, err)
+		}
+		if c.coll == "entries" && len(raw) != 6 {
+			t.Errorf("entries: %d fields, want 6: %v", len(raw), raw)
 		}
 		for k, v := range c.fields {
 			if !reflect.DeepEqual(raw[k], v) {
@@ -254,8 +274,7 @@ func entriesOf(n *Notification, users ...string) []*InboxEntry {
 	for _, u := range users {
 		out = append(out, &InboxEntry{
 			APIKey: n.APIKey, OrganizationID: n.OrganizationID, OrgGen: n.OrgGen, UserID: u,
-			NotificationID: n.ID, DocumentID: n.DocumentID, DocGen: n.DocGen,
-			Headline: "for " + u + " about " + n.ID, Timestamp: n.Timestamp,
+			NotificationID: n.ID, DocumentID: n.DocumentID, Timestamp: n.Timestamp,
 		})
 	}
 	return out
@@ -805,14 +824,14 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		es := append(entriesOf(n1, "u1", "u2"), entriesOf(n2, "u1")...)
 		must(t, s.AddInboxEntries(ctx, es))
 		// Copied in.
-		es[0].Headline, es[0].Read = "changed", true
+		es[0].Read = true
 		// Again, with changes, a new entry, and a new entry twice: existing entries stand, the
 		// first of the new one is stored.
 		again := append(entriesOf(n1, "u1", "u2"), entriesOf(n3, "u1")...)
-		again[0].Headline, again[1].Read = "second", true
+		again[0].Read, again[1].Read = true, true
 		dup := entriesOf(n3, "u2")
 		dup2 := entriesOf(n3, "u2")
-		dup2[0].Headline = "the second n3 of u2"
+		dup2[0].Read = true
 		must(t, s.AddInboxEntries(ctx, append(append(again, dup...), dup2...)))
 		must(t, s.AddInboxEntries(ctx, nil))
 
@@ -1107,7 +1126,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			get(t, s, "n1", org1, "n1", notif(org1, "n1", 10, inDoc("d3", "a")))
 			m, err := s.InboxEntries(ctx, org1, "u2", []string{"n1", "n2", "n3"})
 			must(t, err)
-			if m["n1"].DocumentID != "d3" || m["n2"].DocumentID != "d3" || m["n3"].DocumentID != "d1" || m["n1"].DocGen != "a" {
+			if m["n1"].DocumentID != "d3" || m["n2"].DocumentID != "d3" || m["n3"].DocumentID != "d1" {
 				t.Fatalf("u2's entries: %+v %+v %+v", m["n1"], m["n2"], m["n3"])
 			}
 			deliveryIDs(t, s, "n1", "k1", "n1", "0n1-failed", "0n1-pending", "0n1-sent", "1n1-failed", "1n1-pending", "1n1-sent", "2n1-failed", "2n1-pending", "2n1-sent")
@@ -1301,4 +1320,6 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		t.Parallel()
 		must(t, newStore(t).Ping(ctx))
 	})
+
+	runQuotaSuite(t, newStore)
 }

@@ -72,6 +72,7 @@ func (s *Server) RunDeliveries(ctx context.Context) {
 
 // SendDue sends every delivery that is due now (tests step the worker with it).
 func (s *Server) SendDue(ctx context.Context) {
+	mails := &mailContent{s: s, of: map[notifRef]*headliner{}}
 	for ctx.Err() == nil {
 		due, err := s.store.DueDeliveries(ctx, s.clock.Now(), workerBatch)
 		if err != nil {
@@ -90,7 +91,7 @@ func (s *Server) SendDue(ctx context.Context) {
 			}
 			if ok {
 				claimed++
-				s.send(ctx, d)
+				s.send(ctx, d, mails)
 			}
 		}
 		// Nothing claimed (a failing store, or others have them): wait for the next poll.
@@ -102,12 +103,12 @@ func (s *Server) SendDue(ctx context.Context) {
 
 // send makes one attempt and records its outcome. A crash between the send and the record
 // sends it again after the lease: at least once, never again once recorded as sent.
-func (s *Server) send(ctx context.Context, d *Delivery) {
+func (s *Server) send(ctx context.Context, d *Delivery, mails *mailContent) {
 	sctx, cancel := context.WithTimeout(ctx, sendTimeout)
 	var err error
 	switch d.Channel {
 	case ChannelEmail:
-		err = s.sendEmail(sctx, d)
+		err = s.sendEmail(sctx, d, mails)
 	case ChannelSlack:
 		err = s.sendSlack(sctx, d)
 	default:
@@ -143,8 +144,52 @@ func (s *Server) send(ctx context.Context, d *Delivery) {
 	}
 }
 
-func (s *Server) sendEmail(ctx context.Context, d *Delivery) error {
-	err := s.mail.Send(ctx, email.Message{To: d.To, Subject: d.Subject, Body: d.Text, HTML: d.HTML})
+// notifRef names a notification of an organization incarnation.
+type notifRef struct{ apiKey, orgID, orgGen, id string }
+
+// mailContent renders the mails of one SendDue run: each notification is read from the store
+// once however many of its mails the run sends (at most mailContentNotifications kept).
+type mailContent struct {
+	s  *Server
+	of map[notifRef]*headliner
+}
+
+const mailContentNotifications = 64
+
+// message is the mail of an email delivery, rendered from its notification for its recipient
+// (issue 20: the content is stored once); a delivery queued before that carries its mail.
+func (c *mailContent) message(ctx context.Context, d *Delivery) (email.Message, error) {
+	if d.Text != "" || d.HTML != "" {
+		return email.Message{To: d.To, Subject: d.Subject, Body: d.Text, HTML: d.HTML}, nil
+	}
+	ref := notifRef{d.APIKey, d.OrganizationID, d.OrgGen, d.NotificationID}
+	h := c.of[ref]
+	if h == nil {
+		n, err := c.s.store.Notification(ctx, Scope{APIKey: d.APIKey, OrganizationID: d.OrganizationID, OrgGen: d.OrgGen}, d.NotificationID)
+		if errors.Is(err, ErrNotFound) {
+			return email.Message{}, permanent{errors.New("the notification was deleted")}
+		}
+		if err != nil {
+			return email.Message{}, fmt.Errorf("read the notification: %w", err)
+		}
+		if len(c.of) >= mailContentNotifications {
+			clear(c.of)
+		}
+		n.Recipients = nil // not needed to render, and a notification to everyone lists every member
+		h = newHeadliner(n)
+		c.of[ref] = h
+	}
+	headline := h.For(User{UserID: d.UserID, Name: d.Name, Email: d.To})
+	text, html := emailBodies(headline, h.n.Body, h.n.DocumentID)
+	return email.Message{To: d.To, Subject: subject(headline), Body: text, HTML: html}, nil
+}
+
+func (s *Server) sendEmail(ctx context.Context, d *Delivery, mails *mailContent) error {
+	msg, err := mails.message(ctx, d)
+	if err != nil {
+		return err
+	}
+	err = s.mail.Send(ctx, msg)
 	if err != nil && !email.Transient(err) {
 		return permanent{err} // refused (5xx) or a message no server takes
 	}

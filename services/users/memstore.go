@@ -158,6 +158,12 @@ func (s *MemoryStore) MembersAfter(_ context.Context, apiKey, orgID, after strin
 	return out, nil
 }
 
+func (s *MemoryStore) CountMembers(_ context.Context, apiKey, orgID string) (int, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.members[orgKey{apiKey, orgID}]), nil
+}
+
 func (s *MemoryStore) RemoveUsers(_ context.Context, apiKey, orgID string, userIDs []string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

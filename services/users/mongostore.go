@@ -215,6 +215,15 @@ func (s *MongoStore) MembersAfter(ctx context.Context, apiKey, orgID, after stri
 	return userIDs(ctx, s.members, filter, limit)
 }
 
+func (s *MongoStore) CountMembers(ctx context.Context, apiKey, orgID string) (int, error) {
+	// The org_users index (apiKey, organizationId, userId) serves the count.
+	n, err := s.members.CountDocuments(ctx, bson.M{"apiKey": apiKey, "organizationId": orgID})
+	if err != nil {
+		return 0, fmt.Errorf("users store: count members: %w", err)
+	}
+	return int(n), nil
+}
+
 func (s *MongoStore) RemoveUsers(ctx context.Context, apiKey, orgID string, ids []string) error {
 	if len(ids) == 0 {
 		return nil

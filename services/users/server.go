@@ -349,6 +349,31 @@ func (s *Server) DeleteUsers(ctx context.Context, req *usersv1.DeleteUsersReques
 	return &usersv1.DeleteUsersResponse{Status: statusSuccess, Message: msgUsersDeleted, Data: data}, nil
 }
 
+// CountMembers counts an organization's members (its contact list, under the organization's
+// current generation), for the notifications service's fan-out quota. Internal: the tenant is
+// the request's apiKey.
+func (s *Server) CountMembers(ctx context.Context, req *usersv1.CountMembersRequest) (*usersv1.CountMembersResponse, error) {
+	apiKey, org := req.GetApiKey(), req.GetOrganizationId()
+	if err := validate.ID("apiKey", apiKey); err != nil {
+		return nil, err
+	}
+	if err := validate.ID("organizationId", org); err != nil {
+		return nil, err
+	}
+	res, err := s.docs.ResolveResources(ctx, &documentsv1.ResolveResourcesRequest{ApiKey: apiKey, OrganizationId: org})
+	if err != nil {
+		return nil, apierr.FromPeer("resolve resources", err)
+	}
+	if !res.GetOrganizationExists() {
+		return nil, apierr.NotFound(msgOrgMissing)
+	}
+	n, err := s.store.CountMembers(ctx, apiKey, lifecycle.Ref(org, res.GetOrganizationGeneration()))
+	if err != nil {
+		return nil, fmt.Errorf("count members: %w", err)
+	}
+	return &usersv1.CountMembersResponse{Count: int64(n)}, nil
+}
+
 // ListMembers pages through an organization's members (its contact list, under the
 // organization's current generation) in user-id order, with their names and emails, for the
 // notifications service. Internal: the tenant is the request's apiKey. A page holds limit

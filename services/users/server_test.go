@@ -1392,6 +1392,38 @@ func TestListMembers(t *testing.T) {
 	wantStatus(t, "documents unavailable", err, codes.Unavailable, "documents restarting")
 }
 
+// CountMembers counts the contact list under the organization's current generation, scoped to
+// the API key it names.
+func TestCountMembers(t *testing.T) {
+	h := newHarness(t)
+	h.docs.recreate("org", "k1", "o", "", "og1")
+	h.add(t, k1, "o", "", "u3", "u1", "u2")
+	h.add(t, as("k2"), "o", "", "other")
+	count := func(what string, req *usersv1.CountMembersRequest, want int64) {
+		t.Helper()
+		resp, err := h.srv.CountMembers(bg, req)
+		if err != nil || resp.GetCount() != want {
+			t.Fatalf("%s: %v %v, want %d", what, resp, err, want)
+		}
+	}
+	count("k1", &usersv1.CountMembersRequest{ApiKey: "k1", OrganizationId: "o"}, 3)
+	count("k2", &usersv1.CountMembersRequest{ApiKey: "k2", OrganizationId: "o"}, 1)
+	h.docs.recreate("org", "k1", "o", "", "og2")
+	count("a new generation", &usersv1.CountMembersRequest{ApiKey: "k1", OrganizationId: "o"}, 0)
+	for _, bad := range []struct {
+		req  *usersv1.CountMembersRequest
+		code codes.Code
+		msg  string
+	}{
+		{&usersv1.CountMembersRequest{OrganizationId: "o"}, codes.InvalidArgument, "apiKey is required."},
+		{&usersv1.CountMembersRequest{ApiKey: "k1"}, codes.InvalidArgument, "organizationId is required."},
+		{&usersv1.CountMembersRequest{ApiKey: "k1", OrganizationId: "nope"}, codes.NotFound, "Organization does not exist."},
+	} {
+		_, err := h.srv.CountMembers(bg, bad.req)
+		wantStatus(t, fmt.Sprint(bad.req), err, bad.code, bad.msg)
+	}
+}
+
 // Ten thousand members page by the default limit (1000) and the largest (5000), each once and in
 // order; a page of the largest ids, names and emails is cut short to fit a gRPC message and says
 // more follow.

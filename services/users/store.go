@@ -56,6 +56,8 @@ type Store interface {
 	// It seeks to after rather than reading the members before it, so paging through a large
 	// contact list costs each page its own size.
 	MembersAfter(ctx context.Context, apiKey, orgID, after string, limit int) ([]string, error)
+	// CountMembers counts the organization's members.
+	CountMembers(ctx context.Context, apiKey, orgID string) (int, error)
 	// RemoveUsers takes the users off the organization's contact list, every document contact
 	// list of the organization and every group of it.
 	RemoveUsers(ctx context.Context, apiKey, orgID string, userIDs []string) error

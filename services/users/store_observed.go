@@ -23,6 +23,7 @@ type observedOps struct {
 	AddMembers             *storeobserve.Op
 	Members                *storeobserve.Op
 	MembersAfter           *storeobserve.Op
+	CountMembers           *storeobserve.Op
 	RemoveUsers            *storeobserve.Op
 	AddDocumentContacts    *storeobserve.Op
 	DocumentContacts       *storeobserve.Op
@@ -47,6 +48,7 @@ func observeStore(s Store, o *storeobserve.Observer) Store {
 		AddMembers:             o.Op("AddMembers", observedOutcome),
 		Members:                o.Op("Members", observedOutcome),
 		MembersAfter:           o.Op("MembersAfter", observedOutcome),
+		CountMembers:           o.Op("CountMembers", observedOutcome),
 		RemoveUsers:            o.Op("RemoveUsers", observedOutcome),
 		AddDocumentContacts:    o.Op("AddDocumentContacts", observedOutcome),
 		DocumentContacts:       o.Op("DocumentContacts", observedOutcome),
@@ -105,6 +107,13 @@ func (s *observedStore) Members(ctx context.Context, apiKey string, orgID string
 func (s *observedStore) MembersAfter(ctx context.Context, apiKey string, orgID string, after string, limit int) ([]string, error) {
 	ctx, call := s.ops.MembersAfter.Start(ctx)
 	r0, err := s.inner.MembersAfter(ctx, apiKey, orgID, after, limit)
+	call.End(err)
+	return r0, err
+}
+
+func (s *observedStore) CountMembers(ctx context.Context, apiKey string, orgID string) (int, error) {
+	ctx, call := s.ops.CountMembers.Start(ctx)
+	r0, err := s.inner.CountMembers(ctx, apiKey, orgID)
 	call.End(err)
 	return r0, err
 }

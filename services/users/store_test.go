@@ -145,6 +145,27 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		ids(t, "limit within only", got, err, "u2")
 	})
 
+	t.Run("count members", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		count := func(what, apiKey, org string, want int) {
+			t.Helper()
+			if n, err := s.CountMembers(ctx, apiKey, org); err != nil || n != want {
+				t.Fatalf("%s: %d %v, want %d", what, n, err, want)
+			}
+		}
+		count("none", "k1", "o1", 0)
+		must(t, s.AddMembers(ctx, "k1", "o1", []string{"u1", "u2", "u3"}))
+		must(t, s.AddMembers(ctx, "k1", "o1", []string{"u2", "u4"}))
+		must(t, s.AddMembers(ctx, "k1", "o2", []string{"u1"}))
+		must(t, s.AddMembers(ctx, "k2", "o1", []string{"u1"}))
+		count("added, each once", "k1", "o1", 4)
+		count("another organization", "k1", "o2", 1)
+		count("another tenant", "k2", "o1", 1)
+		must(t, s.RemoveUsers(ctx, "k1", "o1", []string{"u1", "u9"}))
+		count("after a removal", "k1", "o1", 3)
+	})
+
 	t.Run("members page after an id", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

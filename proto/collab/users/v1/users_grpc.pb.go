@@ -33,6 +33,7 @@ const (
 	UsersService_AddUsersToGroup_FullMethodName      = "/collab.users.v1.UsersService/AddUsersToGroup"
 	UsersService_DeleteUsersFromGroup_FullMethodName = "/collab.users.v1.UsersService/DeleteUsersFromGroup"
 	UsersService_ListMembers_FullMethodName          = "/collab.users.v1.UsersService/ListMembers"
+	UsersService_CountMembers_FullMethodName         = "/collab.users.v1.UsersService/CountMembers"
 )
 
 // UsersServiceClient is the client API for UsersService service.
@@ -52,6 +53,10 @@ type UsersServiceClient interface {
 	// with their names and emails, for the notifications service's notifyAll. NOT_FOUND when the
 	// organization does not exist. Internal only.
 	ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error)
+	// CountMembers counts an organization's members (its contact list), for the notifications
+	// service's fan-out quota: what a notification to everyone reaches. NOT_FOUND when the
+	// organization does not exist. Internal only.
+	CountMembers(ctx context.Context, in *CountMembersRequest, opts ...grpc.CallOption) (*CountMembersResponse, error)
 }
 
 type usersServiceClient struct {
@@ -142,6 +147,16 @@ func (c *usersServiceClient) ListMembers(ctx context.Context, in *ListMembersReq
 	return out, nil
 }
 
+func (c *usersServiceClient) CountMembers(ctx context.Context, in *CountMembersRequest, opts ...grpc.CallOption) (*CountMembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CountMembersResponse)
+	err := c.cc.Invoke(ctx, UsersService_CountMembers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // UsersServiceServer is the server API for UsersService service.
 // All implementations must embed UnimplementedUsersServiceServer
 // for forward compatibility.
@@ -159,6 +174,10 @@ type UsersServiceServer interface {
 	// with their names and emails, for the notifications service's notifyAll. NOT_FOUND when the
 	// organization does not exist. Internal only.
 	ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error)
+	// CountMembers counts an organization's members (its contact list), for the notifications
+	// service's fan-out quota: what a notification to everyone reaches. NOT_FOUND when the
+	// organization does not exist. Internal only.
+	CountMembers(context.Context, *CountMembersRequest) (*CountMembersResponse, error)
 	mustEmbedUnimplementedUsersServiceServer()
 }
 
@@ -192,6 +211,9 @@ func (UnimplementedUsersServiceServer) DeleteUsersFromGroup(context.Context, *De
 }
 func (UnimplementedUsersServiceServer) ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListMembers not implemented")
+}
+func (UnimplementedUsersServiceServer) CountMembers(context.Context, *CountMembersRequest) (*CountMembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CountMembers not implemented")
 }
 func (UnimplementedUsersServiceServer) mustEmbedUnimplementedUsersServiceServer() {}
 func (UnimplementedUsersServiceServer) testEmbeddedByValue()                      {}
@@ -358,6 +380,24 @@ func _UsersService_ListMembers_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _UsersService_CountMembers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CountMembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UsersServiceServer).CountMembers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UsersService_CountMembers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UsersServiceServer).CountMembers(ctx, req.(*CountMembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // UsersService_ServiceDesc is the grpc.ServiceDesc for UsersService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -396,6 +436,10 @@ var UsersService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListMembers",
 			Handler:    _UsersService_ListMembers_Handler,
+		},
+		{
+			MethodName: "CountMembers",
+			Handler:    _UsersService_CountMembers_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
