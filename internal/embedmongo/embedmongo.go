@@ -2,8 +2,8 @@
 // process: the persistent local run (COLLAB_DATA_DIR) and the MongoDB conformance tests use it,
 // so neither needs a MongoDB installation.
 //
-// Clients reach FerretDB through a proxy (proxy.go) that runs the writes of each database one
-// at a time: FerretDB alone applies concurrent updates of one document as read, change, write
+// Clients reach FerretDB through a proxy (proxy.go) that never lets two writes of one document
+// overlap: FerretDB alone applies concurrent updates of one document as read, change, write
 // back, so they overwrite each other. Behind it the embedded server gives what the stores rely
 // on from MongoDB: single-document atomicity of every write, findAndModify, unique indexes
 // under concurrency (docs/deployment.md, "Embedded store"). It has no transactions; nothing

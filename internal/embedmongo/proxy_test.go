@@ -163,57 +163,110 @@ func TestSingleDocumentAtomicity(t *testing.T) {
 	}
 }
 
-// A database's writes wait for the one holding its lock; its reads, and other databases'
-// writes, do not.
-func TestWritesWaitReadsPass(t *testing.T) {
+// waits reports whether call is still running after a while (it waits for a lock), and if so
+// returns a function that waits for its end.
+func waits(t *testing.T, call func() error) (func(), bool) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nil, false
+	case <-time.After(300 * time.Millisecond):
+		return func() {
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}, true
+	}
+}
+
+// Each write waits for the writes it could interfere with, and for no other: one holding a
+// document holds up that document's writes and its collection's writes by any other filter,
+// not the writes of other documents, inserts or reads; one holding a database holds up every
+// write of that database only; one on admin holds up every write.
+func TestLockScopes(t *testing.T) {
 	srv := startServer(t, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
 	client := connect(t, srv.URI())
 	x, y := client.Database("x").Collection("c"), client.Database("y").Collection("c")
 	for _, c := range []*mongo.Collection{x, y} {
-		if _, err := c.InsertOne(ctx, bson.M{"_id": 1, "n": 0}); err != nil {
+		if _, err := c.InsertMany(ctx, []any{bson.M{"_id": "a"}, bson.M{"_id": "b"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-
-	unlock := srv.proxy.locks.lock(request{write: true, db: "x"})
-	done := make(chan error, 1)
-	go func() {
-		_, err := x.UpdateOne(ctx, bson.M{"_id": 1}, bson.M{"$set": bson.M{"n": 1}})
-		done <- err
-	}()
-	if err := x.FindOne(ctx, bson.M{"_id": 1}).Err(); err != nil {
-		t.Fatalf("a read waited for the lock: %v", err)
+	setByID := func(c *mongo.Collection, id string) func() error {
+		return func() error {
+			_, err := c.UpdateOne(ctx, bson.M{"_id": id}, bson.M{"$inc": bson.M{"n": 1}})
+			return err
+		}
 	}
-	if _, err := y.UpdateOne(ctx, bson.M{"_id": 1}, bson.M{"$set": bson.M{"n": 1}}); err != nil {
-		t.Fatalf("another database's write: %v", err)
+	setAll := func(c *mongo.Collection) func() error {
+		return func() error {
+			_, err := c.UpdateMany(ctx, bson.M{}, bson.M{"$inc": bson.M{"m": 1}})
+			return err
+		}
 	}
-	select {
-	case err := <-done:
-		t.Fatalf("a write passed a held lock (%v)", err)
-	case <-time.After(300 * time.Millisecond):
+	insert := func(c *mongo.Collection) func() error {
+		return func() error { _, err := c.InsertOne(ctx, bson.M{"n": 0}); return err }
 	}
-	unlock()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	read := func(c *mongo.Collection) func() error {
+		return func() error { return c.FindOne(ctx, bson.M{"_id": "a"}).Err() }
 	}
-
-	// A write on admin (which may reach any database) waits for every database's writes.
-	unlock = srv.proxy.locks.lock(request{write: true, db: "y"})
-	go func() {
-		done <- client.Database("admin").RunCommand(ctx, bson.D{{Key: "renameCollection", Value: "x.c"}, {Key: "to", Value: "x.d"}}).Err()
-	}()
-	select {
-	case err := <-done:
-		t.Fatalf("a write on admin passed a database's lock (%v)", err)
-	case <-time.After(300 * time.Millisecond):
+	type call struct {
+		name string
+		do   func() error
+		wait bool
 	}
-	unlock()
-	if err := <-done; err != nil { // FerretDB may refuse the rename; what matters is that it waited
-		t.Logf("rename: %v", err)
+	for _, c := range []struct {
+		hold  request
+		calls []call
+	}{
+		{request{scope: scopeDocuments, db: "x", coll: "c", keys: []string{"sa"}}, []call{
+			{"read of the document", read(x), false},
+			{"write of another document", setByID(x, "b"), false},
+			{"insert", insert(x), false},
+			{"write of the document", setByID(x, "a"), true},
+			{"write by another filter", setAll(x), true},
+		}},
+		{request{scope: scopeCollection, db: "x", coll: "c"}, []call{
+			{"read", read(x), false},
+			{"write of another database", setByID(y, "a"), false},
+			{"insert", insert(x), true},
+		}},
+		{request{scope: scopeDatabase, db: "x"}, []call{
+			{"read", read(x), false},
+			{"write of another database", setAll(y), false},
+			{"write of another collection", setByID(client.Database("x").Collection("d"), "a"), true},
+		}},
+		{request{scope: scopeAll}, []call{
+			{"read", read(y), false},
+			{"write of any database", setByID(y, "b"), true},
+		}},
+	} {
+		unlock := srv.proxy.locks.lock(c.hold)
+		var ends []func()
+		for _, call := range c.calls {
+			end, waited := waits(t, call.do)
+			if waited != call.wait {
+				t.Errorf("holding %+v: %s waited %v, want %v", c.hold, call.name, waited, call.wait)
+			}
+			if end != nil {
+				ends = append(ends, end)
+			}
+		}
+		unlock()
+		for _, end := range ends {
+			end()
+		}
 	}
-	if n := len(srv.proxy.locks.dbs); n != 0 {
-		t.Fatalf("%d database locks left after every write ended", n)
+	srv.proxy.locks.mu.Lock()
+	defer srv.proxy.locks.mu.Unlock()
+	if n := len(srv.proxy.locks.named); n != 0 {
+		t.Fatalf("%d locks left after every write ended", n)
 	}
 }
 

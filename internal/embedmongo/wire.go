@@ -89,19 +89,6 @@ func readMessage(r io.Reader, buf []byte) ([]byte, error) {
 	return msg, nil
 }
 
-// request is what the proxy needs to know of a client's message.
-type request struct {
-	// write is set unless the command is known to change no data.
-	write bool
-	// db is the database it acts on; "" when that is not one database (commands on admin, or
-	// none named): such a write takes every database's lock.
-	db string
-	// command is the command's name, for logs.
-	command string
-	// moreToCome is set when the client expects no reply (an unacknowledged write).
-	moreToCome bool
-}
-
 // parseRequest reads a client's message (whole, header included) as the proxy classifies it.
 // Anything it cannot read exactly as the protocol lays it out is refused, never guessed at:
 // OP_COMPRESSED and the legacy opcodes, which no current driver sends unasked, are refused too.
@@ -151,7 +138,10 @@ func parseOpMsg(b []byte) (request, error) {
 		}
 		b = b[:len(b)-4]
 	}
-	var body bsoncore.Document
+	var (
+		body bsoncore.Document
+		seqs []sequence
+	)
 	for len(b) > 0 {
 		kind := b[0]
 		b = b[1:]
@@ -166,11 +156,11 @@ func parseOpMsg(b []byte) (request, error) {
 			}
 			body, b = doc, rest
 		case 1:
-			rest, err := skipSequence(b)
+			seq, rest, err := readSequence(b)
 			if err != nil {
 				return request{}, err
 			}
-			b = rest
+			seqs, b = append(seqs, seq), rest
 		default:
 			return request{}, refuse("OP_MSG section kind %d", kind)
 		}
@@ -178,7 +168,7 @@ func parseOpMsg(b []byte) (request, error) {
 	if body == nil {
 		return request{}, refuse("OP_MSG without a body section")
 	}
-	req, err := classify(body, "")
+	req, err := classify(body, seqs, "")
 	req.moreToCome = flags&flagMoreToCome != 0
 	return req, err
 }
@@ -196,29 +186,35 @@ func readDocument(b []byte) (bsoncore.Document, []byte, error) {
 	return bsoncore.Document(b[:n]), b[n:], nil
 }
 
-// skipSequence steps over a document sequence (kind 1): its size, identifier and documents,
-// which must fill the size exactly.
-func skipSequence(b []byte) ([]byte, error) {
+// sequence is an OP_MSG document sequence (kind 1): its identifier ("documents", "updates",
+// "deletes") and its documents, one after another.
+type sequence struct {
+	id   string
+	docs []byte
+}
+
+// readSequence reads a document sequence: its size, identifier and documents, which must fill
+// the size exactly.
+func readSequence(b []byte) (sequence, []byte, error) {
 	if len(b) < 4 {
-		return nil, refuse("truncated document sequence")
+		return sequence{}, nil, refuse("truncated document sequence")
 	}
 	n := int(int32(binary.LittleEndian.Uint32(b))) //nolint:gosec // G115: the wire's int32 size, read as such
 	if n < 5 || n > len(b) {
-		return nil, refuse("document sequence of size %d in %d bytes", n, len(b))
+		return sequence{}, nil, refuse("document sequence of size %d in %d bytes", n, len(b))
 	}
-	seq, rest := b[4:n], b[n:]
-	_, seq, ok := readCString(seq)
+	id, docs, ok := readCString(b[4:n])
 	if !ok {
-		return nil, refuse("document sequence without an identifier")
+		return sequence{}, nil, refuse("document sequence without an identifier")
 	}
-	for len(seq) > 0 {
-		_, after, err := readDocument(seq)
+	for rest := docs; len(rest) > 0; {
+		_, after, err := readDocument(rest)
 		if err != nil {
-			return nil, err
+			return sequence{}, nil, err
 		}
-		seq = after
+		rest = after
 	}
-	return rest, nil
+	return sequence{id: id, docs: docs}, b[n:], nil
 }
 
 // readCString reads the null-terminated string at the start of b.
@@ -263,110 +259,7 @@ func parseOpQuery(b []byte) (request, error) {
 			return request{}, refuse("%d bytes after OP_QUERY's documents", len(b))
 		}
 	}
-	return classify(query, db)
-}
-
-// classify reads a command document: its first key names the command, "$db" its database (an
-// OP_QUERY's namespace gives it instead: db). A command is a read only when it is one of
-// readOnly (an aggregation: without a $out or $merge stage); anything else is a write.
-func classify(cmd bsoncore.Document, db string) (request, error) {
-	elems, err := elements(cmd)
-	if err != nil {
-		return request{}, err
-	}
-	if len(elems) == 0 {
-		return request{}, refuse("empty command document")
-	}
-	req := request{command: elems[0].Key()}
-	dbs := 0
-	for _, e := range elems {
-		if e.Key() != "$db" {
-			continue
-		}
-		name, ok := e.Value().StringValueOK()
-		if !ok {
-			return request{}, refuse("$db is not a string")
-		}
-		db = name
-		dbs++
-	}
-	if dbs > 1 {
-		return request{}, refuse("$db given %d times", dbs)
-	}
-	if req.command == "aggregate" {
-		req.write = !readOnlyPipeline(elems)
-	} else {
-		req.write = !readOnly[req.command]
-	}
-	if db != "admin" {
-		req.db = db
-	}
-	return req, nil
-}
-
-// elements reads a document's (or an array's) top-level elements: each one's type, key and
-// length, not what nested documents hold. classify reads no deeper, so deep nesting costs it
-// nothing; FerretDB checks the rest.
-func elements(doc []byte) ([]bsoncore.Element, error) {
-	if len(doc) < 5 || int(int32(binary.LittleEndian.Uint32(doc))) != len(doc) || doc[len(doc)-1] != 0 { //nolint:gosec // G115: BSON's int32 length, read as such
-		return nil, refuse("malformed document")
-	}
-	var out []bsoncore.Element
-	for rem := doc[4 : len(doc)-1]; len(rem) > 0; {
-		e, rest, ok := bsoncore.ReadElement(rem)
-		if !ok {
-			return nil, refuse("malformed element")
-		}
-		out, rem = append(out, e), rest
-	}
-	return out, nil
-}
-
-// readOnly are the commands that change no data: they pass without a lock. A command missing
-// here (a new one, a misspelt one) takes the lock, which is only slower.
-var readOnly = map[string]bool{
-	"buildInfo": true, "buildinfo": true, "collStats": true, "connectionStatus": true, "count": true,
-	"currentOp": true, "dataSize": true, "dbStats": true, "distinct": true, "endSessions": true,
-	"find": true, "getCmdLineOpts": true, "getFreeMonitoringStatus": true, "getLog": true,
-	"getMore": true, "getParameter": true, "hello": true, "hostInfo": true, "isMaster": true,
-	"ismaster": true, "killCursors": true, "listCollections": true, "listCommands": true,
-	"listDatabases": true, "listIndexes": true, "ping": true, "saslContinue": true,
-	"saslStart": true, "serverStatus": true, "usersInfo": true, "whatsmyuri": true,
-}
-
-// readOnlyPipeline reports whether an aggregate command has exactly one pipeline, an array of
-// stage documents none of which is $out or $merge (the stages that write; FerretDB 1.24 refuses
-// both, and this keeps them locked should that change).
-func readOnlyPipeline(elems []bsoncore.Element) bool {
-	pipelines := 0
-	for _, e := range elems {
-		if e.Key() != "pipeline" {
-			continue
-		}
-		pipelines++
-		if e.Value().Type != bsoncore.TypeArray {
-			return false
-		}
-		stages, err := elements(e.Value().Data)
-		if err != nil {
-			return false
-		}
-		for _, st := range stages {
-			if st.Value().Type != bsoncore.TypeEmbeddedDocument {
-				return false
-			}
-			keys, err := elements(st.Value().Data)
-			if err != nil {
-				return false
-			}
-			for _, k := range keys {
-				if k.Key() == "$out" || k.Key() == "$merge" {
-					return false
-				}
-			}
-		}
-	}
-	return pipelines == 1
+	return classify(query, nil, db)
 }
 
 // withoutMoreToCome returns a copy of an OP_MSG with its moreToCome flag cleared (and its
