@@ -18,8 +18,8 @@ func runConcurrencySuite(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Run("compactions and a migration of one document's editors all land", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		const editors = 8
-		for round := range 5 {
+		const editors = 6
+		for round := range 3 {
 			var metas []*Meta
 			for i := range editors {
 				m := meta(fmt.Sprint("e", i))
