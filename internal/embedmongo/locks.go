@@ -5,7 +5,7 @@ import "sync"
 // locks are the proxy's write locks, one level per scope: one over every database, one per
 // database, per collection and per document (by _id key). A request takes the lock of its
 // scope's level exclusively and those above it shared, always from the top down and documents
-// in key order, so no two requests wait for each other:
+// in key order, so no two requests can each wait for the other:
 //
 //   - scopeDocuments: the documents' locks, one by one; writes of other documents of the
 //     collection run beside it (an insert takes none: a new document is no one else's);

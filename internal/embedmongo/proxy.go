@@ -28,10 +28,11 @@ const proxyBufSize = 32 << 10
 // that (locks.go) from forwarding the write until FerretDB has answered it; reads pass
 // unlocked. A message it cannot read exactly closes the connection.
 //
-// Why not one lock per database, which the classification would not need: on the 2-core
-// machine it cut the throughput of concurrent writes of different documents by up to two
-// thirds (docs/benchmarks.md), as FerretDB's work on each write (parsing, reading the
-// document, changing it) runs outside SQLite's own write lock.
+// Why not one lock per database, which would need no classification: on the loaded 2-core
+// machine it cut the throughput of concurrent writes of different documents by more than half
+// (docs/benchmarks.md), as it held every write of the database for the whole of FerretDB's
+// work on one (parsing, reading the document, changing it), most of which runs outside
+// SQLite's own write lock.
 type proxy struct {
 	ln     net.Listener
 	target string // FerretDB's socket

@@ -81,14 +81,20 @@ func TestSingleDocumentAtomicity(t *testing.T) {
 	clients := []*mongo.Client{connect(t, srv.URI()), connect(t, srv.URI())} // as two processes
 	coll := func(i int) *mongo.Collection { return clients[i%2].Database("x").Collection("c") }
 
+	// Some select the document by _id (which locks the document), some by another field (which
+	// locks the collection).
 	const writers = 16
 	for round := range 5 {
 		id := fmt.Sprint("fields", round)
-		if _, err := coll(0).InsertOne(ctx, bson.M{"_id": id}); err != nil {
+		if _, err := coll(0).InsertOne(ctx, bson.M{"_id": id, "tag": id}); err != nil {
 			t.Fatal(err)
 		}
 		racetest.N(writers, func(i int) {
-			if _, err := coll(i).UpdateOne(ctx, bson.M{"_id": id}, bson.M{"$set": bson.M{fmt.Sprint("f", i): i}}); err != nil {
+			filter := bson.M{"_id": id}
+			if i%4 == 3 {
+				filter = bson.M{"tag": id}
+			}
+			if _, err := coll(i).UpdateOne(ctx, filter, bson.M{"$set": bson.M{fmt.Sprint("f", i): i}}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -96,8 +102,8 @@ func TestSingleDocumentAtomicity(t *testing.T) {
 		if err := coll(0).FindOne(ctx, bson.M{"_id": id}).Decode(&got); err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != writers+1 {
-			t.Fatalf("round %d: %d of %d fields set: %v", round, len(got)-1, writers, got)
+		if len(got) != writers+2 {
+			t.Fatalf("round %d: %d of %d fields set: %v", round, len(got)-2, writers, got)
 		}
 	}
 
