@@ -2,10 +2,18 @@
 // process: the persistent local run (COLLAB_DATA_DIR) and the MongoDB conformance tests use it,
 // so neither needs a MongoDB installation.
 //
+// Clients reach FerretDB through a proxy (proxy.go) that never lets two writes of one document
+// overlap: FerretDB alone applies concurrent updates of one document as read, change, write
+// back, so they overwrite each other. Behind it the embedded server gives what the stores rely
+// on from MongoDB: single-document atomicity of every write, findAndModify, unique indexes
+// under concurrency (docs/deployment.md, "Embedded store"). It has no transactions; nothing
+// uses them.
+//
 // The server has no authentication, so nothing but this process may reach it or its files: it
-// listens on a Unix socket in a fresh directory only its user can enter (0700), never on TCP,
-// and the data directory and its files are made private to the user (0700, 0600). The master
-// secret lives in that data (collab_system.secrets).
+// listens on Unix sockets (the proxy's, which the URI names, and FerretDB's own behind it) in a
+// fresh directory only its user can enter (0700), never on TCP, and the data directory and its
+// files are made private to the user (0700, 0600). The master secret lives in that data
+// (collab_system.secrets).
 package embedmongo
 
 import (
@@ -26,12 +34,14 @@ type Server struct {
 	uri     string
 	dataDir string
 	sockDir string
+	proxy   *proxy
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
 
-// Start runs FerretDB with its SQLite files in dir, listening on a Unix socket of its own. log
-// receives FerretDB's own logging; pass a quiet one, it logs every wire message at debug level.
+// Start runs FerretDB with its SQLite files in dir, behind the write lock's proxy, both on Unix
+// sockets of their own. log receives FerretDB's own logging and the proxy's; pass a quiet one,
+// FerretDB logs every wire message at debug level.
 func Start(dir string, log *slog.Logger) (*Server, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -53,7 +63,7 @@ func Start(dir string, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("embedded mongo: socket dir: %w", err)
 	}
 	f, err := ferretdb.New(&ferretdb.Config{
-		Listener:  ferretdb.ListenerConfig{Unix: filepath.Join(sockDir, "mongodb.sock")},
+		Listener:  ferretdb.ListenerConfig{Unix: filepath.Join(sockDir, "ferretdb.sock")},
 		Handler:   "sqlite",
 		SQLiteURL: (&url.URL{Scheme: "file", Path: abs + "/"}).String(),
 		Logger:    log,
@@ -72,11 +82,18 @@ func Start(dir string, log *slog.Logger) (*Server, error) {
 	uriCh := make(chan string, 1)
 	go func() { uriCh <- f.MongoDBURI() }()
 	select {
-	case s.uri = <-uriCh:
+	case <-uriCh:
 	case <-time.After(30 * time.Second):
 		s.Stop()
 		return nil, errors.New("embedded mongo: listener did not start within 30s")
 	}
+	sock := filepath.Join(sockDir, "mongodb.sock")
+	if s.proxy, err = listenProxy(sock, filepath.Join(sockDir, "ferretdb.sock"), log); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	// As FerretDB writes its own: the socket's path as the host.
+	s.uri = (&url.URL{Scheme: "mongodb", Host: sock, Path: "/"}).String()
 	if err := s.Protect(); err != nil {
 		s.Stop()
 		return nil, err
@@ -84,7 +101,8 @@ func Start(dir string, log *slog.Logger) (*Server, error) {
 	return s, nil
 }
 
-// URI is the mongodb:// URI of the server (its socket's path, percent-encoded, as the host).
+// URI is the mongodb:// URI of the server (its proxy's socket path, percent-encoded, as the
+// host).
 func (s *Server) URI() string { return s.uri }
 
 // Protect makes every file in the data directory readable by its user only. SQLite creates a
@@ -105,8 +123,12 @@ func (s *Server) Protect() error {
 	return nil
 }
 
-// Stop shuts the server down, waits for it and removes its socket.
+// Stop shuts the server down (the proxy first, so that no request reaches FerretDB while it
+// stops), waits for it and removes its sockets.
 func (s *Server) Stop() {
+	if s.proxy != nil {
+		s.proxy.close()
+	}
 	s.cancel()
 	<-s.done
 	_ = os.RemoveAll(s.sockDir)

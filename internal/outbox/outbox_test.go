@@ -103,6 +103,21 @@ func TestMongoStore(t *testing.T) {
 		}
 		return s
 	})
+	// Lanes in several processes (two stores on one database, whose per-event locks do not
+	// reach each other) lose nothing either (issue 20, finding 1: the embedded server lost
+	// their writes).
+	t.Run("concurrent lanes across replicas", func(t *testing.T) {
+		db := mongotest.Connect(t).Database("producer")
+		var replicas []Store
+		for range 2 {
+			s, err := NewMongoStore(context.Background(), db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			replicas = append(replicas, s)
+		}
+		runConcurrentLanes(t, replicas...)
+	})
 }
 
 var t0 = time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
@@ -252,9 +267,10 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 }
 
-// Lanes of one event update it at once: none loses another's write (on FerretDB, whose updates
-// are not atomic, thanks to the store's per-event locks).
-func runConcurrentLanes(t *testing.T, s Store) {
+// Lanes of one event update it at once: none loses another's write. Lane i writes through
+// replicas[i % len(replicas)].
+func runConcurrentLanes(t *testing.T, replicas ...Store) {
+	s := replicas[0]
 	ctx := context.Background()
 	subs := []string{"a", "b", "c", "d", "e", "f"}
 	for i := range 10 {
@@ -269,7 +285,8 @@ func runConcurrentLanes(t *testing.T, s Store) {
 		}
 	}
 	var wg sync.WaitGroup
-	for _, sub := range subs {
+	for j, sub := range subs {
+		s := replicas[j%len(replicas)]
 		wg.Go(func() {
 			for i := range 10 {
 				if err := s.Retry(ctx, fmt.Sprint("c", i), sub, Lane{Attempts: 1, NextAttempt: t0, LastError: "x"}); err != nil {

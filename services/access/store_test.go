@@ -523,4 +523,6 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			t.Fatal(err)
 		}
 	})
+
+	runConcurrencySuite(t, newStore)
 }

@@ -26,6 +26,11 @@ func TestMemoryStore(t *testing.T) {
 		t.Cleanup(func() { checkMemoryStore(t, s) })
 		return s
 	})
+	runReplicaSuite(t, func(t *testing.T) [2]Store {
+		s := NewMemoryStore()
+		t.Cleanup(func() { checkMemoryStore(t, s) })
+		return [2]Store{s, s}
+	})
 }
 
 // checkMemoryStore asserts the memory store's invariants: each organization's lists are sorted
@@ -93,6 +98,18 @@ func checkMemoryStore(t *testing.T, s *MemoryStore) {
 
 func TestMongoStore(t *testing.T) {
 	runStoreSuite(t, func(t *testing.T) Store { return newMongoStore(t) })
+	runReplicaSuite(t, func(t *testing.T) [2]Store {
+		db := mongotest.Connect(t).Database("activity")
+		var r [2]Store
+		for i := range r {
+			s, err := NewMongoStore(context.Background(), db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r[i] = s
+		}
+		return r
+	})
 }
 
 func newMongoStore(t *testing.T) *MongoStore {
@@ -860,4 +877,6 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		t.Parallel()
 		must(t, newStore(t).Ping(ctx))
 	})
+
+	runConcurrencySuite(t, newStore)
 }

@@ -664,4 +664,6 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			t.Fatalf("a number given twice: %v", seqs)
 		}
 	})
+
+	runConcurrencySuite(t, newStore)
 }

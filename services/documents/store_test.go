@@ -471,6 +471,8 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			t.Fatal(err)
 		}
 	})
+
+	runConcurrencySuite(t, newStore)
 }
 
 // refs names documents of the empty generation.

@@ -419,6 +419,8 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			}
 		}
 	})
+
+	runConcurrencySuite(t, newStore)
 }
 
 // A finished execution's marker (it holds the caller's message) goes with its organization's

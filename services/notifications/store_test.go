@@ -27,6 +27,11 @@ func TestMemoryStore(t *testing.T) {
 		t.Cleanup(func() { checkMemoryStore(t, s) })
 		return s
 	})
+	runReplicaSuite(t, func(t *testing.T) [2]Store {
+		s := NewMemoryStore()
+		t.Cleanup(func() { checkMemoryStore(t, s) })
+		return [2]Store{s, s}
+	})
 }
 
 // checkMemoryStore asserts the memory store's invariants: every list is sorted and holds
@@ -157,6 +162,18 @@ func checkSorted[T keyed](t *testing.T, what string, l sorted[T]) {
 
 func TestMongoStore(t *testing.T) {
 	runStoreSuite(t, func(t *testing.T) Store { return newMongoStore(t) })
+	runReplicaSuite(t, func(t *testing.T) [2]Store {
+		db := mongotest.Connect(t).Database("notifications")
+		var r [2]Store
+		for i := range r {
+			s, err := NewMongoStore(context.Background(), db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r[i] = s
+		}
+		return r
+	})
 }
 
 func newMongoStore(t *testing.T) *MongoStore {
@@ -1322,4 +1339,5 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 
 	runQuotaSuite(t, newStore)
+	runConcurrencySuite(t, newStore)
 }

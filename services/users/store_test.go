@@ -450,4 +450,6 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		t.Parallel()
 		must(t, newStore(t).Ping(ctx))
 	})
+
+	runConcurrencySuite(t, newStore)
 }

@@ -25,10 +25,12 @@ func TestMemoryStore(t *testing.T) {
 		t.Cleanup(func() { checkMemoryStore(t, s) })
 		return s
 	})
+	runConcurrencySuite(t, memoryReplicas)
 }
 
 func TestMongoStore(t *testing.T) {
 	runStoreSuite(t, func(t *testing.T) Store { return newMongoStore(t) })
+	runConcurrencySuite(t, mongoReplicas)
 }
 
 func newMongoStore(t *testing.T) *MongoStore {

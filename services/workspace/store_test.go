@@ -457,6 +457,8 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 			t.Fatal(err)
 		}
 	})
+
+	runConcurrencySuite(t, newStore)
 }
 
 func keysOf(keys []*APIKey) []string {
