@@ -495,6 +495,20 @@ func (s *MemoryStore) Endpoints(ctx context.Context, apiKey string) ([]*Endpoint
 	return s.ListEndpoints(ctx, apiKey, "", 0)
 }
 
+func (s *MemoryStore) EndpointsByRef(_ context.Context, refs []Ref) (map[Ref]*Endpoint, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[Ref]*Endpoint, len(refs))
+	for _, r := range refs {
+		if e := s.endpoint(r.APIKey, r.ID); e != nil {
+			if _, done := out[r]; !done {
+				out[r] = copyEndpoint(e)
+			}
+		}
+	}
+	return out, nil
+}
+
 // changeEndpoint applies f to the stored endpoint, or returns ErrNotFound.
 func (s *MemoryStore) changeEndpoint(apiKey, id string, f func(e *Endpoint)) error {
 	s.mu.Lock()
@@ -555,6 +569,21 @@ func (s *MemoryStore) Message(_ context.Context, apiKey, id string) (*Message, e
 		}
 	}
 	return nil, ErrNotFound
+}
+
+func (s *MemoryStore) Messages(_ context.Context, refs []Ref) (map[Ref]*Message, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[Ref]*Message, len(refs))
+	for _, r := range refs {
+		if t := s.tenant(r.APIKey); t != nil {
+			if m := t.messages[r.ID]; m != nil {
+				c := *m
+				out[r] = &c
+			}
+		}
+	}
+	return out, nil
 }
 
 func (s *MemoryStore) ListMessages(_ context.Context, apiKey, endpointID string, types []string, after string, limit int) ([]*Message, error) {
@@ -709,61 +738,35 @@ type cursor struct {
 	head int
 }
 
-func (s *MemoryStore) DueDeliveries(_ context.Context, now time.Time, limit int, busy map[string]bool) ([]*Delivery, error) {
+func (s *MemoryStore) DueDeliveries(_ context.Context, now time.Time, limit int, skip Skip) ([]*Delivery, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	nowMs := now.UnixMilli()
-	// The frontier holds the places the walk may go next; a place's children in heads and in
-	// its ready heap come after it, so the frontier's least is the next in (next, ID) order.
-	frontier := heap[cursor]{
+	w := dueWalk{s: s, nowMs: nowMs, skip: skip, taken: map[*epQueue]int{}}
+	w.frontier = heap[cursor]{
 		a:    make([]cursor, 0, 16),
 		less: func(x, y cursor) bool { return byNext(x.e, y.e) },
 		set:  func(cursor, int) {},
 	}
 	if len(s.heads.a) > 0 {
 		q := s.heads.a[0]
-		frontier.push(cursor{e: q.ready.a[0], q: q, i: 0, head: 0})
+		w.frontier.push(cursor{e: q.ready.a[0], q: q, i: 0, head: 0})
 	}
-	nextReady := func() *entry {
-		for len(frontier.a) > 0 {
-			c := frontier.a[0]
-			if c.e.next > nowMs {
-				frontier.a = frontier.a[:0] // everything after it is later still
-				return nil
-			}
-			frontier.remove(0)
-			if c.head >= 0 {
-				for _, j := range [2]int{2*c.head + 1, 2*c.head + 2} {
-					if j < len(s.heads.a) {
-						q := s.heads.a[j]
-						frontier.push(cursor{e: q.ready.a[0], q: q, i: 0, head: j})
-					}
-				}
-				if busy[c.q.key.endpointID] {
-					continue // and none of its others
-				}
-			}
-			for _, i := range [2]int{2*c.i + 1, 2*c.i + 2} {
-				if i < len(c.q.ready.a) {
-					frontier.push(cursor{e: c.q.ready.a[i], q: c.q, i: i, head: -1})
-				}
-			}
-			return c.e
-		}
-		return nil
-	}
-	expired := s.expiredLeases(nowMs, busy)
+	expired := s.expiredLeases(nowMs, skip)
 
 	var found []*entry
-	r := nextReady()
+	r := w.next()
 	for (limit <= 0 || len(found) < limit) && (r != nil || len(expired) > 0) {
 		if r != nil && (len(expired) == 0 || byNext(r, expired[0])) {
 			found = append(found, r)
-			r = nextReady()
-		} else {
-			found = append(found, expired[0])
-			expired = expired[1:]
+			r = w.next()
+			continue
 		}
+		if e := expired[0]; skip.PerEndpoint <= 0 || w.taken[e.q] < skip.PerEndpoint {
+			w.taken[e.q]++
+			found = append(found, e)
+		}
+		expired = expired[1:]
 	}
 	vals := make([]Delivery, len(found))
 	out := make([]*Delivery, len(found))
@@ -774,9 +777,55 @@ func (s *MemoryStore) DueDeliveries(_ context.Context, now time.Time, limit int,
 	return out, nil
 }
 
+// dueWalk walks the ready deliveries in (next, ID) order. Its frontier holds the places the
+// walk may go next; a place's children in heads and in its ready heap come after it, so the
+// frontier's least is the next in order.
+type dueWalk struct {
+	s        *MemoryStore
+	nowMs    int64
+	skip     Skip
+	frontier heap[cursor]
+	taken    map[*epQueue]int // deliveries returned per endpoint (skip.PerEndpoint)
+}
+
+// next returns the next due delivery the walk does not skip, nil when there is none.
+func (w *dueWalk) next() *entry {
+	heads := w.s.heads.a
+	for len(w.frontier.a) > 0 {
+		c := w.frontier.a[0]
+		if c.e.next > w.nowMs {
+			w.frontier.a = w.frontier.a[:0] // everything after it is later still
+			return nil
+		}
+		w.frontier.remove(0)
+		if c.head >= 0 {
+			for _, j := range [2]int{2*c.head + 1, 2*c.head + 2} {
+				if j < len(heads) {
+					q := heads[j]
+					w.frontier.push(cursor{e: q.ready.a[0], q: q, i: 0, head: j})
+				}
+			}
+			if w.skip.Endpoints[c.q.key.endpointID] || w.skip.Workspaces[c.e.d.WorkspaceID] {
+				continue // and none of its others
+			}
+		}
+		if w.skip.PerEndpoint > 0 && w.taken[c.q] >= w.skip.PerEndpoint {
+			continue // and its subtree: enough of this endpoint
+		}
+		w.taken[c.q]++
+		for _, i := range [2]int{2*c.i + 1, 2*c.i + 2} {
+			if i < len(c.q.ready.a) {
+				w.frontier.push(cursor{e: c.q.ready.a[i], q: c.q, i: i, head: -1})
+			}
+		}
+		return c.e
+	}
+	return nil
+}
+
 // expiredLeases returns the leased deliveries whose lease and next attempt are not after now,
-// not of a busy endpoint, in (next, ID) order.
-func (s *MemoryStore) expiredLeases(nowMs int64, busy map[string]bool) []*entry {
+// not of an endpoint or workspace skip names, in (next, ID) order.
+func (s *MemoryStore) expiredLeases(nowMs int64, skip Skip) []*entry {
 	var out []*entry
 	if len(s.leased.a) == 0 || s.leased.a[0].lease > nowMs {
 		return nil
@@ -789,7 +838,7 @@ func (s *MemoryStore) expiredLeases(nowMs int64, busy map[string]bool) []*entry 
 		if e.lease > nowMs {
 			continue // and its subtree, which is later still
 		}
-		if e.next <= nowMs && !busy[e.d.EndpointID] {
+		if e.next <= nowMs && !skip.Endpoints[e.d.EndpointID] && !skip.Workspaces[e.d.WorkspaceID] {
 			out = append(out, e)
 		}
 		for _, j := range [2]int{2*i + 1, 2*i + 2} {
@@ -805,15 +854,31 @@ func (s *MemoryStore) expiredLeases(nowMs int64, busy map[string]bool) []*entry 
 func (s *MemoryStore) ClaimDelivery(_ context.Context, id string, now, until time.Time) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.claim(id, now.UnixMilli(), until), nil
+}
+
+func (s *MemoryStore) ClaimDeliveries(_ context.Context, ids []string, now, until time.Time) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	won := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if s.claim(id, now.UnixMilli(), until) {
+			won = append(won, id)
+		}
+	}
+	return won, nil
+}
+
+// claim leases the delivery when it is pending and due at nowMs, under s.mu.
+func (s *MemoryStore) claim(id string, nowMs int64, until time.Time) bool {
 	e := s.deliveries[id]
-	nowMs := now.UnixMilli()
 	if e == nil || e.d.State != StatePending || e.next > nowMs || e.lease > nowMs {
-		return false, nil
+		return false
 	}
 	s.unplace(e)
 	e.setLease(until)
 	s.place(e)
-	return true, nil
+	return true
 }
 
 func checkState(state string) error {
@@ -825,21 +890,50 @@ func checkState(state string) error {
 }
 
 func (s *MemoryStore) FinishDelivery(_ context.Context, id, state string, attempts int, next, now time.Time) error {
-	return s.finish(id, nil, state, attempts, next, now)
-}
-
-func (s *MemoryStore) FinishLeased(_ context.Context, id string, leaseUntil time.Time, state string, attempts int, next, now time.Time) error {
-	return s.finish(id, &leaseUntil, state, attempts, next, now)
-}
-
-// finish records an outcome and releases the lease; with leaseUntil, only while the lease is
-// still that one.
-func (s *MemoryStore) finish(id string, leaseUntil *time.Time, state string, attempts int, next, now time.Time) error {
 	if err := checkState(state); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.finish(id, nil, state, attempts, next, now)
+}
+
+func (s *MemoryStore) FinishLeased(_ context.Context, id string, leaseUntil time.Time, state string, attempts int, next, now time.Time) error {
+	if err := checkState(state); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.finish(id, &leaseUntil, state, attempts, next, now)
+}
+
+func (s *MemoryStore) RecordOutcomes(_ context.Context, outs []Outcome, now time.Time) (int, error) {
+	for _, o := range outs {
+		if o.Finish {
+			if err := checkState(o.State); err != nil {
+				return 0, err
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range outs {
+		if o.Attempt != nil {
+			_ = s.addAttempt(o.Attempt) // ids are unique: a taken one is a repeat, kept as it is
+		}
+	}
+	lost := 0
+	for _, o := range outs {
+		if o.Finish && s.finish(o.DeliveryID, &o.LeaseUntil, o.State, o.Attempts, o.Next, now) != nil {
+			lost++
+		}
+	}
+	return lost, nil
+}
+
+// finish records an outcome and releases the lease; with leaseUntil, only while the lease is
+// still that one. Under s.mu.
+func (s *MemoryStore) finish(id string, leaseUntil *time.Time, state string, attempts int, next, now time.Time) error {
 	e := s.deliveries[id]
 	if e == nil {
 		return ErrNotFound
@@ -907,6 +1001,11 @@ func (s *MemoryStore) FailedDeliveries(_ context.Context, apiKey, endpointID str
 func (s *MemoryStore) AddAttempt(_ context.Context, a *Attempt) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.addAttempt(a)
+}
+
+// addAttempt stores a copy of a, or returns ErrExists; under s.mu.
+func (s *MemoryStore) addAttempt(a *Attempt) error {
 	t := s.tenantFor(a.APIKey)
 	if _, ok := t.attempts[a.ID]; ok {
 		return ErrExists

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,7 +195,7 @@ func deliveryIDs(ds []*Delivery) []string {
 // due asserts the due deliveries at now, in order.
 func due(t *testing.T, s Store, what string, now time.Time, limit int, busy map[string]bool, want ...*Delivery) {
 	t.Helper()
-	got, err := s.DueDeliveries(context.Background(), now, limit, busy)
+	got, err := s.DueDeliveries(context.Background(), now, limit, Skip{Endpoints: busy})
 	must(t, err)
 	if got == nil {
 		t.Fatalf("%s: nil", what)
@@ -731,7 +732,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		due(t, s, "both leases ended, e1 busy", at(30*sec), 0, map[string]bool{"e1": true}, i, b, d, e)
 		due(t, s, "both leases ended, e2 busy", at(30*sec), 0, map[string]bool{"e2": true}, a, c, d, e, f)
 		// What is returned is a copy.
-		got := val(s.DueDeliveries(ctx, t0, 1, nil)).must(t)
+		got := val(s.DueDeliveries(ctx, t0, 1, Skip{})).must(t)
 		got[0].State = StateFailed
 		getDelivery(t, s, "b after changing a copy", b.ID, b)
 	})
@@ -775,6 +776,168 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		}
 		getDelivery(t, s, "claimed again", d.ID, delivery("k1", "m1", "e1", t0, leased(at(90*sec))))
 		getDelivery(t, s, "later, at the end", later.ID, later)
+	})
+
+	t.Run("due deliveries skip workspaces and bound each endpoint", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ws := func(id string) func(*Delivery) { return func(d *Delivery) { d.WorkspaceID = id } }
+		a1 := delivery("k1", "m1", "e1", at(-5*sec), ws("w1"))
+		a2 := delivery("k1", "m2", "e1", at(-4*sec), ws("w1"))
+		a3 := delivery("k1", "m3", "e1", at(-3*sec), ws("w1"))
+		b1 := delivery("k1", "m1", "e2", at(-2*sec), ws("w1"))
+		c1 := delivery("k2", "m1", "e3", at(-sec), ws("w2"))
+		old := delivery("k3", "m1", "e4", t0) // queued before workspaces were kept
+		queue(t, s, a1, a2, a3, b1, c1, old)
+		dueSkip := func(what string, skip Skip, want ...*Delivery) {
+			t.Helper()
+			got := val(s.DueDeliveries(ctx, t0, 0, skip)).must(t)
+			wantEqual(t, what, deliveryIDs(got), deliveryIDs(want))
+		}
+		dueSkip("w1 skipped", Skip{Workspaces: map[string]bool{"w1": true}}, c1, old)
+		dueSkip("w2 and the old ones skipped", Skip{Workspaces: map[string]bool{"w2": true, "": true}}, a1, a2, a3, b1)
+		dueSkip("two of an endpoint", Skip{PerEndpoint: 2}, a1, a2, b1, c1, old)
+		dueSkip("one of an endpoint, e3 skipped", Skip{PerEndpoint: 1, Endpoints: map[string]bool{"e3": true}}, a1, b1, old)
+		// A lease that ran out counts towards its endpoint's bound too.
+		if !claim(t, s, a1.ID, t0, at(sec)) {
+			t.Fatal("claim a1")
+		}
+		got := val(s.DueDeliveries(ctx, at(sec), 0, Skip{PerEndpoint: 2})).must(t)
+		wantEqual(t, "after a1's lease", deliveryIDs(got), deliveryIDs([]*Delivery{a1, a2, b1, c1, old}))
+	})
+
+	t.Run("claim many and record outcomes", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		d1 := delivery("k1", "m1", "e1", t0)
+		d2 := delivery("k1", "m2", "e1", t0)
+		d3 := delivery("k1", "m3", "e1", at(minute)) // not due
+		d4 := delivery("k1", "m4", "e1", t0, state(StateSuccess, 1))
+		queue(t, s, d1, d2, d3, d4)
+		won := val(s.ClaimDeliveries(ctx, []string{d1.ID, d3.ID, d4.ID, DeliveryID("k1", "m9", "e1"), d2.ID}, t0, at(minute))).must(t)
+		slices.Sort(won)
+		want := []string{d1.ID, d2.ID}
+		slices.Sort(want)
+		wantEqual(t, "won", won, want)
+		if again := val(s.ClaimDeliveries(ctx, []string{d1.ID, d2.ID}, t0, at(2*minute))).must(t); len(again) != 0 {
+			t.Fatalf("claimed again within the lease: %v", again)
+		}
+		getDelivery(t, s, "d1 claimed", d1.ID, delivery("k1", "m1", "e1", t0, leased(at(minute))))
+		a1 := attempt("k1", "a1", "m1", "e1", StateSuccess, at(sec))
+		a2 := attempt("k1", "a2", "m2", "e1", StatePending, at(sec))
+		lost := val(s.RecordOutcomes(ctx, []Outcome{
+			{Attempt: a1, Finish: true, DeliveryID: d1.ID, LeaseUntil: at(minute), State: StateSuccess, Attempts: 1},
+			{Attempt: a2, Finish: true, DeliveryID: d2.ID, LeaseUntil: at(2 * minute), State: StatePending, Attempts: 1, Next: at(hour)}, // not its lease
+			{Finish: true, DeliveryID: DeliveryID("k1", "m9", "e1"), LeaseUntil: at(minute), State: StateSuccess},                        // gone
+		}, at(2*sec))).must(t)
+		if lost != 2 {
+			t.Fatalf("%d lost, want 2", lost)
+		}
+		getDelivery(t, s, "d1 finished", d1.ID, delivery("k1", "m1", "e1", time.Time{}, state(StateSuccess, 1), func(d *Delivery) { d.UpdatedAt = at(2 * sec) }))
+		getDelivery(t, s, "d2 still leased", d2.ID, delivery("k1", "m2", "e1", t0, leased(at(minute))))
+		// Every attempt is recorded, whoever holds the lease.
+		got := val(s.ListAttempts(ctx, "k1", AttemptFilter{}, "", 0)).must(t)
+		wantEqual(t, "attempts", attemptIDs(got), []string{"a2", "a1"})
+		// An attempt alone (no finish), and an outcome without an attempt.
+		lost = val(s.RecordOutcomes(ctx, []Outcome{
+			{Attempt: attempt("k1", "a3", "m2", "e1", StateFailed, at(sec))},
+			{Finish: true, DeliveryID: d2.ID, LeaseUntil: at(minute), State: StatePending, Attempts: 0, Next: at(hour)},
+		}, at(3*sec))).must(t)
+		if lost != 0 {
+			t.Fatalf("%d lost, want 0", lost)
+		}
+		getDelivery(t, s, "d2 waits", d2.ID, delivery("k1", "m2", "e1", at(hour), func(d *Delivery) { d.UpdatedAt = at(3 * sec) }))
+		if _, err := s.RecordOutcomes(ctx, []Outcome{{Finish: true, DeliveryID: d2.ID, State: "sent"}}, t0); err == nil {
+			t.Fatal("an unknown state was recorded")
+		}
+	})
+
+	t.Run("messages and endpoints by reference", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		m1, m2 := message("k1", "m1", "a.b", t0), message("k2", "m1", "a.b", t0)
+		must(t, s.AddMessage(ctx, m1))
+		must(t, s.AddMessage(ctx, m2))
+		must(t, s.CreateEndpoint(ctx, endpoint("k1", "e1")))
+		must(t, s.CreateEndpoint(ctx, endpoint("k2", "e1", withURL("https://two.example/"))))
+		msgs := val(s.Messages(ctx, []Ref{{"k1", "m1"}, {"k2", "m1"}, {"k1", "m9"}, {"k1", "m1"}})).must(t)
+		if len(msgs) != 2 {
+			t.Fatalf("%d messages", len(msgs))
+		}
+		wantEqual(t, "k1's m1", msgs[Ref{"k1", "m1"}], m1)
+		wantEqual(t, "k2's m1", msgs[Ref{"k2", "m1"}], m2)
+		eps := val(s.EndpointsByRef(ctx, []Ref{{"k1", "e1"}, {"k2", "e1"}, {"k3", "e1"}})).must(t)
+		if len(eps) != 2 || eps[Ref{"k2", "e1"}].URL != "https://two.example/" || eps[Ref{"k1", "e1"}].APIKey != "k1" {
+			t.Fatalf("endpoints %+v", eps)
+		}
+		wantEqual(t, "none", len(val(s.Messages(ctx, nil)).must(t)), 0)
+	})
+
+	// Workers of several processes claim, send and record at once: a delivery is never held by
+	// two at a time, and every outcome recorded under its lease is kept.
+	t.Run("concurrent claims and records keep every lease and outcome", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		const n, workers = 60, 6
+		var ds []*Delivery
+		for i := range n {
+			ds = append(ds, delivery("k1", fmt.Sprintf("m%02d", i), fmt.Sprintf("e%d", i%4), t0))
+		}
+		queue(t, s, ds...)
+		var (
+			held  sync.Map // delivery id -> the worker holding it
+			mu    sync.Mutex
+			sent  = map[string]int{}
+			wg    sync.WaitGroup
+			fails atomic.Int64
+		)
+		for w := range workers {
+			wg.Go(func() {
+				for {
+					due, err := s.DueDeliveries(ctx, t0, 8, Skip{})
+					if err != nil || len(due) == 0 {
+						return
+					}
+					until := at(hour + time.Duration(w)*time.Millisecond)
+					won, err := s.ClaimDeliveries(ctx, deliveryIDs(due), t0, until)
+					if err != nil {
+						fails.Add(1)
+						return
+					}
+					var outs []Outcome
+					for _, id := range won {
+						if other, taken := held.LoadOrStore(id, w); taken {
+							t.Errorf("%s held by workers %v and %d at once", id, other, w)
+						}
+						mu.Lock()
+						sent[id]++
+						mu.Unlock()
+						outs = append(outs, Outcome{Attempt: attempt("k1", fmt.Sprintf("a_%s_%d", id[len(id)-6:], w), "m", "e", StateSuccess, t0),
+							Finish: true, DeliveryID: id, LeaseUntil: until, State: StateSuccess, Attempts: 1})
+					}
+					for _, id := range won {
+						held.Delete(id)
+					}
+					if lost, err := s.RecordOutcomes(ctx, outs, at(sec)); err != nil || lost != 0 {
+						t.Errorf("record: %d lost, %v", lost, err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if fails.Load() > 0 {
+			t.Fatal("claims failed")
+		}
+		for _, d := range ds {
+			got, err := s.Delivery(ctx, d.ID)
+			must(t, err)
+			if got.State != StateSuccess || sent[d.ID] != 1 {
+				t.Errorf("%s: %s after %d sends", d.ID, got.State, sent[d.ID])
+			}
+		}
+		if got := val(s.ListAttempts(ctx, "k1", AttemptFilter{}, "", 0)).must(t); len(got) != n {
+			t.Errorf("%d attempts recorded, want %d", len(got), n)
+		}
 	})
 
 	t.Run("finish leased", func(t *testing.T) {
@@ -1330,7 +1493,7 @@ func TestMemoryStoreQueueAgainstScan(t *testing.T) {
 		if limit > 0 && len(want) > limit {
 			want = want[:limit]
 		}
-		got := val(s.DueDeliveries(ctx, now, limit, busy)).must(t)
+		got := val(s.DueDeliveries(ctx, now, limit, Skip{Endpoints: busy})).must(t)
 		if !slices.Equal(deliveryIDs(got), deliveryIDs(want)) {
 			t.Fatalf("step %d: due %v, want %v", step, deliveryIDs(got), deliveryIDs(want))
 		}
