@@ -173,7 +173,7 @@ func (p *inproc) testEventLatency(r *receiver) (time.Duration, error) {
 		}
 	}
 	for range 20 {
-		if _, err := p.createEndpointFor(b, r.addr+"/dead", nil, 0); err != nil {
+		if _, err := p.createEndpointFor(b, r.addr+"/dead/fair", nil, 0); err != nil {
 			return 0, err
 		}
 	}

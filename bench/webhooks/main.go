@@ -23,6 +23,7 @@ import (
 	"log"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -39,6 +40,7 @@ type config struct {
 	limitFor    time.Duration // how long each limit measurement runs
 	fairness    bool
 	timeout     time.Duration // for one case's deliveries
+	cpuProfile  string
 }
 
 func parseFlags(args []string) (config, error) {
@@ -50,6 +52,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.publish, "publish", "inproc", "inproc: events handed to the service in this process; http: a whole collabd, events published over HTTP (memory store)")
 	fs.IntVar(&c.rate, "rate", 50, "rateLimit of the rate case (0: no rate case)")
 	fs.DurationVar(&c.limitFor, "limit-for", 3*time.Second, "how long each measurement of the signed-POST limit runs")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -78,9 +81,29 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := run(context.Background(), cfg, os.Stdout); err != nil {
+	if err := profiled(cfg.cpuProfile, func() error {
+		_, err := run(context.Background(), cfg, os.Stdout)
+		return err
+	}); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// profiled runs f, under a CPU profile written to path when path is set.
+func profiled(path string, f func() error) error {
+	if path == "" {
+		return f()
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		return err
+	}
+	err = f()
+	pprof.StopCPUProfile()
+	return errors.Join(err, out.Close())
 }
 
 // target is a webhooks service under measurement.
@@ -231,6 +254,7 @@ func runStore(ctx context.Context, cfg config, store string, r *receiver, rep *r
 	if err := measureCase("99 endpoints + 1 that never answers", "dead", "many.event", n, int64(n*99)); err != nil {
 		return err
 	}
+	r.release("/dead")
 	for _, id := range append(many[:99], dead) {
 		if err := tg.deleteEndpoint(id); err != nil {
 			return err
@@ -246,6 +270,7 @@ func runStore(ctx context.Context, cfg config, store string, r *receiver, rep *r
 	}
 	if p, ok := tg.(*inproc); ok && cfg.fairness {
 		lat, err := p.testEventLatency(r)
+		r.release("/dead/fair")
 		if errors.Is(err, errNotArrived) {
 			lat = -1
 		} else if err != nil {

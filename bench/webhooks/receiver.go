@@ -2,28 +2,31 @@ package main
 
 import (
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // receiver is the loopback webhook receiver every case sends to: it counts the signed
-// deliveries, keeps the arrival times of the "/rate" path and one body, and lets "/dead" hang
-// until the run ends.
+// deliveries, keeps the arrival times of the "/rate" path and one body, and lets the paths
+// under "/dead" hang until they are released.
 type receiver struct {
 	addr  string
 	srv   *http.Server
 	total atomic.Int64
 	mu    sync.Mutex
-	times []time.Time // arrivals on /rate
-	body  []byte      // the first signed body received
-	hang  chan struct{}
+	times []time.Time              // arrivals on /rate
+	body  []byte                   // the first signed body received
+	hangs map[string]chan struct{} // by path under /dead: closed when released
 }
 
 func startReceiver() (*receiver, error) {
-	r := &receiver{hang: make(chan struct{})}
+	r := &receiver{hangs: map[string]chan struct{}{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -37,9 +40,10 @@ func startReceiver() (*receiver, error) {
 
 func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
-	if req.URL.Path == "/dead" {
+	if strings.HasPrefix(req.URL.Path, "/dead") {
 		select {
-		case <-r.hang:
+		case <-r.hang(req.URL.Path):
+			w.WriteHeader(http.StatusServiceUnavailable)
 		case <-req.Context().Done():
 		}
 		return
@@ -62,6 +66,31 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// hang returns the channel that releases a path under /dead.
+func (r *receiver) hang(path string) chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.hangs[path]
+	if c == nil {
+		c = make(chan struct{})
+		r.hangs[path] = c
+	}
+	return c
+}
+
+// release makes a path under /dead answer (503), now and from now on, so the attempts hanging
+// there end.
+func (r *receiver) release(path string) {
+	c := r.hang(path)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
+}
+
 // firstBody is the first signed body received (nil before any).
 func (r *receiver) firstBody() []byte {
 	r.mu.Lock()
@@ -76,7 +105,12 @@ func (r *receiver) rateTimes() []time.Time {
 }
 
 func (r *receiver) close() {
-	close(r.hang)
+	r.mu.Lock()
+	paths := slices.Collect(maps.Keys(r.hangs))
+	r.mu.Unlock()
+	for _, p := range paths {
+		r.release(p)
+	}
 	_ = r.srv.Close()
 }
 

@@ -19,10 +19,6 @@ const (
 	circuitTimeouts = 2
 	// circuitFor is how long an open circuit stays open without a new timeout.
 	circuitFor = 10 * time.Minute
-	// dueWindow is the fewest due deliveries a dispatch round looks at, so that the turn of a
-	// workspace whose deliveries are not the oldest comes as soon as the older ones' workspaces
-	// are at their caps.
-	dueWindow = 32
 )
 
 // newClient is the HTTP client of deliveries (internal/egress): no redirects, and no blocked
@@ -118,11 +114,11 @@ func (e *engine) dispatch(ctx context.Context) {
 	}
 	for ctx.Err() == nil {
 		now := e.s.clock.Now()
-		free, skip := e.room(now)
+		free, room := e.room(now)
 		if free <= 0 {
 			return // a finishing attempt wakes the engine
 		}
-		due, err := e.s.store.DueDeliveries(ctx, now, min(dispatchBatch, max(free*perEndpoint, dueWindow)), skip)
+		due, err := e.s.store.DueDeliveries(ctx, now, dispatchBatch, room)
 		if err != nil {
 			if ctx.Err() == nil {
 				e.s.log.ErrorContext(ctx, "webhooks: reading due deliveries", "error", err)
@@ -136,23 +132,20 @@ func (e *engine) dispatch(ctx context.Context) {
 	}
 }
 
-// room returns how many workers are free and what the store is to skip: the endpoints and
-// workspaces at their caps.
-func (e *engine) room(now time.Time) (int, Skip) {
+// room returns how many workers are free and how many more attempts each endpoint and
+// workspace may have: what is left under their caps.
+func (e *engine) room(now time.Time) (int, Room) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	skip := Skip{Endpoints: map[string]bool{}, Workspaces: map[string]bool{}, PerEndpoint: perEndpoint}
+	room := Room{Endpoints: make(map[string]int, len(e.endpoints)), Workspaces: make(map[string]int, len(e.tenants)),
+		PerEndpoint: perEndpoint, PerWorkspace: e.s.tenantWorkers}
 	for id, l := range e.endpoints {
-		if l.inflight >= endpointCap(l, now) {
-			skip.Endpoints[id] = true
-		}
+		room.Endpoints[id] = endpointCap(l, now) - l.inflight
 	}
 	for ws, n := range e.tenants {
-		if n >= e.s.tenantWorkers {
-			skip.Workspaces[ws] = true
-		}
+		room.Workspaces[ws] = e.s.tenantWorkers - n
 	}
-	return e.s.workers - e.running, skip
+	return e.s.workers - e.running, room
 }
 
 // endpointCap is how many attempts to the endpoint may be in flight in this process: one while

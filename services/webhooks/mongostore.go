@@ -40,7 +40,7 @@ import (
 //   - Times are kept to the millisecond, in UTC.
 //   - limit <= 0 lists everything (ListEndpoints, ListMessages, DueDeliveries, ListAttempts);
 //     non-nil empty types select no message.
-//   - Skip (DueDeliveries) names endpoints by id and workspaces by id.
+//   - Room (DueDeliveries) names endpoints by id and workspaces by id.
 //   - Empty FilterTypes, Channels and Metadata are unset (nil), on create and in a patch.
 //   - A patch that sets Disabled (either way) clears DisabledReason: the tenant decided.
 //     Every UpdateEndpoint, SetSecrets and DisableEndpoint sets UpdatedAt; SetFailing and
@@ -680,12 +680,12 @@ func dueFilter(now time.Time) bson.D {
 	}
 }
 
-func (s *MongoStore) DueDeliveries(ctx context.Context, now time.Time, limit int, skip Skip) ([]*Delivery, error) {
+func (s *MongoStore) DueDeliveries(ctx context.Context, now time.Time, limit int, room Room) ([]*Delivery, error) {
 	q := dueFilter(now)
-	if ids := trueKeys(skip.Endpoints); len(ids) > 0 {
+	if ids := fullOnes(room.Endpoints); len(ids) > 0 {
 		q = append(q, bson.E{Key: "endpointId", Value: bson.M{"$nin": ids}})
 	}
-	if ids := trueKeys(skip.Workspaces); len(ids) > 0 {
+	if ids := fullOnes(room.Workspaces); len(ids) > 0 {
 		// Deliveries queued before workspaces were kept have none: "" stands for them.
 		vals := make([]any, 0, len(ids)+1)
 		for _, id := range ids {
@@ -701,21 +701,22 @@ func (s *MongoStore) DueDeliveries(ctx context.Context, now time.Time, limit int
 	if err := findAll(ctx, s.deliveries, q, &out, opts); err != nil {
 		return nil, fmt.Errorf("webhooks store: due deliveries: %w", err)
 	}
-	if skip.PerEndpoint > 0 {
-		taken := map[string]int{}
-		out = slices.DeleteFunc(out, func(d *Delivery) bool {
-			taken[d.EndpointID]++
-			return taken[d.EndpointID] > skip.PerEndpoint
-		})
-	}
-	return out, nil
+	takenEp, takenWs := map[string]int{}, map[string]int{}
+	return slices.DeleteFunc(out, func(d *Delivery) bool {
+		if takenEp[d.EndpointID] >= room.endpoint(d.EndpointID) || takenWs[d.WorkspaceID] >= room.workspace(d.WorkspaceID) {
+			return true
+		}
+		takenEp[d.EndpointID]++
+		takenWs[d.WorkspaceID]++
+		return false
+	}), nil
 }
 
-// trueKeys returns the keys of m whose value is true.
-func trueKeys(m map[string]bool) []string {
+// fullOnes returns the ids without room.
+func fullOnes(m map[string]int) []string {
 	out := make([]string, 0, len(m))
-	for k, v := range m {
-		if v {
+	for k, n := range m {
+		if n <= 0 {
 			out = append(out, k)
 		}
 	}

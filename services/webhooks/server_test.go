@@ -213,7 +213,7 @@ func TestRetriesRetryAfterGoneAndExhaustion(t *testing.T) {
 	e := h.endpoint(t, &webhooksv1.CreateEndpointRequest{Url: flaky.srv.URL})
 	h.publish(t, "e1", "comment.add", "")
 	h.srv.SendDue(ctx)
-	ds, _ := h.store.DueDeliveries(ctx, tw.Add(time.Hour), 10, Skip{})
+	ds, _ := h.store.DueDeliveries(ctx, tw.Add(time.Hour), 10, Room{})
 	if flaky.count() != 1 || len(ds) != 1 || ds[0].Attempts != 1 {
 		t.Fatalf("after a 500: %d posts, %+v", flaky.count(), ds)
 	}
@@ -226,7 +226,7 @@ func TestRetriesRetryAfterGoneAndExhaustion(t *testing.T) {
 	flaky.mu.Unlock()
 	h.clock.Advance(6 * time.Second)
 	h.srv.SendDue(ctx)
-	ds, _ = h.store.DueDeliveries(ctx, tw.Add(time.Hour), 10, Skip{})
+	ds, _ = h.store.DueDeliveries(ctx, tw.Add(time.Hour), 10, Room{})
 	if flaky.count() != 2 || !ds[0].NextAttempt.Equal(h.clock.Now().Add(120*time.Second)) {
 		t.Fatalf("after a 429 with Retry-After 120: %+v", ds)
 	}
@@ -420,7 +420,7 @@ func TestAKilledWorkersDeliveryIsTakenOver(t *testing.T) {
 	r := newReceiver(t)
 	h.endpoint(t, &webhooksv1.CreateEndpointRequest{Url: r.srv.URL})
 	h.publish(t, "e1", "comment.add", "")
-	due, _ := h.store.DueDeliveries(ctx, h.clock.Now(), 10, Skip{})
+	due, _ := h.store.DueDeliveries(ctx, h.clock.Now(), 10, Room{})
 	if len(due) != 1 {
 		t.Fatalf("due %v", due)
 	}

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 )
 
@@ -140,13 +141,27 @@ func DeliveryID(apiKey, messageID, endpointID string) string {
 	return apiKey + "\x1f" + messageID + "\x1f" + endpointID
 }
 
-// Skip says which due deliveries DueDeliveries passes over: those of the endpoints and of the
-// workspaces named (the ones whose share of this process's workers is taken), and those past
-// PerEndpoint of any one endpoint, so that a deep backlog does not fill the answer.
-type Skip struct {
-	Endpoints   map[string]bool // by endpoint id
-	Workspaces  map[string]bool // by workspace id
-	PerEndpoint int             // at most this many of one endpoint; 0: no bound
+// Room bounds what DueDeliveries returns to what the caller can send now: at most
+// Endpoints[id] deliveries of an endpoint and Workspaces[id] of a workspace (0: none of them),
+// and PerEndpoint and PerWorkspace of the others (0: no bound). A full workspace or endpoint
+// is passed over, so that a deep backlog does not fill the answer.
+type Room struct {
+	Endpoints, Workspaces     map[string]int // by endpoint id, by workspace id
+	PerEndpoint, PerWorkspace int
+}
+
+func (r Room) endpoint(id string) int { return roomOf(r.Endpoints, id, r.PerEndpoint) }
+
+func (r Room) workspace(id string) int { return roomOf(r.Workspaces, id, r.PerWorkspace) }
+
+func roomOf(m map[string]int, id string, per int) int {
+	if n, ok := m[id]; ok {
+		return max(n, 0)
+	}
+	if per > 0 {
+		return per
+	}
+	return math.MaxInt
 }
 
 // Ref names a tenant's endpoint or message: its API key and id.
@@ -236,9 +251,9 @@ type Store interface {
 	// Delivery returns one delivery, or ErrNotFound.
 	Delivery(ctx context.Context, id string) (*Delivery, error)
 	// DueDeliveries returns up to limit pending deliveries whose next attempt and lease are not
-	// after now, oldest next attempt first, passing over those skip names. It may return fewer
-	// than limit while more are due (those past skip.PerEndpoint).
-	DueDeliveries(ctx context.Context, now time.Time, limit int, skip Skip) ([]*Delivery, error)
+	// after now, oldest next attempt first, within room. It may return fewer than limit while
+	// more are due (those past their room).
+	DueDeliveries(ctx context.Context, now time.Time, limit int, room Room) ([]*Delivery, error)
 	// ClaimDelivery leases a due pending delivery until `until`; false when another has it.
 	ClaimDelivery(ctx context.Context, id string, now, until time.Time) (bool, error)
 	// ClaimDeliveries is ClaimDelivery for many at once: it returns the ids it leased (those

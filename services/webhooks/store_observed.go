@@ -264,9 +264,9 @@ func (s *observedStore) Delivery(ctx context.Context, id string) (*Delivery, err
 	return r0, err
 }
 
-func (s *observedStore) DueDeliveries(ctx context.Context, now time.Time, limit int, skip Skip) ([]*Delivery, error) {
+func (s *observedStore) DueDeliveries(ctx context.Context, now time.Time, limit int, room Room) ([]*Delivery, error) {
 	ctx, call := s.ops.DueDeliveries.Start(ctx)
-	r0, err := s.inner.DueDeliveries(ctx, now, limit, skip)
+	r0, err := s.inner.DueDeliveries(ctx, now, limit, room)
 	call.End(err)
 	return r0, err
 }

@@ -192,10 +192,21 @@ func deliveryIDs(ds []*Delivery) []string {
 	return out
 }
 
+// busyRoom is the room that leaves out the busy endpoints.
+func busyRoom(busy map[string]bool) Room {
+	r := Room{Endpoints: map[string]int{}}
+	for id, b := range busy {
+		if b {
+			r.Endpoints[id] = 0
+		}
+	}
+	return r
+}
+
 // due asserts the due deliveries at now, in order.
 func due(t *testing.T, s Store, what string, now time.Time, limit int, busy map[string]bool, want ...*Delivery) {
 	t.Helper()
-	got, err := s.DueDeliveries(context.Background(), now, limit, Skip{Endpoints: busy})
+	got, err := s.DueDeliveries(context.Background(), now, limit, busyRoom(busy))
 	must(t, err)
 	if got == nil {
 		t.Fatalf("%s: nil", what)
@@ -732,7 +743,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		due(t, s, "both leases ended, e1 busy", at(30*sec), 0, map[string]bool{"e1": true}, i, b, d, e)
 		due(t, s, "both leases ended, e2 busy", at(30*sec), 0, map[string]bool{"e2": true}, a, c, d, e, f)
 		// What is returned is a copy.
-		got := val(s.DueDeliveries(ctx, t0, 1, Skip{})).must(t)
+		got := val(s.DueDeliveries(ctx, t0, 1, Room{})).must(t)
 		got[0].State = StateFailed
 		getDelivery(t, s, "b after changing a copy", b.ID, b)
 	})
@@ -778,7 +789,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		getDelivery(t, s, "later, at the end", later.ID, later)
 	})
 
-	t.Run("due deliveries skip workspaces and bound each endpoint", func(t *testing.T) {
+	t.Run("due deliveries within room", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
 		ws := func(id string) func(*Delivery) { return func(d *Delivery) { d.WorkspaceID = id } }
@@ -789,21 +800,26 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		c1 := delivery("k2", "m1", "e3", at(-sec), ws("w2"))
 		old := delivery("k3", "m1", "e4", t0) // queued before workspaces were kept
 		queue(t, s, a1, a2, a3, b1, c1, old)
-		dueSkip := func(what string, skip Skip, want ...*Delivery) {
+		dueIn := func(what string, room Room, want ...*Delivery) {
 			t.Helper()
-			got := val(s.DueDeliveries(ctx, t0, 0, skip)).must(t)
+			got := val(s.DueDeliveries(ctx, t0, 0, room)).must(t)
 			wantEqual(t, what, deliveryIDs(got), deliveryIDs(want))
 		}
-		dueSkip("w1 skipped", Skip{Workspaces: map[string]bool{"w1": true}}, c1, old)
-		dueSkip("w2 and the old ones skipped", Skip{Workspaces: map[string]bool{"w2": true, "": true}}, a1, a2, a3, b1)
-		dueSkip("two of an endpoint", Skip{PerEndpoint: 2}, a1, a2, b1, c1, old)
-		dueSkip("one of an endpoint, e3 skipped", Skip{PerEndpoint: 1, Endpoints: map[string]bool{"e3": true}}, a1, b1, old)
-		// A lease that ran out counts towards its endpoint's bound too.
+		dueIn("w1 full", Room{Workspaces: map[string]int{"w1": 0}}, c1, old)
+		dueIn("w2 and the old ones full", Room{Workspaces: map[string]int{"w2": 0, "": 0}}, a1, a2, a3, b1)
+		dueIn("two of an endpoint", Room{PerEndpoint: 2}, a1, a2, b1, c1, old)
+		dueIn("one of an endpoint, e3 full", Room{PerEndpoint: 1, Endpoints: map[string]int{"e3": 0}}, a1, b1, old)
+		dueIn("e1 has room for 3, the others for 1", Room{PerEndpoint: 1, Endpoints: map[string]int{"e1": 3}}, a1, a2, a3, b1, c1, old)
+		dueIn("two of a workspace", Room{PerWorkspace: 2}, a1, a2, c1, old)
+		dueIn("w1 has room for 3, one of an endpoint", Room{PerEndpoint: 1, Workspaces: map[string]int{"w1": 3}}, a1, b1, c1, old)
+		// A lease that ran out counts towards its endpoint's room too.
 		if !claim(t, s, a1.ID, t0, at(sec)) {
 			t.Fatal("claim a1")
 		}
-		got := val(s.DueDeliveries(ctx, at(sec), 0, Skip{PerEndpoint: 2})).must(t)
+		got := val(s.DueDeliveries(ctx, at(sec), 0, Room{PerEndpoint: 2})).must(t)
 		wantEqual(t, "after a1's lease", deliveryIDs(got), deliveryIDs([]*Delivery{a1, a2, b1, c1, old}))
+		got = val(s.DueDeliveries(ctx, at(sec), 0, Room{PerWorkspace: 1})).must(t)
+		wantEqual(t, "after a1's lease, one of a workspace", deliveryIDs(got), deliveryIDs([]*Delivery{a1, c1, old}))
 	})
 
 	t.Run("claim many and record outcomes", func(t *testing.T) {
@@ -894,7 +910,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		for w := range workers {
 			wg.Go(func() {
 				for {
-					due, err := s.DueDeliveries(ctx, t0, 8, Skip{})
+					due, err := s.DueDeliveries(ctx, t0, 8, Room{})
 					if err != nil || len(due) == 0 {
 						return
 					}
@@ -1327,7 +1343,20 @@ func checkMemoryStore(t *testing.T, s *MemoryStore) {
 	t.Helper()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	checkHeap(t, "heads", &s.heads, func(q *epQueue) int { return q.pos })
+	checkHeap(t, "heads", &s.heads, func(w *wsQueue) int { return w.pos })
+	wsQueues := map[*wsQueue]int{}
+	for _, q := range s.queues {
+		wsQueues[q.ws]++
+	}
+	for id, w := range s.workspaces {
+		checkHeap(t, "heads of "+id, &w.heads, func(q *epQueue) int { return q.pos })
+		if w.id != id || w.queues != wsQueues[w] || w.queues == 0 || (len(w.heads.a) > 0) != (w.pos >= 0) || (w.pos >= 0 && s.heads.a[w.pos] != w) {
+			t.Errorf("workspace %q: %d queues (%d), at %d in heads with %d heads", id, w.queues, wsQueues[w], w.pos, len(w.heads.a))
+		}
+	}
+	if len(wsQueues) != len(s.workspaces) {
+		t.Errorf("%d workspaces filed, %d with queues", len(s.workspaces), len(wsQueues))
+	}
 	checkHeap(t, "leased", &s.leased, func(e *entry) int { return e.idx })
 	counts := map[*epQueue]int{}
 	failed := map[*epQueue]int{}
@@ -1367,7 +1396,7 @@ func checkMemoryStore(t *testing.T, s *MemoryStore) {
 			t.Errorf("queue %v: count %d (%d), failed %d (%d)", k, q.count, counts[q], len(q.failed), failed[q])
 		}
 		checkHeap(t, fmt.Sprint("ready of ", k), &q.ready, func(e *entry) int { return e.idx })
-		if (len(q.ready.a) > 0) != (q.pos >= 0) || (q.pos >= 0 && s.heads.a[q.pos] != q) {
+		if (len(q.ready.a) > 0) != (q.pos >= 0) || (q.pos >= 0 && q.ws.heads.a[q.pos] != q) || s.workspaces[q.ws.id] != q.ws {
 			t.Errorf("queue %v: at %d in heads with %d ready", k, q.pos, len(q.ready.a))
 		}
 		want := slices.Compact(slices.Sorted(slices.Values(msgs[q])))
@@ -1414,8 +1443,8 @@ func checkHeap[T any](t *testing.T, what string, h *heap[T], pos func(T) int) {
 }
 
 // The memory store's queue against a scan of every delivery: random queues, claims, finishes,
-// requeues, deletions and prunes, and after each a DueDeliveries with a random limit and busy
-// set must answer what the scan finds.
+// requeues, deletions and prunes, and after each a DueDeliveries with a random limit and room
+// (per endpoint and per workspace) must answer what the scan finds.
 func TestMemoryStoreQueueAgainstScan(t *testing.T) {
 	ctx := context.Background()
 	s := NewMemoryStore()
@@ -1440,8 +1469,9 @@ func TestMemoryStoreQueueAgainstScan(t *testing.T) {
 		case op < 3:
 			var ds []*Delivery
 			for range rng.IntN(5) + 1 {
-				d := delivery(fmt.Sprint("k", rng.IntN(2)), fmt.Sprint("m", rng.IntN(200)), eps[rng.IntN(len(eps))], randTime(),
-					created(randTime()))
+				k := rng.IntN(2)
+				d := delivery(fmt.Sprint("k", k), fmt.Sprint("m", rng.IntN(200)), eps[rng.IntN(len(eps))], randTime(),
+					created(randTime()), func(d *Delivery) { d.WorkspaceID = fmt.Sprint("w", k) })
 				switch rng.IntN(8) {
 				case 0:
 					d.State = StateSuccess
@@ -1475,25 +1505,38 @@ func TestMemoryStoreQueueAgainstScan(t *testing.T) {
 			}
 		}
 		limit := rng.IntN(12)
-		busy := map[string]bool{}
+		room := Room{Endpoints: map[string]int{}, Workspaces: map[string]int{}, PerEndpoint: rng.IntN(4), PerWorkspace: rng.IntN(6)}
 		for _, ep := range eps {
 			if rng.IntN(4) == 0 {
-				busy[ep] = true
+				room.Endpoints[ep] = rng.IntN(3)
 			}
 		}
-		var want []*Delivery
+		for _, ws := range []string{"w0", "w1"} {
+			if rng.IntN(4) == 0 {
+				room.Workspaces[ws] = rng.IntN(4)
+			}
+		}
+		var due []*Delivery
 		for _, e := range s.deliveries {
-			if e.d.State == StatePending && !e.d.NextAttempt.After(now) && !e.d.LeaseUntil.After(now) && !busy[e.d.EndpointID] {
-				want = append(want, &e.d)
+			if e.d.State == StatePending && !e.d.NextAttempt.After(now) && !e.d.LeaseUntil.After(now) {
+				due = append(due, &e.d)
 			}
 		}
-		slices.SortFunc(want, func(a, b *Delivery) int {
+		slices.SortFunc(due, func(a, b *Delivery) int {
 			return cmp.Or(a.NextAttempt.Compare(b.NextAttempt), cmp.Compare(a.ID, b.ID))
 		})
-		if limit > 0 && len(want) > limit {
-			want = want[:limit]
+		var want []*Delivery
+		takenEp, takenWs := map[epKey]int{}, map[string]int{}
+		for _, d := range due {
+			k := epKey{d.APIKey, d.EndpointID}
+			if (limit > 0 && len(want) == limit) || takenEp[k] >= room.endpoint(d.EndpointID) || takenWs[d.WorkspaceID] >= room.workspace(d.WorkspaceID) {
+				continue
+			}
+			takenEp[k]++
+			takenWs[d.WorkspaceID]++
+			want = append(want, d)
 		}
-		got := val(s.DueDeliveries(ctx, now, limit, Skip{Endpoints: busy})).must(t)
+		got := val(s.DueDeliveries(ctx, now, limit, room)).must(t)
 		if !slices.Equal(deliveryIDs(got), deliveryIDs(want)) {
 			t.Fatalf("step %d: due %v, want %v", step, deliveryIDs(got), deliveryIDs(want))
 		}
