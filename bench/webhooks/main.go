@@ -15,6 +15,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -24,6 +25,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,6 +40,7 @@ type config struct {
 	rate        int
 	rateSeconds int           // how long the rate case runs
 	limitFor    time.Duration // how long each limit measurement runs
+	repeat      int           // runs of each case; the median is reported
 	fairness    bool
 	timeout     time.Duration // for one case's deliveries
 	cpuProfile  string
@@ -51,6 +54,7 @@ func parseFlags(args []string) (config, error) {
 	stores := fs.String("stores", "memory,mongo", "stores to measure, comma-separated: memory, mongo (in-process publishing only)")
 	fs.StringVar(&c.publish, "publish", "inproc", "inproc: events handed to the service in this process; http: a whole collabd, events published over HTTP (memory store)")
 	fs.IntVar(&c.rate, "rate", 50, "rateLimit of the rate case (0: no rate case)")
+	fs.IntVar(&c.repeat, "repeat", 3, "runs of each delivery case, each with its own limit measurement; the run with the median share is reported")
 	fs.DurationVar(&c.limitFor, "limit-for", 3*time.Second, "how long each measurement of the signed-POST limit runs")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
@@ -70,8 +74,8 @@ func parseFlags(args []string) (config, error) {
 		return c, errors.New("-publish must be inproc or http")
 	case c.events < 100 || c.mongoEvents < 100:
 		return c, errors.New("-events and -mongo-events must be at least 100")
-	case c.rate < 0 || c.limitFor <= 0:
-		return c, errors.New("-rate must be 0 or more and -limit-for positive")
+	case c.rate < 0 || c.limitFor <= 0 || c.repeat < 1:
+		return c, errors.New("-rate must be 0 or more, -limit-for positive and -repeat at least 1")
 	}
 	return c, nil
 }
@@ -121,6 +125,7 @@ type row struct {
 	took              time.Duration
 	perSec, limit     float64
 	load              string
+	shares            []float64 // of every run, in order
 }
 
 func (r row) share() float64 { return 100 * r.perSec / r.limit }
@@ -207,19 +212,29 @@ func runStore(ctx context.Context, cfg config, store string, r *receiver, rep *r
 		return err
 	}
 	measureCase := func(name, prefix, typ string, n int, want int64) error {
-		limit, err := signedPostLimit(ctx, r.addr+"/limit", r.firstBody(), cfg.limitFor)
-		if err != nil {
-			return err
+		var runs []row
+		for i := range cfg.repeat {
+			limit, err := signedPostLimit(ctx, r.addr+"/limit", r.firstBody(), cfg.limitFor)
+			if err != nil {
+				return err
+			}
+			load := loadAvg()
+			took, err := measure(ctx, cfg, tg, r, fmt.Sprintf("%s%d_", prefix, i), typ, n, want)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			rw := row{store: label, name: name, events: n, delivered: int(want), took: took,
+				perSec: float64(want) / took.Seconds(), limit: limit, load: load + " / " + loadAvg()}
+			log.Printf("%s, %s: %.0f/s, %.0f%% of %.0f/s, load average %s", rw.store, rw.name, rw.perSec, rw.share(), rw.limit, rw.load)
+			runs = append(runs, rw)
 		}
-		load := loadAvg()
-		took, err := measure(ctx, cfg, tg, r, prefix, typ, n, want)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+		median := slices.Clone(runs)
+		slices.SortFunc(median, func(a, b row) int { return cmp.Compare(a.share(), b.share()) })
+		rw := median[len(median)/2]
+		for _, x := range runs {
+			rw.shares = append(rw.shares, x.share())
 		}
-		rw := row{store: label, name: name, events: n, delivered: int(want), took: took,
-			perSec: float64(want) / took.Seconds(), limit: limit, load: load + " / " + loadAvg()}
 		rep.rows = append(rep.rows, rw)
-		log.Printf("%s, %s: %.0f/s, %.0f%% of %.0f/s", rw.store, rw.name, rw.perSec, rw.share(), rw.limit)
 		return nil
 	}
 
@@ -331,11 +346,17 @@ func rateCase(cfg config, tg target, r *receiver) (rateResult, error) {
 }
 
 func printReport(out io.Writer, rep *report) {
-	fmt.Fprintln(out, "| store | case | events | deliveries | time | deliveries/s | signed-POST limit (8 senders) | share of the limit | load average (before limit / after case) |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "The run with the median share of each case; the shares of every run beside it.")
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "| store | case | events | deliveries | time | deliveries/s | signed-POST limit (8 senders) | share of the limit | every run's share | load average (before limit / after case) |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rep.rows {
-		fmt.Fprintf(out, "| %s | %s | %d | %d | %s | %.0f | %.0f/s | %.0f%% | %s |\n", r.store, r.name, r.events, r.delivered,
-			r.took.Round(time.Millisecond), r.perSec, r.limit, r.share(), r.load)
+		shares := make([]string, len(r.shares))
+		for i, x := range r.shares {
+			shares[i] = fmt.Sprintf("%.0f%%", x)
+		}
+		fmt.Fprintf(out, "| %s | %s | %d | %d | %s | %.0f | %.0f/s | %.0f%% | %s | %s |\n", r.store, r.name, r.events, r.delivered,
+			r.took.Round(time.Millisecond), r.perSec, r.limit, r.share(), strings.Join(shares, ", "), r.load)
 	}
 	if len(rep.rate) > 0 {
 		fmt.Fprintln(out, "\n| store | rateLimit | deliveries | measured over | rate | off by |\n|---|---|---|---|---|---|")

@@ -11,7 +11,7 @@ import (
 // publishes, and the tables are complete. It checks that the benchmark runs, not what it
 // measures: shares of the limit depend on the machine.
 func TestRun(t *testing.T) {
-	cfg, err := parseFlags([]string{"-events", "200", "-stores", "memory", "-rate", "20", "-limit-for", "200ms"})
+	cfg, err := parseFlags([]string{"-events", "200", "-stores", "memory", "-rate", "20", "-limit-for", "200ms", "-repeat", "1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestParseFlags(t *testing.T) {
 	if strings.Join(cfg.stores, ",") != "mongo,memory" || cfg.publish != "http" || cfg.events != 20000 {
 		t.Errorf("parsed %+v", cfg)
 	}
-	for _, bad := range [][]string{{"-stores", "sqlite"}, {"-publish", "grpc"}, {"-events", "10"}, {"-rate", "-1"}, {"-limit-for", "0s"}} {
+	for _, bad := range [][]string{{"-stores", "sqlite"}, {"-publish", "grpc"}, {"-events", "10"}, {"-rate", "-1"}, {"-limit-for", "0s"}, {"-repeat", "0"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
