@@ -24,8 +24,8 @@ const (
 // newClient is the HTTP client of deliveries (internal/egress): no redirects, and no blocked
 // address unless allowed. It keeps an idle connection per worker to a host, so that endpoints
 // that share a host (paths of one receiver) do not open a connection per delivery.
-func newClient(tg targets, workers int) *http.Client {
-	return egress.Client(tg.allowPrivate, attemptTimeout, max(workers, perEndpoint*2))
+func newClient(tg targets, workers int, timeout time.Duration) *http.Client {
+	return egress.Client(tg.allowPrivate, timeout, max(workers, perEndpoint*2))
 }
 
 // engine sends the queued deliveries. It shares this process's workers fairly: each round it
@@ -260,7 +260,7 @@ func (e *engine) release(d *Delivery) {
 	}
 	if l := e.endpoints[d.EndpointID]; l != nil {
 		l.inflight--
-		if l.inflight <= 0 && (l.timeouts == 0 || time.Since(l.lastTimeout) >= circuitFor) {
+		if l.inflight <= 0 && (l.timeouts == 0 || e.s.clock.Now().Sub(l.lastTimeout) >= circuitFor) {
 			delete(e.endpoints, d.EndpointID)
 		}
 	}
@@ -273,7 +273,7 @@ func (e *engine) timedOut(endpointID string) {
 	defer e.mu.Unlock()
 	if l := e.endpoints[endpointID]; l != nil {
 		l.timeouts++
-		l.lastTimeout = time.Now()
+		l.lastTimeout = e.s.clock.Now()
 	}
 }
 

@@ -338,7 +338,7 @@ func errText(err error) string {
 	case errors.Is(err, syscall.ECONNRESET):
 		return "connection reset"
 	case errors.As(err, &ne) && ne.Timeout():
-		return "timed out after 15 s"
+		return "timed out after 15 s" // attemptTimeout
 	}
 	return "request failed"
 }

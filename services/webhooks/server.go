@@ -70,6 +70,7 @@ type Server struct {
 	// tenantWorkers is how many attempts of one workspace may be in flight in this process.
 	tenantWorkers int
 	lease         time.Duration
+	timeout       time.Duration // an attempt's, to its answer's end
 	metrics       *deliveryMetrics
 }
 
@@ -100,14 +101,14 @@ func New(store Store, opts ...Option) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("webhooks: a store is required")
 	}
-	s := &Server{store: store, clock: clock.Real(), log: slog.Default(), workers: workers, lease: leaseFor, metrics: newDeliveryMetrics()}
+	s := &Server{store: store, clock: clock.Real(), log: slog.Default(), workers: workers, lease: leaseFor, timeout: attemptTimeout, metrics: newDeliveryMetrics()}
 	for _, o := range opts {
 		o(s)
 	}
 	if s.tenantWorkers <= 0 {
 		s.tenantWorkers = max(s.workers/4, 1)
 	}
-	s.client = newClient(s.targets, s.workers)
+	s.client = newClient(s.targets, s.workers, s.timeout)
 	s.engine = newEngine(s)
 	return s, nil
 }

@@ -512,7 +512,7 @@ func TestResendAndRecover(t *testing.T) {
 func TestTargetsAndRedirects(t *testing.T) {
 	r := newReceiver(t)
 	port := r.srv.URL[strings.LastIndex(r.srv.URL, ":"):]
-	strict := newClient(targets{}, workers)
+	strict := newClient(targets{}, workers, attemptTimeout)
 	resp, err := strict.Post("http://localhost"+port+"/x", "application/json", strings.NewReader("{}"))
 	if err == nil {
 		resp.Body.Close()
@@ -526,7 +526,7 @@ func TestTargetsAndRedirects(t *testing.T) {
 	}
 	redirect := httptest.NewServer(http.RedirectHandler(r.srv.URL+"/elsewhere", http.StatusFound))
 	defer redirect.Close()
-	resp, err = newClient(targets{allowPrivate: true}, workers).Post(redirect.URL, "application/json", strings.NewReader("{}"))
+	resp, err = newClient(targets{allowPrivate: true}, workers, attemptTimeout).Post(redirect.URL, "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
