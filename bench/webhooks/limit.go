@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -19,11 +21,20 @@ import (
 // in flight to one endpoint.
 const limitSenders = 8
 
+// limit is what signedPostLimit measured: POSTs per second, and this process's CPU time per
+// POST (client and receiver).
+type limit struct {
+	perSec float64
+	cpu    time.Duration
+	allocs float64 // heap objects allocated per POST
+}
+
 // signedPostLimit measures what a plain Go client does on this machine now: limitSenders
 // goroutines POST body to url for d, each POST signed the Standard Webhooks way (HMAC-SHA256 of
 // id.timestamp.body, base64, in webhook-signature), and it returns the POSTs answered 2xx per
-// second. It is the ceiling the engine's deliveries are compared with, measured beside them.
-func signedPostLimit(ctx context.Context, url string, body []byte, d time.Duration) (float64, error) {
+// second and the CPU time each took. It is the ceiling the engine's deliveries are compared
+// with, measured beside them.
+func signedPostLimit(ctx context.Context, url string, body []byte, d time.Duration) (limit, error) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: limitSenders}, Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	key := []byte("a 24-byte signing secret")
@@ -34,7 +45,7 @@ func signedPostLimit(ctx context.Context, url string, body []byte, d time.Durati
 	)
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	start := time.Now()
+	start, cpu0, allocs0 := time.Now(), cpuTime(), mallocs()
 	for s := range limitSenders {
 		wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
@@ -50,9 +61,27 @@ func signedPostLimit(ctx context.Context, url string, body []byte, d time.Durati
 	}
 	wg.Wait()
 	if err, ok := failed.Load().(error); ok {
-		return 0, err
+		return limit{}, err
 	}
-	return float64(done.Load()) / time.Since(start).Seconds(), nil
+	n := max(done.Load(), 1)
+	return limit{perSec: float64(n) / time.Since(start).Seconds(), cpu: (cpuTime() - cpu0) / time.Duration(n),
+		allocs: float64(mallocs()-allocs0) / float64(n)}, nil
+}
+
+// mallocs is how many heap objects this process has allocated.
+func mallocs() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Mallocs
+}
+
+// cpuTime is the CPU time this process has used (user and system), 0 where getrusage fails.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // signedPost sends one POST as a webhook sender does: the body, its id, timestamp and

@@ -44,6 +44,7 @@ type config struct {
 	fairness    bool
 	timeout     time.Duration // for one case's deliveries
 	cpuProfile  string
+	memProfile  string
 }
 
 func parseFlags(args []string) (config, error) {
@@ -57,6 +58,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.repeat, "repeat", 3, "runs of each delivery case, each with its own limit measurement; the run with the median share is reported")
 	fs.DurationVar(&c.limitFor, "limit-for", 3*time.Second, "how long each measurement of the signed-POST limit runs")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.StringVar(&c.memProfile, "memprofile", "", "write a heap profile (allocations of the whole run) to this file")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -91,6 +93,19 @@ func main() {
 	}); err != nil {
 		log.Fatal(err)
 	}
+	if cfg.memProfile != "" {
+		if err := writeHeapProfile(cfg.memProfile); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
 }
 
 // profiled runs f, under a CPU profile written to path when path is set.
@@ -124,11 +139,17 @@ type row struct {
 	events, delivered int
 	took              time.Duration
 	perSec, limit     float64
+	cpu, limitCPU     time.Duration // this process's CPU time per delivery, per signed POST
+	allocs, limAllocs float64       // heap objects allocated per delivery, per signed POST
 	load              string
 	shares            []float64 // of every run, in order
 }
 
 func (r row) share() float64 { return 100 * r.perSec / r.limit }
+
+// cpuShare is the delivery's CPU cost against the signed POST's: what the share would be
+// if both had the whole machine, whatever else runs on it.
+func (r row) cpuShare() float64 { return 100 * float64(r.limitCPU) / float64(r.cpu) }
 
 // report is what a run measured.
 type report struct {
@@ -214,18 +235,20 @@ func runStore(ctx context.Context, cfg config, store string, r *receiver, rep *r
 	measureCase := func(name, prefix, typ string, n int, want int64) error {
 		var runs []row
 		for i := range cfg.repeat {
-			limit, err := signedPostLimit(ctx, r.addr+"/limit", r.firstBody(), cfg.limitFor)
+			lim, err := signedPostLimit(ctx, r.addr+"/limit", r.firstBody(), cfg.limitFor)
 			if err != nil {
 				return err
 			}
-			load := loadAvg()
+			load, cpu0, allocs0 := loadAvg(), cpuTime(), mallocs()
 			took, err := measure(ctx, cfg, tg, r, fmt.Sprintf("%s%d_", prefix, i), typ, n, want)
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
-			rw := row{store: label, name: name, events: n, delivered: int(want), took: took,
-				perSec: float64(want) / took.Seconds(), limit: limit, load: load + " / " + loadAvg()}
-			log.Printf("%s, %s: %.0f/s, %.0f%% of %.0f/s, load average %s", rw.store, rw.name, rw.perSec, rw.share(), rw.limit, rw.load)
+			rw := row{store: label, name: name, events: n, delivered: int(want), took: took, perSec: float64(want) / took.Seconds(),
+				limit: lim.perSec, cpu: (cpuTime() - cpu0) / time.Duration(want), limitCPU: lim.cpu, load: load + " / " + loadAvg(),
+				allocs: float64(mallocs()-allocs0) / float64(want), limAllocs: lim.allocs}
+			log.Printf("%s, %s: %.0f/s, %.0f%% of %.0f/s; CPU %v per delivery, %v per POST (%.0f%%); allocs %.0f / %.0f; load average %s",
+				rw.store, rw.name, rw.perSec, rw.share(), rw.limit, rw.cpu, rw.limitCPU, rw.cpuShare(), rw.allocs, rw.limAllocs, rw.load)
 			runs = append(runs, rw)
 		}
 		median := slices.Clone(runs)
@@ -346,17 +369,19 @@ func rateCase(cfg config, tg target, r *receiver) (rateResult, error) {
 }
 
 func printReport(out io.Writer, rep *report) {
-	fmt.Fprintln(out, "The run with the median share of each case; the shares of every run beside it.")
+	fmt.Fprintln(out, "The run with the median share of each case; the shares of every run beside it. CPU: this process's CPU time per")
+	fmt.Fprintln(out, "delivery and per signed POST of the limit (both with the receiver's); their ratio is the share with the machine to itself.")
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "| store | case | events | deliveries | time | deliveries/s | signed-POST limit (8 senders) | share of the limit | every run's share | load average (before limit / after case) |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "| store | case | events | deliveries | time | deliveries/s | signed-POST limit (8 senders) | share of the limit | every run's share | CPU per delivery / per POST | CPU share | allocations per delivery / per POST | load average (before limit / after case) |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rep.rows {
 		shares := make([]string, len(r.shares))
 		for i, x := range r.shares {
 			shares[i] = fmt.Sprintf("%.0f%%", x)
 		}
-		fmt.Fprintf(out, "| %s | %s | %d | %d | %s | %.0f | %.0f/s | %.0f%% | %s | %s |\n", r.store, r.name, r.events, r.delivered,
-			r.took.Round(time.Millisecond), r.perSec, r.limit, r.share(), strings.Join(shares, ", "), r.load)
+		fmt.Fprintf(out, "| %s | %s | %d | %d | %s | %.0f | %.0f/s | %.0f%% | %s | %s / %s | %.0f%% | %.0f / %.0f | %s |\n", r.store, r.name, r.events, r.delivered,
+			r.took.Round(time.Millisecond), r.perSec, r.limit, r.share(), strings.Join(shares, ", "),
+			r.cpu.Round(time.Microsecond), r.limitCPU.Round(time.Microsecond), r.cpuShare(), r.allocs, r.limAllocs, r.load)
 	}
 	if len(rep.rate) > 0 {
 		fmt.Fprintln(out, "\n| store | rateLimit | deliveries | measured over | rate | off by |\n|---|---|---|---|---|---|")

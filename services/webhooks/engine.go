@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
 	eventsv1 "github.com/collab/collab/proto/collab/events/v1"
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 
@@ -139,16 +137,8 @@ func wants(e *Endpoint, eventType, channel string) bool {
 // data is the event's data with its context (organizationId, documentId, targetEntityId,
 // channel, actionUser, eventId, timestamp) added where the data does not set them.
 func buildPayload(d *eventsv1.Event, webhookID string, protect bool) ([]byte, error) {
-	data := map[string]any{}
-	if d.GetData() != nil {
-		raw, err := protojson.Marshal(d.GetData())
-		if err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(raw, &data); err != nil {
-			return nil, err
-		}
-	}
+	// AsMap gives what decoding the data's JSON would (numbers as float64), without the JSON.
+	data := d.GetData().AsMap()
 	ctxFields := map[string]any{
 		"organizationId": d.GetOrganizationId(), "documentId": d.GetDocumentId(), "targetEntityId": d.GetTargetEntityId(),
 		"channel": d.GetChannel(), "eventId": d.GetId(), "timestamp": d.GetTimestamp(),
