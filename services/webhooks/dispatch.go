@@ -21,6 +21,8 @@ const (
 	circuitFor = 10 * time.Minute
 	// dispatchGap is how long a woken engine waits before its round.
 	dispatchGap = 250 * time.Microsecond
+	// workerIdle is how long a worker goroutine waits for another attempt before it ends.
+	workerIdle = time.Second
 )
 
 // newClient is the HTTP client of deliveries (internal/egress): no redirects, and no blocked
@@ -41,9 +43,10 @@ func newClient(tg targets, workers int, timeout time.Duration) *http.Client {
 // count only bounds what this process holds, so a tenant holds at most its cap in each
 // process, and losing the counts (a restart) loses nothing but the circuits' memory.
 type engine struct {
-	s    *Server
-	wake chan struct{}
-	rec  *recorder
+	s     *Server
+	wake  chan struct{}
+	rec   *recorder
+	tasks chan func() // attempts handed to a waiting worker goroutine (run)
 
 	mu        sync.Mutex
 	running   int                      // attempts in flight
@@ -61,7 +64,8 @@ type endpointLoad struct {
 }
 
 func newEngine(s *Server) *engine {
-	return &engine{s: s, wake: make(chan struct{}, 1), rec: newRecorder(s), endpoints: map[string]*endpointLoad{}, tenants: map[string]int{}}
+	return &engine{s: s, wake: make(chan struct{}, 1), rec: newRecorder(s), tasks: make(chan func()),
+		endpoints: map[string]*endpointLoad{}, tenants: map[string]int{}}
 }
 
 func (e *engine) notify() {
@@ -325,7 +329,7 @@ func (e *engine) claimAndStart(ctx context.Context, picked []*Delivery) int {
 	for _, j := range jobs {
 		e.wg.Add(1)
 		started.Add(1)
-		go func() {
+		e.run(func() {
 			defer func() {
 				e.release(j.d)
 				started.Done()
@@ -333,10 +337,36 @@ func (e *engine) claimAndStart(ctx context.Context, picked []*Delivery) int {
 				e.notify()
 			}()
 			e.s.attempt(actx, j)
-		}()
+		})
 	}
 	go func() { started.Wait(); cancel() }()
 	return len(jobs)
+}
+
+// run runs an attempt on a worker goroutine that waits for one, or on a new one. A worker
+// waits workerIdle for its next attempt before it ends, so that under load attempts run on
+// goroutines whose stacks have grown already (an HTTP request needs more than a new
+// goroutine's), and at rest none is left. There are never more than attempts in flight.
+func (e *engine) run(attempt func()) {
+	select {
+	case e.tasks <- attempt:
+	default:
+		go e.worker(attempt)
+	}
+}
+
+func (e *engine) worker(attempt func()) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		attempt()
+		idle.Reset(workerIdle)
+		select {
+		case attempt = <-e.tasks:
+		case <-idle.C:
+			return
+		}
+	}
 }
 
 // job is one claimed delivery with what its attempt needs, read for its whole batch at once.
