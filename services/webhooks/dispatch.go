@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/collab/collab/internal/egress"
@@ -19,8 +20,6 @@ const (
 	circuitTimeouts = 2
 	// circuitFor is how long an open circuit stays open without a new timeout.
 	circuitFor = 10 * time.Minute
-	// dispatchGap is how long a woken engine waits before its round.
-	dispatchGap = 250 * time.Microsecond
 	// workerIdle is how long a worker goroutine waits for another attempt before it ends.
 	workerIdle = time.Second
 )
@@ -48,6 +47,14 @@ type engine struct {
 	rec   *recorder
 	tasks chan func() // attempts handed to a waiting worker goroutine (run)
 
+	// dispatchMu makes one dispatch round at a time, the only user of the scratch maps below
+	// (cleared and refilled each round rather than made anew).
+	dispatchMu   sync.Mutex
+	roomEp       map[string]int // Room.Endpoints
+	roomWs       map[string]int // Room.Workspaces
+	candidatesEp map[string]*endpointCandidates
+	candidatesWs map[string]*workspaceCandidates
+
 	mu        sync.Mutex
 	running   int                      // attempts in flight
 	endpoints map[string]*endpointLoad // by endpoint id
@@ -65,6 +72,8 @@ type endpointLoad struct {
 
 func newEngine(s *Server) *engine {
 	return &engine{s: s, wake: make(chan struct{}, 1), rec: newRecorder(s), tasks: make(chan func()),
+		roomEp: map[string]int{}, roomWs: map[string]int{},
+		candidatesEp: map[string]*endpointCandidates{}, candidatesWs: map[string]*workspaceCandidates{},
 		endpoints: map[string]*endpointLoad{}, tenants: map[string]int{}}
 }
 
@@ -94,9 +103,6 @@ func (s *Server) RunDeliveries(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-s.engine.wake:
-			// Let the attempts finishing about now free their workers too, so that one round
-			// starts several: a round's store calls are paid once for all it starts.
-			time.Sleep(dispatchGap)
 		}
 	}
 }
@@ -121,6 +127,8 @@ func (e *engine) dispatch(ctx context.Context) {
 	if e.s.workers == 0 {
 		return // this process only stores messages
 	}
+	e.dispatchMu.Lock()
+	defer e.dispatchMu.Unlock()
 	for ctx.Err() == nil {
 		now := e.s.clock.Now()
 		free, room := e.room(now)
@@ -142,12 +150,13 @@ func (e *engine) dispatch(ctx context.Context) {
 }
 
 // room returns how many workers are free and how many more attempts each endpoint and
-// workspace may have: what is left under their caps.
+// workspace may have: what is left under their caps. Under dispatchMu: its maps are reused.
 func (e *engine) room(now time.Time) (int, Room) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	room := Room{Endpoints: make(map[string]int, len(e.endpoints)), Workspaces: make(map[string]int, len(e.tenants)),
-		PerEndpoint: perEndpoint, PerWorkspace: e.s.tenantWorkers}
+	clear(e.roomEp)
+	clear(e.roomWs)
+	room := Room{Endpoints: e.roomEp, Workspaces: e.roomWs, PerEndpoint: perEndpoint, PerWorkspace: e.s.tenantWorkers}
 	for id, l := range e.endpoints {
 		room.Endpoints[id] = endpointCap(l, now) - l.inflight
 	}
@@ -182,9 +191,12 @@ type (
 // free worker goes to the workspace with the fewest attempts in flight (on a tie, the one
 // whose delivery is due first), and within it to the endpoint with the fewest, which sends its
 // oldest; a workspace or endpoint at its cap gets none.
+// Under dispatchMu: its maps are reused.
 func (e *engine) pick(due []*Delivery, free int, now time.Time) []*Delivery {
 	var order []*workspaceCandidates
-	byWs, byEp := map[string]*workspaceCandidates{}, map[string]*endpointCandidates{}
+	byWs, byEp := e.candidatesWs, e.candidatesEp
+	clear(byWs)
+	clear(byEp)
 	for _, d := range due {
 		ec := byEp[d.EndpointID]
 		if ec == nil {
@@ -324,29 +336,33 @@ func (e *engine) claimAndStart(ctx context.Context, picked []*Delivery) int {
 	}
 	// The attempts, store calls included, end before their lease does.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.s.lease-2*time.Second)
-	jobs := e.s.prepare(actx, claimed, until)
-	var started sync.WaitGroup
-	for _, j := range jobs {
-		e.wg.Add(1)
-		started.Add(1)
-		e.run(func() {
-			defer func() {
-				e.release(j.d)
-				started.Done()
-				e.wg.Done()
-				e.notify()
-			}()
-			e.s.attempt(actx, j)
-		})
-	}
-	go func() { started.Wait(); cancel() }()
-	return len(jobs)
+	left := atomic.Int64{}
+	left.Store(int64(len(claimed)))
+	e.wg.Add(len(claimed))
+	// What the attempts need is read on a worker, so that the next round need not wait for it.
+	e.run(func() {
+		for _, j := range e.s.prepare(actx, claimed, until) {
+			e.run(func() {
+				defer func() {
+					e.release(j.d)
+					if left.Add(-1) == 0 {
+						cancel()
+					}
+					e.wg.Done()
+					e.notify()
+				}()
+				e.s.attempt(actx, j)
+			})
+		}
+	})
+	return len(claimed)
 }
 
-// run runs an attempt on a worker goroutine that waits for one, or on a new one. A worker
-// waits workerIdle for its next attempt before it ends, so that under load attempts run on
-// goroutines whose stacks have grown already (an HTTP request needs more than a new
-// goroutine's), and at rest none is left. There are never more than attempts in flight.
+// run runs a task (an attempt, or the reads of a round's attempts) on a worker goroutine that
+// waits for one, or on a new one. A worker waits workerIdle for its next task before it ends,
+// so that under load attempts run on goroutines whose stacks have grown already (an HTTP
+// request needs more than a new goroutine's), and at rest none is left. There are never more
+// workers than attempts in flight and rounds being read.
 func (e *engine) run(attempt func()) {
 	select {
 	case e.tasks <- attempt:

@@ -777,12 +777,9 @@ func (s *MemoryStore) DueDeliveries(_ context.Context, now time.Time, limit int,
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	nowMs := now.UnixMilli()
-	w := dueWalk{s: s, nowMs: nowMs, room: room, takenEp: map[*epQueue]int{}, takenWs: map[*wsQueue]int{}}
-	w.frontier = heap[cursor]{
-		a:    make([]cursor, 0, 16),
-		less: func(x, y cursor) bool { return byNext(x.e, y.e) },
-		set:  func(cursor, int) {},
-	}
+	w := walks.Get().(*dueWalk)
+	defer w.put()
+	w.s, w.nowMs, w.room = s, nowMs, room
 	if len(s.heads.a) > 0 {
 		w.pushWorkspace(0)
 	}
@@ -836,6 +833,24 @@ func (w *dueWalk) pushWorkspace(top int) {
 	ws := w.s.heads.a[top]
 	q := ws.heads.a[0]
 	w.frontier.push(cursor{e: q.ready.a[0], q: q, i: 0, head: 0, top: top})
+}
+
+// walks keeps dueWalks for reuse: DueDeliveries runs on every dispatch round.
+var walks = sync.Pool{New: func() any {
+	return &dueWalk{
+		frontier: heap[cursor]{less: func(x, y cursor) bool { return byNext(x.e, y.e) }, set: func(cursor, int) {}},
+		takenEp:  map[*epQueue]int{}, takenWs: map[*wsQueue]int{},
+	}
+}}
+
+// put clears the walk (no pointer into the store is kept) and gives it back to walks.
+func (w *dueWalk) put() {
+	clear(w.frontier.a)
+	w.frontier.a = w.frontier.a[:0]
+	clear(w.takenEp)
+	clear(w.takenWs)
+	w.s, w.room = nil, Room{}
+	walks.Put(w)
 }
 
 // next returns the next due delivery within the room, nil when there is none.
