@@ -33,8 +33,6 @@ func (a *answerAll) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusNoContent, Body: io.NopCloser(strings.NewReader("")), Header: http.Header{}, Request: req}, nil
 }
 
-
-
 // processCPU is the CPU time the process has used, user and system.
 func processCPU() time.Duration {
 	var ru syscall.Rusage
