@@ -232,6 +232,7 @@ func runStore(ctx context.Context, cfg config, store string, r *receiver, rep *r
 	if err := tg.deleteEndpoint(warm); err != nil {
 		return err
 	}
+	log.Printf("%s: the body the engine sends, and the limit too, is %d bytes", label, len(r.firstBody()))
 	measureCase := func(name, prefix, typ string, n int, want int64) error {
 		var runs []row
 		for i := range cfg.repeat {

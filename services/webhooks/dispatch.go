@@ -162,6 +162,10 @@ func (e *engine) room(now time.Time) (int, Room) {
 	clear(e.roomWs)
 	room := Room{Endpoints: e.roomEp, Workspaces: e.roomWs, PerEndpoint: perEndpoint, PerWorkspace: e.s.tenantWorkers}
 	for id, l := range e.endpoints {
+		if l.inflight == 0 && now.Sub(l.lastTimeout) >= circuitFor {
+			delete(e.endpoints, id) // a circuit closed by time, of an endpoint no longer sent to
+			continue
+		}
 		room.Endpoints[id] = endpointCap(l, now) - l.inflight
 	}
 	for ws, n := range e.tenants {

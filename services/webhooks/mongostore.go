@@ -77,6 +77,11 @@ type MongoStore struct {
 	slotMu sync.Mutex
 	// sweptSec is the second rate slots were last swept behind (under slotMu).
 	sweptSec int64
+	// byIDOnly is set on FerretDB, which evaluates every filter but an _id equality by decoding
+	// each document of the collection: there the batch reads go by _id one at a time, and
+	// outcomes are checked against their lease in Go under claimMu (which covers the one
+	// process the embedded server serves) and written by _id, each a lookup instead of a scan.
+	byIDOnly bool
 
 	db           *mongo.Database
 	configs      *mongo.Collection
@@ -109,6 +114,11 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 		slots:        db.Collection("rate_slots"),
 		places:       db.Collection("endpoint_places"),
 	}
+	var build bson.M
+	if err := db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&build); err != nil {
+		return nil, fmt.Errorf("webhooks store: build info: %w", err)
+	}
+	_, s.byIDOnly = build["ferretdbVersion"]
 	index := mongodb.Index
 	for _, c := range []struct {
 		coll   *mongo.Collection
@@ -473,6 +483,9 @@ func (s *MongoStore) Endpoints(ctx context.Context, apiKey string) ([]*Endpoint,
 
 func (s *MongoStore) EndpointsByRef(ctx context.Context, refs []Ref) (map[Ref]*Endpoint, error) {
 	out := make(map[Ref]*Endpoint, len(refs))
+	if s.byIDOnly {
+		return out, eachByID(refs, out, func(r Ref) (*Endpoint, error) { return s.Endpoint(ctx, r.APIKey, r.ID) })
+	}
 	for _, batch := range chunks(refs) {
 		keys := make([]string, len(batch))
 		for i, r := range batch {
@@ -487,6 +500,25 @@ func (s *MongoStore) EndpointsByRef(ctx context.Context, refs []Ref) (map[Ref]*E
 		}
 	}
 	return out, nil
+}
+
+// eachByID reads each distinct reference with read into out, leaving out those not found (the
+// byIDOnly way of a batch read).
+func eachByID[T any](refs []Ref, out map[Ref]*T, read func(Ref) (*T, error)) error {
+	for _, r := range refs {
+		if _, done := out[r]; done {
+			continue
+		}
+		v, err := read(r)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return err
+		default:
+			out[r] = v
+		}
+	}
+	return nil
 }
 
 // updateEndpoint applies update to the endpoint, or returns ErrNotFound.
@@ -563,6 +595,9 @@ func (s *MongoStore) Message(ctx context.Context, apiKey, id string) (*Message, 
 
 func (s *MongoStore) Messages(ctx context.Context, refs []Ref) (map[Ref]*Message, error) {
 	out := make(map[Ref]*Message, len(refs))
+	if s.byIDOnly {
+		return out, eachByID(refs, out, func(r Ref) (*Message, error) { return s.Message(ctx, r.APIKey, r.ID) })
+	}
 	for _, batch := range chunks(refs) {
 		keys := make([]string, len(batch))
 		for i, r := range batch {
@@ -871,11 +906,43 @@ func (s *MongoStore) RecordOutcomes(ctx context.Context, outs []Outcome, now tim
 	}
 	s.claimMu.Lock()
 	defer s.claimMu.Unlock()
+	if s.byIDOnly {
+		return s.finishByID(ctx, outs, now)
+	}
 	res, err := s.deliveries.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
 	if err != nil {
 		return 0, fmt.Errorf("webhooks store: record outcomes: %w", err)
 	}
 	return len(models) - int(res.MatchedCount), nil
+}
+
+// finishByID writes the finishes of outs one by one, each after reading its delivery's lease
+// by _id: RecordOutcomes on FerretDB (byIDOnly), under claimMu.
+func (s *MongoStore) finishByID(ctx context.Context, outs []Outcome, now time.Time) (int, error) {
+	lost := 0
+	for _, o := range outs {
+		if !o.Finish {
+			continue
+		}
+		var d struct {
+			Lease time.Time `bson:"leaseUntil"`
+		}
+		err := s.deliveries.FindOne(ctx, bson.M{"_id": o.DeliveryID}, options.FindOne().SetProjection(bson.M{"leaseUntil": 1})).Decode(&d)
+		switch {
+		case errors.Is(err, mongo.ErrNoDocuments):
+			lost++
+			continue
+		case err != nil:
+			return lost, fmt.Errorf("webhooks store: record outcomes: %w", err)
+		case !d.Lease.Equal(o.LeaseUntil.UTC().Truncate(time.Millisecond)):
+			lost++
+			continue
+		}
+		if _, err := s.deliveries.UpdateOne(ctx, bson.M{"_id": o.DeliveryID}, outcome(o.State, o.Attempts, o.Next, now)); err != nil {
+			return lost, fmt.Errorf("webhooks store: record outcomes: %w", err)
+		}
+	}
+	return lost, nil
 }
 
 func (s *MongoStore) FailedDeliveries(ctx context.Context, apiKey, endpointID string, since, until time.Time) ([]string, error) {

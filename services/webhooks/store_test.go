@@ -32,6 +32,19 @@ func TestMongoStore(t *testing.T) {
 	runStoreSuite(t, func(t *testing.T) Store { return newMongoStore(t) })
 }
 
+// On FerretDB the store reads and finishes batches by _id (byIDOnly); its MongoDB way ($in
+// reads, bulk conditional updates) is held to the suite on the same server too.
+func TestMongoStoreBatchQueries(t *testing.T) {
+	runStoreSuite(t, func(t *testing.T) Store {
+		s := newMongoStore(t)
+		if !s.byIDOnly && os.Getenv(mongotest.EnvURI) == "" {
+			t.Fatal("the embedded FerretDB was not recognised")
+		}
+		s.byIDOnly = false
+		return s
+	})
+}
+
 func newMongoStore(t *testing.T) *MongoStore {
 	t.Helper()
 	s, err := NewMongoStore(context.Background(), mongotest.Connect(t).Database("webhooks"))
