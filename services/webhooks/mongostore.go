@@ -78,9 +78,9 @@ type MongoStore struct {
 	// sweptSec is the second rate slots were last swept behind (under slotMu).
 	sweptSec int64
 	// byIDOnly is set on FerretDB, which evaluates every filter but an _id equality by decoding
-	// each document of the collection: there the batch reads go by _id one at a time, and
-	// outcomes are checked against their lease in Go under claimMu (which covers the one
-	// process the embedded server serves) and written by _id, each a lookup instead of a scan.
+	// each document of the collection: there the batch reads go by _id one at a time, each a
+	// lookup instead of a scan. (Writes stay conditional: a lease checked apart from its write
+	// would not hold against another replica's claim.)
 	byIDOnly bool
 
 	db           *mongo.Database
@@ -906,43 +906,11 @@ func (s *MongoStore) RecordOutcomes(ctx context.Context, outs []Outcome, now tim
 	}
 	s.claimMu.Lock()
 	defer s.claimMu.Unlock()
-	if s.byIDOnly {
-		return s.finishByID(ctx, outs, now)
-	}
 	res, err := s.deliveries.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
 	if err != nil {
 		return 0, fmt.Errorf("webhooks store: record outcomes: %w", err)
 	}
 	return len(models) - int(res.MatchedCount), nil
-}
-
-// finishByID writes the finishes of outs one by one, each after reading its delivery's lease
-// by _id: RecordOutcomes on FerretDB (byIDOnly), under claimMu.
-func (s *MongoStore) finishByID(ctx context.Context, outs []Outcome, now time.Time) (int, error) {
-	lost := 0
-	for _, o := range outs {
-		if !o.Finish {
-			continue
-		}
-		var d struct {
-			Lease time.Time `bson:"leaseUntil"`
-		}
-		err := s.deliveries.FindOne(ctx, bson.M{"_id": o.DeliveryID}, options.FindOne().SetProjection(bson.M{"leaseUntil": 1})).Decode(&d)
-		switch {
-		case errors.Is(err, mongo.ErrNoDocuments):
-			lost++
-			continue
-		case err != nil:
-			return lost, fmt.Errorf("webhooks store: record outcomes: %w", err)
-		case !d.Lease.Equal(o.LeaseUntil.UTC().Truncate(time.Millisecond)):
-			lost++
-			continue
-		}
-		if _, err := s.deliveries.UpdateOne(ctx, bson.M{"_id": o.DeliveryID}, outcome(o.State, o.Attempts, o.Next, now)); err != nil {
-			return lost, fmt.Errorf("webhooks store: record outcomes: %w", err)
-		}
-	}
-	return lost, nil
 }
 
 func (s *MongoStore) FailedDeliveries(ctx context.Context, apiKey, endpointID string, since, until time.Time) ([]string, error) {
