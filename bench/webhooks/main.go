@@ -221,46 +221,11 @@ func runStore(ctx context.Context, cfg config, store string, r *receiver, rep *r
 	if cfg.publish == "http" {
 		label = "memory, published over HTTP"
 	}
-	// A first delivery gives the limit its body: the engine's own.
-	warm, err := tg.createEndpoint(r.addr+"/warm", []string{"warm.event"}, 0)
-	if err != nil {
+	if err := warmUp(ctx, cfg, tg, r, label); err != nil {
 		return err
 	}
-	if _, err := measure(ctx, cfg, tg, r, "warm", "warm.event", 1, 1); err != nil {
-		return err
-	}
-	if err := tg.deleteEndpoint(warm); err != nil {
-		return err
-	}
-	log.Printf("%s: the body the engine sends, and the limit too, is %d bytes", label, len(r.firstBody()))
-	measureCase := func(name, prefix, typ string, n int, want int64) error {
-		var runs []row
-		for i := range cfg.repeat {
-			lim, err := signedPostLimit(ctx, r.addr+"/limit", r.firstBody(), cfg.limitFor)
-			if err != nil {
-				return err
-			}
-			load, cpu0, allocs0 := loadAvg(), cpuTime(), mallocs()
-			took, err := measure(ctx, cfg, tg, r, fmt.Sprintf("%s%d_", prefix, i), typ, n, want)
-			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			rw := row{store: label, name: name, events: n, delivered: int(want), took: took, perSec: float64(want) / took.Seconds(),
-				limit: lim.perSec, cpu: (cpuTime() - cpu0) / time.Duration(want), limitCPU: lim.cpu, load: load + " / " + loadAvg(),
-				allocs: float64(mallocs()-allocs0) / float64(want), limAllocs: lim.allocs}
-			log.Printf("%s, %s: %.0f/s, %.0f%% of %.0f/s; CPU %v per delivery, %v per POST (%.0f%%); allocs %.0f / %.0f; load average %s",
-				rw.store, rw.name, rw.perSec, rw.share(), rw.limit, rw.cpu, rw.limitCPU, rw.cpuShare(), rw.allocs, rw.limAllocs, rw.load)
-			runs = append(runs, rw)
-		}
-		median := slices.Clone(runs)
-		slices.SortFunc(median, func(a, b row) int { return cmp.Compare(a.share(), b.share()) })
-		rw := median[len(median)/2]
-		for _, x := range runs {
-			rw.shares = append(rw.shares, x.share())
-		}
-		rep.rows = append(rep.rows, rw)
-		return nil
-	}
+	cr := caseRun{ctx: ctx, cfg: cfg, tg: tg, r: r, rep: rep, label: label}
+	measureCase := cr.measure
 
 	one, err := tg.createEndpoint(r.addr+"/one", []string{"one.event"}, 0)
 	if err != nil {
@@ -317,6 +282,60 @@ func runStore(ctx context.Context, cfg config, store string, r *receiver, rep *r
 		}
 		rep.fairness = append(rep.fairness, fairResult{store: label, latency: lat})
 	}
+	return nil
+}
+
+// warmUp sends a first delivery, which gives the limit its body: the engine's own.
+func warmUp(ctx context.Context, cfg config, tg target, r *receiver, label string) error {
+	warm, err := tg.createEndpoint(r.addr+"/warm", []string{"warm.event"}, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := measure(ctx, cfg, tg, r, "warm", "warm.event", 1, 1); err != nil {
+		return err
+	}
+	log.Printf("%s: the body the engine sends, and the limit too, is %d bytes", label, len(r.firstBody()))
+	return tg.deleteEndpoint(warm)
+}
+
+// caseRun measures the delivery cases of one store.
+type caseRun struct {
+	ctx   context.Context
+	cfg   config
+	tg    target
+	r     *receiver
+	rep   *report
+	label string
+}
+
+// measure runs a case cfg.repeat times, each after a measurement of the signed-POST limit,
+// and adds the run with the median share to the report.
+func (c caseRun) measure(name, prefix, typ string, n int, want int64) error {
+	var runs []row
+	for i := range c.cfg.repeat {
+		lim, err := signedPostLimit(c.ctx, c.r.addr+"/limit", c.r.firstBody(), c.cfg.limitFor)
+		if err != nil {
+			return err
+		}
+		load, cpu0, allocs0 := loadAvg(), cpuTime(), mallocs()
+		took, err := measure(c.ctx, c.cfg, c.tg, c.r, fmt.Sprintf("%s%d_", prefix, i), typ, n, want)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		rw := row{store: c.label, name: name, events: n, delivered: int(want), took: took, perSec: float64(want) / took.Seconds(),
+			limit: lim.perSec, cpu: (cpuTime() - cpu0) / time.Duration(want), limitCPU: lim.cpu, load: load + " / " + loadAvg(),
+			allocs: float64(mallocs()-allocs0) / float64(want), limAllocs: lim.allocs}
+		log.Printf("%s, %s: %.0f/s, %.0f%% of %.0f/s; CPU %v per delivery, %v per POST (%.0f%%); allocs %.0f / %.0f; load average %s",
+			rw.store, rw.name, rw.perSec, rw.share(), rw.limit, rw.cpu, rw.limitCPU, rw.cpuShare(), rw.allocs, rw.limAllocs, rw.load)
+		runs = append(runs, rw)
+	}
+	median := slices.Clone(runs)
+	slices.SortFunc(median, func(a, b row) int { return cmp.Compare(a.share(), b.share()) })
+	rw := median[len(median)/2]
+	for _, x := range runs {
+		rw.shares = append(rw.shares, x.share())
+	}
+	c.rep.rows = append(c.rep.rows, rw)
 	return nil
 }
 
