@@ -3,8 +3,6 @@ package webhooks
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,11 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
-
-	"google.golang.org/protobuf/encoding/protojson"
 
 	eventsv1 "github.com/collab/collab/proto/collab/events/v1"
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
@@ -47,149 +42,6 @@ const (
 // retrySchedule is the wait after each failed attempt (±20%): 5 s, 5 min, 30 min, 2 h, 5 h,
 // 10 h, 10 h; the eighth failure exhausts the message.
 var retrySchedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
-
-// newClient is the HTTP client of deliveries (internal/egress): no redirects, and no blocked
-// address unless allowed.
-func newClient(tg targets) *http.Client {
-	return egress.Client(tg.allowPrivate, attemptTimeout, perEndpoint*2)
-}
-
-// engine sends the queued deliveries: it leases due ones and hands them to a fixed pool of
-// workers, at most perEndpoint at a time per endpoint.
-type engine struct {
-	s    *Server
-	wake chan struct{}
-
-	mu       sync.Mutex
-	inflight map[string]int // endpoint id -> attempts in flight
-	slots    chan struct{}
-	wg       sync.WaitGroup
-}
-
-func newEngine(s *Server) *engine {
-	return &engine{s: s, wake: make(chan struct{}, 1), inflight: map[string]int{}, slots: make(chan struct{}, max(s.workers, 1))}
-}
-
-func (e *engine) notify() {
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
-}
-
-// RunDeliveries sends deliveries until ctx ends, and prunes old messages hourly.
-func (s *Server) RunDeliveries(ctx context.Context) {
-	t := time.NewTicker(enginePoll)
-	defer t.Stop()
-	lastPrune := time.Time{}
-	for {
-		s.engine.dispatch(ctx)
-		if time.Since(lastPrune) > time.Hour {
-			if err := s.store.Prune(ctx, s.now().Add(-retention)); err != nil && ctx.Err() == nil {
-				s.log.ErrorContext(ctx, "webhooks: pruning", "error", err)
-			}
-			lastPrune = time.Now()
-		}
-		select {
-		case <-ctx.Done():
-			s.engine.wg.Wait()
-			return
-		case <-t.C:
-		case <-s.engine.wake:
-		}
-	}
-}
-
-// SendDue dispatches what is due and waits for those attempts (tests step the engine with it).
-func (s *Server) SendDue(ctx context.Context) {
-	s.engine.dispatch(ctx)
-	s.engine.wg.Wait()
-}
-
-func endpointKey(apiKey, id string) string { return apiKey + "\x1f" + id }
-
-// basicEndpointID names the basic webhook config's target of a tenant: an id of its own, so
-// its deliveries are held to their own share of the workers like any endpoint's.
-func basicEndpointID(apiKey string) string {
-	sum := sha256.Sum256([]byte(apiKey))
-	return basicPrefix + hex.EncodeToString(sum[:6])
-}
-
-func (e *engine) dispatch(ctx context.Context) {
-	if e.s.workers == 0 {
-		return // this process only stores messages
-	}
-	for ctx.Err() == nil {
-		e.mu.Lock()
-		busy := map[string]bool{}
-		for k, n := range e.inflight {
-			if n >= perEndpoint {
-				busy[k] = true
-			}
-		}
-		e.mu.Unlock()
-		due, err := e.s.store.DueDeliveries(ctx, e.s.clock.Now(), dispatchBatch, busy)
-		if err != nil {
-			if ctx.Err() == nil {
-				e.s.log.ErrorContext(ctx, "webhooks: reading due deliveries", "error", err)
-			}
-			return
-		}
-		started := 0
-		for _, d := range due {
-			key := d.EndpointID
-			e.mu.Lock()
-			full := e.inflight[key] >= perEndpoint
-			if !full {
-				e.inflight[key]++
-			}
-			e.mu.Unlock()
-			if full {
-				continue
-			}
-			// A worker first, then the lease: a lease must not run while the delivery waits.
-			select {
-			case e.slots <- struct{}{}:
-			case <-ctx.Done():
-				e.release(key)
-				return
-			}
-			now := e.s.clock.Now()
-			until := now.Add(e.s.lease).UTC().Truncate(time.Millisecond)
-			ok, err := e.s.store.ClaimDelivery(ctx, d.ID, now, until)
-			if err != nil || !ok {
-				<-e.slots
-				e.release(key)
-				continue
-			}
-			started++
-			e.wg.Add(1)
-			go func() {
-				defer func() {
-					<-e.slots
-					e.release(key)
-					e.wg.Done()
-					e.notify()
-				}()
-				// The attempt, store calls included, ends before its lease does.
-				actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.s.lease-2*time.Second)
-				defer cancel()
-				e.s.attempt(actx, d, until)
-			}()
-		}
-		if started == 0 || len(due) < dispatchBatch {
-			return
-		}
-	}
-}
-
-func (e *engine) release(key string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.inflight[key]--; e.inflight[key] <= 0 {
-		delete(e.inflight, key)
-	}
-}
 
 // ---- Fan-out ----
 
@@ -259,7 +111,7 @@ func (s *Server) fanOut(ctx context.Context, apiKey string, d *eventsv1.Event, o
 	now := s.now()
 	ds := make([]*Delivery, len(targets))
 	for i, t := range targets {
-		ds[i] = &Delivery{ID: DeliveryID(apiKey, msg.ID, t), APIKey: apiKey, MessageID: msg.ID, EndpointID: t, State: StatePending,
+		ds[i] = &Delivery{ID: DeliveryID(apiKey, msg.ID, t), APIKey: apiKey, WorkspaceID: d.GetWorkspaceId(), MessageID: msg.ID, EndpointID: t, State: StatePending,
 			NextAttempt: now, CreatedAt: now, UpdatedAt: now}
 	}
 	if err := s.store.QueueDeliveries(ctx, ds); err != nil {
@@ -285,16 +137,8 @@ func wants(e *Endpoint, eventType, channel string) bool {
 // data is the event's data with its context (organizationId, documentId, targetEntityId,
 // channel, actionUser, eventId, timestamp) added where the data does not set them.
 func buildPayload(d *eventsv1.Event, webhookID string, protect bool) ([]byte, error) {
-	data := map[string]any{}
-	if d.GetData() != nil {
-		raw, err := protojson.Marshal(d.GetData())
-		if err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(raw, &data); err != nil {
-			return nil, err
-		}
-	}
+	// AsMap gives what decoding the data's JSON would (numbers as float64), without the JSON.
+	data := d.GetData().AsMap()
 	ctxFields := map[string]any{
 		"organizationId": d.GetOrganizationId(), "documentId": d.GetDocumentId(), "targetEntityId": d.GetTargetEntityId(),
 		"channel": d.GetChannel(), "eventId": d.GetId(), "timestamp": d.GetTimestamp(),
@@ -338,132 +182,59 @@ func protectData(v any) any {
 
 // ---- Attempts ----
 
-// attempt sends one delivery it holds until leaseUntil and records its outcome.
-func (s *Server) attempt(ctx context.Context, d *Delivery, leaseUntil time.Time) {
+// attempt sends one claimed delivery and records its outcome.
+func (s *Server) attempt(ctx context.Context, j *job) {
+	d := j.d
 	now := s.clock.Now()
-	finish := func(state string, attempts int, next time.Time) {
-		err := s.store.FinishLeased(ctx, d.ID, leaseUntil, state, attempts, next, now)
-		switch {
-		case errors.Is(err, ErrLeaseLost):
-			s.log.InfoContext(ctx, "webhooks: a delivery's lease was lost before its outcome was recorded", "delivery_id", d.ID)
-		case err != nil:
-			s.log.ErrorContext(ctx, "webhooks: recording a delivery", "delivery_id", d.ID, "error", err)
-		}
+	// finish records the outcome (with the attempt's record, when one was made).
+	finish := func(a *Attempt, state string, attempts int, next time.Time) {
+		_ = s.engine.rec.record(Outcome{Attempt: a, Finish: true, DeliveryID: d.ID, LeaseUntil: j.leaseUntil, State: state, Attempts: attempts, Next: next})
 	}
 	fail := func(reason string) {
-		s.record(ctx, d, 0, reason, 0, StateFailed)
-		finish(StateFailed, d.Attempts, time.Time{})
+		finish(s.attemptRecord(d, 0, reason, 0, StateFailed), StateFailed, d.Attempts, time.Time{})
 	}
 	// A store that does not answer is no fault of the delivery: it waits a little, no attempt
 	// spent, no mark against the endpoint.
-	later := func(what string, err error) {
-		s.log.ErrorContext(ctx, "webhooks: reading for a delivery", "what", what, "delivery_id", d.ID, "error", err)
-		finish(StatePending, d.Attempts, now.Add(5*time.Second))
-	}
-	msg, err := s.store.Message(ctx, d.APIKey, d.MessageID)
-	if errors.Is(err, ErrNotFound) {
-		fail("message gone")
-		return
-	} else if err != nil {
-		later("message", err)
+	if j.readErr != nil {
+		s.log.ErrorContext(ctx, "webhooks: reading for a delivery", "what", j.readWhat, "delivery_id", d.ID, "error", j.readErr)
+		finish(nil, StatePending, d.Attempts, now.Add(5*time.Second))
 		return
 	}
-	var (
-		url     string
-		secrets []string
-		ep      *Endpoint
-		auth    string
-	)
-	if strings.HasPrefix(d.EndpointID, basicPrefix) {
-		basic, err := s.store.BasicConfig(ctx, d.APIKey)
-		if err != nil {
-			later("basic config", err)
-			return
-		}
-		if !basic.UseWebhookService || basic.RawURL == "" {
-			fail("basic webhook service off")
-			return
-		}
-		url, auth = basic.RawURL, basic.AuthToken
-	} else {
-		ep, err = s.store.Endpoint(ctx, d.APIKey, d.EndpointID)
-		if errors.Is(err, ErrNotFound) {
-			fail("endpoint gone")
-			return
-		} else if err != nil {
-			later("endpoint", err)
-			return
-		}
-		if ep.Disabled {
-			fail("endpoint disabled")
-			return
-		}
-		if ep.RateLimit != nil {
-			ok, err := s.store.TakeSlot(ctx, endpointKey(d.APIKey, d.EndpointID), now.Unix(), *ep.RateLimit)
-			if err != nil || !ok {
-				// Over the limit this second: back in the queue for the next one, no attempt spent.
-				finish(StatePending, d.Attempts, time.Unix(now.Unix()+1, 0))
-				return
-			}
-		}
-		url, secrets = ep.URL, signingSecrets(ep, now)
-	}
-	body := []byte(msg.Payload)
-	if !strings.HasPrefix(d.EndpointID, basicPrefix) {
-		cfg, err := s.store.Config(ctx, d.APIKey)
-		if err != nil {
-			later("config", err)
-			return
-		}
-		if body, err = transformBody(body, cfg); err != nil {
-			fail(err.Error())
-			return
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		fail("bad endpoint url")
+	req, reason := s.request(ctx, j, now)
+	switch {
+	case reason == errRateLimited:
+		// Over the limit this second: back in the queue for the next one, no attempt spent.
+		finish(nil, StatePending, d.Attempts, time.Unix(now.Unix()+1, 0))
 		return
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "collab-webhooks/1")
-	req.Header.Set("webhook-id", msg.ID)
-	ts := now.Unix()
-	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
-	if len(secrets) > 0 {
-		sig, err := signatures(secrets, msg.ID, ts, body)
-		if err != nil {
-			fail("signing: " + err.Error())
-			return
-		}
-		req.Header.Set("webhook-signature", sig)
-	}
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
+	case reason != "":
+		fail(reason)
+		return
 	}
 	start := time.Now()
 	resp, err := s.client.Do(req)
 	duration := time.Since(start)
 	if err != nil {
-		reason := "no answer: " + errText(err)
-		s.retry(ctx, d, ep, 0, reason, duration, now, leaseUntil)
+		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+			s.engine.timedOut(d.EndpointID)
+		}
+		s.retry(ctx, j, 0, "no answer: "+errText(err), duration, now)
 		return
 	}
+	s.engine.answered(d.EndpointID)
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, responsePrefix))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
 	text := strings.ToValidUTF8(string(answer), "")
+	ep := j.ep
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		s.record(ctx, d, resp.StatusCode, text, duration, StateSuccess)
-		finish(StateSuccess, d.Attempts+1, time.Time{})
+		finish(s.attemptRecord(d, resp.StatusCode, text, duration, StateSuccess), StateSuccess, d.Attempts+1, time.Time{})
 		if ep != nil && !ep.FailingSince.IsZero() {
 			_ = s.store.ClearFailing(ctx, d.APIKey, ep.ID)
 		}
 	case resp.StatusCode == http.StatusGone:
 		// The receiver says the target is gone for good: stop sending there.
-		s.record(ctx, d, resp.StatusCode, text, duration, StateFailed)
-		finish(StateFailed, d.Attempts+1, time.Time{})
+		finish(s.attemptRecord(d, resp.StatusCode, text, duration, StateFailed), StateFailed, d.Attempts+1, time.Time{})
 		if ep == nil {
 			return // the basic config's URL: nothing to disable
 		}
@@ -476,8 +247,70 @@ func (s *Server) attempt(ctx context.Context, d *Delivery, leaseUntil time.Time)
 		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
 			wait = min(time.Duration(secs)*time.Second, maxRetryAfter)
 		}
-		s.retry(ctx, d, ep, resp.StatusCode, text, duration, now, leaseUntil, wait)
+		s.retry(ctx, j, resp.StatusCode, text, duration, now, wait)
 	}
+}
+
+// errRateLimited is request's reason when the endpoint's rate limit is spent this second.
+const errRateLimited = "\x00rate limited"
+
+// request builds the signed POST of a delivery, or says why it cannot be sent (a reason for
+// the attempt log, or errRateLimited).
+func (s *Server) request(ctx context.Context, j *job, now time.Time) (*http.Request, string) {
+	d := j.d
+	if j.msg == nil {
+		return nil, "message gone"
+	}
+	var (
+		url, auth string
+		secrets   []string
+	)
+	if j.isBasic() {
+		if !j.basic.UseWebhookService || j.basic.RawURL == "" {
+			return nil, "basic webhook service off"
+		}
+		url, auth = j.basic.RawURL, j.basic.AuthToken
+	} else {
+		switch ep := j.ep; {
+		case ep == nil:
+			return nil, "endpoint gone"
+		case ep.Disabled:
+			return nil, "endpoint disabled"
+		case ep.RateLimit != nil:
+			ok, err := s.store.TakeSlot(ctx, endpointKey(d.APIKey, d.EndpointID), now.Unix(), *ep.RateLimit)
+			if err != nil || !ok {
+				return nil, errRateLimited
+			}
+		}
+		url, secrets = j.ep.URL, signingSecrets(j.ep, now)
+	}
+	body := []byte(j.msg.Payload)
+	if !j.isBasic() {
+		var err error
+		if body, err = transformBody(body, j.cfg); err != nil {
+			return nil, err.Error()
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, "bad endpoint url"
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "collab-webhooks/1")
+	req.Header.Set("webhook-id", j.msg.ID)
+	ts := now.Unix()
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
+	if len(secrets) > 0 {
+		sig, err := signatures(secrets, j.msg.ID, ts, body)
+		if err != nil {
+			return nil, "signing: " + err.Error()
+		}
+		req.Header.Set("webhook-signature", sig)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	return req, ""
 }
 
 // errText says why an attempt got no answer, in words fit for the tenant's attempt log: no
@@ -495,7 +328,7 @@ func errText(err error) string {
 	case errors.Is(err, syscall.ECONNRESET):
 		return "connection reset"
 	case errors.As(err, &ne) && ne.Timeout():
-		return "timed out after 15 s"
+		return "timed out after 15 s" // attemptTimeout
 	}
 	return "request failed"
 }
@@ -517,11 +350,12 @@ func transformBody(payload []byte, cfg *Config) ([]byte, error) {
 
 // retry records a failed attempt and schedules the next one, or exhausts the delivery after
 // the last; an endpoint failing for 5 days is disabled.
-func (s *Server) retry(ctx context.Context, d *Delivery, ep *Endpoint, code int, reason string, duration time.Duration, now, leaseUntil time.Time, retryAfter ...time.Duration) {
+func (s *Server) retry(ctx context.Context, j *job, code int, reason string, duration time.Duration, now time.Time, retryAfter ...time.Duration) {
+	d, ep := j.d, j.ep
 	attempts := d.Attempts + 1
 	if attempts > len(retrySchedule) {
-		s.record(ctx, d, code, reason, duration, StateFailed)
-		if err := s.store.FinishLeased(ctx, d.ID, leaseUntil, StateFailed, attempts, time.Time{}, now); err != nil {
+		_ = s.engine.rec.record(Outcome{Attempt: s.attemptRecord(d, code, reason, duration, StateFailed)})
+		if err := s.store.FinishLeased(ctx, d.ID, j.leaseUntil, StateFailed, attempts, time.Time{}, now); err != nil {
 			s.log.WarnContext(ctx, "webhooks: recording an exhausted delivery", "delivery_id", d.ID, "error", err)
 			return // another worker has it now, and will announce it if it ends the same way
 		}
@@ -531,10 +365,8 @@ func (s *Server) retry(ctx context.Context, d *Delivery, ep *Endpoint, code int,
 		if len(retryAfter) > 0 && retryAfter[0] > 0 {
 			wait = retryAfter[0]
 		}
-		s.record(ctx, d, code, reason, duration, StatePending)
-		if err := s.store.FinishLeased(ctx, d.ID, leaseUntil, StatePending, attempts, now.Add(wait), now); err != nil && !errors.Is(err, ErrLeaseLost) {
-			s.log.ErrorContext(ctx, "webhooks: recording a delivery", "delivery_id", d.ID, "error", err)
-		}
+		_ = s.engine.rec.record(Outcome{Attempt: s.attemptRecord(d, code, reason, duration, StatePending), Finish: true,
+			DeliveryID: d.ID, LeaseUntil: j.leaseUntil, State: StatePending, Attempts: attempts, Next: now.Add(wait)})
 	}
 	if ep == nil {
 		return
@@ -548,13 +380,11 @@ func (s *Server) retry(ctx context.Context, d *Delivery, ep *Endpoint, code int,
 	}
 }
 
-func (s *Server) record(ctx context.Context, d *Delivery, code int, response string, duration time.Duration, status string) {
+// attemptRecord is the record of an attempt (counted in the metrics).
+func (s *Server) attemptRecord(d *Delivery, code int, response string, duration time.Duration, status string) *Attempt {
 	s.metrics.observe(status, duration)
-	a := &Attempt{APIKey: d.APIKey, ID: timeID("atmpt_", s.clock.Now()), MessageID: d.MessageID, EndpointID: d.EndpointID, StatusCode: code,
+	return &Attempt{APIKey: d.APIKey, ID: timeID("atmpt_", s.clock.Now()), MessageID: d.MessageID, EndpointID: d.EndpointID, StatusCode: code,
 		Response: trimmed(response, responsePrefix), DurationMs: float64(duration.Microseconds()) / 1000, Status: status, Timestamp: s.now()}
-	if err := s.store.AddAttempt(ctx, a); err != nil {
-		s.log.ErrorContext(ctx, "webhooks: recording an attempt", "delivery_id", d.ID, "error", err)
-	}
 }
 
 // announceExhausted publishes message.attempt.exhausted to the tenant's endpoints that ask for
@@ -568,7 +398,7 @@ func (s *Server) announceExhausted(ctx context.Context, d *Delivery, code int) {
 	if err != nil {
 		return
 	}
-	ev := &eventsv1.Event{Id: "exhausted-" + d.ID, Type: exhaustedType, ApiKey: d.APIKey, Timestamp: float64(s.clock.Now().UnixMilli()), Data: data}
+	ev := &eventsv1.Event{Id: "exhausted-" + d.ID, Type: exhaustedType, ApiKey: d.APIKey, WorkspaceId: d.WorkspaceID, Timestamp: float64(s.clock.Now().UnixMilli()), Data: data}
 	if err := s.fanOut(ctx, d.APIKey, ev, ""); err != nil {
 		s.log.ErrorContext(ctx, "webhooks: announcing an exhausted message", "message_id", d.MessageID, "error", err)
 	}

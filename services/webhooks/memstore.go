@@ -22,14 +22,16 @@ import (
 //
 //   - Each endpoint (API key, endpoint id) keeps its pending deliveries that no worker holds in
 //     a binary heap ordered by (NextAttempt, ID): its ready heap.
-//   - The endpoints whose ready heap is not empty are in a heap of their own (heads), ordered
-//     by the first delivery of each.
+//   - Each workspace keeps its endpoints whose ready heap is not empty in a heap of its own
+//     (its heads), ordered by the first delivery of each; the workspaces whose heads are not
+//     empty are in the store's heap (heads), ordered by their first endpoint's first delivery.
 //   - The pending deliveries under a lease (LeaseUntil set: claimed and not finished) are in one
 //     heap ordered by (LeaseUntil, ID); a lease that has run out makes its delivery due again.
 //
 // DueDeliveries merges the heaps lazily: it walks heads and the ready heaps in key order with a
 // small frontier heap, stops at the first delivery that is not due, and never looks into the
-// ready heap of a busy endpoint, so a busy endpoint costs one step whatever its backlog. Leases
+// heads of a workspace or the ready heap of an endpoint once its room is taken, so a full
+// workspace or endpoint costs one step whatever its backlog. Leases
 // that ran out (a worker died) are few; they are collected and merged in. A claim moves the
 // delivery from its ready heap to the lease heap, a finish takes it out (and back into its ready
 // heap when it is retried later): a few heap steps each.
@@ -44,7 +46,8 @@ type MemoryStore struct {
 
 	deliveries map[string]*entry
 	queues     map[epKey]*epQueue
-	heads      heap[*epQueue] // endpoints with ready deliveries, by their first one
+	workspaces map[string]*wsQueue
+	heads      heap[*wsQueue] // workspaces with ready deliveries, by their first one
 	leased     heap[*entry]   // pending deliveries under a lease, by (LeaseUntil, ID)
 
 	// slots counts the deliveries of each second per endpoint key (TakeSlot); seconds more than
@@ -87,13 +90,26 @@ func (t *tenantData) empty() bool {
 // endpoint has a delivery (count > 0), whether or not the endpoint does.
 type epQueue struct {
 	key   epKey
+	ws    *wsQueue     // its workspace's: the one of its first delivery
 	ready heap[*entry] // pending deliveries without a lease, by (NextAttempt, ID)
-	pos   int          // index in MemoryStore.heads; -1 while ready is empty
+	pos   int          // index in ws.heads; -1 while ready is empty
 	count int          // deliveries of the endpoint, in every state
 	// messageIDs are the messages of its deliveries, sorted (ListMessages by endpoint).
 	messageIDs []string
 	failed     map[string]*entry // its failed deliveries (FailedDeliveries)
 }
+
+// wsQueue holds a workspace's endpoint queues that have ready deliveries. It exists while the
+// workspace has an endpoint queue.
+type wsQueue struct {
+	id     string
+	heads  heap[*epQueue] // its endpoints with ready deliveries, by their first one
+	pos    int            // index in MemoryStore.heads; -1 while heads is empty
+	queues int            // endpoint queues filed under it
+}
+
+// first is the workspace's first ready delivery; heads is not empty.
+func (w *wsQueue) first() *entry { return w.heads.a[0].ready.a[0] }
 
 // entry is a stored delivery with its keys in milliseconds.
 type entry struct {
@@ -130,10 +146,10 @@ func setEntryIdx(e *entry, i int) { e.idx = i }
 func NewMemoryStore() *MemoryStore {
 	return &MemoryStore{
 		configs: map[string]*Config{}, basic: map[string]*BasicConfig{}, tenants: map[string]*tenantData{},
-		deliveries: map[string]*entry{}, queues: map[epKey]*epQueue{},
-		heads: heap[*epQueue]{
-			less: func(a, b *epQueue) bool { return byNext(a.ready.a[0], b.ready.a[0]) },
-			set:  func(q *epQueue, i int) { q.pos = i },
+		deliveries: map[string]*entry{}, queues: map[epKey]*epQueue{}, workspaces: map[string]*wsQueue{},
+		heads: heap[*wsQueue]{
+			less: func(a, b *wsQueue) bool { return byNext(a.first(), b.first()) },
+			set:  func(w *wsQueue, i int) { w.pos = i },
 		},
 		leased: heap[*entry]{less: byLease, set: setEntryIdx},
 		slots:  map[int64]map[string]int{},
@@ -495,6 +511,20 @@ func (s *MemoryStore) Endpoints(ctx context.Context, apiKey string) ([]*Endpoint
 	return s.ListEndpoints(ctx, apiKey, "", 0)
 }
 
+func (s *MemoryStore) EndpointsByRef(_ context.Context, refs []Ref) (map[Ref]*Endpoint, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[Ref]*Endpoint, len(refs))
+	for _, r := range refs {
+		if e := s.endpoint(r.APIKey, r.ID); e != nil {
+			if _, done := out[r]; !done {
+				out[r] = copyEndpoint(e)
+			}
+		}
+	}
+	return out, nil
+}
+
 // changeEndpoint applies f to the stored endpoint, or returns ErrNotFound.
 func (s *MemoryStore) changeEndpoint(apiKey, id string, f func(e *Endpoint)) error {
 	s.mu.Lock()
@@ -557,6 +587,21 @@ func (s *MemoryStore) Message(_ context.Context, apiKey, id string) (*Message, e
 	return nil, ErrNotFound
 }
 
+func (s *MemoryStore) Messages(_ context.Context, refs []Ref) (map[Ref]*Message, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[Ref]*Message, len(refs))
+	for _, r := range refs {
+		if t := s.tenant(r.APIKey); t != nil {
+			if m := t.messages[r.ID]; m != nil {
+				c := *m
+				out[r] = &c
+			}
+		}
+	}
+	return out, nil
+}
+
 func (s *MemoryStore) ListMessages(_ context.Context, apiKey, endpointID string, types []string, after string, limit int) ([]*Message, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -584,25 +629,53 @@ func (s *MemoryStore) ListMessages(_ context.Context, apiKey, endpointID string,
 	return out, nil
 }
 
-func (s *MemoryStore) queueFor(k epKey) *epQueue {
+// queueFor returns the endpoint's queue, made (filed under the workspace) when it has none.
+func (s *MemoryStore) queueFor(k epKey, workspaceID string) *epQueue {
 	q := s.queues[k]
 	if q == nil {
-		q = &epQueue{key: k, pos: -1, failed: map[string]*entry{}}
+		w := s.workspaces[workspaceID]
+		if w == nil {
+			w = &wsQueue{id: workspaceID, pos: -1}
+			w.heads = heap[*epQueue]{
+				less: func(a, b *epQueue) bool { return byNext(a.ready.a[0], b.ready.a[0]) },
+				set:  func(q *epQueue, i int) { q.pos = i },
+			}
+			s.workspaces[workspaceID] = w
+		}
+		w.queues++
+		q = &epQueue{key: k, ws: w, pos: -1, failed: map[string]*entry{}}
 		q.ready = heap[*entry]{less: byNext, set: setEntryIdx}
 		s.queues[k] = q
 	}
 	return q
 }
 
-// fixHead puts q where it belongs in heads after its ready heap changed.
+// dropQueue forgets an endpoint queue left without deliveries, and its workspace's when it
+// was the last.
+func (s *MemoryStore) dropQueue(q *epQueue) {
+	delete(s.queues, q.key)
+	if q.ws.queues--; q.ws.queues == 0 {
+		delete(s.workspaces, q.ws.id)
+	}
+}
+
+// fixHead puts q where it belongs in its workspace's heads, and the workspace in the store's,
+// after q's ready heap changed.
 func (s *MemoryStore) fixHead(q *epQueue) {
+	refile(&q.ws.heads, q, len(q.ready.a) > 0, q.pos)
+	refile(&s.heads, q.ws, len(q.ws.heads.a) > 0, q.ws.pos)
+}
+
+// refile puts x (at pos in h, -1 when not in it) where it belongs: in h when present, by its
+// key as it is now.
+func refile[T any](h *heap[T], x T, present bool, pos int) {
 	switch {
-	case len(q.ready.a) == 0 && q.pos >= 0:
-		s.heads.remove(q.pos)
-	case len(q.ready.a) > 0 && q.pos < 0:
-		s.heads.push(q)
-	case q.pos >= 0:
-		s.heads.fix(q.pos)
+	case !present && pos >= 0:
+		h.remove(pos)
+	case present && pos < 0:
+		h.push(x)
+	case pos >= 0:
+		h.fix(pos)
 	}
 }
 
@@ -660,7 +733,7 @@ func (s *MemoryStore) removeDeliveries(gone []*entry) {
 	}
 	for q, ids := range msgs {
 		if q.count == 0 {
-			delete(s.queues, q.key)
+			s.dropQueue(q)
 			continue
 		}
 		q.messageIDs = removeAllSorted(q.messageIDs, ids)
@@ -678,7 +751,7 @@ func (s *MemoryStore) QueueDeliveries(_ context.Context, ds []*Delivery) error {
 		e.d.CreatedAt, e.d.UpdatedAt = ms(e.d.CreatedAt), ms(e.d.UpdatedAt)
 		e.setNext(in.NextAttempt)
 		e.setLease(in.LeaseUntil)
-		e.q = s.queueFor(epKey{in.APIKey, in.EndpointID})
+		e.q = s.queueFor(epKey{in.APIKey, in.EndpointID}, in.WorkspaceID)
 		e.q.count++
 		e.q.messageIDs = insertSorted(e.q.messageIDs, in.MessageID)
 		s.deliveries[e.d.ID] = e
@@ -700,70 +773,27 @@ func (s *MemoryStore) Delivery(_ context.Context, id string) (*Delivery, error) 
 	return &d, nil
 }
 
-// cursor is a place in DueDeliveries' walk: the delivery at index i of q's ready heap, which is
-// q's first (i == 0) when q is at index head of heads (else head is -1).
-type cursor struct {
-	e    *entry
-	q    *epQueue
-	i    int
-	head int
-}
-
-func (s *MemoryStore) DueDeliveries(_ context.Context, now time.Time, limit int, busy map[string]bool) ([]*Delivery, error) {
+func (s *MemoryStore) DueDeliveries(_ context.Context, now time.Time, limit int, room Room) ([]*Delivery, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	nowMs := now.UnixMilli()
-	// The frontier holds the places the walk may go next; a place's children in heads and in
-	// its ready heap come after it, so the frontier's least is the next in (next, ID) order.
-	frontier := heap[cursor]{
-		a:    make([]cursor, 0, 16),
-		less: func(x, y cursor) bool { return byNext(x.e, y.e) },
-		set:  func(cursor, int) {},
-	}
+	w := walks.Get().(*dueWalk)
+	defer w.put()
+	w.s, w.nowMs, w.room = s, nowMs, room
 	if len(s.heads.a) > 0 {
-		q := s.heads.a[0]
-		frontier.push(cursor{e: q.ready.a[0], q: q, i: 0, head: 0})
+		w.pushWorkspace(0)
 	}
-	nextReady := func() *entry {
-		for len(frontier.a) > 0 {
-			c := frontier.a[0]
-			if c.e.next > nowMs {
-				frontier.a = frontier.a[:0] // everything after it is later still
-				return nil
-			}
-			frontier.remove(0)
-			if c.head >= 0 {
-				for _, j := range [2]int{2*c.head + 1, 2*c.head + 2} {
-					if j < len(s.heads.a) {
-						q := s.heads.a[j]
-						frontier.push(cursor{e: q.ready.a[0], q: q, i: 0, head: j})
-					}
-				}
-				if busy[c.q.key.endpointID] {
-					continue // and none of its others
-				}
-			}
-			for _, i := range [2]int{2*c.i + 1, 2*c.i + 2} {
-				if i < len(c.q.ready.a) {
-					frontier.push(cursor{e: c.q.ready.a[i], q: c.q, i: i, head: -1})
-				}
-			}
-			return c.e
-		}
-		return nil
+	// Leases that ran out (a worker died) are few: they join the walk in their place.
+	for _, e := range s.expiredLeases(nowMs, room) {
+		w.frontier.push(cursor{e: e, q: e.q, i: -1, head: -1, top: -1})
 	}
-	expired := s.expiredLeases(nowMs, busy)
-
 	var found []*entry
-	r := nextReady()
-	for (limit <= 0 || len(found) < limit) && (r != nil || len(expired) > 0) {
-		if r != nil && (len(expired) == 0 || byNext(r, expired[0])) {
-			found = append(found, r)
-			r = nextReady()
-		} else {
-			found = append(found, expired[0])
-			expired = expired[1:]
+	for limit <= 0 || len(found) < limit {
+		r := w.next()
+		if r == nil {
+			break
 		}
+		found = append(found, r)
 	}
 	vals := make([]Delivery, len(found))
 	out := make([]*Delivery, len(found))
@@ -774,9 +804,101 @@ func (s *MemoryStore) DueDeliveries(_ context.Context, now time.Time, limit int,
 	return out, nil
 }
 
+// cursor is a place in DueDeliveries' walk: the delivery at index i of q's ready heap, which is
+// q's first (i == 0) when q is at index head of its workspace's heads (else head is -1), and
+// q is the first of its workspace when the workspace is at index top of the store's heads
+// (else top is -1); or, with i == -1, a delivery whose lease ran out (no children).
+type cursor struct {
+	e         *entry
+	q         *epQueue
+	i         int
+	head, top int
+}
+
+// dueWalk walks the ready deliveries in (next, ID) order. Its frontier holds the places the
+// walk may go next; a place's children in the store's heads, in its workspace's heads and in
+// its ready heap come after it, so the frontier's least is the next in order. Children are
+// pushed only when their parent is taken, so the walk never enters a workspace or endpoint
+// whose room is taken.
+type dueWalk struct {
+	s        *MemoryStore
+	nowMs    int64
+	room     Room
+	frontier heap[cursor]
+	takenEp  map[*epQueue]int // deliveries returned per endpoint
+	takenWs  map[*wsQueue]int // and per workspace
+}
+
+func (w *dueWalk) pushWorkspace(top int) {
+	ws := w.s.heads.a[top]
+	q := ws.heads.a[0]
+	w.frontier.push(cursor{e: q.ready.a[0], q: q, i: 0, head: 0, top: top})
+}
+
+// walks keeps dueWalks for reuse: DueDeliveries runs on every dispatch round.
+var walks = sync.Pool{New: func() any {
+	return &dueWalk{
+		frontier: heap[cursor]{less: func(x, y cursor) bool { return byNext(x.e, y.e) }, set: func(cursor, int) {}},
+		takenEp:  map[*epQueue]int{}, takenWs: map[*wsQueue]int{},
+	}
+}}
+
+// put clears the walk (no pointer into the store is kept) and gives it back to walks.
+func (w *dueWalk) put() {
+	clear(w.frontier.a)
+	w.frontier.a = w.frontier.a[:0]
+	clear(w.takenEp)
+	clear(w.takenWs)
+	w.s, w.room = nil, Room{}
+	walks.Put(w)
+}
+
+// next returns the next due delivery within the room, nil when there is none.
+func (w *dueWalk) next() *entry {
+	for len(w.frontier.a) > 0 {
+		c := w.frontier.a[0]
+		if c.e.next > w.nowMs {
+			w.frontier.a = w.frontier.a[:0] // everything after it is later still
+			return nil
+		}
+		w.frontier.remove(0)
+		ws := c.q.ws
+		if c.top >= 0 {
+			for _, j := range [2]int{2*c.top + 1, 2*c.top + 2} {
+				if j < len(w.s.heads.a) {
+					w.pushWorkspace(j)
+				}
+			}
+		}
+		if w.takenWs[ws] >= w.room.workspace(ws.id) {
+			continue // and the rest of the workspace
+		}
+		if c.head >= 0 {
+			for _, j := range [2]int{2*c.head + 1, 2*c.head + 2} {
+				if j < len(ws.heads.a) {
+					q := ws.heads.a[j]
+					w.frontier.push(cursor{e: q.ready.a[0], q: q, i: 0, head: j, top: -1})
+				}
+			}
+		}
+		if w.takenEp[c.q] >= w.room.endpoint(c.q.key.endpointID) {
+			continue // and the rest of the endpoint
+		}
+		for _, i := range [2]int{2*c.i + 1, 2*c.i + 2} {
+			if c.i >= 0 && i < len(c.q.ready.a) {
+				w.frontier.push(cursor{e: c.q.ready.a[i], q: c.q, i: i, head: -1, top: -1})
+			}
+		}
+		w.takenEp[c.q]++
+		w.takenWs[ws]++
+		return c.e
+	}
+	return nil
+}
+
 // expiredLeases returns the leased deliveries whose lease and next attempt are not after now,
-// not of a busy endpoint, in (next, ID) order.
-func (s *MemoryStore) expiredLeases(nowMs int64, busy map[string]bool) []*entry {
+// not of an endpoint or workspace without room.
+func (s *MemoryStore) expiredLeases(nowMs int64, room Room) []*entry {
 	var out []*entry
 	if len(s.leased.a) == 0 || s.leased.a[0].lease > nowMs {
 		return nil
@@ -789,7 +911,7 @@ func (s *MemoryStore) expiredLeases(nowMs int64, busy map[string]bool) []*entry 
 		if e.lease > nowMs {
 			continue // and its subtree, which is later still
 		}
-		if e.next <= nowMs && !busy[e.d.EndpointID] {
+		if e.next <= nowMs && room.endpoint(e.d.EndpointID) > 0 && room.workspace(e.d.WorkspaceID) > 0 {
 			out = append(out, e)
 		}
 		for _, j := range [2]int{2*i + 1, 2*i + 2} {
@@ -798,22 +920,37 @@ func (s *MemoryStore) expiredLeases(nowMs int64, busy map[string]bool) []*entry 
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b *entry) int { return cmp.Or(cmp.Compare(a.next, b.next), cmp.Compare(a.d.ID, b.d.ID)) })
 	return out
 }
 
 func (s *MemoryStore) ClaimDelivery(_ context.Context, id string, now, until time.Time) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.claim(id, now.UnixMilli(), until), nil
+}
+
+func (s *MemoryStore) ClaimDeliveries(_ context.Context, ids []string, now, until time.Time) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	won := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if s.claim(id, now.UnixMilli(), until) {
+			won = append(won, id)
+		}
+	}
+	return won, nil
+}
+
+// claim leases the delivery when it is pending and due at nowMs, under s.mu.
+func (s *MemoryStore) claim(id string, nowMs int64, until time.Time) bool {
 	e := s.deliveries[id]
-	nowMs := now.UnixMilli()
 	if e == nil || e.d.State != StatePending || e.next > nowMs || e.lease > nowMs {
-		return false, nil
+		return false
 	}
 	s.unplace(e)
 	e.setLease(until)
 	s.place(e)
-	return true, nil
+	return true
 }
 
 func checkState(state string) error {
@@ -825,21 +962,50 @@ func checkState(state string) error {
 }
 
 func (s *MemoryStore) FinishDelivery(_ context.Context, id, state string, attempts int, next, now time.Time) error {
-	return s.finish(id, nil, state, attempts, next, now)
-}
-
-func (s *MemoryStore) FinishLeased(_ context.Context, id string, leaseUntil time.Time, state string, attempts int, next, now time.Time) error {
-	return s.finish(id, &leaseUntil, state, attempts, next, now)
-}
-
-// finish records an outcome and releases the lease; with leaseUntil, only while the lease is
-// still that one.
-func (s *MemoryStore) finish(id string, leaseUntil *time.Time, state string, attempts int, next, now time.Time) error {
 	if err := checkState(state); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.finish(id, nil, state, attempts, next, now)
+}
+
+func (s *MemoryStore) FinishLeased(_ context.Context, id string, leaseUntil time.Time, state string, attempts int, next, now time.Time) error {
+	if err := checkState(state); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.finish(id, &leaseUntil, state, attempts, next, now)
+}
+
+func (s *MemoryStore) RecordOutcomes(_ context.Context, outs []Outcome, now time.Time) (int, error) {
+	for _, o := range outs {
+		if o.Finish {
+			if err := checkState(o.State); err != nil {
+				return 0, err
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range outs {
+		if o.Attempt != nil {
+			_ = s.addAttempt(o.Attempt) // ids are unique: a taken one is a repeat, kept as it is
+		}
+	}
+	lost := 0
+	for _, o := range outs {
+		if o.Finish && s.finish(o.DeliveryID, &o.LeaseUntil, o.State, o.Attempts, o.Next, now) != nil {
+			lost++
+		}
+	}
+	return lost, nil
+}
+
+// finish records an outcome and releases the lease; with leaseUntil, only while the lease is
+// still that one. Under s.mu.
+func (s *MemoryStore) finish(id string, leaseUntil *time.Time, state string, attempts int, next, now time.Time) error {
 	e := s.deliveries[id]
 	if e == nil {
 		return ErrNotFound
@@ -907,6 +1073,11 @@ func (s *MemoryStore) FailedDeliveries(_ context.Context, apiKey, endpointID str
 func (s *MemoryStore) AddAttempt(_ context.Context, a *Attempt) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.addAttempt(a)
+}
+
+// addAttempt stores a copy of a, or returns ErrExists; under s.mu.
+func (s *MemoryStore) addAttempt(a *Attempt) error {
 	t := s.tenantFor(a.APIKey)
 	if _, ok := t.attempts[a.ID]; ok {
 		return ErrExists

@@ -61,7 +61,7 @@ func BenchmarkQueue(b *testing.B) {
 				b.StartTimer()
 				n := 0
 				for {
-					due, err := s.DueDeliveries(ctx, now, batch, busy)
+					due, err := s.DueDeliveries(ctx, now, batch, busyRoom(busy))
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -124,7 +124,7 @@ func (s *Server) ResendMessage(ctx context.Context, req *webhooksv1.ResendMessag
 	id := DeliveryID(c.APIKey, req.GetMessageId(), req.GetEndpointId())
 	// A message never queued to the endpoint (filtered out, or sent before it existed) is
 	// queued now; one that was is made due again.
-	if err := s.store.QueueDeliveries(ctx, []*Delivery{{ID: id, APIKey: c.APIKey, MessageID: req.GetMessageId(), EndpointID: req.GetEndpointId(),
+	if err := s.store.QueueDeliveries(ctx, []*Delivery{{ID: id, APIKey: c.APIKey, WorkspaceID: c.WorkspaceID, MessageID: req.GetMessageId(), EndpointID: req.GetEndpointId(),
 		State: StatePending, NextAttempt: now, CreatedAt: now, UpdatedAt: now}}); err != nil {
 		return nil, fmt.Errorf("resend: %w", err)
 	}

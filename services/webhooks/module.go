@@ -44,6 +44,16 @@ func Module() service.Module {
 					workers = n
 					return nil
 				})
+			tenantWorkers := 0
+			f.Func("webhook-tenant-workers", "0", "webhook deliveries of one workspace this process sends at once, so that one tenant's slow or dead endpoints leave workers to the others; 0: a quarter of --webhook-workers",
+				func(v string) error {
+					n, err := strconv.Atoi(v)
+					if err != nil || n < 0 || n > 1024 {
+						return fmt.Errorf("must be a number from 0 to 1024")
+					}
+					tenantWorkers = n
+					return nil
+				})
 			lease := time.Minute
 			f.Func("webhook-lease", "1m", "how long a worker holds a delivery it sends; another worker takes it over after that if the first died (at least 20s: an attempt takes up to 15s)",
 				func(v string) error {
@@ -56,7 +66,7 @@ func Module() service.Module {
 				})
 			return func(ctx context.Context, env service.Env) (*service.Instance, error) {
 				allow := private == "allow" || private == "" && env.Storage != service.StorageMongoDB
-				return build(ctx, env, WithPrivateTargets(allow), WithWorkers(workers), WithLease(lease))
+				return build(ctx, env, WithPrivateTargets(allow), WithWorkers(workers), WithTenantWorkers(tenantWorkers), WithLease(lease))
 			}
 		},
 	}

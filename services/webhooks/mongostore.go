@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/collab/collab/internal/ids"
 	"github.com/collab/collab/internal/mongodb"
 )
 
@@ -39,7 +40,7 @@ import (
 //   - Times are kept to the millisecond, in UTC.
 //   - limit <= 0 lists everything (ListEndpoints, ListMessages, DueDeliveries, ListAttempts);
 //     non-nil empty types select no message.
-//   - busy (DueDeliveries) is keyed by endpoint id.
+//   - Room (DueDeliveries) names endpoints by id and workspaces by id.
 //   - Empty FilterTypes, Channels and Metadata are unset (nil), on create and in a patch.
 //   - A patch that sets Disabled (either way) clears DisabledReason: the tenant decided.
 //     Every UpdateEndpoint, SetSecrets and DisableEndpoint sets UpdatedAt; SetFailing and
@@ -76,6 +77,11 @@ type MongoStore struct {
 	slotMu sync.Mutex
 	// sweptSec is the second rate slots were last swept behind (under slotMu).
 	sweptSec int64
+	// byIDOnly is set on FerretDB, which evaluates every filter but an _id equality by decoding
+	// each document of the collection: there the batch reads go by _id one at a time, each a
+	// lookup instead of a scan. (Writes stay conditional: a lease checked apart from its write
+	// would not hold against another replica's claim.)
+	byIDOnly bool
 
 	db           *mongo.Database
 	configs      *mongo.Collection
@@ -108,6 +114,11 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 		slots:        db.Collection("rate_slots"),
 		places:       db.Collection("endpoint_places"),
 	}
+	var build bson.M
+	if err := db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&build); err != nil {
+		return nil, fmt.Errorf("webhooks store: build info: %w", err)
+	}
+	_, s.byIDOnly = build["ferretdbVersion"]
 	index := mongodb.Index
 	for _, c := range []struct {
 		coll   *mongo.Collection
@@ -470,6 +481,46 @@ func (s *MongoStore) Endpoints(ctx context.Context, apiKey string) ([]*Endpoint,
 	return s.ListEndpoints(ctx, apiKey, "", 0)
 }
 
+func (s *MongoStore) EndpointsByRef(ctx context.Context, refs []Ref) (map[Ref]*Endpoint, error) {
+	out := make(map[Ref]*Endpoint, len(refs))
+	if s.byIDOnly {
+		return out, eachByID(refs, out, func(r Ref) (*Endpoint, error) { return s.Endpoint(ctx, r.APIKey, r.ID) })
+	}
+	for _, batch := range chunks(refs) {
+		keys := make([]string, len(batch))
+		for i, r := range batch {
+			keys[i] = tenantKey(r.APIKey, r.ID)
+		}
+		var found []*Endpoint
+		if err := findAll(ctx, s.endpoints, bson.M{"_id": anyOf(keys)}, &found); err != nil {
+			return nil, fmt.Errorf("webhooks store: endpoints: %w", err)
+		}
+		for _, e := range found {
+			out[Ref{e.APIKey, e.ID}] = e
+		}
+	}
+	return out, nil
+}
+
+// eachByID reads each distinct reference with read into out, leaving out those not found (the
+// byIDOnly way of a batch read).
+func eachByID[T any](refs []Ref, out map[Ref]*T, read func(Ref) (*T, error)) error {
+	for _, r := range refs {
+		if _, done := out[r]; done {
+			continue
+		}
+		v, err := read(r)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return err
+		default:
+			out[r] = v
+		}
+	}
+	return nil
+}
+
 // updateEndpoint applies update to the endpoint, or returns ErrNotFound.
 func (s *MongoStore) updateEndpoint(ctx context.Context, what, apiKey, id string, update bson.M) error {
 	s.endpointMu.Lock()
@@ -540,6 +591,27 @@ func (s *MongoStore) Message(ctx context.Context, apiKey, id string) (*Message, 
 		return nil, fmt.Errorf("webhooks store: message: %w", err)
 	}
 	return &m, nil
+}
+
+func (s *MongoStore) Messages(ctx context.Context, refs []Ref) (map[Ref]*Message, error) {
+	out := make(map[Ref]*Message, len(refs))
+	if s.byIDOnly {
+		return out, eachByID(refs, out, func(r Ref) (*Message, error) { return s.Message(ctx, r.APIKey, r.ID) })
+	}
+	for _, batch := range chunks(refs) {
+		keys := make([]string, len(batch))
+		for i, r := range batch {
+			keys[i] = tenantKey(r.APIKey, r.ID)
+		}
+		var found []*Message
+		if err := findAll(ctx, s.messages, bson.M{"_id": anyOf(keys)}, &found); err != nil {
+			return nil, fmt.Errorf("webhooks store: messages: %w", err)
+		}
+		for _, m := range found {
+			out[Ref{m.APIKey, m.ID}] = m
+		}
+	}
+	return out, nil
 }
 
 func (s *MongoStore) ListMessages(ctx context.Context, apiKey, endpointID string, types []string, after string, limit int) ([]*Message, error) {
@@ -643,34 +715,90 @@ func dueFilter(now time.Time) bson.D {
 	}
 }
 
-func (s *MongoStore) DueDeliveries(ctx context.Context, now time.Time, limit int, busy map[string]bool) ([]*Delivery, error) {
+func (s *MongoStore) DueDeliveries(ctx context.Context, now time.Time, limit int, room Room) ([]*Delivery, error) {
 	q := dueFilter(now)
-	if len(busy) > 0 {
-		skip := make([]string, 0, len(busy))
-		for id, b := range busy {
-			if b {
-				skip = append(skip, id)
+	if ids := fullOnes(room.Endpoints); len(ids) > 0 {
+		q = append(q, bson.E{Key: "endpointId", Value: bson.M{"$nin": ids}})
+	}
+	if ids := fullOnes(room.Workspaces); len(ids) > 0 {
+		// Deliveries queued before workspaces were kept have none: "" stands for them.
+		vals := make([]any, 0, len(ids)+1)
+		for _, id := range ids {
+			vals = append(vals, id)
+			if id == "" {
+				vals = append(vals, nil)
 			}
 		}
-		q = append(q, bson.E{Key: "endpointId", Value: bson.M{"$nin": skip}})
+		q = append(q, bson.E{Key: "workspaceId", Value: bson.M{"$nin": vals}})
 	}
 	opts := limited(options.Find().SetSort(bson.D{{Key: "next", Value: 1}, {Key: "_id", Value: 1}}), limit)
 	out := []*Delivery{}
 	if err := findAll(ctx, s.deliveries, q, &out, opts); err != nil {
 		return nil, fmt.Errorf("webhooks store: due deliveries: %w", err)
 	}
-	return out, nil
+	takenEp, takenWs := map[string]int{}, map[string]int{}
+	return slices.DeleteFunc(out, func(d *Delivery) bool {
+		if takenEp[d.EndpointID] >= room.endpoint(d.EndpointID) || takenWs[d.WorkspaceID] >= room.workspace(d.WorkspaceID) {
+			return true
+		}
+		takenEp[d.EndpointID]++
+		takenWs[d.WorkspaceID]++
+		return false
+	}), nil
+}
+
+// fullOnes returns the ids without room.
+func fullOnes(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k, n := range m {
+		if n <= 0 {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func (s *MongoStore) ClaimDelivery(ctx context.Context, id string, now, until time.Time) (bool, error) {
+	won, err := s.ClaimDeliveries(ctx, []string{id}, now, until)
+	return len(won) == 1, err
+}
+
+// ClaimDeliveries leases with one update of every delivery named that is still due, marking
+// them with a token of its own, and reads back the ones that carry it when the update did not
+// take them all. Each document's update is atomic on MongoDB, so two claims never both take a
+// delivery; on FerretDB claimMu serialises this process's claims (see MongoStore).
+func (s *MongoStore) ClaimDeliveries(ctx context.Context, want []string, now, until time.Time) ([]string, error) {
+	if len(want) == 0 {
+		return nil, nil
+	}
+	token := ids.Random(16)
 	s.claimMu.Lock()
 	defer s.claimMu.Unlock()
-	res, err := s.deliveries.UpdateOne(ctx, append(bson.D{{Key: "_id", Value: id}}, dueFilter(now)...),
-		bson.M{"$set": bson.M{"leaseUntil": until}})
-	if err != nil {
-		return false, fmt.Errorf("webhooks store: claim delivery: %w", err)
+	var won []string
+	for _, batch := range chunks(want) {
+		q := append(bson.D{{Key: "_id", Value: anyOf(batch)}}, dueFilter(now)...)
+		res, err := s.deliveries.UpdateMany(ctx, q, bson.M{"$set": bson.M{"leaseUntil": until, "claim": token}})
+		if err != nil {
+			return won, fmt.Errorf("webhooks store: claim deliveries: %w", err)
+		}
+		if int(res.ModifiedCount) == len(batch) {
+			won = append(won, batch...)
+			continue
+		}
+		if res.ModifiedCount == 0 {
+			continue
+		}
+		var got []struct {
+			ID string `bson:"_id"`
+		}
+		if err := findAll(ctx, s.deliveries, bson.M{"_id": anyOf(batch), "claim": token}, &got, options.Find().SetProjection(bson.M{"_id": 1})); err != nil {
+			return won, fmt.Errorf("webhooks store: claim deliveries: %w", err)
+		}
+		for _, g := range got {
+			won = append(won, g.ID)
+		}
 	}
-	return res.MatchedCount > 0, nil
+	return won, nil
 }
 
 // FinishDelivery is not under claimMu: only the lease holder finishes a delivery, and a claim
@@ -744,6 +872,45 @@ func (s *MongoStore) Requeue(ctx context.Context, ids []string, now time.Time) (
 		n += int(res.MatchedCount)
 	}
 	return n, nil
+}
+
+// RecordOutcomes inserts the attempts in one unordered batch (a repeat's duplicates left as
+// they are), then writes the finishes in one unordered bulk write of conditional updates, each
+// on the delivery and the lease its worker took. Under claimMu, as FinishLeased.
+func (s *MongoStore) RecordOutcomes(ctx context.Context, outs []Outcome, now time.Time) (int, error) {
+	var (
+		docs   []attemptDoc
+		models []mongo.WriteModel
+	)
+	for _, o := range outs {
+		if o.Attempt != nil {
+			docs = append(docs, attemptDoc{Key: tenantKey(o.Attempt.APIKey, o.Attempt.ID), Attempt: *o.Attempt})
+		}
+		if !o.Finish {
+			continue
+		}
+		if err := checkState(o.State); err != nil {
+			return 0, err
+		}
+		models = append(models, mongo.NewUpdateOneModel().
+			SetFilter(bson.M{"_id": o.DeliveryID, "leaseUntil": o.LeaseUntil.UTC().Truncate(time.Millisecond)}).
+			SetUpdate(outcome(o.State, o.Attempts, o.Next, now)))
+	}
+	if len(docs) > 0 {
+		if err := mongodb.InsertNew(ctx, s.attempts, docs, batchSize); err != nil {
+			return 0, fmt.Errorf("webhooks store: record attempts: %w", err)
+		}
+	}
+	if len(models) == 0 {
+		return 0, nil
+	}
+	s.claimMu.Lock()
+	defer s.claimMu.Unlock()
+	res, err := s.deliveries.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	if err != nil {
+		return 0, fmt.Errorf("webhooks store: record outcomes: %w", err)
+	}
+	return len(models) - int(res.MatchedCount), nil
 }
 
 func (s *MongoStore) FailedDeliveries(ctx context.Context, apiKey, endpointID string, since, until time.Time) ([]string, error) {

@@ -67,8 +67,11 @@ type Server struct {
 	log     *slog.Logger
 	engine  *engine
 	workers int
-	lease   time.Duration
-	metrics *deliveryMetrics
+	// tenantWorkers is how many attempts of one workspace may be in flight in this process.
+	tenantWorkers int
+	lease         time.Duration
+	timeout       time.Duration // an attempt's, to its answer's end
+	metrics       *deliveryMetrics
 }
 
 // Option configures a Server.
@@ -80,6 +83,11 @@ func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 // WithWorkers sets how many deliveries the process sends at once (default 64); 0 sends none,
 // leaving them to processes that do.
 func WithWorkers(n int) Option { return func(s *Server) { s.workers = n } }
+
+// WithTenantWorkers sets how many attempts of one workspace the process has in flight at most
+// (default a quarter of the workers, at least 1), so that one tenant's slow or dead endpoints
+// leave workers to the others (docs/webhooks.md, "Workers and fairness").
+func WithTenantWorkers(n int) Option { return func(s *Server) { s.tenantWorkers = n } }
 
 // WithLease sets how long a worker holds a delivery it is sending (default 1 minute).
 func WithLease(d time.Duration) Option { return func(s *Server) { s.lease = d } }
@@ -93,11 +101,14 @@ func New(store Store, opts ...Option) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("webhooks: a store is required")
 	}
-	s := &Server{store: store, clock: clock.Real(), log: slog.Default(), workers: workers, lease: leaseFor, metrics: newDeliveryMetrics()}
+	s := &Server{store: store, clock: clock.Real(), log: slog.Default(), workers: workers, lease: leaseFor, timeout: attemptTimeout, metrics: newDeliveryMetrics()}
 	for _, o := range opts {
 		o(s)
 	}
-	s.client = newClient(s.targets)
+	if s.tenantWorkers <= 0 {
+		s.tenantWorkers = max(s.workers/4, 1)
+	}
+	s.client = newClient(s.targets, s.workers, s.timeout)
 	s.engine = newEngine(s)
 	return s, nil
 }

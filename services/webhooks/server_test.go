@@ -213,7 +213,7 @@ func TestRetriesRetryAfterGoneAndExhaustion(t *testing.T) {
 	e := h.endpoint(t, &webhooksv1.CreateEndpointRequest{Url: flaky.srv.URL})
 	h.publish(t, "e1", "comment.add", "")
 	h.srv.SendDue(ctx)
-	ds, _ := h.store.DueDeliveries(ctx, tw.Add(time.Hour), 10, nil)
+	ds, _ := h.store.DueDeliveries(ctx, tw.Add(time.Hour), 10, Room{})
 	if flaky.count() != 1 || len(ds) != 1 || ds[0].Attempts != 1 {
 		t.Fatalf("after a 500: %d posts, %+v", flaky.count(), ds)
 	}
@@ -226,7 +226,7 @@ func TestRetriesRetryAfterGoneAndExhaustion(t *testing.T) {
 	flaky.mu.Unlock()
 	h.clock.Advance(6 * time.Second)
 	h.srv.SendDue(ctx)
-	ds, _ = h.store.DueDeliveries(ctx, tw.Add(time.Hour), 10, nil)
+	ds, _ = h.store.DueDeliveries(ctx, tw.Add(time.Hour), 10, Room{})
 	if flaky.count() != 2 || !ds[0].NextAttempt.Equal(h.clock.Now().Add(120*time.Second)) {
 		t.Fatalf("after a 429 with Retry-After 120: %+v", ds)
 	}
@@ -420,7 +420,7 @@ func TestAKilledWorkersDeliveryIsTakenOver(t *testing.T) {
 	r := newReceiver(t)
 	h.endpoint(t, &webhooksv1.CreateEndpointRequest{Url: r.srv.URL})
 	h.publish(t, "e1", "comment.add", "")
-	due, _ := h.store.DueDeliveries(ctx, h.clock.Now(), 10, nil)
+	due, _ := h.store.DueDeliveries(ctx, h.clock.Now(), 10, Room{})
 	if len(due) != 1 {
 		t.Fatalf("due %v", due)
 	}
@@ -512,7 +512,7 @@ func TestResendAndRecover(t *testing.T) {
 func TestTargetsAndRedirects(t *testing.T) {
 	r := newReceiver(t)
 	port := r.srv.URL[strings.LastIndex(r.srv.URL, ":"):]
-	strict := newClient(targets{})
+	strict := newClient(targets{}, workers, attemptTimeout)
 	resp, err := strict.Post("http://localhost"+port+"/x", "application/json", strings.NewReader("{}"))
 	if err == nil {
 		resp.Body.Close()
@@ -526,7 +526,7 @@ func TestTargetsAndRedirects(t *testing.T) {
 	}
 	redirect := httptest.NewServer(http.RedirectHandler(r.srv.URL+"/elsewhere", http.StatusFound))
 	defer redirect.Close()
-	resp, err = newClient(targets{allowPrivate: true}).Post(redirect.URL, "application/json", strings.NewReader("{}"))
+	resp, err = newClient(targets{allowPrivate: true}, workers, attemptTimeout).Post(redirect.URL, "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,17 +569,17 @@ func TestResendWhileInFlight(t *testing.T) {
 	}
 }
 
-// flakyStore fails one Message read, as a dropped connection would.
+// flakyStore fails one read of messages, as a dropped connection would.
 type flakyStore struct {
 	*MemoryStore
 	fail atomic.Bool
 }
 
-func (f *flakyStore) Message(ctx context.Context, k, id string) (*Message, error) {
+func (f *flakyStore) Messages(ctx context.Context, refs []Ref) (map[Ref]*Message, error) {
 	if f.fail.CompareAndSwap(true, false) {
 		return nil, errors.New("connection reset")
 	}
-	return f.MemoryStore.Message(ctx, k, id)
+	return f.MemoryStore.Messages(ctx, refs)
 }
 
 // A store that fails for a moment delays a delivery, never fails it.

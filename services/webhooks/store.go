@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 )
 
@@ -118,8 +119,12 @@ const (
 // Delivery is one message to one endpoint: its id is fixed by both (DeliveryID), so fanning a
 // message out twice queues it once.
 type Delivery struct {
-	ID          string    `bson:"_id"`
-	APIKey      string    `bson:"apiKey"`
+	ID     string `bson:"_id"`
+	APIKey string `bson:"apiKey"`
+	// WorkspaceID is the workspace of the API key: the tenant the engine shares its workers
+	// between (docs/webhooks.md, "Workers and fairness"). "" on deliveries queued before it was
+	// kept, which share one turn.
+	WorkspaceID string    `bson:"workspaceId"`
 	MessageID   string    `bson:"messageId"`
 	EndpointID  string    `bson:"endpointId"`
 	State       string    `bson:"state"`
@@ -134,6 +139,45 @@ type Delivery struct {
 // DeliveryID is the id of the delivery of a message to an endpoint.
 func DeliveryID(apiKey, messageID, endpointID string) string {
 	return apiKey + "\x1f" + messageID + "\x1f" + endpointID
+}
+
+// Room bounds what DueDeliveries returns to what the caller can send now: at most
+// Endpoints[id] deliveries of an endpoint and Workspaces[id] of a workspace (0: none of them),
+// and PerEndpoint and PerWorkspace of the others (0: no bound). A full workspace or endpoint
+// is passed over, so that a deep backlog does not fill the answer.
+type Room struct {
+	Endpoints, Workspaces     map[string]int // by endpoint id, by workspace id
+	PerEndpoint, PerWorkspace int
+}
+
+func (r Room) endpoint(id string) int { return roomOf(r.Endpoints, id, r.PerEndpoint) }
+
+func (r Room) workspace(id string) int { return roomOf(r.Workspaces, id, r.PerWorkspace) }
+
+func roomOf(m map[string]int, id string, per int) int {
+	if n, ok := m[id]; ok {
+		return max(n, 0)
+	}
+	if per > 0 {
+		return per
+	}
+	return math.MaxInt
+}
+
+// Ref names a tenant's endpoint or message: its API key and id.
+type Ref struct{ APIKey, ID string }
+
+// Outcome is what a worker records after an attempt: the attempt (nil when none was made:
+// the message waits for a rate slot or the store) and, when Finish, the delivery's new state,
+// written only while its lease is still LeaseUntil.
+type Outcome struct {
+	Attempt    *Attempt
+	Finish     bool
+	DeliveryID string
+	LeaseUntil time.Time
+	State      string
+	Attempts   int
+	Next       time.Time
 }
 
 // Attempt is one try of a delivery.
@@ -181,6 +225,8 @@ type Store interface {
 	ListEndpoints(ctx context.Context, apiKey, after string, limit int) ([]*Endpoint, error)
 	// Endpoints returns every endpoint of the tenant (the fan-out; tenants have tens).
 	Endpoints(ctx context.Context, apiKey string) ([]*Endpoint, error)
+	// EndpointsByRef returns the endpoints that exist of those named, by reference.
+	EndpointsByRef(ctx context.Context, refs []Ref) (map[Ref]*Endpoint, error)
 	// SetSecrets replaces the endpoint's secrets.
 	SetSecrets(ctx context.Context, apiKey, id string, secrets []Secret, now time.Time) error
 	// SetFailing records the start of a run of failures (only when none is recorded); ClearFailing
@@ -194,6 +240,8 @@ type Store interface {
 	AddMessage(ctx context.Context, m *Message) error
 	// Message returns one message, or ErrNotFound.
 	Message(ctx context.Context, apiKey, id string) (*Message, error)
+	// Messages returns the messages that exist of those named, by reference.
+	Messages(ctx context.Context, refs []Ref) (map[Ref]*Message, error)
 	// ListMessages returns up to limit messages after `after`, newest first ("" from the newest),
 	// of the event types (all when nil), and when endpointID is set only those queued to it.
 	ListMessages(ctx context.Context, apiKey, endpointID string, types []string, after string, limit int) ([]*Message, error)
@@ -203,11 +251,15 @@ type Store interface {
 	// Delivery returns one delivery, or ErrNotFound.
 	Delivery(ctx context.Context, id string) (*Delivery, error)
 	// DueDeliveries returns up to limit pending deliveries whose next attempt and lease are not
-	// after now, oldest next attempt first, skipping those of the endpoints in busy (keyed by
-	// endpoint id).
-	DueDeliveries(ctx context.Context, now time.Time, limit int, busy map[string]bool) ([]*Delivery, error)
+	// after now, oldest next attempt first, within room. It may return fewer than limit while
+	// more are due (those past their room).
+	DueDeliveries(ctx context.Context, now time.Time, limit int, room Room) ([]*Delivery, error)
 	// ClaimDelivery leases a due pending delivery until `until`; false when another has it.
 	ClaimDelivery(ctx context.Context, id string, now, until time.Time) (bool, error)
+	// ClaimDeliveries is ClaimDelivery for many at once: it returns the ids it leased (those
+	// another worker has, or that are no longer due, are left out), each one leased by one
+	// caller only, under concurrent claims too.
+	ClaimDeliveries(ctx context.Context, ids []string, now, until time.Time) ([]string, error)
 	// FinishDelivery records an attempt's outcome (success; pending again at next; failed) and
 	// releases the lease.
 	FinishDelivery(ctx context.Context, id, state string, attempts int, next, now time.Time) error
@@ -222,6 +274,12 @@ type Store interface {
 	// in [since, until) (recover). It reports how many.
 	Requeue(ctx context.Context, ids []string, now time.Time) (int, error)
 	FailedDeliveries(ctx context.Context, apiKey, endpointID string, since, until time.Time) ([]string, error)
+
+	// RecordOutcomes records the outcomes of many attempts: every attempt, then every finish
+	// (FinishLeased's, at now), and returns how many finishes were not written because their
+	// lease was lost or their delivery is gone. An outcome written is never lost to a concurrent
+	// claim, finish or requeue.
+	RecordOutcomes(ctx context.Context, outs []Outcome, now time.Time) (lost int, err error)
 
 	// AddAttempt records an attempt; ListAttempts returns up to limit of them, newest first,
 	// after `after`.

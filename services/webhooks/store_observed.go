@@ -29,21 +29,25 @@ type observedOps struct {
 	DeleteEndpoint    *storeobserve.Op
 	ListEndpoints     *storeobserve.Op
 	Endpoints         *storeobserve.Op
+	EndpointsByRef    *storeobserve.Op
 	SetSecrets        *storeobserve.Op
 	SetFailing        *storeobserve.Op
 	ClearFailing      *storeobserve.Op
 	DisableEndpoint   *storeobserve.Op
 	AddMessage        *storeobserve.Op
 	Message           *storeobserve.Op
+	Messages          *storeobserve.Op
 	ListMessages      *storeobserve.Op
 	QueueDeliveries   *storeobserve.Op
 	Delivery          *storeobserve.Op
 	DueDeliveries     *storeobserve.Op
 	ClaimDelivery     *storeobserve.Op
+	ClaimDeliveries   *storeobserve.Op
 	FinishDelivery    *storeobserve.Op
 	FinishLeased      *storeobserve.Op
 	Requeue           *storeobserve.Op
 	FailedDeliveries  *storeobserve.Op
+	RecordOutcomes    *storeobserve.Op
 	AddAttempt        *storeobserve.Op
 	ListAttempts      *storeobserve.Op
 	TakeSlot          *storeobserve.Op
@@ -67,21 +71,25 @@ func observeStore(s Store, o *storeobserve.Observer) Store {
 		DeleteEndpoint:    o.Op("DeleteEndpoint", observedOutcome),
 		ListEndpoints:     o.Op("ListEndpoints", observedOutcome),
 		Endpoints:         o.Op("Endpoints", observedOutcome),
+		EndpointsByRef:    o.Op("EndpointsByRef", observedOutcome),
 		SetSecrets:        o.Op("SetSecrets", observedOutcome),
 		SetFailing:        o.Op("SetFailing", observedOutcome),
 		ClearFailing:      o.Op("ClearFailing", observedOutcome),
 		DisableEndpoint:   o.Op("DisableEndpoint", observedOutcome),
 		AddMessage:        o.Op("AddMessage", observedOutcome),
 		Message:           o.Op("Message", observedOutcome),
+		Messages:          o.Op("Messages", observedOutcome),
 		ListMessages:      o.Op("ListMessages", observedOutcome),
 		QueueDeliveries:   o.Op("QueueDeliveries", observedOutcome),
 		Delivery:          o.Op("Delivery", observedOutcome),
 		DueDeliveries:     o.Op("DueDeliveries", observedOutcome),
 		ClaimDelivery:     o.Op("ClaimDelivery", observedOutcome),
+		ClaimDeliveries:   o.Op("ClaimDeliveries", observedOutcome),
 		FinishDelivery:    o.Op("FinishDelivery", observedOutcome),
 		FinishLeased:      o.Op("FinishLeased", observedOutcome),
 		Requeue:           o.Op("Requeue", observedOutcome),
 		FailedDeliveries:  o.Op("FailedDeliveries", observedOutcome),
+		RecordOutcomes:    o.Op("RecordOutcomes", observedOutcome),
 		AddAttempt:        o.Op("AddAttempt", observedOutcome),
 		ListAttempts:      o.Op("ListAttempts", observedOutcome),
 		TakeSlot:          o.Op("TakeSlot", observedOutcome),
@@ -179,6 +187,13 @@ func (s *observedStore) Endpoints(ctx context.Context, apiKey string) ([]*Endpoi
 	return r0, err
 }
 
+func (s *observedStore) EndpointsByRef(ctx context.Context, refs []Ref) (map[Ref]*Endpoint, error) {
+	ctx, call := s.ops.EndpointsByRef.Start(ctx)
+	r0, err := s.inner.EndpointsByRef(ctx, refs)
+	call.End(err)
+	return r0, err
+}
+
 func (s *observedStore) SetSecrets(ctx context.Context, apiKey string, id string, secrets []Secret, now time.Time) error {
 	ctx, call := s.ops.SetSecrets.Start(ctx)
 	err := s.inner.SetSecrets(ctx, apiKey, id, secrets, now)
@@ -221,6 +236,13 @@ func (s *observedStore) Message(ctx context.Context, apiKey string, id string) (
 	return r0, err
 }
 
+func (s *observedStore) Messages(ctx context.Context, refs []Ref) (map[Ref]*Message, error) {
+	ctx, call := s.ops.Messages.Start(ctx)
+	r0, err := s.inner.Messages(ctx, refs)
+	call.End(err)
+	return r0, err
+}
+
 func (s *observedStore) ListMessages(ctx context.Context, apiKey string, endpointID string, types []string, after string, limit int) ([]*Message, error) {
 	ctx, call := s.ops.ListMessages.Start(ctx)
 	r0, err := s.inner.ListMessages(ctx, apiKey, endpointID, types, after, limit)
@@ -242,9 +264,9 @@ func (s *observedStore) Delivery(ctx context.Context, id string) (*Delivery, err
 	return r0, err
 }
 
-func (s *observedStore) DueDeliveries(ctx context.Context, now time.Time, limit int, busy map[string]bool) ([]*Delivery, error) {
+func (s *observedStore) DueDeliveries(ctx context.Context, now time.Time, limit int, room Room) ([]*Delivery, error) {
 	ctx, call := s.ops.DueDeliveries.Start(ctx)
-	r0, err := s.inner.DueDeliveries(ctx, now, limit, busy)
+	r0, err := s.inner.DueDeliveries(ctx, now, limit, room)
 	call.End(err)
 	return r0, err
 }
@@ -252,6 +274,13 @@ func (s *observedStore) DueDeliveries(ctx context.Context, now time.Time, limit 
 func (s *observedStore) ClaimDelivery(ctx context.Context, id string, now time.Time, until time.Time) (bool, error) {
 	ctx, call := s.ops.ClaimDelivery.Start(ctx)
 	r0, err := s.inner.ClaimDelivery(ctx, id, now, until)
+	call.End(err)
+	return r0, err
+}
+
+func (s *observedStore) ClaimDeliveries(ctx context.Context, ids []string, now time.Time, until time.Time) ([]string, error) {
+	ctx, call := s.ops.ClaimDeliveries.Start(ctx)
+	r0, err := s.inner.ClaimDeliveries(ctx, ids, now, until)
 	call.End(err)
 	return r0, err
 }
@@ -280,6 +309,13 @@ func (s *observedStore) Requeue(ctx context.Context, ids []string, now time.Time
 func (s *observedStore) FailedDeliveries(ctx context.Context, apiKey string, endpointID string, since time.Time, until time.Time) ([]string, error) {
 	ctx, call := s.ops.FailedDeliveries.Start(ctx)
 	r0, err := s.inner.FailedDeliveries(ctx, apiKey, endpointID, since, until)
+	call.End(err)
+	return r0, err
+}
+
+func (s *observedStore) RecordOutcomes(ctx context.Context, outs []Outcome, now time.Time) (int, error) {
+	ctx, call := s.ops.RecordOutcomes.Start(ctx)
+	r0, err := s.inner.RecordOutcomes(ctx, outs, now)
 	call.End(err)
 	return r0, err
 }

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,19 @@ func TestMemoryStore(t *testing.T) {
 func TestMongoStore(t *testing.T) {
 	runStoreSuite(t, func(t *testing.T) Store { return newMongoStore(t) })
 	runConcurrencySuite(t, mongoReplicas)
+}
+
+// On FerretDB the store reads and finishes batches by _id (byIDOnly); its MongoDB way ($in
+// reads, bulk conditional updates) is held to the suite on the same server too.
+func TestMongoStoreBatchQueries(t *testing.T) {
+	runStoreSuite(t, func(t *testing.T) Store {
+		s := newMongoStore(t)
+		if !s.byIDOnly && os.Getenv(mongotest.EnvURI) == "" {
+			t.Fatal("the embedded FerretDB was not recognised")
+		}
+		s.byIDOnly = false
+		return s
+	})
 }
 
 func newMongoStore(t *testing.T) *MongoStore {
@@ -193,10 +207,21 @@ func deliveryIDs(ds []*Delivery) []string {
 	return out
 }
 
+// busyRoom is the room that leaves out the busy endpoints.
+func busyRoom(busy map[string]bool) Room {
+	r := Room{Endpoints: map[string]int{}}
+	for id, b := range busy {
+		if b {
+			r.Endpoints[id] = 0
+		}
+	}
+	return r
+}
+
 // due asserts the due deliveries at now, in order.
 func due(t *testing.T, s Store, what string, now time.Time, limit int, busy map[string]bool, want ...*Delivery) {
 	t.Helper()
-	got, err := s.DueDeliveries(context.Background(), now, limit, busy)
+	got, err := s.DueDeliveries(context.Background(), now, limit, busyRoom(busy))
 	must(t, err)
 	if got == nil {
 		t.Fatalf("%s: nil", what)
@@ -733,7 +758,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		due(t, s, "both leases ended, e1 busy", at(30*sec), 0, map[string]bool{"e1": true}, i, b, d, e)
 		due(t, s, "both leases ended, e2 busy", at(30*sec), 0, map[string]bool{"e2": true}, a, c, d, e, f)
 		// What is returned is a copy.
-		got := val(s.DueDeliveries(ctx, t0, 1, nil)).must(t)
+		got := val(s.DueDeliveries(ctx, t0, 1, Room{})).must(t)
 		got[0].State = StateFailed
 		getDelivery(t, s, "b after changing a copy", b.ID, b)
 	})
@@ -777,6 +802,173 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		}
 		getDelivery(t, s, "claimed again", d.ID, delivery("k1", "m1", "e1", t0, leased(at(90*sec))))
 		getDelivery(t, s, "later, at the end", later.ID, later)
+	})
+
+	t.Run("due deliveries within room", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ws := func(id string) func(*Delivery) { return func(d *Delivery) { d.WorkspaceID = id } }
+		a1 := delivery("k1", "m1", "e1", at(-5*sec), ws("w1"))
+		a2 := delivery("k1", "m2", "e1", at(-4*sec), ws("w1"))
+		a3 := delivery("k1", "m3", "e1", at(-3*sec), ws("w1"))
+		b1 := delivery("k1", "m1", "e2", at(-2*sec), ws("w1"))
+		c1 := delivery("k2", "m1", "e3", at(-sec), ws("w2"))
+		old := delivery("k3", "m1", "e4", t0) // queued before workspaces were kept
+		queue(t, s, a1, a2, a3, b1, c1, old)
+		dueIn := func(what string, room Room, want ...*Delivery) {
+			t.Helper()
+			got := val(s.DueDeliveries(ctx, t0, 0, room)).must(t)
+			wantEqual(t, what, deliveryIDs(got), deliveryIDs(want))
+		}
+		dueIn("w1 full", Room{Workspaces: map[string]int{"w1": 0}}, c1, old)
+		dueIn("w2 and the old ones full", Room{Workspaces: map[string]int{"w2": 0, "": 0}}, a1, a2, a3, b1)
+		dueIn("two of an endpoint", Room{PerEndpoint: 2}, a1, a2, b1, c1, old)
+		dueIn("one of an endpoint, e3 full", Room{PerEndpoint: 1, Endpoints: map[string]int{"e3": 0}}, a1, b1, old)
+		dueIn("e1 has room for 3, the others for 1", Room{PerEndpoint: 1, Endpoints: map[string]int{"e1": 3}}, a1, a2, a3, b1, c1, old)
+		dueIn("two of a workspace", Room{PerWorkspace: 2}, a1, a2, c1, old)
+		dueIn("w1 has room for 3, one of an endpoint", Room{PerEndpoint: 1, Workspaces: map[string]int{"w1": 3}}, a1, b1, c1, old)
+		// A lease that ran out counts towards its endpoint's room too.
+		if !claim(t, s, a1.ID, t0, at(sec)) {
+			t.Fatal("claim a1")
+		}
+		got := val(s.DueDeliveries(ctx, at(sec), 0, Room{PerEndpoint: 2})).must(t)
+		wantEqual(t, "after a1's lease", deliveryIDs(got), deliveryIDs([]*Delivery{a1, a2, b1, c1, old}))
+		got = val(s.DueDeliveries(ctx, at(sec), 0, Room{PerWorkspace: 1})).must(t)
+		wantEqual(t, "after a1's lease, one of a workspace", deliveryIDs(got), deliveryIDs([]*Delivery{a1, c1, old}))
+	})
+
+	t.Run("claim many and record outcomes", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		d1 := delivery("k1", "m1", "e1", t0)
+		d2 := delivery("k1", "m2", "e1", t0)
+		d3 := delivery("k1", "m3", "e1", at(minute)) // not due
+		d4 := delivery("k1", "m4", "e1", t0, state(StateSuccess, 1))
+		queue(t, s, d1, d2, d3, d4)
+		won := val(s.ClaimDeliveries(ctx, []string{d1.ID, d3.ID, d4.ID, DeliveryID("k1", "m9", "e1"), d2.ID}, t0, at(minute))).must(t)
+		slices.Sort(won)
+		want := []string{d1.ID, d2.ID}
+		slices.Sort(want)
+		wantEqual(t, "won", won, want)
+		if again := val(s.ClaimDeliveries(ctx, []string{d1.ID, d2.ID}, t0, at(2*minute))).must(t); len(again) != 0 {
+			t.Fatalf("claimed again within the lease: %v", again)
+		}
+		getDelivery(t, s, "d1 claimed", d1.ID, delivery("k1", "m1", "e1", t0, leased(at(minute))))
+		a1 := attempt("k1", "a1", "m1", "e1", StateSuccess, at(sec))
+		a2 := attempt("k1", "a2", "m2", "e1", StatePending, at(sec))
+		lost := val(s.RecordOutcomes(ctx, []Outcome{
+			{Attempt: a1, Finish: true, DeliveryID: d1.ID, LeaseUntil: at(minute), State: StateSuccess, Attempts: 1},
+			{Attempt: a2, Finish: true, DeliveryID: d2.ID, LeaseUntil: at(2 * minute), State: StatePending, Attempts: 1, Next: at(hour)}, // not its lease
+			{Finish: true, DeliveryID: DeliveryID("k1", "m9", "e1"), LeaseUntil: at(minute), State: StateSuccess},                        // gone
+		}, at(2*sec))).must(t)
+		if lost != 2 {
+			t.Fatalf("%d lost, want 2", lost)
+		}
+		getDelivery(t, s, "d1 finished", d1.ID, delivery("k1", "m1", "e1", time.Time{}, state(StateSuccess, 1), func(d *Delivery) { d.UpdatedAt = at(2 * sec) }))
+		getDelivery(t, s, "d2 still leased", d2.ID, delivery("k1", "m2", "e1", t0, leased(at(minute))))
+		// Every attempt is recorded, whoever holds the lease.
+		got := val(s.ListAttempts(ctx, "k1", AttemptFilter{}, "", 0)).must(t)
+		wantEqual(t, "attempts", attemptIDs(got), []string{"a2", "a1"})
+		// An attempt alone (no finish), and an outcome without an attempt.
+		lost = val(s.RecordOutcomes(ctx, []Outcome{
+			{Attempt: attempt("k1", "a3", "m2", "e1", StateFailed, at(sec))},
+			{Finish: true, DeliveryID: d2.ID, LeaseUntil: at(minute), State: StatePending, Attempts: 0, Next: at(hour)},
+		}, at(3*sec))).must(t)
+		if lost != 0 {
+			t.Fatalf("%d lost, want 0", lost)
+		}
+		getDelivery(t, s, "d2 waits", d2.ID, delivery("k1", "m2", "e1", at(hour), func(d *Delivery) { d.UpdatedAt = at(3 * sec) }))
+		if _, err := s.RecordOutcomes(ctx, []Outcome{{Finish: true, DeliveryID: d2.ID, State: "sent"}}, t0); err == nil {
+			t.Fatal("an unknown state was recorded")
+		}
+	})
+
+	t.Run("messages and endpoints by reference", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		m1, m2 := message("k1", "m1", "a.b", t0), message("k2", "m1", "a.b", t0)
+		must(t, s.AddMessage(ctx, m1))
+		must(t, s.AddMessage(ctx, m2))
+		must(t, s.CreateEndpoint(ctx, endpoint("k1", "e1")))
+		must(t, s.CreateEndpoint(ctx, endpoint("k2", "e1", withURL("https://two.example/"))))
+		msgs := val(s.Messages(ctx, []Ref{{"k1", "m1"}, {"k2", "m1"}, {"k1", "m9"}, {"k1", "m1"}})).must(t)
+		if len(msgs) != 2 {
+			t.Fatalf("%d messages", len(msgs))
+		}
+		wantEqual(t, "k1's m1", msgs[Ref{"k1", "m1"}], m1)
+		wantEqual(t, "k2's m1", msgs[Ref{"k2", "m1"}], m2)
+		eps := val(s.EndpointsByRef(ctx, []Ref{{"k1", "e1"}, {"k2", "e1"}, {"k3", "e1"}})).must(t)
+		if len(eps) != 2 || eps[Ref{"k2", "e1"}].URL != "https://two.example/" || eps[Ref{"k1", "e1"}].APIKey != "k1" {
+			t.Fatalf("endpoints %+v", eps)
+		}
+		wantEqual(t, "none", len(val(s.Messages(ctx, nil)).must(t)), 0)
+	})
+
+	// Workers of several processes claim, send and record at once: a delivery is never held by
+	// two at a time, and every outcome recorded under its lease is kept.
+	t.Run("concurrent claims and records keep every lease and outcome", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		const n, workers = 60, 6
+		var ds []*Delivery
+		for i := range n {
+			ds = append(ds, delivery("k1", fmt.Sprintf("m%02d", i), fmt.Sprintf("e%d", i%4), t0))
+		}
+		queue(t, s, ds...)
+		var (
+			held  sync.Map // delivery id -> the worker holding it
+			mu    sync.Mutex
+			sent  = map[string]int{}
+			wg    sync.WaitGroup
+			fails atomic.Int64
+		)
+		for w := range workers {
+			wg.Go(func() {
+				for {
+					due, err := s.DueDeliveries(ctx, t0, 8, Room{})
+					if err != nil || len(due) == 0 {
+						return
+					}
+					until := at(hour + time.Duration(w)*time.Millisecond)
+					won, err := s.ClaimDeliveries(ctx, deliveryIDs(due), t0, until)
+					if err != nil {
+						fails.Add(1)
+						return
+					}
+					var outs []Outcome
+					for _, id := range won {
+						if other, taken := held.LoadOrStore(id, w); taken {
+							t.Errorf("%s held by workers %v and %d at once", id, other, w)
+						}
+						mu.Lock()
+						sent[id]++
+						mu.Unlock()
+						outs = append(outs, Outcome{Attempt: attempt("k1", fmt.Sprintf("a_%s_%d", id[len(id)-6:], w), "m", "e", StateSuccess, t0),
+							Finish: true, DeliveryID: id, LeaseUntil: until, State: StateSuccess, Attempts: 1})
+					}
+					for _, id := range won {
+						held.Delete(id)
+					}
+					if lost, err := s.RecordOutcomes(ctx, outs, at(sec)); err != nil || lost != 0 {
+						t.Errorf("record: %d lost, %v", lost, err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if fails.Load() > 0 {
+			t.Fatal("claims failed")
+		}
+		for _, d := range ds {
+			got, err := s.Delivery(ctx, d.ID)
+			must(t, err)
+			if got.State != StateSuccess || sent[d.ID] != 1 {
+				t.Errorf("%s: %s after %d sends", d.ID, got.State, sent[d.ID])
+			}
+		}
+		if got := val(s.ListAttempts(ctx, "k1", AttemptFilter{}, "", 0)).must(t); len(got) != n {
+			t.Errorf("%d attempts recorded, want %d", len(got), n)
+		}
 	})
 
 	t.Run("finish leased", func(t *testing.T) {
@@ -1166,7 +1358,20 @@ func checkMemoryStore(t *testing.T, s *MemoryStore) {
 	t.Helper()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	checkHeap(t, "heads", &s.heads, func(q *epQueue) int { return q.pos })
+	checkHeap(t, "heads", &s.heads, func(w *wsQueue) int { return w.pos })
+	wsQueues := map[*wsQueue]int{}
+	for _, q := range s.queues {
+		wsQueues[q.ws]++
+	}
+	for id, w := range s.workspaces {
+		checkHeap(t, "heads of "+id, &w.heads, func(q *epQueue) int { return q.pos })
+		if w.id != id || w.queues != wsQueues[w] || w.queues == 0 || (len(w.heads.a) > 0) != (w.pos >= 0) || (w.pos >= 0 && s.heads.a[w.pos] != w) {
+			t.Errorf("workspace %q: %d queues (%d), at %d in heads with %d heads", id, w.queues, wsQueues[w], w.pos, len(w.heads.a))
+		}
+	}
+	if len(wsQueues) != len(s.workspaces) {
+		t.Errorf("%d workspaces filed, %d with queues", len(s.workspaces), len(wsQueues))
+	}
 	checkHeap(t, "leased", &s.leased, func(e *entry) int { return e.idx })
 	counts := map[*epQueue]int{}
 	failed := map[*epQueue]int{}
@@ -1206,7 +1411,7 @@ func checkMemoryStore(t *testing.T, s *MemoryStore) {
 			t.Errorf("queue %v: count %d (%d), failed %d (%d)", k, q.count, counts[q], len(q.failed), failed[q])
 		}
 		checkHeap(t, fmt.Sprint("ready of ", k), &q.ready, func(e *entry) int { return e.idx })
-		if (len(q.ready.a) > 0) != (q.pos >= 0) || (q.pos >= 0 && s.heads.a[q.pos] != q) {
+		if (len(q.ready.a) > 0) != (q.pos >= 0) || (q.pos >= 0 && q.ws.heads.a[q.pos] != q) || s.workspaces[q.ws.id] != q.ws {
 			t.Errorf("queue %v: at %d in heads with %d ready", k, q.pos, len(q.ready.a))
 		}
 		want := slices.Compact(slices.Sorted(slices.Values(msgs[q])))
@@ -1253,8 +1458,8 @@ func checkHeap[T any](t *testing.T, what string, h *heap[T], pos func(T) int) {
 }
 
 // The memory store's queue against a scan of every delivery: random queues, claims, finishes,
-// requeues, deletions and prunes, and after each a DueDeliveries with a random limit and busy
-// set must answer what the scan finds.
+// requeues, deletions and prunes, and after each a DueDeliveries with a random limit and room
+// (per endpoint and per workspace) must answer what the scan finds.
 func TestMemoryStoreQueueAgainstScan(t *testing.T) {
 	ctx := context.Background()
 	s := NewMemoryStore()
@@ -1279,8 +1484,9 @@ func TestMemoryStoreQueueAgainstScan(t *testing.T) {
 		case op < 3:
 			var ds []*Delivery
 			for range rng.IntN(5) + 1 {
-				d := delivery(fmt.Sprint("k", rng.IntN(2)), fmt.Sprint("m", rng.IntN(200)), eps[rng.IntN(len(eps))], randTime(),
-					created(randTime()))
+				k := rng.IntN(2)
+				d := delivery(fmt.Sprint("k", k), fmt.Sprint("m", rng.IntN(200)), eps[rng.IntN(len(eps))], randTime(),
+					created(randTime()), func(d *Delivery) { d.WorkspaceID = fmt.Sprint("w", k) })
 				switch rng.IntN(8) {
 				case 0:
 					d.State = StateSuccess
@@ -1314,25 +1520,38 @@ func TestMemoryStoreQueueAgainstScan(t *testing.T) {
 			}
 		}
 		limit := rng.IntN(12)
-		busy := map[string]bool{}
+		room := Room{Endpoints: map[string]int{}, Workspaces: map[string]int{}, PerEndpoint: rng.IntN(4), PerWorkspace: rng.IntN(6)}
 		for _, ep := range eps {
 			if rng.IntN(4) == 0 {
-				busy[ep] = true
+				room.Endpoints[ep] = rng.IntN(3)
 			}
 		}
-		var want []*Delivery
+		for _, ws := range []string{"w0", "w1"} {
+			if rng.IntN(4) == 0 {
+				room.Workspaces[ws] = rng.IntN(4)
+			}
+		}
+		var due []*Delivery
 		for _, e := range s.deliveries {
-			if e.d.State == StatePending && !e.d.NextAttempt.After(now) && !e.d.LeaseUntil.After(now) && !busy[e.d.EndpointID] {
-				want = append(want, &e.d)
+			if e.d.State == StatePending && !e.d.NextAttempt.After(now) && !e.d.LeaseUntil.After(now) {
+				due = append(due, &e.d)
 			}
 		}
-		slices.SortFunc(want, func(a, b *Delivery) int {
+		slices.SortFunc(due, func(a, b *Delivery) int {
 			return cmp.Or(a.NextAttempt.Compare(b.NextAttempt), cmp.Compare(a.ID, b.ID))
 		})
-		if limit > 0 && len(want) > limit {
-			want = want[:limit]
+		var want []*Delivery
+		takenEp, takenWs := map[epKey]int{}, map[string]int{}
+		for _, d := range due {
+			k := epKey{d.APIKey, d.EndpointID}
+			if (limit > 0 && len(want) == limit) || takenEp[k] >= room.endpoint(d.EndpointID) || takenWs[d.WorkspaceID] >= room.workspace(d.WorkspaceID) {
+				continue
+			}
+			takenEp[k]++
+			takenWs[d.WorkspaceID]++
+			want = append(want, d)
 		}
-		got := val(s.DueDeliveries(ctx, now, limit, busy)).must(t)
+		got := val(s.DueDeliveries(ctx, now, limit, room)).must(t)
 		if !slices.Equal(deliveryIDs(got), deliveryIDs(want)) {
 			t.Fatalf("step %d: due %v, want %v", step, deliveryIDs(got), deliveryIDs(want))
 		}
