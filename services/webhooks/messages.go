@@ -112,13 +112,18 @@ func (s *Server) ResendMessage(ctx context.Context, req *webhooksv1.ResendMessag
 	if err := validate.ID("messageId", req.GetMessageId()); err != nil {
 		return nil, err
 	}
-	if _, err := s.endpoint(ctx, c.APIKey, req.GetEndpointId()); err != nil {
+	ep, err := s.endpoint(ctx, c.APIKey, req.GetEndpointId())
+	if err != nil {
 		return nil, err
 	}
 	if _, err := s.store.Message(ctx, c.APIKey, req.GetMessageId()); errors.Is(err, ErrNotFound) {
 		return nil, apierr.NotFound(msgMessageMissing)
 	} else if err != nil {
 		return nil, fmt.Errorf("read message: %w", err)
+	}
+	if ep.Disabled {
+		// A disabled endpoint is sent nothing: "resent" would be a promise never kept.
+		return nil, apierr.FailedPrecondition(msgResendDisabled)
 	}
 	now := s.now()
 	id := DeliveryID(c.APIKey, req.GetMessageId(), req.GetEndpointId())

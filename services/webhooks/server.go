@@ -43,6 +43,7 @@ const (
 	msgMessages        = "Messages retrieved successfully."
 	msgAttempts        = "Attempts retrieved successfully."
 	msgResent          = "Message resent successfully."
+	msgResendDisabled  = "The endpoint is disabled: enable it to resend messages to it."
 	msgRecovered       = "Endpoint recovery started successfully."
 	msgTestSent        = "Test event sent successfully."
 	msgEndpointMissing = "Endpoint not found."

@@ -482,7 +482,16 @@ func TestResendAndRecover(t *testing.T) {
 	if err != nil || len(msgs.GetData().GetMessages()) != 2 {
 		t.Fatalf("%v %v", msgs, err)
 	}
-	// The endpoint was disabled after days of failures: enable it again.
+	// A disabled endpoint: a resend is refused, not promised and never sent; enabled again, it
+	// is sent.
+	if _, err := h.srv.UpdateEndpoint(k1, &webhooksv1.UpdateEndpointRequest{EndpointId: e.GetId(), Disabled: new(true)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.srv.ResendMessage(k1, &webhooksv1.ResendMessageRequest{MessageId: msgs.GetData().GetMessages()[0].GetId(), EndpointId: e.GetId()})
+	if st := status.Convert(apierr.ToStatus(ctx, slog.New(slog.DiscardHandler), err)); st.Code() != codes.FailedPrecondition ||
+		st.Message() != "The endpoint is disabled: enable it to resend messages to it." {
+		t.Fatalf("resend to a disabled endpoint: %v", st)
+	}
 	if _, err := h.srv.UpdateEndpoint(k1, &webhooksv1.UpdateEndpointRequest{EndpointId: e.GetId(), Disabled: new(false)}); err != nil {
 		t.Fatal(err)
 	}
