@@ -338,11 +338,15 @@ func testNotificationsBadInput(t *testing.T, s *system) {
 	if n := s.call(list, k, map[string]any{"organizationId": "o"}).ok(t)["data"].([]any); len(n) != 0 {
 		t.Fatalf("refused requests wrote %v", n)
 	}
-	// With the switch off, every operation says so.
+	// With the switch off, the config operations say so; the notifications themselves, which
+	// the spec does not put behind the switch, go on.
 	s.call("/v2/workspace/settings/update", s.devWorkspace(), map[string]any{"notifications": false}).data(t, "")
-	s.call(list, k, map[string]any{"organizationId": "o"}).fails(t, 400, "FAILED_PRECONDITION",
+	s.call("/v1/notifications/config/get", k, map[string]any{"organizationId": "o", "documentIds": []string{"d"}, "userId": "u"}).fails(t, 400, "FAILED_PRECONDITION",
 		"Notifications are not enabled for this workspace. Turn them on with Update Workspace Settings (notifications).")
-	s.call(add, k, okAdd()).fails(t, 400, "FAILED_PRECONDITION", "")
+	s.call("/v2/notifications/config/set", k, map[string]any{"organizationId": "o", "documentIds": []string{"d"}, "userIds": []string{"u"},
+		"config": map[string]any{"inbox": "ALL", "email": "ALL", "slack": "ALL"}}).fails(t, 400, "FAILED_PRECONDITION", "")
+	s.call(add, k, okAdd()).data(t, "")
+	s.call(list, k, map[string]any{"organizationId": "o"}).data(t, "")
 }
 
 // The same operations over gRPC, with the key in metadata, as internal callers use them.
