@@ -68,8 +68,6 @@ func main() {
 
 // run measures users and rounds with the other options at their defaults: the program's entry
 // before its other flags, kept for callers in tests (a smoke run of every bench program).
-//
-//nolint:unused // no test of this package calls it yet
 func run(users, rounds int) error {
 	return runWith(options{users: users, rounds: rounds, email: true, reads: 200})
 }
