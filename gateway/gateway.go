@@ -43,11 +43,14 @@ type Upstream struct {
 
 // Gateway is the HTTP handler of the whole API.
 type Gateway struct {
-	mux       *runtime.ServeMux
-	log       *slog.Logger
-	upstreams []Upstream
-	getRoutes map[string]bool
-	metrics   Observer
+	mux *runtime.ServeMux
+	// operations maps each operation of http_rules.yaml to the mux of its service's routes
+	// alone (routes.go).
+	operations map[operation]*runtime.ServeMux
+	log        *slog.Logger
+	upstreams  []Upstream
+	getRoutes  map[string]bool
+	metrics    Observer
 	// traced is the gateway wrapped in the HTTP server spans (SetTracing), nil without.
 	traced http.Handler
 }
@@ -117,8 +120,8 @@ func routeTemplate(ctx context.Context, r *http.Request) metadata.MD {
 // New returns a Gateway routing each upstream's operations to its connection, in the order
 // given.
 func New(ctx context.Context, upstreams []Upstream, log *slog.Logger) (*Gateway, error) {
-	g := &Gateway{log: log, upstreams: upstreams, getRoutes: map[string]bool{"/v2/workspace/email/verify": true}}
-	g.mux = runtime.NewServeMux(
+	g := &Gateway{log: log, upstreams: upstreams, getRoutes: map[string]bool{"/v2/workspace/email/verify": true}, operations: map[operation]*runtime.ServeMux{}}
+	options := []runtime.ServeMuxOption{
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, newEnvelopeCodec()),
 		runtime.WithIncomingHeaderMatcher(incomingHeader),
 		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
@@ -128,13 +131,25 @@ func New(ctx context.Context, upstreams []Upstream, log *slog.Logger) (*Gateway,
 		runtime.WithDisablePathLengthFallback(),
 		runtime.WithForwardResponseRewriter(pooledAnswers),
 		runtime.WithMetadata(routeTemplate),
-	)
+	}
+	rules, err := rulesByService()
+	if err != nil {
+		return nil, err
+	}
+	g.mux = runtime.NewServeMux(options...)
 	for _, u := range upstreams {
 		if u.Conn == nil || u.Register == nil {
 			return nil, fmt.Errorf("gateway: no connection or routes for service %s", u.Name)
 		}
-		if err := u.Register(ctx, g.mux, newDeferredConn(u.Conn)); err != nil {
-			return nil, fmt.Errorf("gateway: register %s: %w", u.Name, err)
+		conn := newDeferredConn(u.Conn)
+		own := runtime.NewServeMux(options...)
+		for _, mux := range []*runtime.ServeMux{g.mux, own} {
+			if err := u.Register(ctx, mux, conn); err != nil {
+				return nil, fmt.Errorf("gateway: register %s: %w", u.Name, err)
+			}
+		}
+		for _, op := range rules[u.GRPCService] {
+			g.operations[op] = own
 		}
 	}
 	return g, nil
@@ -262,7 +277,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(rec, r.Body, MaxBodyBytes)
-	g.mux.ServeHTTP(rec, r)
+	g.muxFor(r).ServeHTTP(rec, r)
 }
 
 // ready answers 200 when every service behind the gateway reports that it can reach its store.
