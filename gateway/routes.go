@@ -57,14 +57,12 @@ func rulesByService() (map[string][]operation, error) {
 	return out, nil
 }
 
-// muxFor returns the mux that serves r: its service's own when r is one of its operations,
-// else the mux of all routes.
-func (g *Gateway) muxFor(r *http.Request) *runtime.ServeMux {
+// operation returns the mux of r's service when r is one of its operations.
+func (g *Gateway) operation(r *http.Request) (*runtime.ServeMux, bool) {
 	// An escaped path is matched by grpc-gateway on its raw form: leave it to the whole mux.
-	if r.URL.RawPath == "" {
-		if m, ok := g.operations[operation{r.Method, r.URL.Path}]; ok {
-			return m
-		}
+	if r.URL.RawPath != "" {
+		return nil, false
 	}
-	return g.mux
+	m, ok := g.operations[operation{r.Method, r.URL.Path}]
+	return m, ok
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"math"
 	"strconv"
-	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -519,14 +518,10 @@ func (d *fastDecoder) stringList(m protoreflect.Message, fd protoreflect.FieldDe
 		d.depth--
 		return nil
 	}
-	// The strings go from the body to a scratch buffer, which Unmarshal copies them out of.
-	scratch := wireBuffers.Get().(*[]byte)
-	defer func() {
-		if cap(*scratch) <= maxPooledWire {
-			wireBuffers.Put(scratch)
-		}
-	}()
+	// The strings go from the body to a pooled buffer, which Unmarshal copies them out of.
+	scratch := buffers.Get().(*[]byte)
 	wire := (*scratch)[:0]
+	defer func() { release(scratch, wire) }()
 	for {
 		d.space()
 		s, ok := d.strBytes()
@@ -535,7 +530,6 @@ func (d *fastDecoder) stringList(m protoreflect.Message, fd protoreflect.FieldDe
 		}
 		wire = protowire.AppendTag(wire, fd.Number(), protowire.BytesType)
 		wire = protowire.AppendBytes(wire, s)
-		*scratch = wire
 		d.space()
 		if d.consume(']') {
 			d.depth--
@@ -550,12 +544,6 @@ func (d *fastDecoder) stringList(m protoreflect.Message, fd protoreflect.FieldDe
 	}
 	return nil
 }
-
-// wireBuffers are stringList's scratch buffers. One that grew past maxPooledWire is left to
-// the collector rather than kept.
-var wireBuffers = sync.Pool{New: func() any { return new([]byte) }}
-
-const maxPooledWire = 64 << 10
 
 // value reads one singular value of fd's kind.
 func (d *fastDecoder) value(fd protoreflect.FieldDescriptor, newMessage func() protoreflect.Value) (protoreflect.Value, error) {
