@@ -129,7 +129,7 @@ func (s *Server) invoke(ctx context.Context, fullMethod string, args, reply any,
 	// it as outgoing (so it is never forwarded by accident), a peer, and a stream for headers.
 	md, _ := metadata.FromOutgoingContext(ctx) // a copy already, with lower-case keys
 	sctx := metadata.NewIncomingContext(metadata.NewOutgoingContext(ctx, nil), md)
-	sctx = peer.NewContext(sctx, &peer.Peer{Addr: Addr, LocalAddr: Addr})
+	sctx = peer.NewContext(sctx, inprocPeer)
 	stream := &transportStream{method: fullMethod}
 	sctx = grpc.NewContextWithServerTransportStream(sctx, stream)
 
@@ -155,6 +155,9 @@ func (s *Server) invoke(ctx context.Context, fullMethod string, args, reply any,
 	}
 	return s.answer(out, reply, opts)
 }
+
+// inprocPeer is the peer of every in-process call; nothing changes a call's peer.
+var inprocPeer = &peer.Peer{Addr: Addr, LocalAddr: Addr}
 
 // ownedUnmarshaler is a codec that can take bytes over without copying them (the gateway's,
 // which keeps answers as bytes).
@@ -262,8 +265,12 @@ func (t *transportStream) deliver(opts []grpc.CallOption) {
 	}
 }
 
-// lower copies md with lower-case keys, as metadata arrives over a real connection.
+// lower copies md with lower-case keys, as metadata arrives over a real connection; nil when
+// the handler set none.
 func lower(md metadata.MD) metadata.MD {
+	if len(md) == 0 {
+		return nil
+	}
 	out := metadata.MD{}
 	for k, v := range md {
 		k = strings.ToLower(k)
