@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"runtime/debug"
 	"slices"
@@ -46,9 +47,8 @@ type Upstream struct {
 // Gateway is the HTTP handler of the whole API.
 type Gateway struct {
 	mux *runtime.ServeMux
-	// operations maps each operation of http_rules.yaml to the mux of its service's routes
-	// alone (routes.go).
-	operations map[operation]*runtime.ServeMux
+	// operations maps each operation of http_rules.yaml to its handler (routes.go).
+	operations map[operation]runtime.HandlerFunc
 	log        *slog.Logger
 	upstreams  []Upstream
 	getRoutes  map[string]bool
@@ -118,7 +118,7 @@ type exchangeKey struct{}
 
 // routeTemplate is a metadata annotator of the mux of all routes: grpc-gateway calls it with
 // the matched operation's path pattern in the context, which it hands back to ServeHTTP for the
-// metrics. An operation served by its service's own mux (routes.go) has its path as template.
+// metrics. An operation found by its exact path (routes.go) has that path as template.
 func routeTemplate(ctx context.Context, r *http.Request) metadata.MD {
 	if x, ok := r.Context().Value(exchangeKey{}).(*exchange); ok {
 		if p, ok := runtime.HTTPPathPattern(ctx); ok {
@@ -131,7 +131,7 @@ func routeTemplate(ctx context.Context, r *http.Request) metadata.MD {
 // New returns a Gateway routing each upstream's operations to its connection, in the order
 // given.
 func New(ctx context.Context, upstreams []Upstream, log *slog.Logger) (*Gateway, error) {
-	g := &Gateway{log: log, upstreams: upstreams, getRoutes: map[string]bool{"/v2/workspace/email/verify": true}, operations: map[operation]*runtime.ServeMux{}}
+	g := &Gateway{log: log, upstreams: upstreams, getRoutes: map[string]bool{"/v2/workspace/email/verify": true}, operations: map[operation]runtime.HandlerFunc{}}
 	options := []runtime.ServeMuxOption{
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, newEnvelopeCodec()),
 		runtime.WithIncomingHeaderMatcher(incomingHeader),
@@ -150,22 +150,21 @@ func New(ctx context.Context, upstreams []Upstream, log *slog.Logger) (*Gateway,
 		return nil, err
 	}
 	// An annotator costs every request a copy of its metadata, so only the mux of all routes,
-	// which serves no operation reached by its exact path, has the one finding the template.
+	// which serves no operation found by its exact path, has the one finding the template.
 	g.mux = runtime.NewServeMux(append(slices.Clip(options), runtime.WithMetadata(routeTemplate))...)
 	for _, u := range upstreams {
 		if u.Conn == nil || u.Register == nil {
 			return nil, fmt.Errorf("gateway: no connection or routes for service %s", u.Name)
 		}
 		conn := newDeferredConn(u.Conn)
-		own := runtime.NewServeMux(options...)
-		for _, mux := range []*runtime.ServeMux{g.mux, own} {
-			if err := u.Register(ctx, mux, conn); err != nil {
-				return nil, fmt.Errorf("gateway: register %s: %w", u.Name, err)
-			}
+		if err := u.Register(ctx, g.mux, conn); err != nil {
+			return nil, fmt.Errorf("gateway: register %s: %w", u.Name, err)
 		}
-		for _, op := range rules[u.GRPCService] {
-			g.operations[op] = own
+		ops, err := serviceOperations(ctx, u, conn, options, rules[u.GRPCService])
+		if err != nil {
+			return nil, err
 		}
+		maps.Copy(g.operations, ops)
 	}
 	return g, nil
 }
@@ -302,11 +301,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(rec, r.Body, MaxBodyBytes)
-	mux := g.mux
-	if own, ok := g.operation(r); ok {
-		mux, x.route = own, r.URL.Path
+	if h, ok := g.operation(r); ok {
+		x.route = r.URL.Path
+		h(rec, r, nil) // what the mux would do once matched: literal paths have no parameters
+		return
 	}
-	mux.ServeHTTP(rec, r)
+	g.mux.ServeHTTP(rec, r)
 }
 
 // requestIDKey is logging.RequestIDHeader as a canonical header key.

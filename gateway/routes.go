@@ -1,20 +1,28 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/grpc"
 )
 
 // Routing: grpc-gateway's mux tries its patterns one after another, and each pattern that does
 // not match costs two allocations and a walk of its operations; with every service's routes in
-// one mux, Get Permissions came after 43 of them. So each service's routes also go in a mux of
-// their own, and an operation's exact method and path (every route of http_rules.yaml is a
-// literal path) pick that mux. Anything else (unknown paths, wrong methods, escaped paths) goes
-// to the mux of all routes, which tells a 404 from a 405 as before.
+// one mux, Get Permissions came after 43 of them. Every route of http_rules.yaml is a literal
+// path, so the gateway finds an operation's handler by its exact method and path instead
+// (operations), and calls it as grpc-gateway's mux would once matched. Anything else (unknown
+// paths, wrong methods, escaped paths) goes to the mux of all routes, which tells a 404 from a
+// 405 as before.
+//
+// grpc-gateway keeps its handlers to itself; they are caught as each service registers them
+// (a middleware sees each one), and told apart by asking the service's mux to route each of
+// the service's operations once, at start.
 
 // operation is an HTTP method and path of http_rules.yaml.
 type operation struct{ method, path string }
@@ -57,12 +65,54 @@ func rulesByService() (map[string][]operation, error) {
 	return out, nil
 }
 
-// operation returns the mux of r's service when r is one of its operations.
-func (g *Gateway) operation(r *http.Request) (*runtime.ServeMux, bool) {
+// serviceOperations registers u's routes on a mux of their own, built with options, and
+// returns the handler of each of its operations that http_rules.yaml lists (ops). An
+// operation the mux does not route is left out: the mux of all routes answers it.
+func serviceOperations(ctx context.Context, u Upstream, conn grpc.ClientConnInterface, options []runtime.ServeMuxOption, ops []operation) (map[operation]runtime.HandlerFunc, error) {
+	var (
+		handlers []runtime.HandlerFunc
+		routed   = -1
+	)
+	// Each handler goes in handlers as registered; the mux's copy only says which it is.
+	catch := func(h runtime.HandlerFunc) runtime.HandlerFunc {
+		i := len(handlers)
+		handlers = append(handlers, h)
+		return func(http.ResponseWriter, *http.Request, map[string]string) { routed = i }
+	}
+	// The handlers run with the options of the mux they were registered on: these.
+	mux := runtime.NewServeMux(append(slices.Clip(options), runtime.WithMiddlewares(catch))...)
+	if err := u.Register(ctx, mux, conn); err != nil {
+		return nil, fmt.Errorf("gateway: register %s: %w", u.Name, err)
+	}
+	out := map[operation]runtime.HandlerFunc{}
+	for _, op := range ops {
+		req, err := http.NewRequestWithContext(ctx, op.method, op.path, http.NoBody)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: route %s %s: %w", op.method, op.path, err)
+		}
+		routed = -1
+		mux.ServeHTTP(discard{}, req)
+		if routed >= 0 {
+			out[op] = handlers[routed]
+		}
+	}
+	return out, nil
+}
+
+// discard is a ResponseWriter that keeps nothing (serviceOperations' requests are never
+// answered).
+type discard struct{}
+
+func (discard) Header() http.Header         { return http.Header{} }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}
+
+// operation returns the handler of r's operation when r is one exactly.
+func (g *Gateway) operation(r *http.Request) (runtime.HandlerFunc, bool) {
 	// An escaped path is matched by grpc-gateway on its raw form: leave it to the whole mux.
 	if r.URL.RawPath != "" {
 		return nil, false
 	}
-	m, ok := g.operations[operation{r.Method, r.URL.Path}]
-	return m, ok
+	h, ok := g.operations[operation{r.Method, r.URL.Path}]
+	return h, ok
 }

@@ -15,9 +15,9 @@ import (
 	"github.com/collab/collab/gateway"
 )
 
-// Every binding of http_rules.yaml reaches its own gRPC method, and only it, whichever mux
-// serves it (each service's routes are also in a mux of their own, picked by the exact method
-// and path), and an escaped form of a path is served as before.
+// Every binding of http_rules.yaml reaches its own gRPC method, and only it, found by its exact
+// method and path (routes.go), and an escaped form of a path, which the mux of all routes
+// serves, reaches it too.
 func TestEveryRuleReachesItsMethod(t *testing.T) {
 	var mu sync.Mutex
 	var called []string
@@ -69,11 +69,18 @@ func TestEveryRuleReachesItsMethod(t *testing.T) {
 			t.Errorf("%s %s reached %v, want %s", method, target, called, want)
 		}
 	}
+	bindings := 0
 	for _, r := range cfg.HTTP.Rules {
 		check(http.MethodPost, r.Post, r.Selector)
+		bindings++
 		for _, b := range r.AdditionalBindings {
 			check(http.MethodGet, b.Get+"?token=x", r.Selector)
+			bindings++
 		}
+	}
+	// Each of them by its exact path, none left to the mux of all routes.
+	if n := gateway.Operations(gw); n != bindings {
+		t.Fatalf("%d operations found by their path, of %d bindings", n, bindings)
 	}
 	check(http.MethodPost, "/v2/auth/permissions%2Fget", "collab.access.v1.AccessService.GetPermissions")
 	check(http.MethodPost, "/v2/auth/%70ermissions/get", "collab.access.v1.AccessService.GetPermissions")
