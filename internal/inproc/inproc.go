@@ -174,14 +174,9 @@ func (s *Server) answer(out proto.Message, reply any, opts []grpc.CallOption) er
 			continue
 		}
 		if owned, ok := codec.CodecV2.(ownedUnmarshaler); ok {
-			// One sizing pass: the marshalling reuses the sizes it cached.
-			n := proto.Size(out)
-			if s.maxMessage > 0 && n > s.maxMessage {
-				return tooLarge(n, s.maxMessage)
-			}
-			b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(make([]byte, 0, n), out)
+			b, err := s.marshal(out)
 			if err != nil {
-				return status.Errorf(codes.Internal, "marshal answer: %v", err)
+				return err
 			}
 			return owned.UnmarshalOwned(b, reply)
 		}
@@ -200,7 +195,7 @@ func (s *Server) answer(out proto.Message, reply any, opts []grpc.CallOption) er
 		return status.Error(codes.Internal, "reply is not a protobuf message")
 	}
 	if s.maxMessage > 0 {
-		if n := proto.Size(out); n > s.maxMessage {
+		if n := size(out); n > s.maxMessage {
 			return tooLarge(n, s.maxMessage)
 		}
 	}
@@ -215,6 +210,49 @@ func (s *Server) answer(out proto.Message, reply any, opts []grpc.CallOption) er
 	proto.Reset(r)
 	proto.Merge(r, out)
 	return nil
+}
+
+// generated is a message with generated sizing and marshalling (vtprotobuf, buf.gen.yaml):
+// every collab message. It takes none of proto.Marshal's reflection, which on maps of
+// messages (Get Permissions' answer) is most of the cost.
+type generated interface {
+	SizeVT() int
+	MarshalToSizedBufferVT(b []byte) (int, error)
+}
+
+// size is proto.Size, by the generated code when there is some.
+func size(m proto.Message) int {
+	if g, ok := m.(generated); ok {
+		return g.SizeVT()
+	}
+	return proto.Size(m)
+}
+
+// marshal returns m's bytes in a buffer of their exact size, or the error of an answer over
+// the size limit.
+func (s *Server) marshal(m proto.Message) ([]byte, error) {
+	if g, ok := m.(generated); ok {
+		n := g.SizeVT()
+		if s.maxMessage > 0 && n > s.maxMessage {
+			return nil, tooLarge(n, s.maxMessage)
+		}
+		b := make([]byte, n)
+		// The generated code writes from the end: with the exact size, b is filled whole.
+		if w, err := g.MarshalToSizedBufferVT(b); err != nil || w != n {
+			return nil, status.Errorf(codes.Internal, "marshal answer: %d of %d bytes: %v", w, n, err)
+		}
+		return b, nil
+	}
+	// One sizing pass: the marshalling reuses the sizes it cached.
+	n := proto.Size(m)
+	if s.maxMessage > 0 && n > s.maxMessage {
+		return nil, tooLarge(n, s.maxMessage)
+	}
+	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(make([]byte, 0, n), m)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "marshal answer: %v", err)
+	}
+	return b, nil
 }
 
 // tooLarge fails as a gRPC client does on an answer over its limit, code and words alike, so
