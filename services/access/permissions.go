@@ -124,8 +124,8 @@ type resolvedItem struct {
 	accessType *string
 }
 
-// chain returns the number of folders in the item's folder chain.
-func (it resolvedItem) chain() int { return len(it.resource.GetFolderChain()) }
+// chainLen returns the number of folders in the item's folder chain.
+func (it resolvedItem) chainLen() int { return len(it.resource.GetFolderChain()) }
 
 // link returns the key of the grants of the j-th folder of its chain, nearest first.
 func (it resolvedItem) link(j int) ref {
@@ -291,7 +291,7 @@ func (r *resolver) resolve(e *accessv1.PermissionEntry, held *heldGrants, own ma
 		return
 	}
 	// Row 3: the nearest folder of the chain with a grant.
-	for j := range it.chain() {
+	for j := range it.chainLen() {
 		if g, ok := held.folders[it.link(j)]; ok {
 			r.grant(e, g)
 			return

@@ -53,9 +53,9 @@ func (s *Server) FilterReaders(ctx context.Context, req *accessv1.FilterReadersR
 	// The grants that can decide, under the current generations: the document's, its folder
 	// chain's and the organization's (membership).
 	orgRef := lifecycle.Ref(org, resolved.GetOrganizationGeneration())
-	on := make([]Resource, 0, it.chain()+2)
+	on := make([]Resource, 0, it.chainLen()+2)
 	on = append(on, Resource{ResourceOrganization, orgRef}, Resource{ResourceDocument, it.ref.String()})
-	for j := range it.chain() {
+	for j := range it.chainLen() {
 		on = append(on, Resource{ResourceFolder, it.link(j).String()})
 	}
 	now := s.now()
