@@ -29,14 +29,14 @@ func (c *envelopeCodec) ContentType(any) string { return "application/json" }
 
 // Marshal wraps a response message in {"result": ...}.
 func (c *envelopeCodec) Marshal(v any) ([]byte, error) {
-	if a, ok := v.(answer); ok {
+	if a, ok := v.(*answer); ok {
 		// Written from a pooled buffer, which the request gives back once the response is out.
-		b, done, err := jsoncodec.MarshalPooled(a.msg, `{"result":`, "}")
+		p, err := jsoncodec.MarshalPooled(a.msg, `{"result":`, "}")
 		if err != nil {
 			return nil, fmt.Errorf("marshal response: %w", err)
 		}
-		a.pool.keep(done)
-		return b, nil
+		a.pool.keep(p)
+		return p.JSON, nil
 	}
 	m, ok := v.(proto.Message)
 	if !ok {
@@ -58,25 +58,34 @@ type answer struct {
 }
 
 // responseBuffers are the buffers a request's response was written from; ServeHTTP gives them
-// back after the handler returned, when the ResponseWriter no longer holds them.
-type responseBuffers struct{ done []func() }
-
-func (r *responseBuffers) keep(done func()) { r.done = append(r.done, done) }
-
-func (r *responseBuffers) release() {
-	for _, d := range r.done {
-		d()
-	}
-	r.done = r.done[:0]
+// back after the handler returned, when the ResponseWriter no longer holds them. A request
+// writes one response: its buffer and its answer take no allocation of their own.
+type responseBuffers struct {
+	kept   []jsoncodec.Pooled
+	first  [1]jsoncodec.Pooled
+	answer answer
 }
 
-type responseBuffersKey struct{}
+func (r *responseBuffers) keep(p jsoncodec.Pooled) {
+	if r.kept == nil {
+		r.kept = r.first[:0]
+	}
+	r.kept = append(r.kept, p)
+}
 
-// pooledAnswers is the mux's response rewriter: responses of requests that carry
-// responseBuffers go out as answers.
+func (r *responseBuffers) release() {
+	for _, p := range r.kept {
+		p.Release()
+	}
+	r.kept = r.kept[:0]
+}
+
+// pooledAnswers is the mux's response rewriter: responses of requests that carry an exchange
+// (serve) go out as answers.
 func pooledAnswers(ctx context.Context, resp proto.Message) (any, error) {
-	if pool, ok := ctx.Value(responseBuffersKey{}).(*responseBuffers); ok && resp != nil {
-		return answer{msg: resp, pool: pool}, nil
+	if x, ok := ctx.Value(exchangeKey{}).(*exchange); ok && resp != nil {
+		x.buffers.answer = answer{msg: resp, pool: &x.buffers}
+		return &x.buffers.answer, nil
 	}
 	return resp, nil
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 
 	"github.com/collab/collab/gateway/jsoncodec"
+	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/logging"
 	"github.com/collab/collab/internal/tracing"
 )
@@ -43,11 +46,13 @@ type Upstream struct {
 
 // Gateway is the HTTP handler of the whole API.
 type Gateway struct {
-	mux       *runtime.ServeMux
-	log       *slog.Logger
-	upstreams []Upstream
-	getRoutes map[string]bool
-	metrics   Observer
+	mux *runtime.ServeMux
+	// operations maps each operation of http_rules.yaml to its handler (routes.go).
+	operations map[operation]runtime.HandlerFunc
+	log        *slog.Logger
+	upstreams  []Upstream
+	getRoutes  map[string]bool
+	metrics    Observer
 	// traced is the gateway wrapped in the HTTP server spans (SetTracing), nil without.
 	traced http.Handler
 }
@@ -100,15 +105,24 @@ func spanMethod(m string) string {
 // spanNameKey carries a *string that serve fills with the request's span name.
 type spanNameKey struct{}
 
-// routeKey carries a *string the mux fills with the matched route's template.
-type routeKey struct{}
+// exchange is what serve keeps of one request, in one allocation: the response writer that
+// records the status, the response's buffers, and the route's template.
+type exchange struct {
+	statusRecorder
+	buffers responseBuffers
+	route   string
+}
 
-// routeTemplate is a metadata annotator: grpc-gateway calls it with the matched operation's
-// path pattern in the context, which it hands back to ServeHTTP for the metrics.
+// exchangeKey carries the request's *exchange.
+type exchangeKey struct{}
+
+// routeTemplate is a metadata annotator of the mux of all routes: grpc-gateway calls it with
+// the matched operation's path pattern in the context, which it hands back to ServeHTTP for the
+// metrics. An operation found by its exact path (routes.go) has that path as template.
 func routeTemplate(ctx context.Context, r *http.Request) metadata.MD {
-	if dst, ok := r.Context().Value(routeKey{}).(*string); ok {
+	if x, ok := r.Context().Value(exchangeKey{}).(*exchange); ok {
 		if p, ok := runtime.HTTPPathPattern(ctx); ok {
-			*dst = p
+			x.route = p
 		}
 	}
 	return nil
@@ -117,8 +131,8 @@ func routeTemplate(ctx context.Context, r *http.Request) metadata.MD {
 // New returns a Gateway routing each upstream's operations to its connection, in the order
 // given.
 func New(ctx context.Context, upstreams []Upstream, log *slog.Logger) (*Gateway, error) {
-	g := &Gateway{log: log, upstreams: upstreams, getRoutes: map[string]bool{"/v2/workspace/email/verify": true}}
-	g.mux = runtime.NewServeMux(
+	g := &Gateway{log: log, upstreams: upstreams, getRoutes: map[string]bool{"/v2/workspace/email/verify": true}, operations: map[operation]runtime.HandlerFunc{}}
+	options := []runtime.ServeMuxOption{
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, newEnvelopeCodec()),
 		runtime.WithIncomingHeaderMatcher(incomingHeader),
 		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
@@ -127,15 +141,30 @@ func New(ctx context.Context, upstreams []Upstream, log *slog.Logger) (*Gateway,
 		runtime.WithRoutingErrorHandler(g.routingErrorHandler),
 		runtime.WithDisablePathLengthFallback(),
 		runtime.WithForwardResponseRewriter(pooledAnswers),
-		runtime.WithMetadata(routeTemplate),
-	)
+		// The answer's length is known before it is written: clients read a Content-Length
+		// body more cheaply than a chunked one.
+		runtime.WithWriteContentLength(),
+	}
+	rules, err := rulesByService()
+	if err != nil {
+		return nil, err
+	}
+	// An annotator costs every request a copy of its metadata, so only the mux of all routes,
+	// which serves no operation found by its exact path, has the one finding the template.
+	g.mux = runtime.NewServeMux(append(slices.Clip(options), runtime.WithMetadata(routeTemplate))...)
 	for _, u := range upstreams {
 		if u.Conn == nil || u.Register == nil {
 			return nil, fmt.Errorf("gateway: no connection or routes for service %s", u.Name)
 		}
-		if err := u.Register(ctx, g.mux, newDeferredConn(u.Conn)); err != nil {
+		conn := newDeferredConn(u.Conn)
+		if err := u.Register(ctx, g.mux, conn); err != nil {
 			return nil, fmt.Errorf("gateway: register %s: %w", u.Name, err)
 		}
+		ops, err := serviceOperations(ctx, u, conn, options, rules[u.GRPCService])
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(g.operations, ops)
 	}
 	return g, nil
 }
@@ -143,12 +172,23 @@ func New(ctx context.Context, upstreams []Upstream, log *slog.Logger) (*Gateway,
 // incomingHeader forwards the API's own headers (credentials, request id) to gRPC metadata
 // under their own names; grpc-gateway adds x-forwarded-for and x-forwarded-host itself.
 func incomingHeader(key string) (string, bool) {
-	// Every header of every request passes here: decide before allocating a lower-case copy.
+	// Every header of every request passes here: decide before allocating a lower-case copy,
+	// and allocate none for the credentials and the request id.
 	const prefix = "x-service-"
 	if len(key) > len(prefix) && strings.EqualFold(key[:len(prefix)], prefix) || strings.EqualFold(key, logging.RequestIDHeader) {
+		for _, known := range forwardedHeaders {
+			if strings.EqualFold(key, known) {
+				return known, true
+			}
+		}
 		return strings.ToLower(key), true
 	}
 	return "", false
+}
+
+// forwardedHeaders are the headers incomingHeader forwards on most requests, in lower case.
+var forwardedHeaders = []string{
+	authn.HeaderAPIKey, authn.HeaderAuthToken, authn.HeaderWorkspaceID, authn.HeaderWorkspaceToken, logging.RequestIDHeader,
 }
 
 // statusRecorder remembers the status code for the access log.
@@ -187,26 +227,25 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	if !logging.ValidRequestID(id) {
 		id = logging.NewRequestID()
 	}
-	r.Header.Set(logging.RequestIDHeader, id)
+	// The request's header goes to the services' metadata, the response's to the caller; one
+	// slice serves both, under the canonical key that Set would compute each time.
+	ids := []string{id}
+	r.Header[requestIDKey] = ids
 	// grpc-gateway forwards these whatever the header matcher says; the API's credentials are
 	// the x-service-* headers, and deadlines and forwarding hosts are not the caller's to set.
 	for _, h := range []string{"Authorization", "Grpc-Timeout", "X-Forwarded-Host"} {
 		r.Header.Del(h)
 	}
-	w.Header().Set("X-Request-Id", id)
-	buffers := &responseBuffers{}
-	defer buffers.release() // runs after the access log below: the response is written by then
-	ctx := context.WithValue(logging.WithRequestID(r.Context(), id), responseBuffersKey{}, buffers)
-	route := "other"
+	w.Header()[requestIDKey] = ids
+	x := &exchange{statusRecorder: statusRecorder{ResponseWriter: w}, route: "other"}
+	defer x.buffers.release() // runs after the access log below: the response is written by then
+	ctx := context.WithValue(logging.WithRequestID(r.Context(), id), exchangeKey{}, x)
 	switch r.URL.Path {
 	case "/healthz", "/readyz", "/openapi.json", "/.well-known/jwks.json":
-		route = r.URL.Path
-	}
-	if g.metrics != nil || g.traced != nil {
-		ctx = context.WithValue(ctx, routeKey{}, &route)
+		x.route = r.URL.Path
 	}
 	r = r.WithContext(ctx)
-	rec := &statusRecorder{ResponseWriter: w}
+	rec := &x.statusRecorder
 	start := time.Now()
 	defer func() {
 		if p := recover(); p != nil {
@@ -220,16 +259,16 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 			if status == 0 {
 				status = http.StatusOK
 			}
-			g.metrics.Observe(route, r.Method, status, time.Since(start))
+			g.metrics.Observe(x.route, r.Method, status, time.Since(start))
 		}
 		if g.traced != nil {
 			span := trace.SpanFromContext(ctx)
-			name := spanMethod(r.Method) + " " + route
+			name := spanMethod(r.Method) + " " + x.route
 			span.SetName(name)
 			if dst, ok := ctx.Value(spanNameKey{}).(*string); ok {
 				*dst = name
 			}
-			span.SetAttributes(semconv.HTTPRoute(route), attribute.String("collab.request_id", id))
+			span.SetAttributes(semconv.HTTPRoute(x.route), attribute.String("collab.request_id", id))
 		}
 		level := slog.LevelInfo
 		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
@@ -262,8 +301,16 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(rec, r.Body, MaxBodyBytes)
+	if h, ok := g.operation(r); ok {
+		x.route = r.URL.Path
+		h(rec, r, nil) // what the mux would do once matched: literal paths have no parameters
+		return
+	}
 	g.mux.ServeHTTP(rec, r)
 }
+
+// requestIDKey is logging.RequestIDHeader as a canonical header key.
+var requestIDKey = http.CanonicalHeaderKey(logging.RequestIDHeader)
 
 // ready answers 200 when every service behind the gateway reports that it can reach its store.
 func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {

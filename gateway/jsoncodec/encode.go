@@ -28,22 +28,36 @@ const maxPooled = 1 << 20
 // fields) or an ordinary decoded message. Either way the JSON is written from the wire form:
 // a decoded message is marshalled first, so that one encoder, wire.go's, writes every answer.
 func Marshal(m proto.Message, prefix, suffix string) ([]byte, error) {
-	buf, done, err := MarshalPooled(m, prefix, suffix)
+	p, err := MarshalPooled(m, prefix, suffix)
 	if err != nil {
 		return nil, err
 	}
-	out := bytes.Clone(buf)
-	done()
+	out := bytes.Clone(p.JSON)
+	p.Release()
 	return out, nil
 }
 
+// Pooled is JSON written into a buffer of the codec's pool (MarshalPooled).
+type Pooled struct {
+	JSON []byte
+	bp   *[]byte
+}
+
+// Release gives the buffer back to the pool; the JSON must not be used after.
+func (p Pooled) Release() {
+	if p.bp != nil {
+		release(p.bp, p.JSON)
+	}
+}
+
 // MarshalPooled is Marshal into a buffer of the codec's pool, for a caller that is done with
-// the JSON soon (it has written it): done gives the buffer back, after which it must not be
-// used. Large answers then cost no fresh allocation of their size each.
-func MarshalPooled(m proto.Message, prefix, suffix string) (buf []byte, done func(), err error) {
+// the JSON soon (it has written it) and then releases it. Large answers then cost no fresh
+// allocation of their size each.
+func MarshalPooled(m proto.Message, prefix, suffix string) (Pooled, error) {
 	r := m.ProtoReflect()
 	bp := buffers.Get().(*[]byte)
-	buf = append((*bp)[:0], prefix...)
+	buf := append((*bp)[:0], prefix...)
+	var err error
 	if undecoded(r) {
 		buf, err = appendWireJSON(buf, r.Descriptor(), r.GetUnknown())
 	} else {
@@ -59,9 +73,9 @@ func MarshalPooled(m proto.Message, prefix, suffix string) (buf []byte, done fun
 	buf = append(buf, suffix...)
 	if err != nil {
 		release(bp, buf)
-		return nil, nil, err
+		return Pooled{}, err
 	}
-	return buf, func() { release(bp, buf) }, nil
+	return Pooled{JSON: buf, bp: bp}, nil
 }
 
 // release returns a buffer to the pool unless it grew too large to keep.

@@ -133,8 +133,18 @@ func (d *fastDecoder) literal(s string) bool {
 // str reads a JSON string; false for anything protojson might read differently (a lone
 // surrogate, invalid UTF-8) or not at all.
 func (d *fastDecoder) str() (string, bool) {
-	if !d.consume('"') {
+	b, ok := d.strBytes()
+	if !ok {
 		return "", false
+	}
+	return string(b), true
+}
+
+// strBytes is str without the string: the body's own bytes when the string has no escapes
+// (callers must not keep or change them), a new buffer when it has.
+func (d *fastDecoder) strBytes() ([]byte, bool) {
+	if !d.consume('"') {
+		return nil, false
 	}
 	start := d.i
 	for d.i < len(d.b) {
@@ -144,20 +154,20 @@ func (d *fastDecoder) str() (string, bool) {
 			s := d.b[start:d.i]
 			d.i++
 			if !utf8.Valid(s) {
-				return "", false
+				return nil, false
 			}
-			return string(s), true
+			return s, true
 		case c == '\\':
 			return d.escapedStr(start)
 		case c < ' ':
-			return "", false
+			return nil, false
 		}
 		d.i++
 	}
-	return "", false
+	return nil, false
 }
 
-func (d *fastDecoder) escapedStr(start int) (string, bool) {
+func (d *fastDecoder) escapedStr(start int) ([]byte, bool) {
 	out := append([]byte(nil), d.b[start:d.i]...)
 	for d.i < len(d.b) {
 		c := d.b[d.i]
@@ -165,18 +175,18 @@ func (d *fastDecoder) escapedStr(start int) (string, bool) {
 		case c == '"':
 			d.i++
 			if !utf8.Valid(out) {
-				return "", false
+				return nil, false
 			}
-			return string(out), true
+			return out, true
 		case c < ' ':
-			return "", false
+			return nil, false
 		case c != '\\':
 			out = append(out, c)
 			d.i++
 			continue
 		}
 		if d.i+1 >= len(d.b) {
-			return "", false
+			return nil, false
 		}
 		e := d.b[d.i+1]
 		d.i += 2
@@ -196,26 +206,26 @@ func (d *fastDecoder) escapedStr(start int) (string, bool) {
 		case 'u':
 			r, ok := d.hex4()
 			if !ok {
-				return "", false
+				return nil, false
 			}
 			if utf16.IsSurrogate(r) {
 				if !d.literal(`\u`) {
-					return "", false
+					return nil, false
 				}
 				r2, ok := d.hex4()
 				if !ok {
-					return "", false
+					return nil, false
 				}
 				if r = utf16.DecodeRune(r, r2); r == utf8.RuneError {
-					return "", false
+					return nil, false
 				}
 			}
 			out = utf8.AppendRune(out, r)
 		default:
-			return "", false
+			return nil, false
 		}
 	}
-	return "", false
+	return nil, false
 }
 
 func (d *fastDecoder) hex4() (rune, bool) {
@@ -508,15 +518,18 @@ func (d *fastDecoder) stringList(m protoreflect.Message, fd protoreflect.FieldDe
 		d.depth--
 		return nil
 	}
-	var wire []byte
+	// The strings go from the body to a pooled buffer, which Unmarshal copies them out of.
+	scratch := buffers.Get().(*[]byte)
+	wire := (*scratch)[:0]
+	defer func() { release(scratch, wire) }()
 	for {
 		d.space()
-		s, ok := d.str()
+		s, ok := d.strBytes()
 		if !ok {
 			return errFallback
 		}
 		wire = protowire.AppendTag(wire, fd.Number(), protowire.BytesType)
-		wire = protowire.AppendString(wire, s)
+		wire = protowire.AppendBytes(wire, s)
 		d.space()
 		if d.consume(']') {
 			d.depth--

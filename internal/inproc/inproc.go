@@ -129,7 +129,7 @@ func (s *Server) invoke(ctx context.Context, fullMethod string, args, reply any,
 	// it as outgoing (so it is never forwarded by accident), a peer, and a stream for headers.
 	md, _ := metadata.FromOutgoingContext(ctx) // a copy already, with lower-case keys
 	sctx := metadata.NewIncomingContext(metadata.NewOutgoingContext(ctx, nil), md)
-	sctx = peer.NewContext(sctx, &peer.Peer{Addr: Addr, LocalAddr: Addr})
+	sctx = peer.NewContext(sctx, inprocPeer)
 	stream := &transportStream{method: fullMethod}
 	sctx = grpc.NewContextWithServerTransportStream(sctx, stream)
 
@@ -156,6 +156,9 @@ func (s *Server) invoke(ctx context.Context, fullMethod string, args, reply any,
 	return s.answer(out, reply, opts)
 }
 
+// inprocPeer is the peer of every in-process call; nothing changes a call's peer.
+var inprocPeer = &peer.Peer{Addr: Addr, LocalAddr: Addr}
+
 // ownedUnmarshaler is a codec that can take bytes over without copying them (the gateway's,
 // which keeps answers as bytes).
 type ownedUnmarshaler interface {
@@ -171,14 +174,9 @@ func (s *Server) answer(out proto.Message, reply any, opts []grpc.CallOption) er
 			continue
 		}
 		if owned, ok := codec.CodecV2.(ownedUnmarshaler); ok {
-			// One sizing pass: the marshalling reuses the sizes it cached.
-			n := proto.Size(out)
-			if s.maxMessage > 0 && n > s.maxMessage {
-				return tooLarge(n, s.maxMessage)
-			}
-			b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(make([]byte, 0, n), out)
+			b, err := s.marshal(out)
 			if err != nil {
-				return status.Errorf(codes.Internal, "marshal answer: %v", err)
+				return err
 			}
 			return owned.UnmarshalOwned(b, reply)
 		}
@@ -197,7 +195,7 @@ func (s *Server) answer(out proto.Message, reply any, opts []grpc.CallOption) er
 		return status.Error(codes.Internal, "reply is not a protobuf message")
 	}
 	if s.maxMessage > 0 {
-		if n := proto.Size(out); n > s.maxMessage {
+		if n := size(out); n > s.maxMessage {
 			return tooLarge(n, s.maxMessage)
 		}
 	}
@@ -212,6 +210,49 @@ func (s *Server) answer(out proto.Message, reply any, opts []grpc.CallOption) er
 	proto.Reset(r)
 	proto.Merge(r, out)
 	return nil
+}
+
+// generated is a message with generated sizing and marshalling (vtprotobuf, buf.gen.yaml):
+// every collab message. It takes none of proto.Marshal's reflection, which on maps of
+// messages (Get Permissions' answer) is most of the cost.
+type generated interface {
+	SizeVT() int
+	MarshalToSizedBufferVT(b []byte) (int, error)
+}
+
+// size is proto.Size, by the generated code when there is some.
+func size(m proto.Message) int {
+	if g, ok := m.(generated); ok {
+		return g.SizeVT()
+	}
+	return proto.Size(m)
+}
+
+// marshal returns m's bytes in a buffer of their exact size, or the error of an answer over
+// the size limit.
+func (s *Server) marshal(m proto.Message) ([]byte, error) {
+	if g, ok := m.(generated); ok {
+		n := g.SizeVT()
+		if s.maxMessage > 0 && n > s.maxMessage {
+			return nil, tooLarge(n, s.maxMessage)
+		}
+		b := make([]byte, n)
+		// The generated code writes from the end: with the exact size, b is filled whole.
+		if w, err := g.MarshalToSizedBufferVT(b); err != nil || w != n {
+			return nil, status.Errorf(codes.Internal, "marshal answer: %d of %d bytes: %v", w, n, err)
+		}
+		return b, nil
+	}
+	// One sizing pass: the marshalling reuses the sizes it cached.
+	n := proto.Size(m)
+	if s.maxMessage > 0 && n > s.maxMessage {
+		return nil, tooLarge(n, s.maxMessage)
+	}
+	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(make([]byte, 0, n), m)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "marshal answer: %v", err)
+	}
+	return b, nil
 }
 
 // tooLarge fails as a gRPC client does on an answer over its limit, code and words alike, so
@@ -262,8 +303,12 @@ func (t *transportStream) deliver(opts []grpc.CallOption) {
 	}
 }
 
-// lower copies md with lower-case keys, as metadata arrives over a real connection.
+// lower copies md with lower-case keys, as metadata arrives over a real connection; nil when
+// the handler set none.
 func lower(md metadata.MD) metadata.MD {
+	if len(md) == 0 {
+		return nil
+	}
 	out := metadata.MD{}
 	for k, v := range md {
 		k = strings.ToLower(k)

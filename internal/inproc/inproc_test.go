@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 )
 
 // healthSpy is a service whose Check records what reached it and answers as told.
@@ -232,5 +234,61 @@ func TestInterceptClientsRunFirstOnEveryConn(t *testing.T) {
 		if got := strings.Join(spy.in.Get("x-by"), ","); got != c.want {
 			t.Errorf("the server saw %q, want %q", got, c.want)
 		}
+	}
+}
+
+// accessAnswer answers Get Permissions with a rich answer: maps of messages, optional fields,
+// a list.
+type accessAnswer struct {
+	accessv1.UnimplementedAccessServiceServer
+	answer *accessv1.GetPermissionsResponse
+}
+
+func (a *accessAnswer) GetPermissions(context.Context, *accessv1.GetPermissionsRequest) (*accessv1.GetPermissionsResponse, error) {
+	return a.answer, nil
+}
+
+// Collab messages are sized and marshalled by their generated code (vtprotobuf): the bytes a
+// codec that takes them over gets are the answer's, and the size limit holds, whether the
+// answer goes as bytes or moves.
+func TestGeneratedMarshalling(t *testing.T) {
+	role, denied, code := "viewer", "User does not have access to document", "permission_denied"
+	user := &accessv1.UserPermissions{
+		Documents:    map[string]*accessv1.PermissionEntry{"a": {AccessRole: &role, ExpiresAt: proto.Float64(1.5e9)}, "b": {Error: &denied, ErrorCode: &code}},
+		Folders:      map[string]*accessv1.PermissionEntry{},
+		Organization: map[string]*accessv1.OrganizationAccess{"o": {AccessRole: "editor"}},
+		Context:      &accessv1.AccessContext{AccessFields: []string{"region:eu", "p:7"}},
+	}
+	answer := &accessv1.GetPermissionsResponse{Status: "success", Message: "ok", Data: map[string]*accessv1.UserPermissions{"u": user, "v": {}}}
+	if _, ok := proto.Message(answer).(generated); !ok {
+		t.Fatal("collab messages have no generated marshalling: run scripts/generate")
+	}
+	pass := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		return handler(ctx, req)
+	}
+	s := New(&registrar{}, pass, 0)
+	accessv1.RegisterAccessServiceServer(s, &accessAnswer{answer: answer})
+	conn, ctx := s.Conn(), context.Background()
+
+	owned := &ownedCodec{}
+	var reply accessv1.GetPermissionsResponse
+	if err := conn.Invoke(ctx, accessv1.AccessService_GetPermissions_FullMethodName, &accessv1.GetPermissionsRequest{}, &reply, grpc.ForceCodecV2(owned)); err != nil {
+		t.Fatal(err)
+	}
+	var got accessv1.GetPermissionsResponse
+	if err := proto.Unmarshal(reply.ProtoReflect().GetUnknown(), &got); err != nil || !proto.Equal(&got, answer) || owned.calls != 1 {
+		t.Fatalf("bytes handed over decode to %v (%v), want %v", &got, err, answer)
+	}
+
+	s.maxMessage = proto.Size(answer) - 1
+	if err := conn.Invoke(ctx, accessv1.AccessService_GetPermissions_FullMethodName, &accessv1.GetPermissionsRequest{}, &reply, grpc.ForceCodecV2(owned)); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("over the limit, owned codec: %v", err)
+	}
+	if _, err := accessv1.NewAccessServiceClient(conn).GetPermissions(ctx, &accessv1.GetPermissionsRequest{}); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("over the limit, moved: %v", err)
+	}
+	s.maxMessage = proto.Size(answer)
+	if moved, err := accessv1.NewAccessServiceClient(conn).GetPermissions(ctx, &accessv1.GetPermissionsRequest{}); err != nil || !proto.Equal(moved, answer) {
+		t.Fatalf("at the limit, moved: %v, %v", moved, err)
 	}
 }

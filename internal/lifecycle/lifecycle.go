@@ -5,6 +5,7 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -37,6 +38,12 @@ func Ref(id, generation string) string {
 		return id
 	}
 	return id + "\x1e" + generation
+}
+
+// SplitRef is Ref's inverse: the id and generation a key was made of.
+func SplitRef(ref string) (id, generation string) {
+	id, generation, _ = strings.Cut(ref, "\x1e")
+	return id, generation
 }
 
 // Incarnation names one generation of a resource.

@@ -70,6 +70,11 @@ func TestRefsAndDeletedDocuments(t *testing.T) {
 	if Ref("d", "") != "d" || Ref("d", "g1") == Ref("d", "g2") || Ref("d", "g1") == "d" {
 		t.Fatalf("refs %q %q %q", Ref("d", ""), Ref("d", "g1"), Ref("d", "g2"))
 	}
+	for _, in := range []Incarnation{{"d", ""}, {"d", "g1"}, {"doc with spaces", "0123456789abcdef"}} {
+		if id, gen := SplitRef(in.Ref()); id != in.ID || gen != in.Generation {
+			t.Fatalf("SplitRef(%q) = %q, %q", in.Ref(), id, gen)
+		}
+	}
 	if a, b := NewGeneration(), NewGeneration(); a == b || len(a) < 16 {
 		t.Fatalf("generations %q %q", a, b)
 	}

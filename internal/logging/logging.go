@@ -18,13 +18,29 @@ type requestIDKey struct{}
 
 // WithRequestID returns ctx carrying id.
 func WithRequestID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, requestIDKey{}, id)
+	return &requestIDContext{Context: ctx, id: id}
+}
+
+// requestIDContext carries a request id in one allocation, where context.WithValue takes two
+// (its own and the string's, boxed): every HTTP request and every RPC gets one.
+type requestIDContext struct {
+	context.Context
+	id string
+}
+
+func (c *requestIDContext) Value(key any) any {
+	if _, ok := key.(requestIDKey); ok {
+		return &c.id
+	}
+	return c.Context.Value(key)
 }
 
 // RequestID returns the request id on ctx, or "".
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
+	if id, ok := ctx.Value(requestIDKey{}).(*string); ok {
+		return *id
+	}
+	return ""
 }
 
 // NewRequestID returns a fresh request id.

@@ -29,3 +29,27 @@ func TestValidRequestID(t *testing.T) {
 		}
 	}
 }
+
+// The id is the context's like any value: found through derived contexts, replaced by a later
+// one, absent before, and the context it wraps still cancels and carries its values.
+func TestRequestIDOnContext(t *testing.T) {
+	type key struct{}
+	base, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "v"))
+	if RequestID(base) != "" {
+		t.Fatal("an id before any was set")
+	}
+	ctx := WithRequestID(base, "first")
+	derived, stop := context.WithCancel(context.WithValue(ctx, key{}, "w"))
+	defer stop()
+	if RequestID(derived) != "first" || RequestID(WithRequestID(derived, "second")) != "second" {
+		t.Fatalf("ids %q, %q", RequestID(derived), RequestID(WithRequestID(derived, "second")))
+	}
+	if ctx.Value(key{}) != "v" || derived.Value(key{}) != "w" {
+		t.Fatal("the wrapped context's values are lost")
+	}
+	cancel()
+	<-derived.Done()
+	if ctx.Err() == nil || derived.Err() == nil {
+		t.Fatal("cancellation did not pass through")
+	}
+}

@@ -36,18 +36,30 @@ func OptionalID(field, v string) error {
 }
 
 func idForm(field, v string) error {
-	switch {
-	case !utf8.ValidString(v):
-		return apierr.InvalidArgument("%s must be valid UTF-8.", field)
-	case utf8.RuneCountInString(v) > MaxIDLength:
-		return apierr.InvalidArgument("%s must be at most %d characters.", field, MaxIDLength)
-	case strings.TrimSpace(v) != v:
-		return apierr.InvalidArgument("%s must not start or end with white space.", field)
-	case strings.IndexFunc(v, unicode.IsControl) >= 0:
-		return apierr.InvalidArgument("%s must not contain control characters.", field)
+	if problem := idProblem(v); problem != "" {
+		return apierr.InvalidArgument("%s %s", field, problem)
 	}
 	return nil
 }
+
+// idProblem says what is wrong with a non-empty id ("must be valid UTF-8."), or "" when
+// nothing is. Lists name the element only once one is wrong: naming each ("userIds[3]") cost an
+// allocation per id on every request.
+func idProblem(v string) string {
+	switch {
+	case !utf8.ValidString(v):
+		return "must be valid UTF-8."
+	case utf8.RuneCountInString(v) > MaxIDLength:
+		return idTooLong
+	case strings.TrimSpace(v) != v:
+		return "must not start or end with white space."
+	case strings.IndexFunc(v, unicode.IsControl) >= 0:
+		return "must not contain control characters."
+	}
+	return ""
+}
+
+var idTooLong = "must be at most " + strconv.Itoa(MaxIDLength) + " characters."
 
 // IDs checks a list of ids and returns it without duplicates, in first-seen order. required
 // refuses an empty list; max > 0 bounds its length (counted before duplicates are dropped).
@@ -68,8 +80,8 @@ func IDs(field string, vs []string, required bool, max int) ([]string, error) {
 		if v == "" {
 			return nil, apierr.InvalidArgument("%s[%d] must not be empty.", field, i)
 		}
-		if err := idForm(field+"["+strconv.Itoa(i)+"]", v); err != nil {
-			return nil, err
+		if problem := idProblem(v); problem != "" {
+			return nil, apierr.InvalidArgument("%s[%d] %s", field, i, problem)
 		}
 		if seen != nil {
 			if _, dup := seen[v]; dup {

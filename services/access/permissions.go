@@ -99,16 +99,41 @@ func (s *Server) GetPermissions(ctx context.Context, req *accessv1.GetPermission
 	return &accessv1.GetPermissionsResponse{Status: statusSuccess, Message: msgPermissionsRetrieved, Data: data}, nil
 }
 
+// ref is the key of a resource's grants in one generation (lifecycle.Ref) as its two halves,
+// so that looking grants up builds no string: joining them cost an allocation per resource and
+// folder of every request.
+type ref struct{ id, generation string }
+
+// refOf splits a grant's key.
+func refOf(key string) ref {
+	id, gen := lifecycle.SplitRef(key)
+	return ref{id, gen}
+}
+
+// String is the key as grants are stored under it.
+func (r ref) String() string { return lifecycle.Ref(r.id, r.generation) }
+
 // resolvedItem is one requested folder or document as the documents service sees it.
 type resolvedItem struct {
 	id string
-	// ref is the key of its grants; chain the keys of its folder chain, nearest first.
-	ref   string
-	chain []string
+	// ref is the key of its grants.
+	ref ref
 	// resource is nil when the item does not exist.
 	resource *documentsv1.ResolvedResource
 	// accessType is the effective access type, one pointer shared by every user's entry.
 	accessType *string
+}
+
+// chainLen returns the number of folders in the item's folder chain.
+func (it resolvedItem) chainLen() int { return len(it.resource.GetFolderChain()) }
+
+// link returns the key of the grants of the j-th folder of its chain, nearest first.
+func (it resolvedItem) link(j int) ref {
+	gen := ""
+	if gens := it.resource.GetFolderChainGenerations(); j < len(gens) {
+		gen = gens[j]
+	}
+	return ref{it.resource.GetFolderChain()[j], gen}
 }
 
 // lookup pairs the requested ids with their resolution. An id the documents service left out
@@ -118,21 +143,14 @@ func lookup(ids []string, m map[string]*documentsv1.ResolvedResource) []resolved
 	for i, id := range ids {
 		out[i] = resolvedItem{id: id}
 		if r := m[id]; r.GetExists() {
-			at := r.GetAccessType()
-			if at == "" {
-				at = validate.AccessPublic // the documents service's default, should it send none
+			// The answer is this call's alone: its access type serves as the entries' own.
+			at := &r.AccessType
+			if *at == "" {
+				public := validate.AccessPublic // the documents service's default, should it send none
+				at = &public
 			}
-			out[i].resource, out[i].accessType = r, &at
-			out[i].ref = lifecycle.Ref(id, r.GetGeneration())
-			gens := r.GetFolderChainGenerations()
-			out[i].chain = make([]string, len(r.GetFolderChain()))
-			for j, f := range r.GetFolderChain() {
-				gen := ""
-				if j < len(gens) {
-					gen = gens[j]
-				}
-				out[i].chain[j] = lifecycle.Ref(f, gen)
-			}
+			out[i].resource, out[i].accessType = r, at
+			out[i].ref = ref{id, r.GetGeneration()}
 		}
 	}
 	return out
@@ -150,8 +168,8 @@ func missing(items []resolvedItem) bool {
 // heldGrants are one user's grants in effect in the organization.
 type heldGrants struct {
 	organization *Grant // nil: not a member
-	folders      map[string]Grant
-	documents    map[string]Grant
+	folders      map[ref]Grant
+	documents    map[ref]Grant
 }
 
 func groupGrants(grants []Grant, now time.Time) map[string]*heldGrants {
@@ -162,16 +180,16 @@ func groupGrants(grants []Grant, now time.Time) map[string]*heldGrants {
 		}
 		h, ok := out[g.UserID]
 		if !ok {
-			h = &heldGrants{folders: map[string]Grant{}, documents: map[string]Grant{}}
+			h = &heldGrants{folders: map[ref]Grant{}, documents: map[ref]Grant{}}
 			out[g.UserID] = h
 		}
 		switch g.ResourceType {
 		case ResourceOrganization:
 			h.organization = &g
 		case ResourceFolder:
-			h.folders[g.ResourceID] = g
+			h.folders[refOf(g.ResourceID)] = g
 		case ResourceDocument:
-			h.documents[g.ResourceID] = g
+			h.documents[refOf(g.ResourceID)] = g
 		}
 	}
 	return out
@@ -184,31 +202,47 @@ func groupGrants(grants []Grant, now time.Time) map[string]*heldGrants {
 type resolver struct {
 	org                 string
 	folders, documents  []resolvedItem
-	roles               map[string]*string
 	folderMsgs, docMsgs entryMessages
 	codeMissing         *string
 	codeDenied          *string
+	// texts are the strings the pointers above and role's point at, in the resolver's own
+	// allocation.
+	texts resolverTexts
+}
+
+// resolverTexts are the strings a resolver's entries share.
+type resolverTexts struct {
+	editor, viewer                                         string
+	noFolder, noFolderAccess, noDocument, noDocumentAccess string
+	codeMissing, codeDenied                                string
 }
 
 // entryMessages are the texts of missing and denied entries of one kind of resource.
 type entryMessages struct{ missing, denied *string }
 
 func newResolver(org string, folders, documents []resolvedItem) *resolver {
-	str := func(s string) *string { return &s }
-	return &resolver{
-		org: org, folders: folders, documents: documents,
-		roles:       map[string]*string{validate.RoleEditor: str(validate.RoleEditor), validate.RoleViewer: str(validate.RoleViewer)},
-		folderMsgs:  entryMessages{missing: str(msgNoFolder), denied: str(msgNoFolderAccess)},
-		docMsgs:     entryMessages{missing: str(msgNoDocument), denied: str(msgNoDocumentAccess)},
-		codeMissing: str(codeMissing), codeDenied: str(codeDenied),
-	}
+	r := &resolver{org: org, folders: folders, documents: documents, texts: resolverTexts{
+		editor: validate.RoleEditor, viewer: validate.RoleViewer,
+		noFolder: msgNoFolder, noFolderAccess: msgNoFolderAccess, noDocument: msgNoDocument, noDocumentAccess: msgNoDocumentAccess,
+		codeMissing: codeMissing, codeDenied: codeDenied,
+	}}
+	t := &r.texts
+	r.folderMsgs = entryMessages{missing: &t.noFolder, denied: &t.noFolderAccess}
+	r.docMsgs = entryMessages{missing: &t.noDocument, denied: &t.noDocumentAccess}
+	r.codeMissing, r.codeDenied = &t.codeMissing, &t.codeDenied
+	return r
 }
 
+// role returns the shared string of a role, or a copy of one it does not know.
 func (r *resolver) role(v string) *string {
-	if p, ok := r.roles[v]; ok {
-		return p
+	switch v {
+	case validate.RoleEditor:
+		return &r.texts.editor
+	case validate.RoleViewer:
+		return &r.texts.viewer
 	}
-	return &v
+	other := v // copied here only: taking v's address would move every call's v to the heap
+	return &other
 }
 
 // user answers one user; held is nil for a user without grants.
@@ -244,7 +278,7 @@ func (r *resolver) user(held *heldGrants, context []string) *accessv1.UserPermis
 
 // resolve fills e by the rows of docs/permissions.md for one folder or document. own holds the
 // user's grants on resources of the item's kind.
-func (r *resolver) resolve(e *accessv1.PermissionEntry, held *heldGrants, own map[string]Grant, it resolvedItem, msgs entryMessages) {
+func (r *resolver) resolve(e *accessv1.PermissionEntry, held *heldGrants, own map[ref]Grant, it resolvedItem, msgs entryMessages) {
 	// Row 1: the resource does not exist.
 	if it.resource == nil {
 		e.Error, e.ErrorCode = msgs.missing, r.codeMissing
@@ -257,8 +291,8 @@ func (r *resolver) resolve(e *accessv1.PermissionEntry, held *heldGrants, own ma
 		return
 	}
 	// Row 3: the nearest folder of the chain with a grant.
-	for _, f := range it.chain {
-		if g, ok := held.folders[f]; ok {
+	for j := range it.chainLen() {
+		if g, ok := held.folders[it.link(j)]; ok {
 			r.grant(e, g)
 			return
 		}
@@ -269,7 +303,7 @@ func (r *resolver) resolve(e *accessv1.PermissionEntry, held *heldGrants, own ma
 		if member != nil {
 			r.grant(e, *member) // row 4
 		} else {
-			e.AccessRole = r.roles[validate.RoleViewer] // row 5
+			e.AccessRole = &r.texts.viewer // row 5
 		}
 		return
 	case validate.AccessOrganizationPrivate:

@@ -53,10 +53,10 @@ func (s *Server) FilterReaders(ctx context.Context, req *accessv1.FilterReadersR
 	// The grants that can decide, under the current generations: the document's, its folder
 	// chain's and the organization's (membership).
 	orgRef := lifecycle.Ref(org, resolved.GetOrganizationGeneration())
-	on := make([]Resource, 0, len(it.chain)+2)
-	on = append(on, Resource{ResourceOrganization, orgRef}, Resource{ResourceDocument, it.ref})
-	for _, f := range it.chain {
-		on = append(on, Resource{ResourceFolder, f})
+	on := make([]Resource, 0, it.chainLen()+2)
+	on = append(on, Resource{ResourceOrganization, orgRef}, Resource{ResourceDocument, it.ref.String()})
+	for j := range it.chainLen() {
+		on = append(on, Resource{ResourceFolder, it.link(j).String()})
 	}
 	now := s.now()
 	r := newResolver(org, nil, items)

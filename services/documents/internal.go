@@ -60,7 +60,7 @@ func (s *Server) ResolveResources(ctx context.Context, req *documentsv1.ResolveR
 		}
 	}
 	tree := s.newTree(apiKey, org)
-	wanted := append([]string{}, folderIDs...)
+	wanted := append(make([]string, 0, len(folderIDs)+len(docs)), folderIDs...)
 	for _, d := range docs {
 		wanted = append(wanted, d.FolderID)
 	}
@@ -75,25 +75,39 @@ func (s *Server) ResolveResources(ctx context.Context, req *documentsv1.ResolveR
 		resp.Folders[id] = &documentsv1.ResolvedResource{Exists: true, AccessType: tree.access(id), Generation: tree.get(id).Generation,
 			FolderChain: append([]string{}, tree.ancestors(id)...)}
 	}
+	s.resolveDocuments(resp, tree, docIDs, docs)
+	return resp, nil
+}
+
+// resolveDocuments answers each of ids from docs, the records found of them. The documents'
+// answers, their folder chains and the chains' generations take one allocation each for all
+// documents, not one or more per document: this is most of Get Permissions' answer.
+func (s *Server) resolveDocuments(resp *documentsv1.ResolveResourcesResponse, tree *folderTree, ids []string, docs []*Document) {
 	found := make(map[string]*Document, len(docs))
+	links := 0
 	for _, d := range docs {
 		found[d.ID] = d
+		links += len(tree.chain(d.FolderID))
 	}
-	for _, id := range docIDs {
+	answers := make([]documentsv1.ResolvedResource, len(docs))
+	chains, gens := make([]string, 0, links), make([]string, 0, links)
+	for _, id := range ids {
 		d := found[id]
 		if d == nil {
-			resp.Documents[id] = missing()
+			resp.Documents[id] = &documentsv1.ResolvedResource{FolderChain: []string{}}
 			continue
 		}
-		chain := tree.chain(d.FolderID)
-		gens := make([]string, len(chain))
-		for i, f := range chain {
-			gens[i] = tree.get(f).Generation
+		start := len(chains)
+		for _, f := range tree.chain(d.FolderID) {
+			chains, gens = append(chains, f), append(gens, tree.get(f).Generation)
 		}
-		resp.Documents[id] = &documentsv1.ResolvedResource{Exists: true, AccessType: tree.documentAccess(d), Generation: d.Generation,
-			FolderChain: chain, FolderChainGenerations: gens}
+		a := &answers[0]
+		answers = answers[1:]
+		a.Exists, a.AccessType, a.Generation = true, tree.documentAccess(d), d.Generation
+		// Capped, so that nothing appended to one chain can reach the next.
+		a.FolderChain, a.FolderChainGenerations = chains[start:len(chains):len(chains)], gens[start:len(gens):len(gens)]
+		resp.Documents[id] = a
 	}
-	return resp, nil
 }
 
 // EnsureResources checks, and with the create flags creates, an organization, folder and

@@ -59,6 +59,46 @@ func filterOf(ids []string) idFilter {
 
 func (f idFilter) has(v string) bool { return f == nil || f[v] }
 
+// listed returns copies of an organization's records that keep accepts: those of ids, looked
+// up by key, when ids are given (Get Permissions reads its documents and folders so, and a scan
+// of every tenant's records cost it most of its time), else all of them. The copies take two
+// allocations whatever their number. Callers hold s.mu.
+func listed[T any](records map[itemKey]*T, apiKey, org string, ids []string, keep func(*T) bool) []*T {
+	var found []*T
+	if len(ids) > 0 {
+		found = make([]*T, 0, len(ids))
+		only := idFilter(nil)
+		if len(ids) > 64 {
+			only = make(idFilter, len(ids))
+		}
+		for _, id := range ids {
+			r, ok := records[itemKey{apiKey, org, id}]
+			switch {
+			case !ok || !keep(r):
+			case only != nil:
+				if !only[id] {
+					only[id] = true
+					found = append(found, r)
+				}
+			case !slices.Contains(found, r):
+				found = append(found, r)
+			}
+		}
+	} else {
+		for k, r := range records {
+			if k.apiKey == apiKey && k.org == org && keep(r) {
+				found = append(found, r)
+			}
+		}
+	}
+	copies := make([]T, len(found))
+	for i, r := range found {
+		copies[i] = *r
+		found[i] = &copies[i]
+	}
+	return found
+}
+
 func (s *MemoryStore) CreateOrganization(_ context.Context, o *Organization) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -137,14 +177,9 @@ func (s *MemoryStore) CreateFolder(_ context.Context, f *Folder) error {
 }
 
 func (s *MemoryStore) ListFolders(_ context.Context, apiKey, orgID string, filter FolderFilter, after *Position, limit int) ([]*Folder, error) {
-	only, parents := filterOf(filter.IDs), filterOf(filter.ParentIDs)
+	parents := filterOf(filter.ParentIDs)
 	s.mu.RLock()
-	var out []*Folder
-	for k, f := range s.folders {
-		if k.apiKey == apiKey && k.org == orgID && only.has(f.ID) && parents.has(f.ParentID) {
-			out = append(out, copyOf(f))
-		}
-	}
+	out := listed(s.folders, apiKey, orgID, filter.IDs, func(f *Folder) bool { return parents.has(f.ParentID) })
 	s.mu.RUnlock()
 	return page(out, (*Folder).position, after, limit), nil
 }
@@ -185,14 +220,8 @@ func (s *MemoryStore) CreateDocument(_ context.Context, d *Document) error {
 }
 
 func (s *MemoryStore) ListDocuments(_ context.Context, apiKey, orgID string, filter DocumentFilter, after *Position, limit int) ([]*Document, error) {
-	only := filterOf(filter.IDs)
 	s.mu.RLock()
-	var out []*Document
-	for k, d := range s.documents {
-		if k.apiKey == apiKey && k.org == orgID && only.has(d.ID) && (filter.FolderID == "" || d.FolderID == filter.FolderID) {
-			out = append(out, copyOf(d))
-		}
-	}
+	out := listed(s.documents, apiKey, orgID, filter.IDs, func(d *Document) bool { return filter.FolderID == "" || d.FolderID == filter.FolderID })
 	s.mu.RUnlock()
 	return page(out, (*Document).position, after, limit), nil
 }

@@ -3,6 +3,7 @@ package documents
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"testing"
@@ -205,6 +206,18 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		if !slices.Equal(folderIDs(byIDs), []string{"g", "f3"}) {
 			t.Fatalf("by ids %v", folderIDs(byIDs))
 		}
+		// Each record once, however often its id is asked for, in short lists and long ones.
+		repeated, _ := s.ListFolders(ctx, "k1", "o", FolderFilter{IDs: []string{"f3", "g", "f3", "g"}}, nil, 0)
+		if !slices.Equal(folderIDs(repeated), []string{"g", "f3"}) {
+			t.Fatalf("repeated ids %v", folderIDs(repeated))
+		}
+		long := []string{"f2", "f1"}
+		for i := range 70 {
+			long = append(long, fmt.Sprintf("nope%d", i), "f2")
+		}
+		if got, _ := s.ListFolders(ctx, "k1", "o", FolderFilter{IDs: long}, nil, 0); !slices.Equal(folderIDs(got), []string{"f1", "f2"}) {
+			t.Fatalf("a long list of repeated ids %v", folderIDs(got))
+		}
 		roots, _ := s.ListFolders(ctx, "k1", "o", FolderFilter{ParentIDs: []string{""}}, nil, 0)
 		if !slices.Equal(folderIDs(roots), []string{"g", "f1"}) {
 			t.Fatalf("roots %v", folderIDs(roots))
@@ -340,6 +353,17 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		both, _ := s.ListDocuments(ctx, "k1", "o", DocumentFilter{FolderID: "f", IDs: []string{"d1", "d4", "d3", "x"}}, nil, 0)
 		if !slices.Equal(documentIDs(both), []string{"d3", "d4"}) {
 			t.Fatalf("ids in f %v", documentIDs(both))
+		}
+		repeated, _ := s.ListDocuments(ctx, "k1", "o", DocumentFilter{IDs: []string{"d5", "d1", "d5", "x", "d1"}}, nil, 0)
+		if !slices.Equal(documentIDs(repeated), []string{"d1", "d5"}) {
+			t.Fatalf("repeated ids %v", documentIDs(repeated))
+		}
+		long := []string{"d4"}
+		for i := range 70 {
+			long = append(long, "d2b", fmt.Sprintf("nope%d", i))
+		}
+		if got, _ := s.ListDocuments(ctx, "k1", "o", DocumentFilter{IDs: long}, nil, 0); !slices.Equal(documentIDs(got), []string{"d2b", "d4"}) {
+			t.Fatalf("a long list of repeated ids %v", documentIDs(got))
 		}
 
 		page1, _ := s.ListDocuments(ctx, "k1", "o", DocumentFilter{}, nil, 2)

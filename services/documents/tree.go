@@ -16,6 +16,8 @@ type folderTree struct {
 	apiKey, org string
 	// folders maps a folder id to its record, or to nil when it is known not to exist.
 	folders map[string]*Folder
+	// chains holds the chains already walked (chain), by folder id.
+	chains map[string][]string
 }
 
 func (s *Server) newTree(apiKey, org string) *folderTree {
@@ -24,6 +26,7 @@ func (s *Server) newTree(apiKey, org string) *folderTree {
 
 // add records folders already read.
 func (t *folderTree) add(fs ...*Folder) {
+	t.chains = nil
 	for _, f := range fs {
 		t.folders[f.ID] = f
 	}
@@ -53,6 +56,7 @@ func (t *folderTree) load(ctx context.Context, ids []string) error {
 		if err != nil {
 			return fmt.Errorf("read folders: %w", err)
 		}
+		t.chains = nil
 		for _, id := range pending {
 			t.folders[id] = nil
 		}
@@ -95,12 +99,21 @@ func (t *folderTree) ancestors(id string) []string {
 }
 
 // chain returns the folder (when it exists) followed by its ancestors: the folder chain of a
-// document in it.
+// document in it. A folder's chain is walked once, after the folders are loaded; callers share
+// it and must not change it.
 func (t *folderTree) chain(id string) []string {
 	if t.folders[id] == nil {
-		return []string{}
+		return nil
 	}
-	return append([]string{id}, t.ancestors(id)...)
+	if c, ok := t.chains[id]; ok {
+		return c
+	}
+	c := append([]string{id}, t.ancestors(id)...)
+	if t.chains == nil {
+		t.chains = map[string][]string{}
+	}
+	t.chains[id] = c
+	return c
 }
 
 // depth is the folder's nesting level: 1 at the root, 0 for no folder.
