@@ -294,6 +294,11 @@ func testNotificationsBadInput(t *testing.T, s *system) {
 	d = okSet()
 	d["userIds"] = []string{}
 	bad(set, d, "userIds must contain at least one id.")
+	// A document the documents service does not know has no settings to read or keep.
+	s.call(get, k, map[string]any{"organizationId": "o", "documentIds": []string{"nodoc"}, "userId": "u"}).fails(t, 404, "NOT_FOUND", "Document does not exist.")
+	d = okSet()
+	d["documentIds"] = []string{"nodoc"}
+	s.call(set, k, d).fails(t, 404, "NOT_FOUND", "Document does not exist.")
 
 	add := "/v2/notifications/add"
 	okAdd := func() map[string]any {

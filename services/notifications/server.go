@@ -50,6 +50,7 @@ const (
 	msgItemDeleted     = "Notification deleted."
 	msgItemMissing     = "Notification does not exist."
 	msgOrgMissing      = "Organization does not exist."
+	msgDocMissing      = "Document does not exist."
 	msgFeatureDisabled = "Notifications are not enabled for this workspace. Turn them on with Update Workspace Settings (notifications)."
 )
 
@@ -171,6 +172,18 @@ func (s *Server) resolve(ctx context.Context, apiKey, org string, docs ...string
 	return Scope{APIKey: apiKey, OrganizationID: org, OrgGen: res.GetOrganizationGeneration()}, gens, nil
 }
 
+// documentsExist refuses a config operation on a document the documents service does not know
+// (resolve gives it the empty generation): its settings would be kept for nothing and read
+// back as if it were there.
+func documentsExist(docs []string, gens map[string]string) error {
+	for _, d := range docs {
+		if gens[d] == "" {
+			return apierr.NotFound(msgDocMissing)
+		}
+	}
+	return nil
+}
+
 func (o Scope) withDoc(doc, gen string) Scope {
 	o.DocumentID, o.DocGen = doc, gen
 	return o
@@ -189,6 +202,9 @@ func (s *Server) GetNotificationConfig(ctx context.Context, req *notificationsv1
 	}
 	org, gens, err := s.resolve(ctx, c.APIKey, req.GetOrganizationId(), docs...)
 	if err != nil {
+		return nil, err
+	}
+	if err := documentsExist(docs, gens); err != nil {
 		return nil, err
 	}
 	out := &notificationsv1.GetNotificationConfigResponse{Status: statusSuccess, Message: msgConfigFetched, Data: []*notificationsv1.DocumentConfig{}}
@@ -220,6 +236,9 @@ func (s *Server) SetNotificationConfig(ctx context.Context, req *notificationsv1
 	}
 	org, gens, err := s.resolve(ctx, c.APIKey, req.GetOrganizationId(), docs...)
 	if err != nil {
+		return nil, err
+	}
+	if err := documentsExist(docs, gens); err != nil {
 		return nil, err
 	}
 	scopes := make([]Scope, len(docs))
