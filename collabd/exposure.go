@@ -13,8 +13,8 @@ import (
 // while one of its listeners is reachable beyond loopback: the container image listens on
 // every interface, and anyone who reached it would own that workspace and its API key.
 // --dev-workspace=false, tokens of the operator's own (--dev-workspace-token,
-// --dev-auth-token) or --allow-published-dev-credentials lift it (docs/deployment.md, "The
-// development workspace beyond loopback").
+// --dev-auth-token) or --allow-published-dev-credentials lift it; see docs/deployment.md,
+// "The development workspace beyond loopback".
 func checkExposure(cfg Config, dev *service.DevCredentials, listens []string) error {
 	if dev == nil || !(dev.Published || dev.AnyPublished) || cfg.AllowPublishedDevCredentials {
 		return nil
