@@ -186,9 +186,9 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 	maxConnAge := f.Duration("grpc-max-connection-age", 30*time.Minute, "how long a connection to the gRPC listener lasts before the server asks the client to reconnect (in-flight calls get a minute to finish): under mutual TLS, a replaced certificate or a CA dropped from the bundle then holds for open connections within that time; 0: until closed; at least 1s")
 	maxConns, maxConnsPerAddr := 25000, 2000
 	f.Func("http-max-conns", strconv.Itoa(maxConns), "most connections the HTTP listener holds open at once (live sync's WebSockets included); past it new ones wait; 0: no cap",
-		intFlag(&maxConns))
+		service.IntFunc(&maxConns, 0, -1))
 	f.Func("http-max-conns-per-address", strconv.Itoa(maxConnsPerAddr), "most connections the HTTP listener holds open from one client address; past it new ones are closed at once; behind a proxy every client has the proxy's address: raise it or use 0 (no cap) and cap at the proxy",
-		intFlag(&maxConnsPerAddr))
+		service.IntFunc(&maxConnsPerAddr, 0, -1))
 	allowPublished := false
 	f.Func("allow-published-dev-credentials", "false", "start even though the development workspace has its published credentials and a listener (--http-addr, --grpc-addr) is reachable beyond loopback: anyone who reaches it is then its owner",
 		func(v string) (err error) {
@@ -498,16 +498,4 @@ func (c Config) parseServices(v string) ([]string, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
-}
-
-// intFlag parses a count of zero or more into n.
-func intFlag(n *int) func(string) error {
-	return func(v string) error {
-		i, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || i < 0 {
-			return fmt.Errorf("want a whole number of 0 or more, got %q", v)
-		}
-		*n = i
-		return nil
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -101,4 +102,21 @@ func ParseSwitch(v string) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("want true or false, got %q", v)
+}
+
+// IntFunc returns a Flags.Func parser that stores a whole number from min to max (no upper
+// bound when max < min) in n, refusing anything else with the bounds in the message: the one
+// parser of collabd's counting flags.
+func IntFunc(n *int, min, max int) func(string) error {
+	return func(v string) error {
+		i, err := strconv.Atoi(strings.TrimSpace(v))
+		switch {
+		case max < min && (err != nil || i < min):
+			return fmt.Errorf("want a whole number of %d or more, got %q", min, v)
+		case max >= min && (err != nil || i < min || i > max):
+			return fmt.Errorf("want a whole number from %d to %d, got %q", min, max, v)
+		}
+		*n = i
+		return nil
+	}
 }

@@ -58,16 +58,15 @@ func Module() service.Module {
 
 // quotaFlag parses a quota: a positive number, or off (0).
 func quotaFlag(v *int) func(string) error {
+	positive := service.IntFunc(v, 1, -1)
 	return func(s string) error {
 		if s == "off" {
 			*v = 0
 			return nil
 		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			return errors.New("must be a positive number or off")
+		if err := positive(s); err != nil {
+			return fmt.Errorf("%w, or off", err)
 		}
-		*v = n
 		return nil
 	}
 }

@@ -3,7 +3,6 @@ package webhooks
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -36,24 +35,10 @@ func Module() service.Module {
 				})
 			workers := 64
 			f.Func("webhook-workers", "64", "webhook deliveries this process sends at once; 0: it only stores messages, and processes with workers send them",
-				func(v string) error {
-					n, err := strconv.Atoi(v)
-					if err != nil || n < 0 || n > 1024 {
-						return fmt.Errorf("must be a number from 0 to 1024")
-					}
-					workers = n
-					return nil
-				})
+				service.IntFunc(&workers, 0, 1024))
 			tenantWorkers := 0
 			f.Func("webhook-tenant-workers", "0", "webhook deliveries of one workspace this process sends at once, so that one tenant's slow or dead endpoints leave workers to the others; 0: a quarter of --webhook-workers",
-				func(v string) error {
-					n, err := strconv.Atoi(v)
-					if err != nil || n < 0 || n > 1024 {
-						return fmt.Errorf("must be a number from 0 to 1024")
-					}
-					tenantWorkers = n
-					return nil
-				})
+				service.IntFunc(&tenantWorkers, 0, 1024))
 			lease := time.Minute
 			f.Func("webhook-lease", "1m", "how long a worker holds a delivery it sends; another worker takes it over after that if the first died (at least 20s: an attempt takes up to 15s)",
 				func(v string) error {
