@@ -430,6 +430,8 @@ func (s *MemoryStore) UpdateEndpoint(_ context.Context, apiKey, id string, p End
 	if e == nil {
 		return nil, ErrNotFound
 	}
+	e = copyEndpoint(e) // stored endpoints are never changed in place (EndpointsByRef shares them)
+	s.tenant(apiKey).endpoints[id] = e
 	if p.URL != nil {
 		e.URL = *p.URL
 	}
@@ -507,25 +509,37 @@ func (s *MemoryStore) ListEndpoints(_ context.Context, apiKey, after string, lim
 	return out, nil
 }
 
-func (s *MemoryStore) Endpoints(ctx context.Context, apiKey string) ([]*Endpoint, error) {
-	return s.ListEndpoints(ctx, apiKey, "", 0)
+// Endpoints returns the stored endpoints themselves, not copies: the store never changes one
+// in place (UpdateEndpoint and changeEndpoint store a changed copy), and the caller must not.
+func (s *MemoryStore) Endpoints(_ context.Context, apiKey string) ([]*Endpoint, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t := s.tenant(apiKey)
+	if t == nil {
+		return []*Endpoint{}, nil
+	}
+	out := make([]*Endpoint, len(t.endpointIDs))
+	for i, id := range t.endpointIDs {
+		out[i] = t.endpoints[id]
+	}
+	return out, nil
 }
 
+// EndpointsByRef returns the stored endpoints themselves, as Endpoints does.
 func (s *MemoryStore) EndpointsByRef(_ context.Context, refs []Ref) (map[Ref]*Endpoint, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make(map[Ref]*Endpoint, len(refs))
 	for _, r := range refs {
 		if e := s.endpoint(r.APIKey, r.ID); e != nil {
-			if _, done := out[r]; !done {
-				out[r] = copyEndpoint(e)
-			}
+			out[r] = e
 		}
 	}
 	return out, nil
 }
 
-// changeEndpoint applies f to the stored endpoint, or returns ErrNotFound.
+// changeEndpoint applies f to a copy of the stored endpoint and stores the copy, or returns
+// ErrNotFound.
 func (s *MemoryStore) changeEndpoint(apiKey, id string, f func(e *Endpoint)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -533,7 +547,9 @@ func (s *MemoryStore) changeEndpoint(apiKey, id string, f func(e *Endpoint)) err
 	if e == nil {
 		return ErrNotFound
 	}
+	e = copyEndpoint(e) // stored endpoints are never changed in place (EndpointsByRef shares them)
 	f(e)
+	s.tenant(apiKey).endpoints[id] = e
 	return nil
 }
 

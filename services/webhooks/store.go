@@ -223,7 +223,9 @@ type Store interface {
 	// ListEndpoints returns up to limit endpoints with ids after `after` ("" from the first),
 	// ascending (the oldest first).
 	ListEndpoints(ctx context.Context, apiKey, after string, limit int) ([]*Endpoint, error)
-	// Endpoints returns every endpoint of the tenant (the fan-out; tenants have tens).
+	// Endpoints returns every endpoint of the tenant (the fan-out; tenants have tens). What it
+	// and EndpointsByRef return is read-only: the memory store shares its own records (no copy
+	// per delivery), so a caller must not change them.
 	Endpoints(ctx context.Context, apiKey string) ([]*Endpoint, error)
 	// EndpointsByRef returns the endpoints that exist of those named, by reference.
 	EndpointsByRef(ctx context.Context, refs []Ref) (map[Ref]*Endpoint, error)

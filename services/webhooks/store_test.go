@@ -519,6 +519,40 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		wantEqual(t, "nobody's listed", val(s.ListEndpoints(ctx, "k3", "", 10)).must(t), []*Endpoint{})
 	})
 
+	t.Run("endpoints read for sending do not change under their reader", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		must(t, s.CreateEndpoint(ctx, endpoint("k1", "e1", func(e *Endpoint) { e.FilterTypes = []string{"a"} })))
+		for _, c := range []struct {
+			what   string
+			change func() error
+		}{
+			{"update", func() error {
+				_, err := s.UpdateEndpoint(ctx, "k1", "e1", EndpointPatch{URL: ptr("https://new"), FilterTypes: []string{"b"}}, at(sec))
+				return err
+			}},
+			{"set secrets", func() error { return s.SetSecrets(ctx, "k1", "e1", []Secret{{Value: "whsec_new"}}, at(2*sec)) }},
+			{"set failing", func() error { return s.SetFailing(ctx, "k1", "e1", at(3*sec)) }},
+			{"clear failing", func() error { return s.ClearFailing(ctx, "k1", "e1") }},
+			{"disable", func() error { return s.DisableEndpoint(ctx, "k1", "e1", "gone", at(4*sec)) }},
+		} {
+			all := val(s.Endpoints(ctx, "k1")).must(t)
+			byRef := val(s.EndpointsByRef(ctx, []Ref{{"k1", "e1"}})).must(t)
+			read := []*Endpoint{all[0], byRef[Ref{"k1", "e1"}]}
+			before := make([]*Endpoint, len(read))
+			for i, e := range read {
+				before[i] = copyEndpoint(e)
+			}
+			must(t, c.change())
+			for i, e := range read {
+				wantEqual(t, fmt.Sprintf("%s: read %d after it", c.what, i), e, before[i])
+			}
+			if after := val(s.Endpoint(ctx, "k1", "e1")).must(t); reflect.DeepEqual(after, before[0]) {
+				t.Errorf("%s: nothing stored", c.what)
+			}
+		}
+	})
+
 	t.Run("secrets, failing and disabling", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
