@@ -12,24 +12,34 @@ const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz
 
 // Random returns n characters drawn uniformly from [0-9A-Za-z] by crypto/rand.
 func Random(n int) string {
-	out := make([]byte, n)
-	buf := make([]byte, n+n/2)
-	i := 0
-	for i < n {
+	return string(AppendRandom(make([]byte, 0, n), n))
+}
+
+// AppendRandom appends n characters drawn as Random draws them to dst: an id made of parts
+// is then built in one buffer.
+func AppendRandom(dst []byte, n int) []byte {
+	var small [48]byte
+	var buf []byte
+	if n+n/2 > len(small) {
+		buf = make([]byte, n+n/2)
+	} else {
+		buf = small[:n+n/2]
+	}
+	for i := 0; i < n; {
 		_, _ = rand.Read(buf) // crypto/rand.Read never fails on supported platforms.
 		for _, b := range buf {
 			// 62*4 = 248: rejecting 248..255 keeps the draw uniform.
 			if b >= 248 {
 				continue
 			}
-			out[i] = alphabet[b%62]
+			dst = append(dst, alphabet[b%62])
 			i++
 			if i == n {
 				break
 			}
 		}
 	}
-	return string(out)
+	return dst
 }
 
 // Hash is the stored form of a high-entropy secret (auth tokens, verification tokens). A fast

@@ -29,6 +29,20 @@ func TestRandom(t *testing.T) {
 	}
 }
 
+func TestAppendRandom(t *testing.T) {
+	for _, n := range []int{0, 1, 12, 32, 40} { // 40: past the small buffer on the stack
+		got := AppendRandom([]byte("pre_"), n)
+		if len(got) != 4+n || string(got[:4]) != "pre_" {
+			t.Fatalf("AppendRandom(pre_, %d) = %q", n, got)
+		}
+		for _, r := range string(got[4:]) {
+			if !strings.ContainsRune(alphabet, r) {
+				t.Fatalf("character %q outside the alphabet", r)
+			}
+		}
+	}
+}
+
 func TestHashMatchesMask(t *testing.T) {
 	h := Hash("token-1234")
 	if h == "token-1234" || len(h) != 64 {

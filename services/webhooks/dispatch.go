@@ -23,6 +23,8 @@ const (
 	circuitFor = 10 * time.Minute
 	// workerIdle is how long a worker goroutine waits for another attempt before it ends.
 	workerIdle = time.Second
+	// roundMin is how many free workers start a round while more than half of them are busy.
+	roundMin = 4
 )
 
 // newClient is the HTTP client of deliveries (internal/egress): no redirects, and no blocked
@@ -279,13 +281,19 @@ func (e *engine) reserve(d *Delivery) {
 	l.inflight++
 }
 
-// release ends what reserve counted.
-func (e *engine) release(d *Delivery) {
+// release ends what reserve counted. It says whether a round should start now: when the
+// engine is at most half busy, or when a round's worth of workers is free (roundMin), so that
+// under load a round starts several attempts and pays its store calls once for all of them.
+func (e *engine) release(d *Delivery) (wake bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	wake = e.running == e.s.workers // a worker is free again, which another workspace may use
 	e.running--
 	if e.tenants[d.WorkspaceID]--; e.tenants[d.WorkspaceID] <= 0 {
 		delete(e.tenants, d.WorkspaceID)
+	}
+	if e.s.tenantWorkers-e.tenants[d.WorkspaceID] >= min(roundMin, e.s.tenantWorkers) {
+		wake = true
 	}
 	if l := e.endpoints[d.EndpointID]; l != nil {
 		l.inflight--
@@ -293,6 +301,7 @@ func (e *engine) release(d *Delivery) {
 			delete(e.endpoints, d.EndpointID)
 		}
 	}
+	return wake
 }
 
 // timedOut and answered keep an endpoint's circuit: timeouts in a row open it, an answer (any
@@ -349,15 +358,22 @@ func (e *engine) claimAndStart(ctx context.Context, picked []*Delivery) int {
 	e.wg.Add(len(claimed))
 	// What the attempts need is read on a worker, so that the next round need not wait for it.
 	e.run(func() {
-		for _, j := range e.s.prepare(actx, claimed, until) {
+		jobs := e.s.prepare(actx, claimed, until)
+		// Each attempt may take the client's timeout from here: one deadline serves the round.
+		sendCtx, cancelSend := context.WithTimeout(actx, e.s.timeout)
+		cancelRound := func() { cancelSend(); cancel() }
+		for _, j := range jobs {
+			j.sendCtx = sendCtx //nolint:fatcontext // one context for the round's jobs, not one nested per job
 			e.run(func() {
 				defer func() {
-					e.release(j.d)
+					wake := e.release(j.d)
 					if left.Add(-1) == 0 {
-						cancel()
+						cancelRound()
 					}
 					e.wg.Done()
-					e.notify()
+					if wake {
+						e.notify()
+					}
 				}()
 				e.s.attempt(actx, j)
 			})
@@ -396,6 +412,7 @@ func (e *engine) worker(attempt func()) {
 // job is one claimed delivery with what its attempt needs, read for its whole batch at once.
 type job struct {
 	d          *Delivery
+	sendCtx    context.Context // the attempt's request's: ends at its round's timeout
 	leaseUntil time.Time
 	msg        *Message     // nil: gone
 	ep         *Endpoint    // nil: the basic config's target, or gone

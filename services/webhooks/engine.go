@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -34,6 +35,7 @@ const (
 	failingDisables = 5 * 24 * time.Hour
 	maxRetryAfter   = 24 * time.Hour
 	responsePrefix  = 1024
+	drainLimit      = 1 << 20  // what is read of an answer past its prefix, to reuse the connection
 	basicPrefix     = "basic_" // the pseudo-endpoint of the basic webhook config's rawNotificationUrl
 	exhaustedType   = "message.attempt.exhausted"
 	retention       = 30 * 24 * time.Hour
@@ -211,7 +213,7 @@ func (s *Server) attempt(ctx context.Context, j *job) {
 		return
 	}
 	start := time.Now()
-	resp, err := s.client.Do(req)
+	resp, err := s.send(req)
 	duration := time.Since(start)
 	if err != nil {
 		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
@@ -221,10 +223,8 @@ func (s *Server) attempt(ctx context.Context, j *job) {
 		return
 	}
 	s.engine.answered(d.EndpointID)
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, responsePrefix))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	text := readAnswer(resp.Body)
 	resp.Body.Close()
-	text := strings.ToValidUTF8(string(answer), "")
 	ep := j.ep
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
@@ -249,6 +249,27 @@ func (s *Server) attempt(ctx context.Context, j *job) {
 		}
 		s.retry(ctx, j, resp.StatusCode, text, duration, now, wait)
 	}
+}
+
+// answerBufs holds the buffers readAnswer reads into.
+var answerBufs = sync.Pool{New: func() any { return new([responsePrefix]byte) }}
+
+// readAnswer returns the first responsePrefix bytes of an answer's body (valid UTF-8) and reads
+// up to drainLimit bytes more, so that the connection is reused. One pooled buffer serves
+// both: an answer is read for every attempt.
+func readAnswer(body io.Reader) string {
+	buf := answerBufs.Get().(*[responsePrefix]byte)
+	defer answerBufs.Put(buf)
+	n, err := io.ReadFull(body, buf[:])
+	text := ""
+	if n > 0 {
+		text = strings.ToValidUTF8(string(buf[:n]), "")
+	}
+	for drained := 0; err == nil && drained < drainLimit; {
+		n, err = body.Read(buf[:])
+		drained += n
+	}
+	return text
 }
 
 // errRateLimited is request's reason when the endpoint's rate limit is spent this second.
@@ -291,26 +312,57 @@ func (s *Server) request(ctx context.Context, j *job, now time.Time) (*http.Requ
 			return nil, err.Error()
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(j.sendCtx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, "bad endpoint url"
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "collab-webhooks/1")
-	req.Header.Set("webhook-id", j.msg.ID)
+	h := headers{h: make(http.Header, 6), vals: make([]string, 0, 6)}
+	h.set("Content-Type", "application/json")
+	h.set("User-Agent", "collab-webhooks/1")
+	h.set("Webhook-Id", j.msg.ID)
 	ts := now.Unix()
-	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
+	h.set("Webhook-Timestamp", strconv.FormatInt(ts, 10))
 	if len(secrets) > 0 {
 		sig, err := signatures(secrets, j.msg.ID, ts, body)
 		if err != nil {
 			return nil, "signing: " + err.Error()
 		}
-		req.Header.Set("webhook-signature", sig)
+		h.set("Webhook-Signature", sig)
 	}
 	if auth != "" {
-		req.Header.Set("Authorization", auth)
+		h.set("Authorization", auth)
 	}
+	req.Header = h.h
 	return req, ""
+}
+
+// headers builds a request's header with its values in one slice, keys given canonical: what
+// Header.Set does with an allocation per key and per value, for every attempt.
+type headers struct {
+	h    http.Header
+	vals []string
+}
+
+func (h *headers) set(canonicalKey, v string) {
+	h.vals = append(h.vals, v)
+	n := len(h.vals)
+	h.h[canonicalKey] = h.vals[n-1 : n : n]
+}
+
+// send sends an attempt's request with the client's transport itself. The client follows no
+// redirect (egress.Client), and what it adds (its own deadline and timer, a copy of the
+// headers for redirects, a clone of the URL) costs a dozen allocations per attempt; the
+// attempt's deadline is its job's sendCtx. A URL with user info goes through the client,
+// which turns it into basic authentication.
+func (s *Server) send(req *http.Request) (*http.Response, error) {
+	if req.URL.User != nil {
+		return s.client.Do(req)
+	}
+	rt := s.client.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	return rt.RoundTrip(req)
 }
 
 // errText says why an attempt got no answer, in words fit for the tenant's attempt log: no

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -244,7 +245,15 @@ func endpointProto(e *Endpoint) *webhooksv1.Endpoint {
 // timeID is an id that sorts by creation: a prefix, the time in milliseconds (hex, fixed
 // width), and random characters.
 func timeID(prefix string, t time.Time) string {
-	return fmt.Sprintf("%s%012x%s", prefix, t.UnixMilli(), ids.Random(12))
+	// One buffer: an attempt's id is made for every attempt.
+	b := make([]byte, 0, len(prefix)+24)
+	b = append(b, prefix...)
+	ms := strconv.AppendInt(make([]byte, 0, 12), t.UnixMilli(), 16)
+	for range 12 - len(ms) {
+		b = append(b, '0')
+	}
+	b = append(b, ms...)
+	return string(ids.AppendRandom(b, 12))
 }
 
 func (s *Server) CreateEndpoint(ctx context.Context, req *webhooksv1.CreateEndpointRequest) (*webhooksv1.EndpointResponse, error) {

@@ -30,31 +30,49 @@ func newSecret() string {
 // signature is one v1 signature of a delivery: HMAC-SHA256 with the secret's key over
 // id.timestamp.body, base64.
 func signature(secret, id string, timestamp int64, body []byte) (string, error) {
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, secretPrefix))
-	if err != nil {
-		return "", fmt.Errorf("signing secret is not base64: %w", err)
-	}
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(id))
-	mac.Write([]byte{'.'})
-	mac.Write([]byte(strconv.FormatInt(timestamp, 10)))
-	mac.Write([]byte{'.'})
-	mac.Write(body)
-	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil)), nil
+	b, err := appendSignature(nil, secret, id, timestamp, body)
+	return string(b), err
 }
 
 // signatures is the webhook-signature header: one signature per secret still signing,
-// space-separated (two during a rotation).
+// space-separated (two during a rotation). It is built in one buffer: it is made for every
+// attempt.
 func signatures(secrets []string, id string, timestamp int64, body []byte) (string, error) {
-	out := make([]string, 0, len(secrets))
-	for _, s := range secrets {
-		sig, err := signature(s, id, timestamp, body)
-		if err != nil {
+	buf := make([]byte, 0, len(secrets)*48)
+	for i, s := range secrets {
+		if i > 0 {
+			buf = append(buf, ' ')
+		}
+		var err error
+		if buf, err = appendSignature(buf, s, id, timestamp, body); err != nil {
 			return "", err
 		}
-		out = append(out, sig)
 	}
-	return strings.Join(out, " "), nil
+	return string(buf), nil
+}
+
+// appendSignature appends signature's text to dst.
+func appendSignature(dst []byte, secret, id string, timestamp int64, body []byte) ([]byte, error) {
+	var keyBuf [64]byte
+	encoded := strings.TrimPrefix(secret, secretPrefix)
+	key := keyBuf[:0]
+	if base64.StdEncoding.DecodedLen(len(encoded)) > len(keyBuf) {
+		key = nil
+	}
+	key, err := base64.StdEncoding.AppendDecode(key, []byte(encoded))
+	if err != nil {
+		return dst, fmt.Errorf("signing secret is not base64: %w", err)
+	}
+	mac := hmac.New(sha256.New, key)
+	var scratch [96]byte
+	head := append(scratch[:0], id...)
+	head = append(head, '.')
+	head = strconv.AppendInt(head, timestamp, 10)
+	head = append(head, '.')
+	mac.Write(head)
+	mac.Write(body)
+	dst = append(dst, "v1,"...)
+	return base64.StdEncoding.AppendEncode(dst, mac.Sum(scratch[:0])), nil // Write has copied head
 }
 
 // parsePublicKey reads an RSA public key in PEM (PKIX "PUBLIC KEY" or PKCS#1 "RSA PUBLIC KEY").

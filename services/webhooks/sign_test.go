@@ -10,8 +10,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // REFERENCE's test vector.
@@ -61,5 +63,46 @@ func TestEncryptedBodyDecrypts(t *testing.T) {
 	}
 	if _, err := parsePublicKey("nope"); err == nil {
 		t.Fatal("a non-PEM key parsed")
+	}
+}
+
+func TestReadAnswer(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		body     string
+		want     string
+		leftOver int // bytes of the body not read
+	}{
+		{"empty", "", "", 0},
+		{"short", `{"ok":true}`, `{"ok":true}`, 0},
+		{"invalid UTF-8 dropped", "a\xffb", "ab", 0},
+		{"the prefix only, the rest drained", strings.Repeat("x", 3000), strings.Repeat("x", responsePrefix), 0},
+		{"draining stops at its limit", strings.Repeat("y", responsePrefix+drainLimit+5000), strings.Repeat("y", responsePrefix), 5000},
+	} {
+		r := strings.NewReader(c.body)
+		if got := readAnswer(r); got != c.want {
+			t.Errorf("%s: read %q, want %q", c.name, trimmed(got, 40), trimmed(c.want, 40))
+		}
+		// A reader of this size gives what was asked for in whole buffers: at most one
+		// buffer's worth past the limit is read.
+		if left := r.Len(); left > c.leftOver || left < c.leftOver-responsePrefix {
+			t.Errorf("%s: %d bytes left unread, want about %d", c.name, left, c.leftOver)
+		}
+	}
+}
+
+func TestTimeIDSortsByTime(t *testing.T) {
+	times := []time.Time{time.UnixMilli(0), time.UnixMilli(1), time.UnixMilli(0xfff), time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC), time.UnixMilli(0xffffffffffff)}
+	prev := ""
+	for _, at := range times {
+		id := timeID("atmpt_", at)
+		want := fmt.Sprintf("atmpt_%012x", at.UnixMilli())
+		if len(id) != len(want)+12 || id[:len(want)] != want {
+			t.Fatalf("timeID at %v = %q, want %q and 12 random characters", at, id, want)
+		}
+		if id <= prev {
+			t.Fatalf("%q sorts before %q, made earlier", id, prev)
+		}
+		prev = id
 	}
 }
