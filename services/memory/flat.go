@@ -120,6 +120,24 @@ type rowRange struct {
 func (s *MemoryStore) SearchVectors(ctx context.Context, sc Scope, f Filter, kind, embedder string, q []float32, k int) ([]scored, int, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	ranges, total := scanRanges(s.scopeBuckets(sc), f, flatKey{kind, embedder}, len(q), k)
+	if len(ranges) == 0 {
+		return nil, total, ctx.Err()
+	}
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(ranges)))
+	all := lowerBounds(ranges, f, q, k, workers)
+	if len(all) == 0 {
+		return nil, total, ctx.Err()
+	}
+	slices.Sort(all)
+	out := exactScores(ranges, q, kind, all[max(0, len(all)-k)], k, workers)
+	sortBest(out)
+	return out[:min(k, len(out))], total, ctx.Err()
+}
+
+// scopeBuckets returns the buckets of the scope's judgments: the document's, or every
+// document's of the organization, or of the API key. Under s.mu.
+func (s *MemoryStore) scopeBuckets(sc Scope) []*bucket {
 	var buckets []*bucket
 	collect := func(o *orgJudgments) {
 		if sc.DocumentID != "" {
@@ -136,16 +154,22 @@ func (s *MemoryStore) SearchVectors(ctx context.Context, sc Scope, f Filter, kin
 		if o := s.org(sc.APIKey, sc.OrganizationID, false); o != nil {
 			collect(o)
 		}
-	} else {
-		for key, o := range s.orgs {
-			if key.apiKey == sc.APIKey {
-				collect(o)
-			}
+		return buckets
+	}
+	for key, o := range s.orgs {
+		if key.apiKey == sc.APIKey {
+			collect(o)
 		}
 	}
+	return buckets
+}
+
+// scanRanges cuts the buckets' rows indexed for key (vectors of dim) into the stretches the
+// workers scan, and counts the judgments passing f (of any model).
+func scanRanges(buckets []*bucket, f Filter, key flatKey, dim, k int) ([]*rowRange, int) {
+	const chunk = 4096
 	filtered := f != (Filter{})
 	total := 0
-	const chunk = 4096
 	var ranges []*rowRange
 	for _, b := range buckets {
 		if !filtered {
@@ -157,9 +181,9 @@ func (s *MemoryStore) SearchVectors(ctx context.Context, sc Scope, f Filter, kin
 				}
 			}
 		}
-		fv := b.flats[flatKey{kind, embedder}]
+		fv := b.flats[key]
 		// Row for row with the bucket (index and unindex keep it so).
-		if fv == nil || fv.dim != len(q) || k <= 0 || len(fv.err) != len(b.items) {
+		if fv == nil || fv.dim != dim || k <= 0 || len(fv.err) != len(b.items) {
 			continue
 		}
 		for lo := 0; lo < len(b.items); lo += chunk {
@@ -167,81 +191,76 @@ func (s *MemoryStore) SearchVectors(ctx context.Context, sc Scope, f Filter, kin
 			ranges = append(ranges, &rowRange{b: b, f: fv, lo: lo, hi: hi, upper: make([]float32, hi-lo)})
 		}
 	}
-	if len(ranges) == 0 {
-		return nil, total, ctx.Err()
-	}
-	qn := float32(math.Sqrt(float64(dot(q, q))))
-	workers := max(1, min(runtime.GOMAXPROCS(0), len(ranges)))
-	// Pass 1: bounds from the codes; each worker keeps its k largest lower bounds.
-	lows := make([]lowHeap, workers)
+	return ranges, total
+}
+
+// inParallel runs work on workers goroutines, each taking the ranges one at a time; w is the
+// worker's number.
+func inParallel(ranges []*rowRange, workers int, work func(w int, r *rowRange)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h := make(lowHeap, 0, k+1)
+		wg.Go(func() {
 			for {
 				n := int(next.Add(1)) - 1
 				if n >= len(ranges) {
-					break
+					return
 				}
-				r := ranges[n]
-				fv, dim := r.f, r.f.dim
-				for i := r.lo; i < r.hi; i++ {
-					e := fv.err[i]
-					if e < 0 || filtered && !f.Match(r.b.items[i]) {
-						r.upper[i-r.lo] = float32(math.Inf(-1))
-						continue
-					}
-					z := Quantized{Codes: fv.codes[i*dim : (i+1)*dim], Scale: fv.scale[i]}
-					a, bound := z.approx(q), e*qn+quantMargin
-					r.upper[i-r.lo] = a + bound
-					h.offer(a-bound, k)
-				}
+				work(w, ranges[n])
 			}
-			lows[w] = h
-		}()
+		})
 	}
 	wg.Wait()
+}
+
+// lowerBounds is pass 1: the score's bounds from the codes of every row passing f. It keeps
+// each row's upper bound in its range and returns the k largest lower bounds of each worker.
+func lowerBounds(ranges []*rowRange, f Filter, q []float32, k, workers int) lowHeap {
+	filtered := f != (Filter{})
+	qn := float32(math.Sqrt(float64(dot(q, q))))
+	lows := make([]lowHeap, workers)
+	for w := range lows {
+		lows[w] = make(lowHeap, 0, k+1)
+	}
+	inParallel(ranges, workers, func(w int, r *rowRange) {
+		fv, dim := r.f, r.f.dim
+		for i := r.lo; i < r.hi; i++ {
+			e := fv.err[i]
+			if e < 0 || filtered && !f.Match(r.b.items[i]) {
+				r.upper[i-r.lo] = float32(math.Inf(-1))
+				continue
+			}
+			z := Quantized{Codes: fv.codes[i*dim : (i+1)*dim], Scale: fv.scale[i]}
+			a, bound := z.approx(q), e*qn+quantMargin
+			r.upper[i-r.lo] = a + bound
+			lows[w].offer(a-bound, k)
+		}
+	})
 	var all lowHeap
 	for _, h := range lows {
 		all = append(all, h...)
 	}
-	if len(all) == 0 {
-		return nil, total, ctx.Err()
-	}
-	slices.Sort(all)
-	t := all[max(0, len(all)-k)]
-	// Pass 2: exact scores of those that may rank.
+	return all
+}
+
+// exactScores is pass 2: the exact scores of the rows whose upper bound reaches t, the k
+// best of each worker.
+func exactScores(ranges []*rowRange, q []float32, kind string, t float32, k, workers int) []scored {
 	heaps := make([]worstFirst, workers)
-	next.Store(0)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h := make(worstFirst, 0, k+1)
-			for {
-				n := int(next.Add(1)) - 1
-				if n >= len(ranges) {
-					break
-				}
-				r := ranges[n]
-				for i := r.lo; i < r.hi; i++ {
-					if r.upper[i-r.lo] >= t {
-						j := r.b.items[i]
-						h.offer(scored{j, dot(q, j.Vector(kind))}, k)
-					}
-				}
-			}
-			heaps[w] = h
-		}()
+	for w := range heaps {
+		heaps[w] = make(worstFirst, 0, k+1)
 	}
-	wg.Wait()
+	inParallel(ranges, workers, func(w int, r *rowRange) {
+		for i := r.lo; i < r.hi; i++ {
+			if r.upper[i-r.lo] >= t {
+				j := r.b.items[i]
+				heaps[w].offer(scored{j, dot(q, j.Vector(kind))}, k)
+			}
+		}
+	})
 	var out []scored
 	for _, h := range heaps {
 		out = append(out, h...)
 	}
-	sortBest(out)
-	return out[:min(k, len(out))], total, ctx.Err()
+	return out
 }

@@ -98,86 +98,115 @@ func checkRecord(req *memoryv1.RecordJudgmentsRequest) ([]*Judgment, error) {
 			}
 			seen[id] = i
 		}
-		for _, c := range []struct{ name, v string }{
-			{"documentId", n.GetDocumentId()}, {"contentType", n.GetContentType()},
-			{"reviewerId", n.GetReviewerId()}, {"annotationId", n.GetAnnotationId()},
-		} {
-			if err := validate.OptionalID(field+"."+c.name, c.v); err != nil {
-				return nil, err
-			}
-		}
-		if err := validate.Name(field+".decision", n.GetDecision(), maxShortChars); err != nil {
+		j, err := checkJudgment(field, n)
+		if err != nil {
 			return nil, err
 		}
-		if err := checkText(field+".reasoning", n.GetReasoning(), maxReasoningChars); err != nil {
-			return nil, err
-		}
-		if strings.TrimSpace(n.GetDecision()) == "" && strings.TrimSpace(n.GetReasoning()) == "" {
-			return nil, apierr.InvalidArgument("%s needs a decision or a reasoning: they are what a search finds.", field)
-		}
-		if !utf8.ValidString(n.GetContent()) {
-			return nil, apierr.InvalidArgument("%s.content must be valid UTF-8.", field)
-		}
-		if len(n.GetContent()) > maxContentBytes {
-			return nil, apierr.InvalidArgument("%s.content must be at most %d KiB.", field, maxContentBytes>>10)
-		}
-		if n.Confidence != nil {
-			if c := n.GetConfidence(); math.IsNaN(c) || c < 0 || c > 1 {
-				return nil, apierr.InvalidArgument("%s.confidence must be between 0 and 1.", field)
-			}
-		}
-		if err := checkUser(field+".actionUser", n.GetActionUser()); err != nil {
-			return nil, err
-		}
-		created := int64(-1) // now, set when written
-		if n.CreatedAt != nil {
-			c := n.GetCreatedAt()
-			if math.IsNaN(c) || c < 0 || c > maxEpochMs || c != math.Trunc(c) {
-				return nil, apierr.InvalidArgument("%s.createdAt must be epoch milliseconds (a whole number from 0).", field)
-			}
-			created = int64(c)
-		}
-		judge := n.GetJudgeType()
-		switch judge {
-		case "":
-			judge = JudgeHuman
-		case JudgeHuman, JudgeAgent:
-		default:
-			return nil, apierr.InvalidArgument("%s.judgeType %s", field, msgJudgeType)
-		}
-		var agent *Agent
-		switch a := n.GetAgent(); {
-		case judge == JudgeAgent && a == nil:
-			return nil, apierr.InvalidArgument("%s.agent is required when judgeType is agent.", field)
-		case judge == JudgeHuman && a != nil:
-			return nil, apierr.InvalidArgument("%s.agent may be given only when judgeType is agent.", field)
-		case a != nil:
-			if err := validate.ID(field+".agent.agentId", a.GetAgentId()); err != nil {
-				return nil, err
-			}
-			if err := validate.Name(field+".agent.agentName", a.GetAgentName(), maxShortChars); err != nil {
-				return nil, err
-			}
-			if err := checkVersion(field+".agent.agentVersion", a.GetAgentVersion()); err != nil {
-				return nil, err
-			}
-			agent = &Agent{ID: a.GetAgentId(), Name: a.GetAgentName(), Version: a.GetAgentVersion()}
-		}
-		u := n.GetActionUser()
-		j := &Judgment{
-			OrganizationID: req.GetOrganizationId(), RecordID: n.GetRecordId(), DocumentID: n.GetDocumentId(),
-			Reasoning: n.GetReasoning(), Decision: n.GetDecision(),
-			ActionUser: User{UserID: u.GetUserId(), Name: u.GetName(), Email: u.GetEmail()},
-			CreatedAt:  created, ContentType: n.GetContentType(), ReviewerID: n.GetReviewerId(),
-			AnnotationID: n.GetAnnotationId(), JudgeType: judge, Agent: agent, Content: n.GetContent(),
-		}
-		if n.Confidence != nil {
-			c := n.GetConfidence()
-			j.Confidence = &c
-		}
+		j.OrganizationID = req.GetOrganizationId()
 		out[i] = j
 	}
 	return out, nil
+}
+
+// checkJudgment checks one judgment of Record Judgments (its fields' ids, texts, sizes and
+// numbers, then who judged) and returns it to be written.
+func checkJudgment(field string, n *memoryv1.NewJudgment) (*Judgment, error) {
+	for _, c := range []struct{ name, v string }{
+		{"documentId", n.GetDocumentId()}, {"contentType", n.GetContentType()},
+		{"reviewerId", n.GetReviewerId()}, {"annotationId", n.GetAnnotationId()},
+	} {
+		if err := validate.OptionalID(field+"."+c.name, c.v); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkJudgmentText(field, n); err != nil {
+		return nil, err
+	}
+	if n.Confidence != nil {
+		if c := n.GetConfidence(); math.IsNaN(c) || c < 0 || c > 1 {
+			return nil, apierr.InvalidArgument("%s.confidence must be between 0 and 1.", field)
+		}
+	}
+	if err := checkUser(field+".actionUser", n.GetActionUser()); err != nil {
+		return nil, err
+	}
+	created := int64(-1) // now, set when written
+	if n.CreatedAt != nil {
+		c := n.GetCreatedAt()
+		if math.IsNaN(c) || c < 0 || c > maxEpochMs || c != math.Trunc(c) {
+			return nil, apierr.InvalidArgument("%s.createdAt must be epoch milliseconds (a whole number from 0).", field)
+		}
+		created = int64(c)
+	}
+	judge, agent, err := checkJudge(field, n)
+	if err != nil {
+		return nil, err
+	}
+	u := n.GetActionUser()
+	j := &Judgment{
+		RecordID: n.GetRecordId(), DocumentID: n.GetDocumentId(),
+		Reasoning: n.GetReasoning(), Decision: n.GetDecision(),
+		ActionUser: User{UserID: u.GetUserId(), Name: u.GetName(), Email: u.GetEmail()},
+		CreatedAt:  created, ContentType: n.GetContentType(), ReviewerID: n.GetReviewerId(),
+		AnnotationID: n.GetAnnotationId(), JudgeType: judge, Agent: agent, Content: n.GetContent(),
+	}
+	if n.Confidence != nil {
+		c := n.GetConfidence()
+		j.Confidence = &c
+	}
+	return j, nil
+}
+
+// checkJudgmentText checks a judgment's decision, reasoning (one of them at least: they are
+// what a search finds) and content.
+func checkJudgmentText(field string, n *memoryv1.NewJudgment) error {
+	if err := validate.Name(field+".decision", n.GetDecision(), maxShortChars); err != nil {
+		return err
+	}
+	if err := checkText(field+".reasoning", n.GetReasoning(), maxReasoningChars); err != nil {
+		return err
+	}
+	if strings.TrimSpace(n.GetDecision()) == "" && strings.TrimSpace(n.GetReasoning()) == "" {
+		return apierr.InvalidArgument("%s needs a decision or a reasoning: they are what a search finds.", field)
+	}
+	if !utf8.ValidString(n.GetContent()) {
+		return apierr.InvalidArgument("%s.content must be valid UTF-8.", field)
+	}
+	if len(n.GetContent()) > maxContentBytes {
+		return apierr.InvalidArgument("%s.content must be at most %d KiB.", field, maxContentBytes>>10)
+	}
+	return nil
+}
+
+// checkJudge checks who judged: judgeType (human when absent) and the agent, given exactly
+// when the judge is an agent.
+func checkJudge(field string, n *memoryv1.NewJudgment) (string, *Agent, error) {
+	judge := n.GetJudgeType()
+	switch judge {
+	case "":
+		judge = JudgeHuman
+	case JudgeHuman, JudgeAgent:
+	default:
+		return "", nil, apierr.InvalidArgument("%s.judgeType %s", field, msgJudgeType)
+	}
+	switch a := n.GetAgent(); {
+	case judge == JudgeAgent && a == nil:
+		return "", nil, apierr.InvalidArgument("%s.agent is required when judgeType is agent.", field)
+	case judge == JudgeHuman && a != nil:
+		return "", nil, apierr.InvalidArgument("%s.agent may be given only when judgeType is agent.", field)
+	case a != nil:
+		if err := validate.ID(field+".agent.agentId", a.GetAgentId()); err != nil {
+			return "", nil, err
+		}
+		if err := validate.Name(field+".agent.agentName", a.GetAgentName(), maxShortChars); err != nil {
+			return "", nil, err
+		}
+		if err := checkVersion(field+".agent.agentVersion", a.GetAgentVersion()); err != nil {
+			return "", nil, err
+		}
+		return judge, &Agent{ID: a.GetAgentId(), Name: a.GetAgentName(), Version: a.GetAgentVersion()}, nil
+	}
+	return judge, nil, nil
 }
 
 // reviewText is what the review vector embeds.
@@ -203,6 +232,8 @@ type search struct {
 	recency    bool // the recency path: newest first
 }
 
+// checkSearch checks Search Judgments: what to embed, the scope, the limit, the filters, the
+// recency window, and the query (required unless the request reads a thread or a window).
 func checkSearch(req *memoryv1.SearchJudgmentsRequest, apiKey string, now time.Time) (*search, error) {
 	s := &search{kind: EmbedReview, limit: defaultLimit}
 	switch req.GetEmbeddingType() {
@@ -212,42 +243,8 @@ func checkSearch(req *memoryv1.SearchJudgmentsRequest, apiKey string, now time.T
 	default:
 		return nil, apierr.InvalidArgument("embeddingType must be review or content.")
 	}
-	org, doc := req.GetOrganizationId(), req.GetDocumentId()
-	if err := validate.OptionalID("organizationId", org); err != nil {
+	if err := s.checkScope(req, apiKey); err != nil {
 		return nil, err
-	}
-	if err := validate.OptionalID("documentId", doc); err != nil {
-		return nil, err
-	}
-	if doc != "" && org == "" {
-		return nil, apierr.InvalidArgument("documentId requires organizationId.")
-	}
-	s.scopeName = req.GetScope()
-	if s.scopeName == "" {
-		switch {
-		case doc != "":
-			s.scopeName = ScopeDocument
-		case org != "":
-			s.scopeName = ScopeOrganization
-		default:
-			s.scopeName = ScopeAPIKey
-		}
-	}
-	s.scope.APIKey = apiKey
-	switch s.scopeName {
-	case ScopeDocument:
-		if doc == "" {
-			return nil, apierr.InvalidArgument("scope document requires organizationId and documentId.")
-		}
-		s.scope.OrganizationID, s.scope.DocumentID = org, doc
-	case ScopeOrganization:
-		if org == "" {
-			return nil, apierr.InvalidArgument("scope organization requires organizationId.")
-		}
-		s.scope.OrganizationID = org
-	case ScopeAPIKey:
-	default:
-		return nil, apierr.InvalidArgument("scope must be document, organization or apiKey.")
 	}
 	if req.Limit != nil {
 		if n := req.GetLimit(); n < 1 || n > maxLimit {
@@ -255,43 +252,8 @@ func checkSearch(req *memoryv1.SearchJudgmentsRequest, apiKey string, now time.T
 		}
 		s.limit = int(req.GetLimit())
 	}
-	f := req.GetFilters()
-	s.filter = Filter{Decision: f.GetDecision(), ContentType: f.GetContentType(), ReviewerID: f.GetReviewerId(), AnnotationID: f.GetAnnotationId()}
-	if err := validate.Name("filters.decision", f.GetDecision(), maxShortChars); err != nil {
+	if err := s.checkFilters(req.GetFilters(), req.GetOrganizationId()); err != nil {
 		return nil, err
-	}
-	for _, c := range []struct{ name, v string }{
-		{"filters.contentType", f.GetContentType()}, {"filters.reviewerId", f.GetReviewerId()}, {"filters.annotationId", f.GetAnnotationId()},
-	} {
-		if err := validate.OptionalID(c.name, c.v); err != nil {
-			return nil, err
-		}
-	}
-	switch f.GetJudgeType() {
-	case "", JudgeHuman, JudgeAgent:
-		s.filter.JudgeType = f.GetJudgeType()
-	default:
-		return nil, apierr.InvalidArgument("filters.judgeType %s", msgJudgeType)
-	}
-	if f.GetAnnotationId() != "" {
-		if org == "" {
-			return nil, apierr.InvalidArgument("filters.annotationId requires organizationId.")
-		}
-		s.annotation = true
-	}
-	if dr := f.GetDateRange(); dr != nil {
-		start, err := epochMs("filters.dateRange.start", dr.GetStart(), false)
-		if err != nil {
-			return nil, err
-		}
-		end, err := epochMs("filters.dateRange.end", dr.GetEnd(), true)
-		if err != nil {
-			return nil, err
-		}
-		if start != nil && end != nil && *start > *end {
-			return nil, apierr.InvalidArgument("filters.dateRange.start must not be after filters.dateRange.end.")
-		}
-		s.filter.Since, s.filter.Until = start, end
 	}
 	if req.RecencyDays != nil {
 		d := req.GetRecencyDays()
@@ -313,6 +275,92 @@ func checkSearch(req *memoryv1.SearchJudgmentsRequest, apiKey string, now time.T
 		}
 	}
 	return s, nil
+}
+
+// checkScope checks a search's organization and document and sets its scope: the one named,
+// or else the narrowest the ids given allow.
+func (s *search) checkScope(req *memoryv1.SearchJudgmentsRequest, apiKey string) error {
+	org, doc := req.GetOrganizationId(), req.GetDocumentId()
+	if err := validate.OptionalID("organizationId", org); err != nil {
+		return err
+	}
+	if err := validate.OptionalID("documentId", doc); err != nil {
+		return err
+	}
+	if doc != "" && org == "" {
+		return apierr.InvalidArgument("documentId requires organizationId.")
+	}
+	s.scopeName = req.GetScope()
+	if s.scopeName == "" {
+		switch {
+		case doc != "":
+			s.scopeName = ScopeDocument
+		case org != "":
+			s.scopeName = ScopeOrganization
+		default:
+			s.scopeName = ScopeAPIKey
+		}
+	}
+	s.scope.APIKey = apiKey
+	switch s.scopeName {
+	case ScopeDocument:
+		if doc == "" {
+			return apierr.InvalidArgument("scope document requires organizationId and documentId.")
+		}
+		s.scope.OrganizationID, s.scope.DocumentID = org, doc
+	case ScopeOrganization:
+		if org == "" {
+			return apierr.InvalidArgument("scope organization requires organizationId.")
+		}
+		s.scope.OrganizationID = org
+	case ScopeAPIKey:
+	default:
+		return apierr.InvalidArgument("scope must be document, organization or apiKey.")
+	}
+	return nil
+}
+
+// checkFilters checks a search's filters and sets them; an annotationId (which needs the
+// organization) makes it read that thread.
+func (s *search) checkFilters(f *memoryv1.SearchFilters, org string) error {
+	s.filter = Filter{Decision: f.GetDecision(), ContentType: f.GetContentType(), ReviewerID: f.GetReviewerId(), AnnotationID: f.GetAnnotationId()}
+	if err := validate.Name("filters.decision", f.GetDecision(), maxShortChars); err != nil {
+		return err
+	}
+	for _, c := range []struct{ name, v string }{
+		{"filters.contentType", f.GetContentType()}, {"filters.reviewerId", f.GetReviewerId()}, {"filters.annotationId", f.GetAnnotationId()},
+	} {
+		if err := validate.OptionalID(c.name, c.v); err != nil {
+			return err
+		}
+	}
+	switch f.GetJudgeType() {
+	case "", JudgeHuman, JudgeAgent:
+		s.filter.JudgeType = f.GetJudgeType()
+	default:
+		return apierr.InvalidArgument("filters.judgeType %s", msgJudgeType)
+	}
+	if f.GetAnnotationId() != "" {
+		if org == "" {
+			return apierr.InvalidArgument("filters.annotationId requires organizationId.")
+		}
+		s.annotation = true
+	}
+	if dr := f.GetDateRange(); dr != nil {
+		start, err := epochMs("filters.dateRange.start", dr.GetStart(), false)
+		if err != nil {
+			return err
+		}
+		end, err := epochMs("filters.dateRange.end", dr.GetEnd(), true)
+		if err != nil {
+			return err
+		}
+		if start != nil && end != nil && *start > *end {
+			return apierr.InvalidArgument("filters.dateRange.start must not be after filters.dateRange.end.")
+		}
+		s.filter.Since, s.filter.Until = start, end
+	}
+	return nil
 }
 
 // epochMs reads a dateRange bound: epoch milliseconds (a number or a string of digits) or an
