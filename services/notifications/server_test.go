@@ -58,7 +58,9 @@ type fakeUsers struct {
 	usersv1.UsersServiceClient
 	n       int
 	calls   atomic.Int32
-	noCount bool // CountMembers is unimplemented (a users service of the release before)
+	noCount bool // CountMembers and MembersAmong are unimplemented (a users service of the release before)
+	// amongCalls counts MembersAmong calls.
+	amongCalls atomic.Int32
 }
 
 func (f *fakeUsers) ListMembers(_ context.Context, in *usersv1.ListMembersRequest, _ ...grpc.CallOption) (*usersv1.ListMembersResponse, error) {
@@ -83,6 +85,21 @@ func (f *fakeUsers) ListMembers(_ context.Context, in *usersv1.ListMembersReques
 			break
 		}
 		out.Members = append(out.Members, &usersv1.UserInfo{UserId: id, Name: "Member " + id, Email: id + "@example.com"})
+	}
+	return out, nil
+}
+
+func (f *fakeUsers) MembersAmong(_ context.Context, in *usersv1.MembersAmongRequest, _ ...grpc.CallOption) (*usersv1.MembersAmongResponse, error) {
+	f.amongCalls.Add(1)
+	if f.noCount {
+		return nil, status.Error(codes.Unimplemented, "unknown method MembersAmong")
+	}
+	out := &usersv1.MembersAmongResponse{}
+	for _, id := range in.GetUserIds() {
+		var i int
+		if _, err := fmt.Sscanf(id, "m%d", &i); err == nil && i < f.n {
+			out.UserIds = append(out.UserIds, id)
+		}
 	}
 	return out, nil
 }
