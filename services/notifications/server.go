@@ -449,6 +449,9 @@ func (s *Server) GetNotifications(ctx context.Context, req *notificationsv1.GetN
 		if err != nil {
 			return nil, fmt.Errorf("read notifications: %w", err)
 		}
+		if err := s.dropHidden(ctx, org, l.user, ns); err != nil {
+			return nil, err
+		}
 		headline, err := s.headlines(ctx, org, l.user, ns)
 		if err != nil {
 			return nil, err
@@ -506,6 +509,9 @@ func (s *Server) byIDs(ctx context.Context, org Scope, l *listing, resp *notific
 				inInbox[id] = n
 			}
 		}
+		if err := s.dropHidden(ctx, org, l.user, inInbox); err != nil {
+			return err
+		}
 		headline, err := s.headlines(ctx, org, l.user, inInbox)
 		if err != nil {
 			return err
@@ -528,6 +534,19 @@ func (s *Server) byIDs(ctx context.Context, org Scope, l *listing, resp *notific
 		}
 	}
 	return s.appendWithReaders(ctx, org, list, resp)
+}
+
+// dropHidden takes out of ns, a reader's inbox, the notifications whose context the reader's
+// access context does not grant now (hiddenByContext).
+func (s *Server) dropHidden(ctx context.Context, org Scope, userID string, ns map[string]*Notification) error {
+	hidden, err := s.hiddenByContext(ctx, org, userID, ns)
+	if err != nil {
+		return err
+	}
+	for id := range hidden {
+		delete(ns, id)
+	}
+	return nil
 }
 
 // headlines returns the headline of each of ns as the reader userID reads it, rendered now
