@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
+
+	"github.com/collab/collab/internal/clock"
 )
 
 // setContext gives user the access context access in org, as Add Permissions does.
@@ -157,5 +159,47 @@ func TestMatchContextsBadInput(t *testing.T) {
 	} {
 		_, err := h.srv.MatchContexts(context.Background(), c.req)
 		wantStatus(t, err, codes.InvalidArgument, c.msg)
+	}
+}
+
+// BenchmarkMatchContexts measures the two shapes the notifications service asks: a fan-out
+// batch (10,000 users, each with an access context of three values, one context) and an inbox
+// page (one reader, 1,000 contexts of two fields), on the memory store.
+func BenchmarkMatchContexts(b *testing.B) {
+	store := NewMemoryStore()
+	srv, err := New(store, secret, newFakeDocs(), WithClock(clock.NewFake(start)), WithLogger(quiet))
+	if err != nil {
+		b.Fatal(err)
+	}
+	users := make([]string, maxMatchUsers)
+	fields := []string{"projectId:p1", "projectId:p9", "region:eu"}
+	for i := range users {
+		users[i] = fmt.Sprintf("u%05d", i)
+		if err := store.SetContextFields(context.Background(), "k1", "o", users[i], fields); err != nil {
+			b.Fatal(err)
+		}
+	}
+	page := make([]*structpb.Struct, maxMatchContexts)
+	for i := range page {
+		page[i] = &structpb.Struct{Fields: map[string]*structpb.Value{"projectId": structpb.NewStringValue(fmt.Sprint("p", i%10)), "region": structpb.NewStringValue("eu")}}
+	}
+	for _, c := range []struct {
+		name string
+		req  *accessv1.MatchContextsRequest
+		want int
+	}{
+		{"fan-out batch of 10000", &accessv1.MatchContextsRequest{ApiKey: "k1", OrganizationId: "o", UserIds: users,
+			Contexts: []*structpb.Struct{{Fields: map[string]*structpb.Value{"projectId": structpb.NewStringValue("p9")}}}}, maxMatchUsers},
+		{"inbox page of 1000", &accessv1.MatchContextsRequest{ApiKey: "k1", OrganizationId: "o", UserIds: users[:1], Contexts: page}, 1},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := srv.MatchContexts(context.Background(), c.req)
+				if err != nil || len(resp.GetMatches()) != c.want {
+					b.Fatalf("%d matches, %v", len(resp.GetMatches()), err)
+				}
+			}
+		})
 	}
 }
