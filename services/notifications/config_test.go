@@ -13,7 +13,7 @@ import (
 // Issue 21 (3): a config belongs to a member of the organization. Set answers success: false
 // for anyone else and keeps nothing for them; Get of anyone else is NOT_FOUND. Membership is one
 // MembersAmong call per request, and ListMembers of the users named from a users service of the
-// release before (a rolling upgrade).
+// release before (a rolling upgrade); a second call after the write confirms it.
 func TestConfigBelongsToMembers(t *testing.T) {
 	for _, older := range []bool{false, true} {
 		t.Run(fmt.Sprintf("older users service %v", older), func(t *testing.T) {
@@ -38,8 +38,8 @@ func TestConfigBelongsToMembers(t *testing.T) {
 			if len(resp.GetData()) != 4 {
 				t.Fatalf("items %v", resp.GetData())
 			}
-			if !older && h.users.amongCalls.Load() != 1 {
-				t.Fatalf("%d MembersAmong calls, want 1", h.users.amongCalls.Load())
+			if !older && h.users.amongCalls.Load() != 2 {
+				t.Fatalf("%d MembersAmong calls, want 2 (the check and the confirmation)", h.users.amongCalls.Load())
 			}
 			for _, doc := range []string{"d", "e"} {
 				got, err := h.store.Configs(k1, Scope{APIKey: "k1", OrganizationID: "o", OrgGen: "g1", DocumentID: doc, DocGen: "dg-" + doc}, []string{"m00001", "stranger", "m00009"})
@@ -59,5 +59,30 @@ func TestConfigBelongsToMembers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A member removed from the organization while Set Notification Config runs (after its check,
+// before its write lands: the removal's users.removed may already have swept their configs) is
+// answered as if the removal had come first, and keeps no config.
+func TestConfigOfAUserRemovedMeanwhile(t *testing.T) {
+	h := newHarness(t, 3)
+	h.users.leaver = "m00002"
+	resp, err := h.srv.SetNotificationConfig(k1, &notificationsv1.SetNotificationConfigRequest{OrganizationId: "o", DocumentIds: []string{"d", "e"},
+		UserIds: []string{"m00001", "m00002"}, Config: &notificationsv1.SetConfigValues{Inbox: None, Email: None, Slack: None}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.GetData()["m00002"]; r.GetSuccess() || r.GetMessage() != msgUserMissing {
+		t.Fatalf("the removed user: %v", r)
+	}
+	if r := resp.GetData()["m00001"]; !r.GetSuccess() {
+		t.Fatalf("the member: %v", r)
+	}
+	for _, doc := range []string{"d", "e"} {
+		got, err := h.store.Configs(k1, Scope{APIKey: "k1", OrganizationID: "o", OrgGen: "g1", DocumentID: doc, DocGen: "dg-" + doc}, []string{"m00001", "m00002"})
+		if err != nil || len(got) != 1 || got["m00002"] != (Config{}) {
+			t.Fatalf("stored configs of %s: %v %v", doc, got, err)
+		}
 	}
 }

@@ -296,8 +296,41 @@ func (s *Server) SetNotificationConfig(ctx context.Context, req *notificationsv1
 		if err := s.store.SetConfigs(ctx, scopes, members, cfg); err != nil {
 			return nil, fmt.Errorf("set config: %w", err)
 		}
+		gone, err := s.membersGone(ctx, scopes, members)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range gone {
+			data[u].Success, data[u].Message = false, msgUserMissing
+		}
 	}
 	return &notificationsv1.SetNotificationConfigResponse{Status: statusSuccess, Message: msgConfigSet, Data: data}, nil
+}
+
+// membersGone runs after configs of members are written: a user removed from the organization
+// meanwhile may have had their records removed (users.removed) before the configs landed, so
+// theirs go again, and they are answered as if the removal had come first. It returns them.
+func (s *Server) membersGone(ctx context.Context, scopes []Scope, members []string) ([]string, error) {
+	still, err := s.members(ctx, scopes[0], members)
+	if err != nil {
+		return nil, err
+	}
+	var gone []string
+	for _, u := range members {
+		if !still[u] {
+			gone = append(gone, u)
+		}
+	}
+	if len(gone) == 0 {
+		return nil, nil
+	}
+	tidy := context.WithoutCancel(ctx)
+	for _, doc := range scopes {
+		if err := s.store.RemoveUsers(tidy, doc, gone); err != nil {
+			return nil, fmt.Errorf("remove configs of removed users: %w", err)
+		}
+	}
+	return gone, nil
 }
 
 // ---- Add ----

@@ -59,8 +59,10 @@ type fakeUsers struct {
 	n       int
 	calls   atomic.Int32
 	noCount bool // CountMembers and MembersAmong are unimplemented (a users service of the release before)
-	// amongCalls counts MembersAmong calls.
+	// amongCalls counts MembersAmong calls; leaver is a member in the first call's answer only
+	// (removed from the organization while a request runs).
 	amongCalls atomic.Int32
+	leaver     string
 }
 
 func (f *fakeUsers) ListMembers(_ context.Context, in *usersv1.ListMembersRequest, _ ...grpc.CallOption) (*usersv1.ListMembersResponse, error) {
@@ -90,13 +92,16 @@ func (f *fakeUsers) ListMembers(_ context.Context, in *usersv1.ListMembersReques
 }
 
 func (f *fakeUsers) MembersAmong(_ context.Context, in *usersv1.MembersAmongRequest, _ ...grpc.CallOption) (*usersv1.MembersAmongResponse, error) {
-	f.amongCalls.Add(1)
+	call := f.amongCalls.Add(1)
 	if f.noCount {
 		return nil, status.Error(codes.Unimplemented, "unknown method MembersAmong")
 	}
 	out := &usersv1.MembersAmongResponse{}
 	for _, id := range in.GetUserIds() {
 		var i int
+		if id == f.leaver && call > 1 {
+			continue // removed after the first call
+		}
 		if _, err := fmt.Sscanf(id, "m%d", &i); err == nil && i < f.n {
 			out.UserIds = append(out.UserIds, id)
 		}
