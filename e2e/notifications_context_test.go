@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// ids are the notification ids of an inbox, newest first.
-func ids(inbox []map[string]any) string {
+// notificationIDs are the ids of an inbox, newest first.
+func notificationIDs(inbox []map[string]any) string {
 	var out []string
 	for _, n := range inbox {
 		out = append(out, n["id"].(string))
@@ -74,7 +74,7 @@ func TestNotificationContextFiltersRecipients(t *testing.T) {
 	inboxes := func() string {
 		var out []string
 		for _, u := range slices.Sorted(maps.Keys(want)) {
-			if got := ids(s.inbox(t, k, "o", u)); got != want[u] {
+			if got := notificationIDs(s.inbox(t, k, "o", u)); got != want[u] {
 				out = append(out, fmt.Sprintf("%s's inbox %q, want %q", u, got, want[u]))
 			}
 		}
@@ -112,7 +112,7 @@ func TestNotificationContextFiltersRecipients(t *testing.T) {
 
 	// p9's context changes: the inbox shows what it now allows, by page and by id.
 	setAccessContext(t, s.system, "p9", map[string]any{"projectId": "p1"})
-	if got := ids(s.inbox(t, k, "o", "p9")); got != "n6 n0" {
+	if got := notificationIDs(s.inbox(t, k, "o", "p9")); got != "n6 n0" {
 		t.Fatalf("p9's inbox after the change %q", got)
 	}
 	byIDs := s.call("/v2/notifications/get", k, map[string]any{"organizationId": "o", "userId": "p9", "notificationIds": []string{"n1", "n0"}}).ok(t)["data"].([]any)
@@ -126,7 +126,7 @@ func TestNotificationContextFiltersRecipients(t *testing.T) {
 		t.Fatalf("p9's pages %v / %v", page, next)
 	}
 	setAccessContext(t, s.system, "p9", map[string]any{"projectId": "p9"})
-	if got := ids(s.inbox(t, k, "o", "p9")); got != "n6 n1 n0" {
+	if got := notificationIDs(s.inbox(t, k, "o", "p9")); got != "n6 n1 n0" {
 		t.Fatalf("p9's inbox with p9 again %q", got)
 	}
 }
