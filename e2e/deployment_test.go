@@ -114,12 +114,28 @@ func TestSplitProcesses(t *testing.T) {
 		t.Fatalf("agent executions outlived their organization: %v", got)
 	}
 	// A notification fans out in its process, reading members from users in another.
-	gw.call("/v2/users/add", k, map[string]any{"organizationId": "o2", "createOrganization": true, "users": users("u1", "u2")}).data(t, "")
+	gw.call("/v2/users/add", k, map[string]any{"organizationId": "o2", "createOrganization": true, "users": users("u1", "u2", "u3")}).data(t, "")
 	gw.call("/v2/notifications/add", k, map[string]any{"organizationId": "o2", "documentId": "d", "createDocument": true, "actionUser": map[string]any{"userId": "u1"},
 		"displayHeadlineMessageTemplate": "hi", "displayBodyMessage": "b"}).data(t, "")
-	eventually(t, "u2's inbox across processes", func() bool {
-		return len(gw.call("/v2/notifications/get", k, map[string]any{"organizationId": "o2", "userId": "u2"}).ok(t)["data"].([]any)) == 1
-	})
+	inbox := func(user string) int {
+		return len(gw.call("/v2/notifications/get", k, map[string]any{"organizationId": "o2", "userId": user}).ok(t)["data"].([]any))
+	}
+	eventually(t, "u2's inbox across processes", func() bool { return inbox("u2") == 1 })
+	// Configs belong to members, asked of users in the other process (MembersAmong); a context
+	// is matched by access there (MatchContexts), at the fan-out and when an inbox is read.
+	set := gw.call("/v2/notifications/config/set", k, map[string]any{"organizationId": "o2", "documentIds": []string{"d"}, "userIds": []string{"u2", "stranger"},
+		"config": map[string]any{"inbox": "ALL", "email": "NONE", "slack": "NONE"}}).data(t, "")
+	if set["u2"].(map[string]any)["success"] != true || set["stranger"].(map[string]any)["success"] != false {
+		t.Fatalf("config across processes: %v", set)
+	}
+	gw.call("/v2/auth/permissions/add", k, map[string]any{"user": map[string]any{"userId": "u2"}, "permissions": map[string]any{
+		"resources": []any{map[string]any{"type": "organization", "id": "o2", "organizationId": "o2"}}, "context": map[string]any{"access": map[string]any{"team": "red"}}}}).data(t, "")
+	gw.call("/v2/notifications/add", k, map[string]any{"organizationId": "o2", "documentId": "d", "actionUser": map[string]any{"userId": "u1"},
+		"displayHeadlineMessageTemplate": "hi", "displayBodyMessage": "b", "context": map[string]any{"access": map[string]any{"team": "red"}}}).data(t, "")
+	eventually(t, "the context's notification across processes", func() bool { return inbox("u2") == 2 })
+	if n := inbox("u3"); n != 1 {
+		t.Fatalf("u3, without an access context, has %d notifications", n)
+	}
 	// The CRDT service asks documents in another process for the document.
 	if got := gw.call("/v2/crdt/get", k, map[string]any{"organizationId": "o2", "documentId": "d"}).ok(t); got["message"] != "CRDT data retrieved successfully." || fmt.Sprint(got["data"]) != "[]" {
 		t.Fatalf("CRDT data of a new document: %v", got)

@@ -424,3 +424,36 @@ func TestNotificationQuotas(t *testing.T) {
 		})
 	}
 }
+
+// Issue 21 (3): Set Notification Config answers success: false for a user who is not a member
+// of the organization, and keeps nothing for them; Get Notification Config of such a user is
+// NOT_FOUND rather than the defaults.
+func TestNotificationConfigOfNonMembers(t *testing.T) {
+	t.Parallel()
+	s := newSystem(t)
+	k := s.devKey()
+	s.call("/v2/users/add", k, map[string]any{"organizationId": "o", "createOrganization": true, "documentId": "d", "createDocument": true,
+		"users": []any{person("ada", "Ada")}}).data(t, "")
+	s.call("/v2/users/add", k, map[string]any{"organizationId": "other", "createOrganization": true, "users": []any{person("eve", "Eve")}}).data(t, "")
+
+	set := s.call("/v2/notifications/config/set", k, map[string]any{"organizationId": "o", "documentIds": []string{"d"}, "userIds": []string{"ada", "eve", "ghost"},
+		"config": map[string]any{"inbox": "NONE", "email": "NONE", "slack": "NONE"}}).data(t, "User config set successfully.")
+	if fmt.Sprint(set["ada"]) != "map[documentId:d message:User config set successfully. success:true userId:ada]" ||
+		fmt.Sprint(set["eve"]) != "map[documentId:d message:User does not exist. success:false userId:eve]" ||
+		fmt.Sprint(set["ghost"]) != "map[documentId:d message:User does not exist. success:false userId:ghost]" || len(set) != 3 {
+		t.Fatalf("set config %v", set)
+	}
+	got := s.call("/v1/notifications/config/get", k, map[string]any{"organizationId": "o", "documentIds": []string{"d"}, "userId": "ada"}).ok(t)["data"].([]any)
+	if fmt.Sprint(got[0].(map[string]any)["config"]) != "map[email:NONE inbox:NONE]" {
+		t.Fatalf("ada's config %v", got)
+	}
+	for _, u := range []string{"eve", "ghost"} {
+		s.call("/v1/notifications/config/get", k, map[string]any{"organizationId": "o", "documentIds": []string{"d"}, "userId": u}).fails(t, 404, "NOT_FOUND", "User does not exist.")
+	}
+	// Nothing was kept for eve: once a member, she has the defaults.
+	s.call("/v2/users/add", k, map[string]any{"organizationId": "o", "users": []any{person("eve", "Eve")}}).data(t, "")
+	got = s.call("/v1/notifications/config/get", k, map[string]any{"organizationId": "o", "documentIds": []string{"d"}, "userId": "eve"}).ok(t)["data"].([]any)
+	if fmt.Sprint(got[0].(map[string]any)["config"]) != "map[email:MINE inbox:ALL]" {
+		t.Fatalf("eve's config %v", got)
+	}
+}

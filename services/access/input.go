@@ -347,8 +347,8 @@ func contextFields(field string, access *structpb.Struct) ([]string, error) {
 		return nil
 	}
 	for _, name := range names {
-		if name == "" || utf8.RuneCountInString(name) > maxFieldNameChars || !utf8.ValidString(name) || strings.IndexFunc(name, unicode.IsControl) >= 0 {
-			return nil, apierr.InvalidArgument("%s field names must be 1 to %d characters without control characters.", field, maxFieldNameChars)
+		if err := checkFieldName(field, name); err != nil {
+			return nil, err
 		}
 		v := access.GetFields()[name]
 		if list, ok := v.GetKind().(*structpb.Value_ListValue); ok {
@@ -373,6 +373,14 @@ func contextFields(field string, access *structpb.Struct) ([]string, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
+}
+
+// checkFieldName checks the name of an access context field of the object called field.
+func checkFieldName(field, name string) error {
+	if name == "" || utf8.RuneCountInString(name) > maxFieldNameChars || !utf8.ValidString(name) || strings.IndexFunc(name, unicode.IsControl) >= 0 {
+		return apierr.InvalidArgument("%s field names must be 1 to %d characters without control characters.", field, maxFieldNameChars)
+	}
+	return nil
 }
 
 // scalar prints a string or finite number value.

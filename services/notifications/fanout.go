@@ -215,7 +215,8 @@ func (u *User) fillFrom(m *usersv1.UserInfo) {
 }
 
 // recipients are the named users, then (notifyAll) every member of the organization, without
-// the acting user, and (verifyUserPermissions) only those who can read the document.
+// the acting user, (verifyUserPermissions) only those who can read the document, and (a
+// context) only those whose access context grants it.
 func (s *Server) recipients(ctx context.Context, n *Notification) ([]recipient, error) {
 	var out []recipient
 	index := map[string]int{}
@@ -294,6 +295,9 @@ func (s *Server) recipients(ctx context.Context, n *Notification) ([]recipient, 
 			}
 		}
 		out = kept
+	}
+	if access := contextOf(n); access != nil && len(out) > 0 {
+		return s.grantedByContext(ctx, n, access, out)
 	}
 	return out, nil
 }

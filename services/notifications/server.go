@@ -51,6 +51,7 @@ const (
 	msgItemMissing     = "Notification does not exist."
 	msgOrgMissing      = "Organization does not exist."
 	msgDocMissing      = "Document does not exist."
+	msgUserMissing     = "User does not exist."
 	msgFeatureDisabled = "Notifications are not enabled for this workspace. Turn them on with Update Workspace Settings (notifications)."
 )
 
@@ -184,6 +185,33 @@ func documentsExist(docs []string, gens map[string]string) error {
 	return nil
 }
 
+// members returns those of userIDs who are members of the organization (the users service's
+// MembersAmong: one indexed read of the users named), or, from a users service of the release
+// before it (a rolling upgrade, docs/operations.md, "Upgrading"), ListMembers of those users.
+// A config belongs to a member: Get Notification Config of anyone else is NOT_FOUND, and Set
+// answers success: false for them (docs/api.md, "Notifications").
+func (s *Server) members(ctx context.Context, org Scope, userIDs []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(userIDs))
+	res, err := s.peers.Users.MembersAmong(ctx, &usersv1.MembersAmongRequest{ApiKey: org.APIKey, OrganizationId: org.OrganizationID, UserIds: userIDs})
+	if err == nil {
+		for _, u := range res.GetUserIds() {
+			out[u] = true
+		}
+		return out, nil
+	}
+	if status.Code(err) != codes.Unimplemented {
+		return nil, apierr.FromPeer("members among", err)
+	}
+	page, err := s.peers.Users.ListMembers(ctx, &usersv1.ListMembersRequest{ApiKey: org.APIKey, OrganizationId: org.OrganizationID, UserIds: userIDs})
+	if err != nil {
+		return nil, apierr.FromPeer("members among", err)
+	}
+	for _, m := range page.GetMembers() {
+		out[m.GetUserId()] = true
+	}
+	return out, nil
+}
+
 func (o Scope) withDoc(doc, gen string) Scope {
 	o.DocumentID, o.DocGen = doc, gen
 	return o
@@ -206,6 +234,11 @@ func (s *Server) GetNotificationConfig(ctx context.Context, req *notificationsv1
 	}
 	if err := documentsExist(docs, gens); err != nil {
 		return nil, err
+	}
+	if member, err := s.members(ctx, org, []string{req.GetUserId()}); err != nil {
+		return nil, err
+	} else if !member[req.GetUserId()] {
+		return nil, apierr.NotFound(msgUserMissing)
 	}
 	out := &notificationsv1.GetNotificationConfigResponse{Status: statusSuccess, Message: msgConfigFetched, Data: []*notificationsv1.DocumentConfig{}}
 	for _, d := range docs {
@@ -241,18 +274,63 @@ func (s *Server) SetNotificationConfig(ctx context.Context, req *notificationsv1
 	if err := documentsExist(docs, gens); err != nil {
 		return nil, err
 	}
+	member, err := s.members(ctx, org, users)
+	if err != nil {
+		return nil, err
+	}
+	var members []string
+	data := map[string]*notificationsv1.ConfigResult{}
+	for _, u := range users {
+		r := &notificationsv1.ConfigResult{UserId: u, DocumentId: strings.Join(docs, ","), Message: msgUserMissing}
+		if member[u] {
+			members = append(members, u)
+			r.Success, r.Message = true, msgConfigSet
+		}
+		data[u] = r
+	}
 	scopes := make([]Scope, len(docs))
 	for i, d := range docs {
 		scopes[i] = org.withDoc(d, gens[d])
 	}
-	if err := s.store.SetConfigs(ctx, scopes, users, cfg); err != nil {
-		return nil, fmt.Errorf("set config: %w", err)
-	}
-	data := map[string]*notificationsv1.ConfigResult{}
-	for _, u := range users {
-		data[u] = &notificationsv1.ConfigResult{Success: true, UserId: u, DocumentId: strings.Join(docs, ","), Message: msgConfigSet}
+	if len(members) > 0 {
+		if err := s.store.SetConfigs(ctx, scopes, members, cfg); err != nil {
+			return nil, fmt.Errorf("set config: %w", err)
+		}
+		gone, err := s.membersGone(ctx, scopes, members)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range gone {
+			data[u].Success, data[u].Message = false, msgUserMissing
+		}
 	}
 	return &notificationsv1.SetNotificationConfigResponse{Status: statusSuccess, Message: msgConfigSet, Data: data}, nil
+}
+
+// membersGone runs after configs of members are written: a user removed from the organization
+// meanwhile may have had their records removed (users.removed) before the configs landed, so
+// theirs go again, and they are answered as if the removal had come first. It returns them.
+func (s *Server) membersGone(ctx context.Context, scopes []Scope, members []string) ([]string, error) {
+	still, err := s.members(ctx, scopes[0], members)
+	if err != nil {
+		return nil, err
+	}
+	var gone []string
+	for _, u := range members {
+		if !still[u] {
+			gone = append(gone, u)
+		}
+	}
+	if len(gone) == 0 {
+		return nil, nil
+	}
+	tidy := context.WithoutCancel(ctx)
+	for _, doc := range scopes {
+		if err := s.store.RemoveUsers(tidy, doc, gone); err != nil {
+			return nil, fmt.Errorf("remove configs of removed users: %w", err)
+		}
+	}
+	return gone, nil
 }
 
 // ---- Add ----
@@ -404,6 +482,9 @@ func (s *Server) GetNotifications(ctx context.Context, req *notificationsv1.GetN
 		if err != nil {
 			return nil, fmt.Errorf("read notifications: %w", err)
 		}
+		if err := s.dropHidden(ctx, org, l.user, ns); err != nil {
+			return nil, err
+		}
 		headline, err := s.headlines(ctx, org, l.user, ns)
 		if err != nil {
 			return nil, err
@@ -461,6 +542,9 @@ func (s *Server) byIDs(ctx context.Context, org Scope, l *listing, resp *notific
 				inInbox[id] = n
 			}
 		}
+		if err := s.dropHidden(ctx, org, l.user, inInbox); err != nil {
+			return err
+		}
 		headline, err := s.headlines(ctx, org, l.user, inInbox)
 		if err != nil {
 			return err
@@ -483,6 +567,19 @@ func (s *Server) byIDs(ctx context.Context, org Scope, l *listing, resp *notific
 		}
 	}
 	return s.appendWithReaders(ctx, org, list, resp)
+}
+
+// dropHidden takes out of ns, a reader's inbox, the notifications whose context the reader's
+// access context does not grant now (hiddenByContext).
+func (s *Server) dropHidden(ctx context.Context, org Scope, userID string, ns map[string]*Notification) error {
+	hidden, err := s.hiddenByContext(ctx, org, userID, ns)
+	if err != nil {
+		return err
+	}
+	for id := range hidden {
+		delete(ns, id)
+	}
+	return nil
 }
 
 // headlines returns the headline of each of ns as the reader userID reads it, rendered now

@@ -58,7 +58,11 @@ type fakeUsers struct {
 	usersv1.UsersServiceClient
 	n       int
 	calls   atomic.Int32
-	noCount bool // CountMembers is unimplemented (a users service of the release before)
+	noCount bool // CountMembers and MembersAmong are unimplemented (a users service of the release before)
+	// amongCalls counts MembersAmong calls; leaver is a member in the first call's answer only
+	// (removed from the organization while a request runs).
+	amongCalls atomic.Int32
+	leaver     string
 }
 
 func (f *fakeUsers) ListMembers(_ context.Context, in *usersv1.ListMembersRequest, _ ...grpc.CallOption) (*usersv1.ListMembersResponse, error) {
@@ -87,6 +91,24 @@ func (f *fakeUsers) ListMembers(_ context.Context, in *usersv1.ListMembersReques
 	return out, nil
 }
 
+func (f *fakeUsers) MembersAmong(_ context.Context, in *usersv1.MembersAmongRequest, _ ...grpc.CallOption) (*usersv1.MembersAmongResponse, error) {
+	call := f.amongCalls.Add(1)
+	if f.noCount {
+		return nil, status.Error(codes.Unimplemented, "unknown method MembersAmong")
+	}
+	out := &usersv1.MembersAmongResponse{}
+	for _, id := range in.GetUserIds() {
+		var i int
+		if id == f.leaver && call > 1 {
+			continue // removed after the first call
+		}
+		if _, err := fmt.Sscanf(id, "m%d", &i); err == nil && i < f.n {
+			out.UserIds = append(out.UserIds, id)
+		}
+	}
+	return out, nil
+}
+
 func (f *fakeUsers) CountMembers(context.Context, *usersv1.CountMembersRequest, ...grpc.CallOption) (*usersv1.CountMembersResponse, error) {
 	if f.noCount {
 		return nil, status.Error(codes.Unimplemented, "unknown method CountMembers")
@@ -94,10 +116,65 @@ func (f *fakeUsers) CountMembers(context.Context, *usersv1.CountMembersRequest, 
 	return &usersv1.CountMembersResponse{Count: int64(f.n)}, nil
 }
 
-type fakeAccess struct{ accessv1.AccessServiceClient }
+// fakeAccess lets even-numbered members read, and matches contexts against the access
+// contexts of fields.
+type fakeAccess struct {
+	accessv1.AccessServiceClient
+
+	mu sync.Mutex
+	// fields are users' access contexts ("<field>:<value>").
+	fields map[string][]string
+	// matchCalls counts MatchContexts calls, and largest is the most users one named.
+	matchCalls, largest atomic.Int32
+	// noMatch: MatchContexts is unimplemented (an access service of the release before).
+	noMatch bool
+}
+
+func (f *fakeAccess) setFields(user string, fields ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fields == nil {
+		f.fields = map[string][]string{}
+	}
+	f.fields[user] = fields
+}
+
+// MatchContexts grants a context to a user holding every "<field>:<value>" of it (numbers
+// printed as %v, which is how the access service prints whole numbers).
+func (f *fakeAccess) MatchContexts(_ context.Context, in *accessv1.MatchContextsRequest, _ ...grpc.CallOption) (*accessv1.MatchContextsResponse, error) {
+	f.matchCalls.Add(1)
+	if n := int32(len(in.GetUserIds())); n > f.largest.Load() {
+		f.largest.Store(n)
+	}
+	if f.noMatch {
+		return nil, status.Error(codes.Unimplemented, "unknown method MatchContexts")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := &accessv1.MatchContextsResponse{}
+	for _, u := range in.GetUserIds() {
+		var m *accessv1.ContextMatch
+		for i, c := range in.GetContexts() {
+			all := true
+			for name, v := range c.GetFields() {
+				all = all && slices.Contains(f.fields[u], fmt.Sprintf("%s:%v", name, v.AsInterface()))
+			}
+			if all {
+				if m == nil {
+					m = &accessv1.ContextMatch{UserId: u}
+				}
+				m.Contexts = append(m.Contexts, int32(i))
+			}
+		}
+		if m != nil {
+			out.Matches = append(out.Matches, m)
+		}
+	}
+	return out, nil
+}
 
 // Even-numbered members may read.
-func (fakeAccess) FilterReaders(_ context.Context, in *accessv1.FilterReadersRequest, _ ...grpc.CallOption) (*accessv1.FilterReadersResponse, error) {
+func (*fakeAccess) FilterReaders(_ context.Context, in *accessv1.FilterReadersRequest, _ ...grpc.CallOption) (*accessv1.FilterReadersResponse, error) {
 	out := &accessv1.FilterReadersResponse{}
 	for _, u := range in.GetUserIds() {
 		var i int
@@ -157,6 +234,7 @@ type harness struct {
 	box    *outbox.Outbox
 	events *recorder
 	users  *fakeUsers
+	access *fakeAccess
 	ws     *fakeWorkspace
 	mail   *flakyMail
 	clock  *clock.Fake
@@ -170,12 +248,12 @@ func newHarness(t testing.TB, members int) *harness {
 // newHarnessOn is newHarness on the given store.
 func newHarnessOn(t testing.TB, members int, store Store) *harness {
 	t.Helper()
-	h := &harness{store: store, users: &fakeUsers{n: members}, ws: &fakeWorkspace{}, mail: &flakyMail{}, clock: clock.NewFake(tn)}
+	h := &harness{store: store, users: &fakeUsers{n: members}, access: &fakeAccess{}, ws: &fakeWorkspace{}, mail: &flakyMail{}, clock: clock.NewFake(tn)}
 	quiet := slog.New(slog.DiscardHandler)
 	d := &handlerDeliverer{}
 	h.box = outbox.New("notifications", outbox.NewMemoryStore(), d, outbox.To("notifications"), outbox.WithClock(h.clock), outbox.WithLogger(quiet))
 	h.events = &recorder{box: h.box}
-	srv, err := New(h.store, Peers{Documents: fakeDocs{}, Users: h.users, Access: fakeAccess{}, Workspace: h.ws}, h.events, make([]byte, 32),
+	srv, err := New(h.store, Peers{Documents: fakeDocs{}, Users: h.users, Access: h.access, Workspace: h.ws}, h.events, make([]byte, 32),
 		WithClock(h.clock), WithLogger(quiet), WithMail(h.mail), WithSlackPrivateTargets(true))
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +402,7 @@ func TestEmailRetriesAndSendsOnce(t *testing.T) {
 		t.Fatalf("after retries %+v, %d sent", d[0], h.mail.count())
 	}
 	// A restart on the same store sends nothing again.
-	restarted, _ := New(h.store, Peers{Documents: fakeDocs{}, Users: h.users, Access: fakeAccess{}, Workspace: h.ws}, h.events, make([]byte, 32), WithClock(h.clock), WithMail(h.mail), WithLogger(slog.New(slog.DiscardHandler)))
+	restarted, _ := New(h.store, Peers{Documents: fakeDocs{}, Users: h.users, Access: h.access, Workspace: h.ws}, h.events, make([]byte, 32), WithClock(h.clock), WithMail(h.mail), WithLogger(slog.New(slog.DiscardHandler)))
 	h.clock.Advance(time.Hour)
 	restarted.SendDue(ctx)
 	if h.mail.count() != 1 {
@@ -422,7 +500,7 @@ func TestQueuedMailSurvivesARestart(t *testing.T) {
 	if h.mail.count() != 0 {
 		t.Fatal("sent before the worker ran")
 	}
-	next, err := New(h.store, Peers{Documents: fakeDocs{}, Users: h.users, Access: fakeAccess{}, Workspace: h.ws}, h.events, make([]byte, 32),
+	next, err := New(h.store, Peers{Documents: fakeDocs{}, Users: h.users, Access: h.access, Workspace: h.ws}, h.events, make([]byte, 32),
 		WithClock(h.clock), WithMail(h.mail), WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)

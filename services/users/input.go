@@ -31,6 +31,10 @@ const (
 	maxListMembersBytes = grpcserver.MaxMessageBytes - 64<<10
 )
 
+// maxMembersAmong bounds the userIds of MembersAmong: more than any request of the
+// notifications service names (Set Notification Config: 100).
+const maxMembersAmong = 1000
+
 const msgEitherScope = "Provide either documentId or folderId, not both."
 
 // checkScope checks the organization and the optional document or folder.

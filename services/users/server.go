@@ -374,6 +374,36 @@ func (s *Server) CountMembers(ctx context.Context, req *usersv1.CountMembersRequ
 	return &usersv1.CountMembersResponse{Count: int64(n)}, nil
 }
 
+// MembersAmong tells which of the users are members of an organization (its contact list,
+// under the organization's current generation), for the notifications service's configs: one
+// read of the users asked (Members with only), never a page through the list. Internal: the
+// tenant is the request's apiKey.
+func (s *Server) MembersAmong(ctx context.Context, req *usersv1.MembersAmongRequest) (*usersv1.MembersAmongResponse, error) {
+	apiKey, org := req.GetApiKey(), req.GetOrganizationId()
+	if err := validate.ID("apiKey", apiKey); err != nil {
+		return nil, err
+	}
+	if err := validate.ID("organizationId", org); err != nil {
+		return nil, err
+	}
+	only, err := validate.IDs("userIds", req.GetUserIds(), true, maxMembersAmong)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.docs.ResolveResources(ctx, &documentsv1.ResolveResourcesRequest{ApiKey: apiKey, OrganizationId: org})
+	if err != nil {
+		return nil, apierr.FromPeer("resolve resources", err)
+	}
+	if !res.GetOrganizationExists() {
+		return nil, apierr.NotFound(msgOrgMissing)
+	}
+	members, err := s.store.Members(ctx, apiKey, lifecycle.Ref(org, res.GetOrganizationGeneration()), only, 0)
+	if err != nil {
+		return nil, fmt.Errorf("members among: %w", err)
+	}
+	return &usersv1.MembersAmongResponse{UserIds: members}, nil
+}
+
 // ListMembers pages through an organization's members (its contact list, under the
 // organization's current generation) in user-id order, with their names and emails, for the
 // notifications service. Internal: the tenant is the request's apiKey. A page holds limit

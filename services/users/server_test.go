@@ -1424,6 +1424,49 @@ func TestCountMembers(t *testing.T) {
 	}
 }
 
+// MembersAmong answers which of the named users are members of the organization, under its
+// current generation and the API key it names, in user-id order, each once; it refuses an
+// empty or oversized list and an unknown organization.
+func TestMembersAmong(t *testing.T) {
+	h := newHarness(t)
+	h.docs.recreate("org", "k1", "o", "", "og1")
+	h.add(t, k1, "o", "", "u3", "u1", "u2")
+	h.add(t, as("k2"), "o", "", "other")
+	h.add(t, k1, "o2", "", "elsewhere")
+	among := func(what string, req *usersv1.MembersAmongRequest, want ...string) {
+		t.Helper()
+		resp, err := h.srv.MembersAmong(bg, req)
+		if err != nil || !slices.Equal(resp.GetUserIds(), want) {
+			t.Fatalf("%s: %v %v, want %v", what, resp.GetUserIds(), err, want)
+		}
+	}
+	among("named", &usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"u3", "nobody", "other", "elsewhere", "u1", "u3"}}, "u1", "u3")
+	among("another key's", &usersv1.MembersAmongRequest{ApiKey: "k2", OrganizationId: "o", UserIds: []string{"u1", "other"}}, "other")
+	among("none", &usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"nobody"}})
+	h.docs.recreate("org", "k1", "o", "", "og2")
+	among("a new generation", &usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"u1"}})
+
+	many := make([]string, maxMembersAmong+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("u%d", i)
+	}
+	for _, bad := range []struct {
+		req  *usersv1.MembersAmongRequest
+		code codes.Code
+		msg  string
+	}{
+		{&usersv1.MembersAmongRequest{OrganizationId: "o", UserIds: []string{"u1"}}, codes.InvalidArgument, "apiKey is required."},
+		{&usersv1.MembersAmongRequest{ApiKey: "k1", UserIds: []string{"u1"}}, codes.InvalidArgument, "organizationId is required."},
+		{&usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o"}, codes.InvalidArgument, "userIds must contain at least one id."},
+		{&usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o", UserIds: many}, codes.InvalidArgument, "userIds must contain at most 1000 ids."},
+		{&usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"bad\x00id"}}, codes.InvalidArgument, "userIds[0] must not contain control characters."},
+		{&usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "nope", UserIds: []string{"u1"}}, codes.NotFound, "Organization does not exist."},
+	} {
+		_, err := h.srv.MembersAmong(bg, bad.req)
+		wantStatus(t, fmt.Sprint(bad.req), err, bad.code, bad.msg)
+	}
+}
+
 // Ten thousand members page by the default limit (1000) and the largest (5000), each once and in
 // order; a page of the largest ids, names and emails is cut short to fit a gRPC message and says
 // more follow.

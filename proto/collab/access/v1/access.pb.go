@@ -30,6 +30,187 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type MatchContextsRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ApiKey         string                 `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	OrganizationId string                 `protobuf:"bytes,2,opt,name=organization_id,json=organizationId,proto3" json:"organization_id,omitempty"`
+	// The organization's generation (collab.lifecycle.v1) as the caller resolved it: access
+	// contexts are kept under it, so a stale one grants nothing.
+	OrganizationGeneration string `protobuf:"bytes,3,opt,name=organization_generation,json=organizationGeneration,proto3" json:"organization_generation,omitempty"`
+	// 1 to 10000.
+	UserIds []string `protobuf:"bytes,4,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	// 1 to 1000, and user_ids times contexts at most 10000. Each: 1 to 20 custom field names,
+	// each to a string or a number, as Add Notifications' context.access. A number matches the
+	// string it prints as (5 and "5" are one value, as Add Permissions stores them).
+	Contexts      []*structpb.Struct `protobuf:"bytes,5,rep,name=contexts,proto3" json:"contexts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MatchContextsRequest) Reset() {
+	*x = MatchContextsRequest{}
+	mi := &file_collab_access_v1_access_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MatchContextsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MatchContextsRequest) ProtoMessage() {}
+
+func (x *MatchContextsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_collab_access_v1_access_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MatchContextsRequest.ProtoReflect.Descriptor instead.
+func (*MatchContextsRequest) Descriptor() ([]byte, []int) {
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *MatchContextsRequest) GetApiKey() string {
+	if x != nil {
+		return x.ApiKey
+	}
+	return ""
+}
+
+func (x *MatchContextsRequest) GetOrganizationId() string {
+	if x != nil {
+		return x.OrganizationId
+	}
+	return ""
+}
+
+func (x *MatchContextsRequest) GetOrganizationGeneration() string {
+	if x != nil {
+		return x.OrganizationGeneration
+	}
+	return ""
+}
+
+func (x *MatchContextsRequest) GetUserIds() []string {
+	if x != nil {
+		return x.UserIds
+	}
+	return nil
+}
+
+func (x *MatchContextsRequest) GetContexts() []*structpb.Struct {
+	if x != nil {
+		return x.Contexts
+	}
+	return nil
+}
+
+type MatchContextsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per user of user_ids whose access context grants at least one of the contexts, in the
+	// order asked, each once.
+	Matches       []*ContextMatch `protobuf:"bytes,1,rep,name=matches,proto3" json:"matches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MatchContextsResponse) Reset() {
+	*x = MatchContextsResponse{}
+	mi := &file_collab_access_v1_access_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MatchContextsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MatchContextsResponse) ProtoMessage() {}
+
+func (x *MatchContextsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_collab_access_v1_access_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MatchContextsResponse.ProtoReflect.Descriptor instead.
+func (*MatchContextsResponse) Descriptor() ([]byte, []int) {
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *MatchContextsResponse) GetMatches() []*ContextMatch {
+	if x != nil {
+		return x.Matches
+	}
+	return nil
+}
+
+type ContextMatch struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The indexes in contexts of those the user's access context grants, ascending.
+	Contexts      []int32 `protobuf:"varint,2,rep,packed,name=contexts,proto3" json:"contexts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContextMatch) Reset() {
+	*x = ContextMatch{}
+	mi := &file_collab_access_v1_access_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContextMatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContextMatch) ProtoMessage() {}
+
+func (x *ContextMatch) ProtoReflect() protoreflect.Message {
+	mi := &file_collab_access_v1_access_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContextMatch.ProtoReflect.Descriptor instead.
+func (*ContextMatch) Descriptor() ([]byte, []int) {
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ContextMatch) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *ContextMatch) GetContexts() []int32 {
+	if x != nil {
+		return x.Contexts
+	}
+	return nil
+}
+
 type FilterReadersRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ApiKey         string                 `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
@@ -43,7 +224,7 @@ type FilterReadersRequest struct {
 
 func (x *FilterReadersRequest) Reset() {
 	*x = FilterReadersRequest{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[0]
+	mi := &file_collab_access_v1_access_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -55,7 +236,7 @@ func (x *FilterReadersRequest) String() string {
 func (*FilterReadersRequest) ProtoMessage() {}
 
 func (x *FilterReadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[0]
+	mi := &file_collab_access_v1_access_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -68,7 +249,7 @@ func (x *FilterReadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterReadersRequest.ProtoReflect.Descriptor instead.
 func (*FilterReadersRequest) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{0}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *FilterReadersRequest) GetApiKey() string {
@@ -112,7 +293,7 @@ type FilterReadersResponse struct {
 
 func (x *FilterReadersResponse) Reset() {
 	*x = FilterReadersResponse{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[1]
+	mi := &file_collab_access_v1_access_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -124,7 +305,7 @@ func (x *FilterReadersResponse) String() string {
 func (*FilterReadersResponse) ProtoMessage() {}
 
 func (x *FilterReadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[1]
+	mi := &file_collab_access_v1_access_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -137,7 +318,7 @@ func (x *FilterReadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterReadersResponse.ProtoReflect.Descriptor instead.
 func (*FilterReadersResponse) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{1}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *FilterReadersResponse) GetUserIds() []string {
@@ -172,7 +353,7 @@ type PermissionEntry struct {
 
 func (x *PermissionEntry) Reset() {
 	*x = PermissionEntry{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[2]
+	mi := &file_collab_access_v1_access_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -184,7 +365,7 @@ func (x *PermissionEntry) String() string {
 func (*PermissionEntry) ProtoMessage() {}
 
 func (x *PermissionEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[2]
+	mi := &file_collab_access_v1_access_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -197,7 +378,7 @@ func (x *PermissionEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionEntry.ProtoReflect.Descriptor instead.
 func (*PermissionEntry) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{2}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PermissionEntry) GetAccessRole() string {
@@ -244,7 +425,7 @@ type OrganizationAccess struct {
 
 func (x *OrganizationAccess) Reset() {
 	*x = OrganizationAccess{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[3]
+	mi := &file_collab_access_v1_access_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -256,7 +437,7 @@ func (x *OrganizationAccess) String() string {
 func (*OrganizationAccess) ProtoMessage() {}
 
 func (x *OrganizationAccess) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[3]
+	mi := &file_collab_access_v1_access_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -269,7 +450,7 @@ func (x *OrganizationAccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrganizationAccess.ProtoReflect.Descriptor instead.
 func (*OrganizationAccess) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{3}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OrganizationAccess) GetAccessRole() string {
@@ -289,7 +470,7 @@ type AccessContext struct {
 
 func (x *AccessContext) Reset() {
 	*x = AccessContext{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[4]
+	mi := &file_collab_access_v1_access_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -301,7 +482,7 @@ func (x *AccessContext) String() string {
 func (*AccessContext) ProtoMessage() {}
 
 func (x *AccessContext) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[4]
+	mi := &file_collab_access_v1_access_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -314,7 +495,7 @@ func (x *AccessContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccessContext.ProtoReflect.Descriptor instead.
 func (*AccessContext) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{4}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AccessContext) GetAccessFields() []string {
@@ -338,7 +519,7 @@ type UserPermissions struct {
 
 func (x *UserPermissions) Reset() {
 	*x = UserPermissions{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[5]
+	mi := &file_collab_access_v1_access_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -350,7 +531,7 @@ func (x *UserPermissions) String() string {
 func (*UserPermissions) ProtoMessage() {}
 
 func (x *UserPermissions) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[5]
+	mi := &file_collab_access_v1_access_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -363,7 +544,7 @@ func (x *UserPermissions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserPermissions.ProtoReflect.Descriptor instead.
 func (*UserPermissions) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{5}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UserPermissions) GetFolders() map[string]*PermissionEntry {
@@ -406,7 +587,7 @@ type GetPermissionsRequest struct {
 
 func (x *GetPermissionsRequest) Reset() {
 	*x = GetPermissionsRequest{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[6]
+	mi := &file_collab_access_v1_access_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +599,7 @@ func (x *GetPermissionsRequest) String() string {
 func (*GetPermissionsRequest) ProtoMessage() {}
 
 func (x *GetPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[6]
+	mi := &file_collab_access_v1_access_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +612,7 @@ func (x *GetPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*GetPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{6}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetPermissionsRequest) GetOrganizationId() string {
@@ -473,7 +654,7 @@ type GetPermissionsResponse struct {
 
 func (x *GetPermissionsResponse) Reset() {
 	*x = GetPermissionsResponse{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[7]
+	mi := &file_collab_access_v1_access_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +666,7 @@ func (x *GetPermissionsResponse) String() string {
 func (*GetPermissionsResponse) ProtoMessage() {}
 
 func (x *GetPermissionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[7]
+	mi := &file_collab_access_v1_access_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +679,7 @@ func (x *GetPermissionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPermissionsResponse.ProtoReflect.Descriptor instead.
 func (*GetPermissionsResponse) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{7}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetPermissionsResponse) GetStatus() string {
@@ -538,7 +719,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[8]
+	mi := &file_collab_access_v1_access_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -550,7 +731,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[8]
+	mi := &file_collab_access_v1_access_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -563,7 +744,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{8}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Resource) GetType() string {
@@ -611,7 +792,7 @@ type ContextAccess struct {
 
 func (x *ContextAccess) Reset() {
 	*x = ContextAccess{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[9]
+	mi := &file_collab_access_v1_access_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +804,7 @@ func (x *ContextAccess) String() string {
 func (*ContextAccess) ProtoMessage() {}
 
 func (x *ContextAccess) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[9]
+	mi := &file_collab_access_v1_access_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +817,7 @@ func (x *ContextAccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextAccess.ProtoReflect.Descriptor instead.
 func (*ContextAccess) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{9}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ContextAccess) GetAccess() *structpb.Struct {
@@ -657,7 +838,7 @@ type Permissions struct {
 
 func (x *Permissions) Reset() {
 	*x = Permissions{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[10]
+	mi := &file_collab_access_v1_access_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +850,7 @@ func (x *Permissions) String() string {
 func (*Permissions) ProtoMessage() {}
 
 func (x *Permissions) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[10]
+	mi := &file_collab_access_v1_access_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +863,7 @@ func (x *Permissions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permissions.ProtoReflect.Descriptor instead.
 func (*Permissions) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{10}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Permissions) GetResources() []*Resource {
@@ -708,7 +889,7 @@ type UserRef struct {
 
 func (x *UserRef) Reset() {
 	*x = UserRef{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[11]
+	mi := &file_collab_access_v1_access_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +901,7 @@ func (x *UserRef) String() string {
 func (*UserRef) ProtoMessage() {}
 
 func (x *UserRef) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[11]
+	mi := &file_collab_access_v1_access_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +914,7 @@ func (x *UserRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserRef.ProtoReflect.Descriptor instead.
 func (*UserRef) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{11}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UserRef) GetUserId() string {
@@ -753,7 +934,7 @@ type AddPermissionsRequest struct {
 
 func (x *AddPermissionsRequest) Reset() {
 	*x = AddPermissionsRequest{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[12]
+	mi := &file_collab_access_v1_access_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +946,7 @@ func (x *AddPermissionsRequest) String() string {
 func (*AddPermissionsRequest) ProtoMessage() {}
 
 func (x *AddPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[12]
+	mi := &file_collab_access_v1_access_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +959,7 @@ func (x *AddPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*AddPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{12}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AddPermissionsRequest) GetUser() *UserRef {
@@ -805,7 +986,7 @@ type RemovePermissionsRequest struct {
 
 func (x *RemovePermissionsRequest) Reset() {
 	*x = RemovePermissionsRequest{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[13]
+	mi := &file_collab_access_v1_access_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +998,7 @@ func (x *RemovePermissionsRequest) String() string {
 func (*RemovePermissionsRequest) ProtoMessage() {}
 
 func (x *RemovePermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[13]
+	mi := &file_collab_access_v1_access_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +1011,7 @@ func (x *RemovePermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePermissionsRequest.ProtoReflect.Descriptor instead.
 func (*RemovePermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{13}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RemovePermissionsRequest) GetUserId() string {
@@ -859,7 +1040,7 @@ type PermissionsChangedResponse struct {
 
 func (x *PermissionsChangedResponse) Reset() {
 	*x = PermissionsChangedResponse{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[14]
+	mi := &file_collab_access_v1_access_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +1052,7 @@ func (x *PermissionsChangedResponse) String() string {
 func (*PermissionsChangedResponse) ProtoMessage() {}
 
 func (x *PermissionsChangedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[14]
+	mi := &file_collab_access_v1_access_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +1065,7 @@ func (x *PermissionsChangedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionsChangedResponse.ProtoReflect.Descriptor instead.
 func (*PermissionsChangedResponse) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{14}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PermissionsChangedResponse) GetStatus() string {
@@ -919,7 +1100,7 @@ type UserPropertiesV1 struct {
 
 func (x *UserPropertiesV1) Reset() {
 	*x = UserPropertiesV1{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[15]
+	mi := &file_collab_access_v1_access_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -931,7 +1112,7 @@ func (x *UserPropertiesV1) String() string {
 func (*UserPropertiesV1) ProtoMessage() {}
 
 func (x *UserPropertiesV1) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[15]
+	mi := &file_collab_access_v1_access_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -944,7 +1125,7 @@ func (x *UserPropertiesV1) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserPropertiesV1.ProtoReflect.Descriptor instead.
 func (*UserPropertiesV1) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{15}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UserPropertiesV1) GetOrganizationId() string {
@@ -980,7 +1161,7 @@ type GenerateTokenV1Request struct {
 
 func (x *GenerateTokenV1Request) Reset() {
 	*x = GenerateTokenV1Request{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[16]
+	mi := &file_collab_access_v1_access_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1173,7 @@ func (x *GenerateTokenV1Request) String() string {
 func (*GenerateTokenV1Request) ProtoMessage() {}
 
 func (x *GenerateTokenV1Request) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[16]
+	mi := &file_collab_access_v1_access_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1186,7 @@ func (x *GenerateTokenV1Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateTokenV1Request.ProtoReflect.Descriptor instead.
 func (*GenerateTokenV1Request) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{16}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GenerateTokenV1Request) GetApiKey() string {
@@ -1048,7 +1229,7 @@ type UserProperties struct {
 
 func (x *UserProperties) Reset() {
 	*x = UserProperties{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[17]
+	mi := &file_collab_access_v1_access_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1060,7 +1241,7 @@ func (x *UserProperties) String() string {
 func (*UserProperties) ProtoMessage() {}
 
 func (x *UserProperties) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[17]
+	mi := &file_collab_access_v1_access_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1073,7 +1254,7 @@ func (x *UserProperties) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserProperties.ProtoReflect.Descriptor instead.
 func (*UserProperties) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{17}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UserProperties) GetName() string {
@@ -1116,7 +1297,7 @@ type GenerateTokenRequest struct {
 
 func (x *GenerateTokenRequest) Reset() {
 	*x = GenerateTokenRequest{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[18]
+	mi := &file_collab_access_v1_access_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1309,7 @@ func (x *GenerateTokenRequest) String() string {
 func (*GenerateTokenRequest) ProtoMessage() {}
 
 func (x *GenerateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[18]
+	mi := &file_collab_access_v1_access_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1322,7 @@ func (x *GenerateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateTokenRequest.ProtoReflect.Descriptor instead.
 func (*GenerateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{18}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GenerateTokenRequest) GetUserId() string {
@@ -1174,7 +1355,7 @@ type Token struct {
 
 func (x *Token) Reset() {
 	*x = Token{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[19]
+	mi := &file_collab_access_v1_access_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1367,7 @@ func (x *Token) String() string {
 func (*Token) ProtoMessage() {}
 
 func (x *Token) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[19]
+	mi := &file_collab_access_v1_access_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1380,7 @@ func (x *Token) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Token.ProtoReflect.Descriptor instead.
 func (*Token) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{19}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Token) GetToken() string {
@@ -1220,7 +1401,7 @@ type GenerateTokenResponse struct {
 
 func (x *GenerateTokenResponse) Reset() {
 	*x = GenerateTokenResponse{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[20]
+	mi := &file_collab_access_v1_access_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1413,7 @@ func (x *GenerateTokenResponse) String() string {
 func (*GenerateTokenResponse) ProtoMessage() {}
 
 func (x *GenerateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[20]
+	mi := &file_collab_access_v1_access_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1426,7 @@ func (x *GenerateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateTokenResponse.ProtoReflect.Descriptor instead.
 func (*GenerateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{20}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GenerateTokenResponse) GetStatus() string {
@@ -1277,7 +1458,7 @@ type GetJwksRequest struct {
 
 func (x *GetJwksRequest) Reset() {
 	*x = GetJwksRequest{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[21]
+	mi := &file_collab_access_v1_access_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1470,7 @@ func (x *GetJwksRequest) String() string {
 func (*GetJwksRequest) ProtoMessage() {}
 
 func (x *GetJwksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[21]
+	mi := &file_collab_access_v1_access_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1483,7 @@ func (x *GetJwksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJwksRequest.ProtoReflect.Descriptor instead.
 func (*GetJwksRequest) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{21}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{24}
 }
 
 // A JSON Web Key Set (RFC 7517): Ed25519 public keys (kty OKP, crv Ed25519).
@@ -1315,7 +1496,7 @@ type Jwks struct {
 
 func (x *Jwks) Reset() {
 	*x = Jwks{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[22]
+	mi := &file_collab_access_v1_access_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1508,7 @@ func (x *Jwks) String() string {
 func (*Jwks) ProtoMessage() {}
 
 func (x *Jwks) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[22]
+	mi := &file_collab_access_v1_access_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1521,7 @@ func (x *Jwks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Jwks.ProtoReflect.Descriptor instead.
 func (*Jwks) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{22}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Jwks) GetKeys() []*Jwk {
@@ -1364,7 +1545,7 @@ type Jwk struct {
 
 func (x *Jwk) Reset() {
 	*x = Jwk{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[23]
+	mi := &file_collab_access_v1_access_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1557,7 @@ func (x *Jwk) String() string {
 func (*Jwk) ProtoMessage() {}
 
 func (x *Jwk) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[23]
+	mi := &file_collab_access_v1_access_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1570,7 @@ func (x *Jwk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Jwk.ProtoReflect.Descriptor instead.
 func (*Jwk) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{23}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Jwk) GetKty() string {
@@ -1456,7 +1637,7 @@ type SetRolesRequest struct {
 
 func (x *SetRolesRequest) Reset() {
 	*x = SetRolesRequest{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[24]
+	mi := &file_collab_access_v1_access_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1649,7 @@ func (x *SetRolesRequest) String() string {
 func (*SetRolesRequest) ProtoMessage() {}
 
 func (x *SetRolesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[24]
+	mi := &file_collab_access_v1_access_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1662,7 @@ func (x *SetRolesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolesRequest.ProtoReflect.Descriptor instead.
 func (*SetRolesRequest) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{24}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetRolesRequest) GetApiKey() string {
@@ -1555,7 +1736,7 @@ type SetRolesResponse struct {
 
 func (x *SetRolesResponse) Reset() {
 	*x = SetRolesResponse{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[25]
+	mi := &file_collab_access_v1_access_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +1748,7 @@ func (x *SetRolesResponse) String() string {
 func (*SetRolesResponse) ProtoMessage() {}
 
 func (x *SetRolesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[25]
+	mi := &file_collab_access_v1_access_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +1761,7 @@ func (x *SetRolesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolesResponse.ProtoReflect.Descriptor instead.
 func (*SetRolesResponse) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{25}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{28}
 }
 
 type VerifyTokenRequest struct {
@@ -1597,7 +1778,7 @@ type VerifyTokenRequest struct {
 
 func (x *VerifyTokenRequest) Reset() {
 	*x = VerifyTokenRequest{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[26]
+	mi := &file_collab_access_v1_access_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +1790,7 @@ func (x *VerifyTokenRequest) String() string {
 func (*VerifyTokenRequest) ProtoMessage() {}
 
 func (x *VerifyTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[26]
+	mi := &file_collab_access_v1_access_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +1803,7 @@ func (x *VerifyTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyTokenRequest.ProtoReflect.Descriptor instead.
 func (*VerifyTokenRequest) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{26}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *VerifyTokenRequest) GetToken() string {
@@ -1661,7 +1842,7 @@ type VerifyTokenResponse struct {
 
 func (x *VerifyTokenResponse) Reset() {
 	*x = VerifyTokenResponse{}
-	mi := &file_collab_access_v1_access_proto_msgTypes[27]
+	mi := &file_collab_access_v1_access_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1854,7 @@ func (x *VerifyTokenResponse) String() string {
 func (*VerifyTokenResponse) ProtoMessage() {}
 
 func (x *VerifyTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_access_v1_access_proto_msgTypes[27]
+	mi := &file_collab_access_v1_access_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1867,7 @@ func (x *VerifyTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyTokenResponse.ProtoReflect.Descriptor instead.
 func (*VerifyTokenResponse) Descriptor() ([]byte, []int) {
-	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{27}
+	return file_collab_access_v1_access_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *VerifyTokenResponse) GetUserId() string {
@@ -1763,7 +1944,18 @@ var File_collab_access_v1_access_proto protoreflect.FileDescriptor
 
 const file_collab_access_v1_access_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcollab/access/v1/access.proto\x12\x10collab.access.v1\x1a\x1fcollab/options/v1/options.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x94\x01\n" +
+	"\x1dcollab/access/v1/access.proto\x12\x10collab.access.v1\x1a\x1fcollab/options/v1/options.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xe1\x01\n" +
+	"\x14MatchContextsRequest\x12\x17\n" +
+	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12'\n" +
+	"\x0forganization_id\x18\x02 \x01(\tR\x0eorganizationId\x127\n" +
+	"\x17organization_generation\x18\x03 \x01(\tR\x16organizationGeneration\x12\x19\n" +
+	"\buser_ids\x18\x04 \x03(\tR\auserIds\x123\n" +
+	"\bcontexts\x18\x05 \x03(\v2\x17.google.protobuf.StructR\bcontexts\"Q\n" +
+	"\x15MatchContextsResponse\x128\n" +
+	"\amatches\x18\x01 \x03(\v2\x1e.collab.access.v1.ContextMatchR\amatches\"C\n" +
+	"\fContextMatch\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1a\n" +
+	"\bcontexts\x18\x02 \x03(\x05R\bcontexts\"\x94\x01\n" +
 	"\x14FilterReadersRequest\x12\x17\n" +
 	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12'\n" +
 	"\x0forganization_id\x18\x02 \x01(\tR\x0eorganizationId\x12\x1f\n" +
@@ -1917,7 +2109,7 @@ const file_collab_access_v1_access_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\t \x01(\x03R\texpiresAt\x12\x19\n" +
 	"\btoken_id\x18\n" +
-	" \x01(\tR\atokenId2\xa0\a\n" +
+	" \x01(\tR\atokenId2\x88\b\n" +
 	"\rAccessService\x12i\n" +
 	"\x0eGetPermissions\x12'.collab.access.v1.GetPermissionsRequest\x1a(.collab.access.v1.GetPermissionsResponse\"\x04\xc8\xf3\x18\x01\x12m\n" +
 	"\x0eAddPermissions\x12'.collab.access.v1.AddPermissionsRequest\x1a,.collab.access.v1.PermissionsChangedResponse\"\x04\xc8\xf3\x18\x01\x12s\n" +
@@ -1927,7 +2119,8 @@ const file_collab_access_v1_access_proto_rawDesc = "" +
 	"\aGetJwks\x12 .collab.access.v1.GetJwksRequest\x1a\x16.collab.access.v1.Jwks\"\x04\xc8\xf3\x18\x04\x12W\n" +
 	"\bSetRoles\x12!.collab.access.v1.SetRolesRequest\x1a\".collab.access.v1.SetRolesResponse\"\x04\xc8\xf3\x18\x05\x12`\n" +
 	"\vVerifyToken\x12$.collab.access.v1.VerifyTokenRequest\x1a%.collab.access.v1.VerifyTokenResponse\"\x04\xc8\xf3\x18\x05\x12f\n" +
-	"\rFilterReaders\x12&.collab.access.v1.FilterReadersRequest\x1a'.collab.access.v1.FilterReadersResponse\"\x04\xc8\xf3\x18\x05B:Z8github.com/collab/collab/proto/collab/access/v1;accessv1b\x06proto3"
+	"\rFilterReaders\x12&.collab.access.v1.FilterReadersRequest\x1a'.collab.access.v1.FilterReadersResponse\"\x04\xc8\xf3\x18\x05\x12f\n" +
+	"\rMatchContexts\x12&.collab.access.v1.MatchContextsRequest\x1a'.collab.access.v1.MatchContextsResponse\"\x04\xc8\xf3\x18\x05B:Z8github.com/collab/collab/proto/collab/access/v1;accessv1b\x06proto3"
 
 var (
 	file_collab_access_v1_access_proto_rawDescOnce sync.Once
@@ -1941,89 +2134,96 @@ func file_collab_access_v1_access_proto_rawDescGZIP() []byte {
 	return file_collab_access_v1_access_proto_rawDescData
 }
 
-var file_collab_access_v1_access_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_collab_access_v1_access_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_collab_access_v1_access_proto_goTypes = []any{
-	(*FilterReadersRequest)(nil),       // 0: collab.access.v1.FilterReadersRequest
-	(*FilterReadersResponse)(nil),      // 1: collab.access.v1.FilterReadersResponse
-	(*PermissionEntry)(nil),            // 2: collab.access.v1.PermissionEntry
-	(*OrganizationAccess)(nil),         // 3: collab.access.v1.OrganizationAccess
-	(*AccessContext)(nil),              // 4: collab.access.v1.AccessContext
-	(*UserPermissions)(nil),            // 5: collab.access.v1.UserPermissions
-	(*GetPermissionsRequest)(nil),      // 6: collab.access.v1.GetPermissionsRequest
-	(*GetPermissionsResponse)(nil),     // 7: collab.access.v1.GetPermissionsResponse
-	(*Resource)(nil),                   // 8: collab.access.v1.Resource
-	(*ContextAccess)(nil),              // 9: collab.access.v1.ContextAccess
-	(*Permissions)(nil),                // 10: collab.access.v1.Permissions
-	(*UserRef)(nil),                    // 11: collab.access.v1.UserRef
-	(*AddPermissionsRequest)(nil),      // 12: collab.access.v1.AddPermissionsRequest
-	(*RemovePermissionsRequest)(nil),   // 13: collab.access.v1.RemovePermissionsRequest
-	(*PermissionsChangedResponse)(nil), // 14: collab.access.v1.PermissionsChangedResponse
-	(*UserPropertiesV1)(nil),           // 15: collab.access.v1.UserPropertiesV1
-	(*GenerateTokenV1Request)(nil),     // 16: collab.access.v1.GenerateTokenV1Request
-	(*UserProperties)(nil),             // 17: collab.access.v1.UserProperties
-	(*GenerateTokenRequest)(nil),       // 18: collab.access.v1.GenerateTokenRequest
-	(*Token)(nil),                      // 19: collab.access.v1.Token
-	(*GenerateTokenResponse)(nil),      // 20: collab.access.v1.GenerateTokenResponse
-	(*GetJwksRequest)(nil),             // 21: collab.access.v1.GetJwksRequest
-	(*Jwks)(nil),                       // 22: collab.access.v1.Jwks
-	(*Jwk)(nil),                        // 23: collab.access.v1.Jwk
-	(*SetRolesRequest)(nil),            // 24: collab.access.v1.SetRolesRequest
-	(*SetRolesResponse)(nil),           // 25: collab.access.v1.SetRolesResponse
-	(*VerifyTokenRequest)(nil),         // 26: collab.access.v1.VerifyTokenRequest
-	(*VerifyTokenResponse)(nil),        // 27: collab.access.v1.VerifyTokenResponse
-	nil,                                // 28: collab.access.v1.FilterReadersResponse.RolesEntry
-	nil,                                // 29: collab.access.v1.UserPermissions.FoldersEntry
-	nil,                                // 30: collab.access.v1.UserPermissions.DocumentsEntry
-	nil,                                // 31: collab.access.v1.UserPermissions.OrganizationEntry
-	nil,                                // 32: collab.access.v1.GetPermissionsResponse.DataEntry
-	(*structpb.Struct)(nil),            // 33: google.protobuf.Struct
+	(*MatchContextsRequest)(nil),       // 0: collab.access.v1.MatchContextsRequest
+	(*MatchContextsResponse)(nil),      // 1: collab.access.v1.MatchContextsResponse
+	(*ContextMatch)(nil),               // 2: collab.access.v1.ContextMatch
+	(*FilterReadersRequest)(nil),       // 3: collab.access.v1.FilterReadersRequest
+	(*FilterReadersResponse)(nil),      // 4: collab.access.v1.FilterReadersResponse
+	(*PermissionEntry)(nil),            // 5: collab.access.v1.PermissionEntry
+	(*OrganizationAccess)(nil),         // 6: collab.access.v1.OrganizationAccess
+	(*AccessContext)(nil),              // 7: collab.access.v1.AccessContext
+	(*UserPermissions)(nil),            // 8: collab.access.v1.UserPermissions
+	(*GetPermissionsRequest)(nil),      // 9: collab.access.v1.GetPermissionsRequest
+	(*GetPermissionsResponse)(nil),     // 10: collab.access.v1.GetPermissionsResponse
+	(*Resource)(nil),                   // 11: collab.access.v1.Resource
+	(*ContextAccess)(nil),              // 12: collab.access.v1.ContextAccess
+	(*Permissions)(nil),                // 13: collab.access.v1.Permissions
+	(*UserRef)(nil),                    // 14: collab.access.v1.UserRef
+	(*AddPermissionsRequest)(nil),      // 15: collab.access.v1.AddPermissionsRequest
+	(*RemovePermissionsRequest)(nil),   // 16: collab.access.v1.RemovePermissionsRequest
+	(*PermissionsChangedResponse)(nil), // 17: collab.access.v1.PermissionsChangedResponse
+	(*UserPropertiesV1)(nil),           // 18: collab.access.v1.UserPropertiesV1
+	(*GenerateTokenV1Request)(nil),     // 19: collab.access.v1.GenerateTokenV1Request
+	(*UserProperties)(nil),             // 20: collab.access.v1.UserProperties
+	(*GenerateTokenRequest)(nil),       // 21: collab.access.v1.GenerateTokenRequest
+	(*Token)(nil),                      // 22: collab.access.v1.Token
+	(*GenerateTokenResponse)(nil),      // 23: collab.access.v1.GenerateTokenResponse
+	(*GetJwksRequest)(nil),             // 24: collab.access.v1.GetJwksRequest
+	(*Jwks)(nil),                       // 25: collab.access.v1.Jwks
+	(*Jwk)(nil),                        // 26: collab.access.v1.Jwk
+	(*SetRolesRequest)(nil),            // 27: collab.access.v1.SetRolesRequest
+	(*SetRolesResponse)(nil),           // 28: collab.access.v1.SetRolesResponse
+	(*VerifyTokenRequest)(nil),         // 29: collab.access.v1.VerifyTokenRequest
+	(*VerifyTokenResponse)(nil),        // 30: collab.access.v1.VerifyTokenResponse
+	nil,                                // 31: collab.access.v1.FilterReadersResponse.RolesEntry
+	nil,                                // 32: collab.access.v1.UserPermissions.FoldersEntry
+	nil,                                // 33: collab.access.v1.UserPermissions.DocumentsEntry
+	nil,                                // 34: collab.access.v1.UserPermissions.OrganizationEntry
+	nil,                                // 35: collab.access.v1.GetPermissionsResponse.DataEntry
+	(*structpb.Struct)(nil),            // 36: google.protobuf.Struct
 }
 var file_collab_access_v1_access_proto_depIdxs = []int32{
-	28, // 0: collab.access.v1.FilterReadersResponse.roles:type_name -> collab.access.v1.FilterReadersResponse.RolesEntry
-	29, // 1: collab.access.v1.UserPermissions.folders:type_name -> collab.access.v1.UserPermissions.FoldersEntry
-	30, // 2: collab.access.v1.UserPermissions.documents:type_name -> collab.access.v1.UserPermissions.DocumentsEntry
-	31, // 3: collab.access.v1.UserPermissions.organization:type_name -> collab.access.v1.UserPermissions.OrganizationEntry
-	4,  // 4: collab.access.v1.UserPermissions.context:type_name -> collab.access.v1.AccessContext
-	32, // 5: collab.access.v1.GetPermissionsResponse.data:type_name -> collab.access.v1.GetPermissionsResponse.DataEntry
-	33, // 6: collab.access.v1.ContextAccess.access:type_name -> google.protobuf.Struct
-	8,  // 7: collab.access.v1.Permissions.resources:type_name -> collab.access.v1.Resource
-	9,  // 8: collab.access.v1.Permissions.context:type_name -> collab.access.v1.ContextAccess
-	11, // 9: collab.access.v1.AddPermissionsRequest.user:type_name -> collab.access.v1.UserRef
-	10, // 10: collab.access.v1.AddPermissionsRequest.permissions:type_name -> collab.access.v1.Permissions
-	10, // 11: collab.access.v1.RemovePermissionsRequest.permissions:type_name -> collab.access.v1.Permissions
-	33, // 12: collab.access.v1.PermissionsChangedResponse.data:type_name -> google.protobuf.Struct
-	15, // 13: collab.access.v1.GenerateTokenV1Request.user_properties:type_name -> collab.access.v1.UserPropertiesV1
-	17, // 14: collab.access.v1.GenerateTokenRequest.user_properties:type_name -> collab.access.v1.UserProperties
-	10, // 15: collab.access.v1.GenerateTokenRequest.permissions:type_name -> collab.access.v1.Permissions
-	19, // 16: collab.access.v1.GenerateTokenResponse.data:type_name -> collab.access.v1.Token
-	23, // 17: collab.access.v1.Jwks.keys:type_name -> collab.access.v1.Jwk
-	2,  // 18: collab.access.v1.UserPermissions.FoldersEntry.value:type_name -> collab.access.v1.PermissionEntry
-	2,  // 19: collab.access.v1.UserPermissions.DocumentsEntry.value:type_name -> collab.access.v1.PermissionEntry
-	3,  // 20: collab.access.v1.UserPermissions.OrganizationEntry.value:type_name -> collab.access.v1.OrganizationAccess
-	5,  // 21: collab.access.v1.GetPermissionsResponse.DataEntry.value:type_name -> collab.access.v1.UserPermissions
-	6,  // 22: collab.access.v1.AccessService.GetPermissions:input_type -> collab.access.v1.GetPermissionsRequest
-	12, // 23: collab.access.v1.AccessService.AddPermissions:input_type -> collab.access.v1.AddPermissionsRequest
-	13, // 24: collab.access.v1.AccessService.RemovePermissions:input_type -> collab.access.v1.RemovePermissionsRequest
-	16, // 25: collab.access.v1.AccessService.GenerateTokenV1:input_type -> collab.access.v1.GenerateTokenV1Request
-	18, // 26: collab.access.v1.AccessService.GenerateToken:input_type -> collab.access.v1.GenerateTokenRequest
-	21, // 27: collab.access.v1.AccessService.GetJwks:input_type -> collab.access.v1.GetJwksRequest
-	24, // 28: collab.access.v1.AccessService.SetRoles:input_type -> collab.access.v1.SetRolesRequest
-	26, // 29: collab.access.v1.AccessService.VerifyToken:input_type -> collab.access.v1.VerifyTokenRequest
-	0,  // 30: collab.access.v1.AccessService.FilterReaders:input_type -> collab.access.v1.FilterReadersRequest
-	7,  // 31: collab.access.v1.AccessService.GetPermissions:output_type -> collab.access.v1.GetPermissionsResponse
-	14, // 32: collab.access.v1.AccessService.AddPermissions:output_type -> collab.access.v1.PermissionsChangedResponse
-	14, // 33: collab.access.v1.AccessService.RemovePermissions:output_type -> collab.access.v1.PermissionsChangedResponse
-	20, // 34: collab.access.v1.AccessService.GenerateTokenV1:output_type -> collab.access.v1.GenerateTokenResponse
-	20, // 35: collab.access.v1.AccessService.GenerateToken:output_type -> collab.access.v1.GenerateTokenResponse
-	22, // 36: collab.access.v1.AccessService.GetJwks:output_type -> collab.access.v1.Jwks
-	25, // 37: collab.access.v1.AccessService.SetRoles:output_type -> collab.access.v1.SetRolesResponse
-	27, // 38: collab.access.v1.AccessService.VerifyToken:output_type -> collab.access.v1.VerifyTokenResponse
-	1,  // 39: collab.access.v1.AccessService.FilterReaders:output_type -> collab.access.v1.FilterReadersResponse
-	31, // [31:40] is the sub-list for method output_type
-	22, // [22:31] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	36, // 0: collab.access.v1.MatchContextsRequest.contexts:type_name -> google.protobuf.Struct
+	2,  // 1: collab.access.v1.MatchContextsResponse.matches:type_name -> collab.access.v1.ContextMatch
+	31, // 2: collab.access.v1.FilterReadersResponse.roles:type_name -> collab.access.v1.FilterReadersResponse.RolesEntry
+	32, // 3: collab.access.v1.UserPermissions.folders:type_name -> collab.access.v1.UserPermissions.FoldersEntry
+	33, // 4: collab.access.v1.UserPermissions.documents:type_name -> collab.access.v1.UserPermissions.DocumentsEntry
+	34, // 5: collab.access.v1.UserPermissions.organization:type_name -> collab.access.v1.UserPermissions.OrganizationEntry
+	7,  // 6: collab.access.v1.UserPermissions.context:type_name -> collab.access.v1.AccessContext
+	35, // 7: collab.access.v1.GetPermissionsResponse.data:type_name -> collab.access.v1.GetPermissionsResponse.DataEntry
+	36, // 8: collab.access.v1.ContextAccess.access:type_name -> google.protobuf.Struct
+	11, // 9: collab.access.v1.Permissions.resources:type_name -> collab.access.v1.Resource
+	12, // 10: collab.access.v1.Permissions.context:type_name -> collab.access.v1.ContextAccess
+	14, // 11: collab.access.v1.AddPermissionsRequest.user:type_name -> collab.access.v1.UserRef
+	13, // 12: collab.access.v1.AddPermissionsRequest.permissions:type_name -> collab.access.v1.Permissions
+	13, // 13: collab.access.v1.RemovePermissionsRequest.permissions:type_name -> collab.access.v1.Permissions
+	36, // 14: collab.access.v1.PermissionsChangedResponse.data:type_name -> google.protobuf.Struct
+	18, // 15: collab.access.v1.GenerateTokenV1Request.user_properties:type_name -> collab.access.v1.UserPropertiesV1
+	20, // 16: collab.access.v1.GenerateTokenRequest.user_properties:type_name -> collab.access.v1.UserProperties
+	13, // 17: collab.access.v1.GenerateTokenRequest.permissions:type_name -> collab.access.v1.Permissions
+	22, // 18: collab.access.v1.GenerateTokenResponse.data:type_name -> collab.access.v1.Token
+	26, // 19: collab.access.v1.Jwks.keys:type_name -> collab.access.v1.Jwk
+	5,  // 20: collab.access.v1.UserPermissions.FoldersEntry.value:type_name -> collab.access.v1.PermissionEntry
+	5,  // 21: collab.access.v1.UserPermissions.DocumentsEntry.value:type_name -> collab.access.v1.PermissionEntry
+	6,  // 22: collab.access.v1.UserPermissions.OrganizationEntry.value:type_name -> collab.access.v1.OrganizationAccess
+	8,  // 23: collab.access.v1.GetPermissionsResponse.DataEntry.value:type_name -> collab.access.v1.UserPermissions
+	9,  // 24: collab.access.v1.AccessService.GetPermissions:input_type -> collab.access.v1.GetPermissionsRequest
+	15, // 25: collab.access.v1.AccessService.AddPermissions:input_type -> collab.access.v1.AddPermissionsRequest
+	16, // 26: collab.access.v1.AccessService.RemovePermissions:input_type -> collab.access.v1.RemovePermissionsRequest
+	19, // 27: collab.access.v1.AccessService.GenerateTokenV1:input_type -> collab.access.v1.GenerateTokenV1Request
+	21, // 28: collab.access.v1.AccessService.GenerateToken:input_type -> collab.access.v1.GenerateTokenRequest
+	24, // 29: collab.access.v1.AccessService.GetJwks:input_type -> collab.access.v1.GetJwksRequest
+	27, // 30: collab.access.v1.AccessService.SetRoles:input_type -> collab.access.v1.SetRolesRequest
+	29, // 31: collab.access.v1.AccessService.VerifyToken:input_type -> collab.access.v1.VerifyTokenRequest
+	3,  // 32: collab.access.v1.AccessService.FilterReaders:input_type -> collab.access.v1.FilterReadersRequest
+	0,  // 33: collab.access.v1.AccessService.MatchContexts:input_type -> collab.access.v1.MatchContextsRequest
+	10, // 34: collab.access.v1.AccessService.GetPermissions:output_type -> collab.access.v1.GetPermissionsResponse
+	17, // 35: collab.access.v1.AccessService.AddPermissions:output_type -> collab.access.v1.PermissionsChangedResponse
+	17, // 36: collab.access.v1.AccessService.RemovePermissions:output_type -> collab.access.v1.PermissionsChangedResponse
+	23, // 37: collab.access.v1.AccessService.GenerateTokenV1:output_type -> collab.access.v1.GenerateTokenResponse
+	23, // 38: collab.access.v1.AccessService.GenerateToken:output_type -> collab.access.v1.GenerateTokenResponse
+	25, // 39: collab.access.v1.AccessService.GetJwks:output_type -> collab.access.v1.Jwks
+	28, // 40: collab.access.v1.AccessService.SetRoles:output_type -> collab.access.v1.SetRolesResponse
+	30, // 41: collab.access.v1.AccessService.VerifyToken:output_type -> collab.access.v1.VerifyTokenResponse
+	4,  // 42: collab.access.v1.AccessService.FilterReaders:output_type -> collab.access.v1.FilterReadersResponse
+	1,  // 43: collab.access.v1.AccessService.MatchContexts:output_type -> collab.access.v1.MatchContextsResponse
+	34, // [34:44] is the sub-list for method output_type
+	24, // [24:34] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_collab_access_v1_access_proto_init() }
@@ -2031,17 +2231,17 @@ func file_collab_access_v1_access_proto_init() {
 	if File_collab_access_v1_access_proto != nil {
 		return
 	}
-	file_collab_access_v1_access_proto_msgTypes[2].OneofWrappers = []any{}
 	file_collab_access_v1_access_proto_msgTypes[5].OneofWrappers = []any{}
 	file_collab_access_v1_access_proto_msgTypes[8].OneofWrappers = []any{}
-	file_collab_access_v1_access_proto_msgTypes[10].OneofWrappers = []any{}
+	file_collab_access_v1_access_proto_msgTypes[11].OneofWrappers = []any{}
+	file_collab_access_v1_access_proto_msgTypes[13].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_collab_access_v1_access_proto_rawDesc), len(file_collab_access_v1_access_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

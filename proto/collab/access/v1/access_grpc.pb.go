@@ -35,6 +35,7 @@ const (
 	AccessService_SetRoles_FullMethodName          = "/collab.access.v1.AccessService/SetRoles"
 	AccessService_VerifyToken_FullMethodName       = "/collab.access.v1.AccessService/VerifyToken"
 	AccessService_FilterReaders_FullMethodName     = "/collab.access.v1.AccessService/FilterReaders"
+	AccessService_MatchContexts_FullMethodName     = "/collab.access.v1.AccessService/MatchContexts"
 )
 
 // AccessServiceClient is the client API for AccessService service.
@@ -63,6 +64,11 @@ type AccessServiceClient interface {
 	// verifyUserPermissions and the CRDT service's live sync.
 	// NOT_FOUND when the organization or document does not exist. Internal only.
 	FilterReaders(ctx context.Context, in *FilterReadersRequest, opts ...grpc.CallOption) (*FilterReadersResponse, error)
+	// MatchContexts tells which of the contexts each user's access context grants (Add
+	// Permissions' permissions.context, Generate Token's), for the notifications service's
+	// context filter: a context is granted when the user's access context in the organization
+	// holds every field and value it names. One grant read per 1000 users. Internal only.
+	MatchContexts(ctx context.Context, in *MatchContextsRequest, opts ...grpc.CallOption) (*MatchContextsResponse, error)
 }
 
 type accessServiceClient struct {
@@ -163,6 +169,16 @@ func (c *accessServiceClient) FilterReaders(ctx context.Context, in *FilterReade
 	return out, nil
 }
 
+func (c *accessServiceClient) MatchContexts(ctx context.Context, in *MatchContextsRequest, opts ...grpc.CallOption) (*MatchContextsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MatchContextsResponse)
+	err := c.cc.Invoke(ctx, AccessService_MatchContexts_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AccessServiceServer is the server API for AccessService service.
 // All implementations must embed UnimplementedAccessServiceServer
 // for forward compatibility.
@@ -189,6 +205,11 @@ type AccessServiceServer interface {
 	// verifyUserPermissions and the CRDT service's live sync.
 	// NOT_FOUND when the organization or document does not exist. Internal only.
 	FilterReaders(context.Context, *FilterReadersRequest) (*FilterReadersResponse, error)
+	// MatchContexts tells which of the contexts each user's access context grants (Add
+	// Permissions' permissions.context, Generate Token's), for the notifications service's
+	// context filter: a context is granted when the user's access context in the organization
+	// holds every field and value it names. One grant read per 1000 users. Internal only.
+	MatchContexts(context.Context, *MatchContextsRequest) (*MatchContextsResponse, error)
 	mustEmbedUnimplementedAccessServiceServer()
 }
 
@@ -225,6 +246,9 @@ func (UnimplementedAccessServiceServer) VerifyToken(context.Context, *VerifyToke
 }
 func (UnimplementedAccessServiceServer) FilterReaders(context.Context, *FilterReadersRequest) (*FilterReadersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FilterReaders not implemented")
+}
+func (UnimplementedAccessServiceServer) MatchContexts(context.Context, *MatchContextsRequest) (*MatchContextsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MatchContexts not implemented")
 }
 func (UnimplementedAccessServiceServer) mustEmbedUnimplementedAccessServiceServer() {}
 func (UnimplementedAccessServiceServer) testEmbeddedByValue()                       {}
@@ -409,6 +433,24 @@ func _AccessService_FilterReaders_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AccessService_MatchContexts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MatchContextsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AccessServiceServer).MatchContexts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AccessService_MatchContexts_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AccessServiceServer).MatchContexts(ctx, req.(*MatchContextsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AccessService_ServiceDesc is the grpc.ServiceDesc for AccessService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -451,6 +493,10 @@ var AccessService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FilterReaders",
 			Handler:    _AccessService_FilterReaders_Handler,
+		},
+		{
+			MethodName: "MatchContexts",
+			Handler:    _AccessService_MatchContexts_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -28,6 +28,112 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type MembersAmongRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ApiKey         string                 `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	OrganizationId string                 `protobuf:"bytes,2,opt,name=organization_id,json=organizationId,proto3" json:"organization_id,omitempty"`
+	// 1 to 1000.
+	UserIds       []string `protobuf:"bytes,3,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersAmongRequest) Reset() {
+	*x = MembersAmongRequest{}
+	mi := &file_collab_users_v1_users_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersAmongRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersAmongRequest) ProtoMessage() {}
+
+func (x *MembersAmongRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_collab_users_v1_users_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersAmongRequest.ProtoReflect.Descriptor instead.
+func (*MembersAmongRequest) Descriptor() ([]byte, []int) {
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *MembersAmongRequest) GetApiKey() string {
+	if x != nil {
+		return x.ApiKey
+	}
+	return ""
+}
+
+func (x *MembersAmongRequest) GetOrganizationId() string {
+	if x != nil {
+		return x.OrganizationId
+	}
+	return ""
+}
+
+func (x *MembersAmongRequest) GetUserIds() []string {
+	if x != nil {
+		return x.UserIds
+	}
+	return nil
+}
+
+type MembersAmongResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Those of user_ids who are members, in user-id order, each once.
+	UserIds       []string `protobuf:"bytes,1,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersAmongResponse) Reset() {
+	*x = MembersAmongResponse{}
+	mi := &file_collab_users_v1_users_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersAmongResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersAmongResponse) ProtoMessage() {}
+
+func (x *MembersAmongResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_collab_users_v1_users_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersAmongResponse.ProtoReflect.Descriptor instead.
+func (*MembersAmongResponse) Descriptor() ([]byte, []int) {
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *MembersAmongResponse) GetUserIds() []string {
+	if x != nil {
+		return x.UserIds
+	}
+	return nil
+}
+
 type ListMembersRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ApiKey         string                 `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
@@ -45,7 +151,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[0]
+	mi := &file_collab_users_v1_users_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -57,7 +163,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[0]
+	mi := &file_collab_users_v1_users_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -70,7 +176,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{0}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ListMembersRequest) GetApiKey() string {
@@ -118,7 +224,7 @@ type CountMembersRequest struct {
 
 func (x *CountMembersRequest) Reset() {
 	*x = CountMembersRequest{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[1]
+	mi := &file_collab_users_v1_users_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -130,7 +236,7 @@ func (x *CountMembersRequest) String() string {
 func (*CountMembersRequest) ProtoMessage() {}
 
 func (x *CountMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[1]
+	mi := &file_collab_users_v1_users_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -143,7 +249,7 @@ func (x *CountMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountMembersRequest.ProtoReflect.Descriptor instead.
 func (*CountMembersRequest) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{1}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CountMembersRequest) GetApiKey() string {
@@ -169,7 +275,7 @@ type CountMembersResponse struct {
 
 func (x *CountMembersResponse) Reset() {
 	*x = CountMembersResponse{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[2]
+	mi := &file_collab_users_v1_users_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -181,7 +287,7 @@ func (x *CountMembersResponse) String() string {
 func (*CountMembersResponse) ProtoMessage() {}
 
 func (x *CountMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[2]
+	mi := &file_collab_users_v1_users_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -194,7 +300,7 @@ func (x *CountMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountMembersResponse.ProtoReflect.Descriptor instead.
 func (*CountMembersResponse) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{2}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CountMembersResponse) GetCount() int64 {
@@ -215,7 +321,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[3]
+	mi := &file_collab_users_v1_users_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -227,7 +333,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[3]
+	mi := &file_collab_users_v1_users_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -240,7 +346,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{3}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListMembersResponse) GetMembers() []*UserInfo {
@@ -271,7 +377,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[4]
+	mi := &file_collab_users_v1_users_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -283,7 +389,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[4]
+	mi := &file_collab_users_v1_users_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -296,7 +402,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{4}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *User) GetUserId() string {
@@ -345,7 +451,7 @@ type UserResult struct {
 
 func (x *UserResult) Reset() {
 	*x = UserResult{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[5]
+	mi := &file_collab_users_v1_users_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -357,7 +463,7 @@ func (x *UserResult) String() string {
 func (*UserResult) ProtoMessage() {}
 
 func (x *UserResult) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[5]
+	mi := &file_collab_users_v1_users_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -370,7 +476,7 @@ func (x *UserResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserResult.ProtoReflect.Descriptor instead.
 func (*UserResult) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{5}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UserResult) GetSuccess() bool {
@@ -405,7 +511,7 @@ type UserResultsResponse struct {
 
 func (x *UserResultsResponse) Reset() {
 	*x = UserResultsResponse{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[6]
+	mi := &file_collab_users_v1_users_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -417,7 +523,7 @@ func (x *UserResultsResponse) String() string {
 func (*UserResultsResponse) ProtoMessage() {}
 
 func (x *UserResultsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[6]
+	mi := &file_collab_users_v1_users_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -430,7 +536,7 @@ func (x *UserResultsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserResultsResponse.ProtoReflect.Descriptor instead.
 func (*UserResultsResponse) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{6}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UserResultsResponse) GetStatus() string {
@@ -469,7 +575,7 @@ type AddUsersRequest struct {
 
 func (x *AddUsersRequest) Reset() {
 	*x = AddUsersRequest{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[7]
+	mi := &file_collab_users_v1_users_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +587,7 @@ func (x *AddUsersRequest) String() string {
 func (*AddUsersRequest) ProtoMessage() {}
 
 func (x *AddUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[7]
+	mi := &file_collab_users_v1_users_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +600,7 @@ func (x *AddUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddUsersRequest.ProtoReflect.Descriptor instead.
 func (*AddUsersRequest) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{7}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AddUsersRequest) GetOrganizationId() string {
@@ -558,7 +664,7 @@ type GetUsersRequest struct {
 
 func (x *GetUsersRequest) Reset() {
 	*x = GetUsersRequest{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[8]
+	mi := &file_collab_users_v1_users_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -570,7 +676,7 @@ func (x *GetUsersRequest) String() string {
 func (*GetUsersRequest) ProtoMessage() {}
 
 func (x *GetUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[8]
+	mi := &file_collab_users_v1_users_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -583,7 +689,7 @@ func (x *GetUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsersRequest.ProtoReflect.Descriptor instead.
 func (*GetUsersRequest) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{8}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetUsersRequest) GetOrganizationId() string {
@@ -625,7 +731,7 @@ type UserInfo struct {
 
 func (x *UserInfo) Reset() {
 	*x = UserInfo{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[9]
+	mi := &file_collab_users_v1_users_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +743,7 @@ func (x *UserInfo) String() string {
 func (*UserInfo) ProtoMessage() {}
 
 func (x *UserInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[9]
+	mi := &file_collab_users_v1_users_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +756,7 @@ func (x *UserInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserInfo.ProtoReflect.Descriptor instead.
 func (*UserInfo) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{9}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UserInfo) GetEmail() string {
@@ -685,7 +791,7 @@ type GetUsersResponse struct {
 
 func (x *GetUsersResponse) Reset() {
 	*x = GetUsersResponse{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[10]
+	mi := &file_collab_users_v1_users_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +803,7 @@ func (x *GetUsersResponse) String() string {
 func (*GetUsersResponse) ProtoMessage() {}
 
 func (x *GetUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[10]
+	mi := &file_collab_users_v1_users_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +816,7 @@ func (x *GetUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsersResponse.ProtoReflect.Descriptor instead.
 func (*GetUsersResponse) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{10}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetUsersResponse) GetStatus() string {
@@ -747,7 +853,7 @@ type UserUpdate struct {
 
 func (x *UserUpdate) Reset() {
 	*x = UserUpdate{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[11]
+	mi := &file_collab_users_v1_users_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +865,7 @@ func (x *UserUpdate) String() string {
 func (*UserUpdate) ProtoMessage() {}
 
 func (x *UserUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[11]
+	mi := &file_collab_users_v1_users_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +878,7 @@ func (x *UserUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserUpdate.ProtoReflect.Descriptor instead.
 func (*UserUpdate) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{11}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UserUpdate) GetUserId() string {
@@ -822,7 +928,7 @@ type UpdateUsersRequest struct {
 
 func (x *UpdateUsersRequest) Reset() {
 	*x = UpdateUsersRequest{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[12]
+	mi := &file_collab_users_v1_users_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +940,7 @@ func (x *UpdateUsersRequest) String() string {
 func (*UpdateUsersRequest) ProtoMessage() {}
 
 func (x *UpdateUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[12]
+	mi := &file_collab_users_v1_users_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +953,7 @@ func (x *UpdateUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUsersRequest.ProtoReflect.Descriptor instead.
 func (*UpdateUsersRequest) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{12}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UpdateUsersRequest) GetOrganizationId() string {
@@ -890,7 +996,7 @@ type DeleteUsersRequest struct {
 
 func (x *DeleteUsersRequest) Reset() {
 	*x = DeleteUsersRequest{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[13]
+	mi := &file_collab_users_v1_users_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1008,7 @@ func (x *DeleteUsersRequest) String() string {
 func (*DeleteUsersRequest) ProtoMessage() {}
 
 func (x *DeleteUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[13]
+	mi := &file_collab_users_v1_users_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1021,7 @@ func (x *DeleteUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUsersRequest.ProtoReflect.Descriptor instead.
 func (*DeleteUsersRequest) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{13}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteUsersRequest) GetOrganizationId() string {
@@ -956,7 +1062,7 @@ type DeleteResult struct {
 
 func (x *DeleteResult) Reset() {
 	*x = DeleteResult{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[14]
+	mi := &file_collab_users_v1_users_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1074,7 @@ func (x *DeleteResult) String() string {
 func (*DeleteResult) ProtoMessage() {}
 
 func (x *DeleteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[14]
+	mi := &file_collab_users_v1_users_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1087,7 @@ func (x *DeleteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResult.ProtoReflect.Descriptor instead.
 func (*DeleteResult) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{14}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteResult) GetSuccess() bool {
@@ -1009,7 +1115,7 @@ type DeleteUsersResponse struct {
 
 func (x *DeleteUsersResponse) Reset() {
 	*x = DeleteUsersResponse{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[15]
+	mi := &file_collab_users_v1_users_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1127,7 @@ func (x *DeleteUsersResponse) String() string {
 func (*DeleteUsersResponse) ProtoMessage() {}
 
 func (x *DeleteUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[15]
+	mi := &file_collab_users_v1_users_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1140,7 @@ func (x *DeleteUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUsersResponse.ProtoReflect.Descriptor instead.
 func (*DeleteUsersResponse) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{15}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteUsersResponse) GetStatus() string {
@@ -1068,7 +1174,7 @@ type UserGroup struct {
 
 func (x *UserGroup) Reset() {
 	*x = UserGroup{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[16]
+	mi := &file_collab_users_v1_users_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1186,7 @@ func (x *UserGroup) String() string {
 func (*UserGroup) ProtoMessage() {}
 
 func (x *UserGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[16]
+	mi := &file_collab_users_v1_users_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1199,7 @@ func (x *UserGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserGroup.ProtoReflect.Descriptor instead.
 func (*UserGroup) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{16}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UserGroup) GetGroupId() string {
@@ -1120,7 +1226,7 @@ type AddUserGroupsRequest struct {
 
 func (x *AddUserGroupsRequest) Reset() {
 	*x = AddUserGroupsRequest{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[17]
+	mi := &file_collab_users_v1_users_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1238,7 @@ func (x *AddUserGroupsRequest) String() string {
 func (*AddUserGroupsRequest) ProtoMessage() {}
 
 func (x *AddUserGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[17]
+	mi := &file_collab_users_v1_users_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1251,7 @@ func (x *AddUserGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddUserGroupsRequest.ProtoReflect.Descriptor instead.
 func (*AddUserGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{17}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AddUserGroupsRequest) GetOrganizationId() string {
@@ -1173,7 +1279,7 @@ type AddUsersToGroupRequest struct {
 
 func (x *AddUsersToGroupRequest) Reset() {
 	*x = AddUsersToGroupRequest{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[18]
+	mi := &file_collab_users_v1_users_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1291,7 @@ func (x *AddUsersToGroupRequest) String() string {
 func (*AddUsersToGroupRequest) ProtoMessage() {}
 
 func (x *AddUsersToGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[18]
+	mi := &file_collab_users_v1_users_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1304,7 @@ func (x *AddUsersToGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddUsersToGroupRequest.ProtoReflect.Descriptor instead.
 func (*AddUsersToGroupRequest) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{18}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AddUsersToGroupRequest) GetOrganizationId() string {
@@ -1233,7 +1339,7 @@ type DeleteUsersFromGroupRequest struct {
 
 func (x *DeleteUsersFromGroupRequest) Reset() {
 	*x = DeleteUsersFromGroupRequest{}
-	mi := &file_collab_users_v1_users_proto_msgTypes[19]
+	mi := &file_collab_users_v1_users_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1245,7 +1351,7 @@ func (x *DeleteUsersFromGroupRequest) String() string {
 func (*DeleteUsersFromGroupRequest) ProtoMessage() {}
 
 func (x *DeleteUsersFromGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_collab_users_v1_users_proto_msgTypes[19]
+	mi := &file_collab_users_v1_users_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1258,7 +1364,7 @@ func (x *DeleteUsersFromGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUsersFromGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteUsersFromGroupRequest) Descriptor() ([]byte, []int) {
-	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{19}
+	return file_collab_users_v1_users_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteUsersFromGroupRequest) GetOrganizationId() string {
@@ -1286,7 +1392,13 @@ var File_collab_users_v1_users_proto protoreflect.FileDescriptor
 
 const file_collab_users_v1_users_proto_rawDesc = "" +
 	"\n" +
-	"\x1bcollab/users/v1/users.proto\x12\x0fcollab.users.v1\x1a\x1fcollab/options/v1/options.proto\"\x9d\x01\n" +
+	"\x1bcollab/users/v1/users.proto\x12\x0fcollab.users.v1\x1a\x1fcollab/options/v1/options.proto\"r\n" +
+	"\x13MembersAmongRequest\x12\x17\n" +
+	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12'\n" +
+	"\x0forganization_id\x18\x02 \x01(\tR\x0eorganizationId\x12\x19\n" +
+	"\buser_ids\x18\x03 \x03(\tR\auserIds\"1\n" +
+	"\x14MembersAmongResponse\x12\x19\n" +
+	"\buser_ids\x18\x01 \x03(\tR\auserIds\"\x9d\x01\n" +
 	"\x12ListMembersRequest\x12\x17\n" +
 	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12'\n" +
 	"\x0forganization_id\x18\x02 \x01(\tR\x0eorganizationId\x12\x14\n" +
@@ -1392,7 +1504,7 @@ const file_collab_users_v1_users_proto_rawDesc = "" +
 	"\x1bDeleteUsersFromGroupRequest\x12'\n" +
 	"\x0forganization_id\x18\x01 \x01(\tR\x0eorganizationId\x12;\n" +
 	"\x1aorganization_user_group_id\x18\x02 \x01(\tR\x17organizationUserGroupId\x12\x19\n" +
-	"\buser_ids\x18\x03 \x03(\tR\auserIds2\x80\a\n" +
+	"\buser_ids\x18\x03 \x03(\tR\auserIds2\xe3\a\n" +
 	"\fUsersService\x12X\n" +
 	"\bAddUsers\x12 .collab.users.v1.AddUsersRequest\x1a$.collab.users.v1.UserResultsResponse\"\x04\xc8\xf3\x18\x01\x12U\n" +
 	"\bGetUsers\x12 .collab.users.v1.GetUsersRequest\x1a!.collab.users.v1.GetUsersResponse\"\x04\xc8\xf3\x18\x01\x12^\n" +
@@ -1402,7 +1514,8 @@ const file_collab_users_v1_users_proto_rawDesc = "" +
 	"\x0fAddUsersToGroup\x12'.collab.users.v1.AddUsersToGroupRequest\x1a$.collab.users.v1.UserResultsResponse\"\x04\xc8\xf3\x18\x01\x12p\n" +
 	"\x14DeleteUsersFromGroup\x12,.collab.users.v1.DeleteUsersFromGroupRequest\x1a$.collab.users.v1.UserResultsResponse\"\x04\xc8\xf3\x18\x01\x12^\n" +
 	"\vListMembers\x12#.collab.users.v1.ListMembersRequest\x1a$.collab.users.v1.ListMembersResponse\"\x04\xc8\xf3\x18\x05\x12a\n" +
-	"\fCountMembers\x12$.collab.users.v1.CountMembersRequest\x1a%.collab.users.v1.CountMembersResponse\"\x04\xc8\xf3\x18\x05B8Z6github.com/collab/collab/proto/collab/users/v1;usersv1b\x06proto3"
+	"\fCountMembers\x12$.collab.users.v1.CountMembersRequest\x1a%.collab.users.v1.CountMembersResponse\"\x04\xc8\xf3\x18\x05\x12a\n" +
+	"\fMembersAmong\x12$.collab.users.v1.MembersAmongRequest\x1a%.collab.users.v1.MembersAmongResponse\"\x04\xc8\xf3\x18\x05B8Z6github.com/collab/collab/proto/collab/users/v1;usersv1b\x06proto3"
 
 var (
 	file_collab_users_v1_users_proto_rawDescOnce sync.Once
@@ -1416,61 +1529,65 @@ func file_collab_users_v1_users_proto_rawDescGZIP() []byte {
 	return file_collab_users_v1_users_proto_rawDescData
 }
 
-var file_collab_users_v1_users_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_collab_users_v1_users_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_collab_users_v1_users_proto_goTypes = []any{
-	(*ListMembersRequest)(nil),          // 0: collab.users.v1.ListMembersRequest
-	(*CountMembersRequest)(nil),         // 1: collab.users.v1.CountMembersRequest
-	(*CountMembersResponse)(nil),        // 2: collab.users.v1.CountMembersResponse
-	(*ListMembersResponse)(nil),         // 3: collab.users.v1.ListMembersResponse
-	(*User)(nil),                        // 4: collab.users.v1.User
-	(*UserResult)(nil),                  // 5: collab.users.v1.UserResult
-	(*UserResultsResponse)(nil),         // 6: collab.users.v1.UserResultsResponse
-	(*AddUsersRequest)(nil),             // 7: collab.users.v1.AddUsersRequest
-	(*GetUsersRequest)(nil),             // 8: collab.users.v1.GetUsersRequest
-	(*UserInfo)(nil),                    // 9: collab.users.v1.UserInfo
-	(*GetUsersResponse)(nil),            // 10: collab.users.v1.GetUsersResponse
-	(*UserUpdate)(nil),                  // 11: collab.users.v1.UserUpdate
-	(*UpdateUsersRequest)(nil),          // 12: collab.users.v1.UpdateUsersRequest
-	(*DeleteUsersRequest)(nil),          // 13: collab.users.v1.DeleteUsersRequest
-	(*DeleteResult)(nil),                // 14: collab.users.v1.DeleteResult
-	(*DeleteUsersResponse)(nil),         // 15: collab.users.v1.DeleteUsersResponse
-	(*UserGroup)(nil),                   // 16: collab.users.v1.UserGroup
-	(*AddUserGroupsRequest)(nil),        // 17: collab.users.v1.AddUserGroupsRequest
-	(*AddUsersToGroupRequest)(nil),      // 18: collab.users.v1.AddUsersToGroupRequest
-	(*DeleteUsersFromGroupRequest)(nil), // 19: collab.users.v1.DeleteUsersFromGroupRequest
-	nil,                                 // 20: collab.users.v1.UserResultsResponse.DataEntry
-	nil,                                 // 21: collab.users.v1.DeleteUsersResponse.DataEntry
+	(*MembersAmongRequest)(nil),         // 0: collab.users.v1.MembersAmongRequest
+	(*MembersAmongResponse)(nil),        // 1: collab.users.v1.MembersAmongResponse
+	(*ListMembersRequest)(nil),          // 2: collab.users.v1.ListMembersRequest
+	(*CountMembersRequest)(nil),         // 3: collab.users.v1.CountMembersRequest
+	(*CountMembersResponse)(nil),        // 4: collab.users.v1.CountMembersResponse
+	(*ListMembersResponse)(nil),         // 5: collab.users.v1.ListMembersResponse
+	(*User)(nil),                        // 6: collab.users.v1.User
+	(*UserResult)(nil),                  // 7: collab.users.v1.UserResult
+	(*UserResultsResponse)(nil),         // 8: collab.users.v1.UserResultsResponse
+	(*AddUsersRequest)(nil),             // 9: collab.users.v1.AddUsersRequest
+	(*GetUsersRequest)(nil),             // 10: collab.users.v1.GetUsersRequest
+	(*UserInfo)(nil),                    // 11: collab.users.v1.UserInfo
+	(*GetUsersResponse)(nil),            // 12: collab.users.v1.GetUsersResponse
+	(*UserUpdate)(nil),                  // 13: collab.users.v1.UserUpdate
+	(*UpdateUsersRequest)(nil),          // 14: collab.users.v1.UpdateUsersRequest
+	(*DeleteUsersRequest)(nil),          // 15: collab.users.v1.DeleteUsersRequest
+	(*DeleteResult)(nil),                // 16: collab.users.v1.DeleteResult
+	(*DeleteUsersResponse)(nil),         // 17: collab.users.v1.DeleteUsersResponse
+	(*UserGroup)(nil),                   // 18: collab.users.v1.UserGroup
+	(*AddUserGroupsRequest)(nil),        // 19: collab.users.v1.AddUserGroupsRequest
+	(*AddUsersToGroupRequest)(nil),      // 20: collab.users.v1.AddUsersToGroupRequest
+	(*DeleteUsersFromGroupRequest)(nil), // 21: collab.users.v1.DeleteUsersFromGroupRequest
+	nil,                                 // 22: collab.users.v1.UserResultsResponse.DataEntry
+	nil,                                 // 23: collab.users.v1.DeleteUsersResponse.DataEntry
 }
 var file_collab_users_v1_users_proto_depIdxs = []int32{
-	9,  // 0: collab.users.v1.ListMembersResponse.members:type_name -> collab.users.v1.UserInfo
-	20, // 1: collab.users.v1.UserResultsResponse.data:type_name -> collab.users.v1.UserResultsResponse.DataEntry
-	4,  // 2: collab.users.v1.AddUsersRequest.users:type_name -> collab.users.v1.User
-	9,  // 3: collab.users.v1.GetUsersResponse.data:type_name -> collab.users.v1.UserInfo
-	11, // 4: collab.users.v1.UpdateUsersRequest.users:type_name -> collab.users.v1.UserUpdate
-	21, // 5: collab.users.v1.DeleteUsersResponse.data:type_name -> collab.users.v1.DeleteUsersResponse.DataEntry
-	16, // 6: collab.users.v1.AddUserGroupsRequest.organization_user_groups:type_name -> collab.users.v1.UserGroup
-	5,  // 7: collab.users.v1.UserResultsResponse.DataEntry.value:type_name -> collab.users.v1.UserResult
-	14, // 8: collab.users.v1.DeleteUsersResponse.DataEntry.value:type_name -> collab.users.v1.DeleteResult
-	7,  // 9: collab.users.v1.UsersService.AddUsers:input_type -> collab.users.v1.AddUsersRequest
-	8,  // 10: collab.users.v1.UsersService.GetUsers:input_type -> collab.users.v1.GetUsersRequest
-	12, // 11: collab.users.v1.UsersService.UpdateUsers:input_type -> collab.users.v1.UpdateUsersRequest
-	13, // 12: collab.users.v1.UsersService.DeleteUsers:input_type -> collab.users.v1.DeleteUsersRequest
-	17, // 13: collab.users.v1.UsersService.AddUserGroups:input_type -> collab.users.v1.AddUserGroupsRequest
-	18, // 14: collab.users.v1.UsersService.AddUsersToGroup:input_type -> collab.users.v1.AddUsersToGroupRequest
-	19, // 15: collab.users.v1.UsersService.DeleteUsersFromGroup:input_type -> collab.users.v1.DeleteUsersFromGroupRequest
-	0,  // 16: collab.users.v1.UsersService.ListMembers:input_type -> collab.users.v1.ListMembersRequest
-	1,  // 17: collab.users.v1.UsersService.CountMembers:input_type -> collab.users.v1.CountMembersRequest
-	6,  // 18: collab.users.v1.UsersService.AddUsers:output_type -> collab.users.v1.UserResultsResponse
-	10, // 19: collab.users.v1.UsersService.GetUsers:output_type -> collab.users.v1.GetUsersResponse
-	6,  // 20: collab.users.v1.UsersService.UpdateUsers:output_type -> collab.users.v1.UserResultsResponse
-	15, // 21: collab.users.v1.UsersService.DeleteUsers:output_type -> collab.users.v1.DeleteUsersResponse
-	6,  // 22: collab.users.v1.UsersService.AddUserGroups:output_type -> collab.users.v1.UserResultsResponse
-	6,  // 23: collab.users.v1.UsersService.AddUsersToGroup:output_type -> collab.users.v1.UserResultsResponse
-	6,  // 24: collab.users.v1.UsersService.DeleteUsersFromGroup:output_type -> collab.users.v1.UserResultsResponse
-	3,  // 25: collab.users.v1.UsersService.ListMembers:output_type -> collab.users.v1.ListMembersResponse
-	2,  // 26: collab.users.v1.UsersService.CountMembers:output_type -> collab.users.v1.CountMembersResponse
-	18, // [18:27] is the sub-list for method output_type
-	9,  // [9:18] is the sub-list for method input_type
+	11, // 0: collab.users.v1.ListMembersResponse.members:type_name -> collab.users.v1.UserInfo
+	22, // 1: collab.users.v1.UserResultsResponse.data:type_name -> collab.users.v1.UserResultsResponse.DataEntry
+	6,  // 2: collab.users.v1.AddUsersRequest.users:type_name -> collab.users.v1.User
+	11, // 3: collab.users.v1.GetUsersResponse.data:type_name -> collab.users.v1.UserInfo
+	13, // 4: collab.users.v1.UpdateUsersRequest.users:type_name -> collab.users.v1.UserUpdate
+	23, // 5: collab.users.v1.DeleteUsersResponse.data:type_name -> collab.users.v1.DeleteUsersResponse.DataEntry
+	18, // 6: collab.users.v1.AddUserGroupsRequest.organization_user_groups:type_name -> collab.users.v1.UserGroup
+	7,  // 7: collab.users.v1.UserResultsResponse.DataEntry.value:type_name -> collab.users.v1.UserResult
+	16, // 8: collab.users.v1.DeleteUsersResponse.DataEntry.value:type_name -> collab.users.v1.DeleteResult
+	9,  // 9: collab.users.v1.UsersService.AddUsers:input_type -> collab.users.v1.AddUsersRequest
+	10, // 10: collab.users.v1.UsersService.GetUsers:input_type -> collab.users.v1.GetUsersRequest
+	14, // 11: collab.users.v1.UsersService.UpdateUsers:input_type -> collab.users.v1.UpdateUsersRequest
+	15, // 12: collab.users.v1.UsersService.DeleteUsers:input_type -> collab.users.v1.DeleteUsersRequest
+	19, // 13: collab.users.v1.UsersService.AddUserGroups:input_type -> collab.users.v1.AddUserGroupsRequest
+	20, // 14: collab.users.v1.UsersService.AddUsersToGroup:input_type -> collab.users.v1.AddUsersToGroupRequest
+	21, // 15: collab.users.v1.UsersService.DeleteUsersFromGroup:input_type -> collab.users.v1.DeleteUsersFromGroupRequest
+	2,  // 16: collab.users.v1.UsersService.ListMembers:input_type -> collab.users.v1.ListMembersRequest
+	3,  // 17: collab.users.v1.UsersService.CountMembers:input_type -> collab.users.v1.CountMembersRequest
+	0,  // 18: collab.users.v1.UsersService.MembersAmong:input_type -> collab.users.v1.MembersAmongRequest
+	8,  // 19: collab.users.v1.UsersService.AddUsers:output_type -> collab.users.v1.UserResultsResponse
+	12, // 20: collab.users.v1.UsersService.GetUsers:output_type -> collab.users.v1.GetUsersResponse
+	8,  // 21: collab.users.v1.UsersService.UpdateUsers:output_type -> collab.users.v1.UserResultsResponse
+	17, // 22: collab.users.v1.UsersService.DeleteUsers:output_type -> collab.users.v1.DeleteUsersResponse
+	8,  // 23: collab.users.v1.UsersService.AddUserGroups:output_type -> collab.users.v1.UserResultsResponse
+	8,  // 24: collab.users.v1.UsersService.AddUsersToGroup:output_type -> collab.users.v1.UserResultsResponse
+	8,  // 25: collab.users.v1.UsersService.DeleteUsersFromGroup:output_type -> collab.users.v1.UserResultsResponse
+	5,  // 26: collab.users.v1.UsersService.ListMembers:output_type -> collab.users.v1.ListMembersResponse
+	4,  // 27: collab.users.v1.UsersService.CountMembers:output_type -> collab.users.v1.CountMembersResponse
+	1,  // 28: collab.users.v1.UsersService.MembersAmong:output_type -> collab.users.v1.MembersAmongResponse
+	19, // [19:29] is the sub-list for method output_type
+	9,  // [9:19] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1481,14 +1598,14 @@ func file_collab_users_v1_users_proto_init() {
 	if File_collab_users_v1_users_proto != nil {
 		return
 	}
-	file_collab_users_v1_users_proto_msgTypes[11].OneofWrappers = []any{}
+	file_collab_users_v1_users_proto_msgTypes[13].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_collab_users_v1_users_proto_rawDesc), len(file_collab_users_v1_users_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,7 @@ const (
 	UsersService_DeleteUsersFromGroup_FullMethodName = "/collab.users.v1.UsersService/DeleteUsersFromGroup"
 	UsersService_ListMembers_FullMethodName          = "/collab.users.v1.UsersService/ListMembers"
 	UsersService_CountMembers_FullMethodName         = "/collab.users.v1.UsersService/CountMembers"
+	UsersService_MembersAmong_FullMethodName         = "/collab.users.v1.UsersService/MembersAmong"
 )
 
 // UsersServiceClient is the client API for UsersService service.
@@ -57,6 +58,10 @@ type UsersServiceClient interface {
 	// service's fan-out quota: what a notification to everyone reaches. NOT_FOUND when the
 	// organization does not exist. Internal only.
 	CountMembers(ctx context.Context, in *CountMembersRequest, opts ...grpc.CallOption) (*CountMembersResponse, error)
+	// MembersAmong tells which of the users are members of an organization (its contact list),
+	// for the notifications service's configs: one indexed read of the users asked, not a page
+	// through the list. NOT_FOUND when the organization does not exist. Internal only.
+	MembersAmong(ctx context.Context, in *MembersAmongRequest, opts ...grpc.CallOption) (*MembersAmongResponse, error)
 }
 
 type usersServiceClient struct {
@@ -157,6 +162,16 @@ func (c *usersServiceClient) CountMembers(ctx context.Context, in *CountMembersR
 	return out, nil
 }
 
+func (c *usersServiceClient) MembersAmong(ctx context.Context, in *MembersAmongRequest, opts ...grpc.CallOption) (*MembersAmongResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MembersAmongResponse)
+	err := c.cc.Invoke(ctx, UsersService_MembersAmong_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // UsersServiceServer is the server API for UsersService service.
 // All implementations must embed UnimplementedUsersServiceServer
 // for forward compatibility.
@@ -178,6 +193,10 @@ type UsersServiceServer interface {
 	// service's fan-out quota: what a notification to everyone reaches. NOT_FOUND when the
 	// organization does not exist. Internal only.
 	CountMembers(context.Context, *CountMembersRequest) (*CountMembersResponse, error)
+	// MembersAmong tells which of the users are members of an organization (its contact list),
+	// for the notifications service's configs: one indexed read of the users asked, not a page
+	// through the list. NOT_FOUND when the organization does not exist. Internal only.
+	MembersAmong(context.Context, *MembersAmongRequest) (*MembersAmongResponse, error)
 	mustEmbedUnimplementedUsersServiceServer()
 }
 
@@ -214,6 +233,9 @@ func (UnimplementedUsersServiceServer) ListMembers(context.Context, *ListMembers
 }
 func (UnimplementedUsersServiceServer) CountMembers(context.Context, *CountMembersRequest) (*CountMembersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CountMembers not implemented")
+}
+func (UnimplementedUsersServiceServer) MembersAmong(context.Context, *MembersAmongRequest) (*MembersAmongResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MembersAmong not implemented")
 }
 func (UnimplementedUsersServiceServer) mustEmbedUnimplementedUsersServiceServer() {}
 func (UnimplementedUsersServiceServer) testEmbeddedByValue()                      {}
@@ -398,6 +420,24 @@ func _UsersService_CountMembers_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _UsersService_MembersAmong_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MembersAmongRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UsersServiceServer).MembersAmong(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UsersService_MembersAmong_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UsersServiceServer).MembersAmong(ctx, req.(*MembersAmongRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // UsersService_ServiceDesc is the grpc.ServiceDesc for UsersService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -440,6 +480,10 @@ var UsersService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CountMembers",
 			Handler:    _UsersService_CountMembers_Handler,
+		},
+		{
+			MethodName: "MembersAmong",
+			Handler:    _UsersService_MembersAmong_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
