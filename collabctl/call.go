@@ -13,6 +13,32 @@ import (
 	optionsv1 "github.com/collab/collab/proto/collab/options/v1"
 )
 
+// callVia says whether an operation is called over gRPC: --via's choice (auto: HTTP, gRPC
+// for operations without a route), refused when the operation cannot go that way.
+func callVia(op operation, via string) (bool, error) {
+	switch via {
+	case "auto":
+		return op.Path == "", nil
+	case "grpc":
+		if op.Method == "" {
+			return false, usagef("%s is not a path of the API this collabctl was built with: no method to call over gRPC", op.Path)
+		}
+		return true, nil
+	case "http":
+		if op.Path == "" && op.Class == optionsv1.Auth_AUTH_INTERNAL {
+			return false, usagef("%s is an internal operation: it has no HTTP route; call it over gRPC (--grpc-addr, %s)", op.Method, EnvName("internal-token"))
+		}
+		if op.Path == "" {
+			// Not every operation without a route is internal (Get JWKS is public).
+			return false, usagef("%s has no HTTP route; call it over gRPC (--grpc-addr)", op.Method)
+		}
+		return false, nil
+	}
+	return false, usagef("--via must be auto, http or grpc, not %q", via)
+}
+
+// call is collabctl's call command: one operation, by path or method, with its data, over
+// HTTP or gRPC, its answer printed.
 func call(ctx context.Context, s *session, args []string) error {
 	fs := s.flags("call")
 	file := fs.String("f", "", "read the data (the JSON object under \"data\") from FILE, or from standard input with -")
@@ -42,25 +68,9 @@ func call(ctx context.Context, s *session, args []string) error {
 	if err != nil {
 		return err
 	}
-	overGRPC := false
-	switch *via {
-	case "auto":
-		overGRPC = op.Path == ""
-	case "grpc":
-		if op.Method == "" {
-			return usagef("%s is not a path of the API this collabctl was built with: no method to call over gRPC", op.Path)
-		}
-		overGRPC = true
-	case "http":
-		if op.Path == "" && op.Class == optionsv1.Auth_AUTH_INTERNAL {
-			return usagef("%s is an internal operation: it has no HTTP route; call it over gRPC (--grpc-addr, %s)", op.Method, EnvName("internal-token"))
-		}
-		if op.Path == "" {
-			// Not every operation without a route is internal (Get JWKS is public).
-			return usagef("%s has no HTTP route; call it over gRPC (--grpc-addr)", op.Method)
-		}
-	default:
-		return usagef("--via must be auto, http or grpc, not %q", *via)
+	overGRPC, err := callVia(op, *via)
+	if err != nil {
+		return err
 	}
 	data, err := readData(s.stdin, *file, *inline)
 	if err != nil {

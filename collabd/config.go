@@ -145,12 +145,30 @@ func ParseFlags(modules []service.Module, args []string, getenv func(string) str
 }
 
 // declareFlags declares the platform's flags and every module's on a new flag set, and returns
-// the function that copies the parsed values into c.
+// the function that copies the parsed values into c. The platform's flags come in groups, each
+// declared with the function that copies its values.
 func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *service.Flags, func() error) {
 	fs := flag.NewFlagSet("collabd", flag.ContinueOnError)
 	f := service.NewFlags(fs, getenv)
-	names := c.Names()
+	copies := []func() error{c.declareListenFlags(f), c.declareSecretFlags(f), c.declareTopologyFlags(f), c.declareMailAndLogFlags(f)}
+	for _, m := range c.Modules {
+		if m.Setup != nil {
+			c.builds[m.Name] = m.Setup(f)
+		}
+	}
+	return fs, f, func() error {
+		for _, copyValues := range copies {
+			if err := copyValues(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
 
+// declareListenFlags declares what the process listens on and how: addresses, TLS, connection
+// caps, metrics and tracing.
+func (c *Config) declareListenFlags(f *service.Flags) func() error {
 	httpAddr := f.String("http-addr", "127.0.0.1:8080", "HTTP listen address: the API where the gateway runs, and the routes of services that serve their own (crdt's live sync)")
 	grpcAddr := f.String("grpc-addr", "127.0.0.1:9090", "gRPC listen address for internal callers, reflection on; empty: in-process only")
 	metricsAddr := f.String("metrics-addr", "", "listen address of the Prometheus /metrics endpoint (e.g. 127.0.0.1:9100), apart from the HTTP API; empty: no metrics")
@@ -164,20 +182,6 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 		sampleRatio = r
 		return nil
 	})
-	mongoURI := f.Secret("mongo-uri", "", "MongoDB URI; empty: memory store")
-	dataDir := f.String("data-dir", "", "keep data in this directory on an embedded MongoDB-wire server")
-	services := f.String("services", "all", "comma-separated services to run: all, gateway, "+strings.Join(names, ", "))
-	peers := map[string]*string{}
-	for _, s := range names {
-		peers[s] = f.String(s+"-addr", "", "gRPC address of the "+s+" service when it runs elsewhere")
-	}
-	httpPeers := map[string]*string{}
-	for _, m := range c.Modules {
-		if len(m.Routes) > 0 {
-			httpPeers[m.Name] = f.String(m.Name+"-http-addr", "", "HTTP address (host:port or http(s) URL) of the "+m.Name+
-				" service's processes when it runs elsewhere: the gateway proxies its routes "+strings.Join(m.Routes, ", ")+" there; empty: they answer 503")
-		}
-	}
 	tlsCert := f.String("tls-cert-file", "", "PEM certificate (chain) the HTTP listener serves over TLS, with --tls-key-file; re-read when the file changes; empty: plain HTTP")
 	tlsKey := f.String("tls-key-file", "", "PEM private key of --tls-cert-file")
 	grpcCA := f.String("grpc-tls-ca-file", "", "PEM CA bundle of mutual TLS between services, with --grpc-tls-cert-file and --grpc-tls-key-file: the gRPC listener requires client certificates it verifies, and connections to peers verify theirs; re-read when the files change; empty: plaintext gRPC")
@@ -195,26 +199,8 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 			allowPublished, err = service.ParseSwitch(v)
 			return err
 		})
-	ttl := f.Duration("auth-cache-ttl", 5*time.Second, "how long services other than the authenticating one trust a checked credential")
-	internalToken := f.Secret("internal-token", "", "shared secret of service-to-service calls, required on internal gRPC operations; at least 32 random characters (openssl rand -hex 32); required when services run in several processes without --grpc-tls-* (with mutual TLS and no token, a peer's verified certificate is the credential; a token given stays required), random per process otherwise")
-	forwarderToken := f.Secret("forwarder-token", "", "shared secret the gateway sends on its calls to vouch for the client address it passes on (X-Forwarded-For, which services rate-limit public operations by); it opens nothing else, so a gateway without the internal token can hold it; the same in the gateway and every service; at least 32 random characters; empty: the internal token vouches (a gateway without either passes no client address, and its callers share its own)")
-	secretKey := f.Secret("secret-key", "", "master secret for page tokens; empty: kept in MongoDB, or random per run on the memory store")
-	publicURL := f.String("public-url", "", "base URL of the HTTP API as callers reach it, for links in emails")
-	smtpAddr := f.String("smtp-addr", "", "SMTP server host:port; empty: emails are written to --mail-dir")
-	smtpUser := f.String("smtp-username", "", "SMTP username")
-	smtpPassword := f.Secret("smtp-password", "", "SMTP password")
-	smtpFrom := f.String("smtp-from", "collab@localhost", "sender address of emails")
-	mailDir := f.String("mail-dir", "", "without --smtp-addr, write each email as a file (mode 0600) here; empty: a new 0700 directory under the OS temporary directory")
-	logFormat := f.String("log-format", "text", "text or json")
-	level := f.String("log-level", "info", "debug, info, warn or error")
-	for _, m := range c.Modules {
-		if m.Setup != nil {
-			c.builds[m.Name] = m.Setup(f)
-		}
-	}
-	return fs, f, func() error {
-		c.HTTPAddr, c.GRPCAddr, c.MongoURI, c.DataDir = *httpAddr, *grpcAddr, *mongoURI, *dataDir
-		c.MetricsAddr = *metricsAddr
+	return func() error {
+		c.HTTPAddr, c.GRPCAddr, c.MetricsAddr = *httpAddr, *grpcAddr, *metricsAddr
 		c.TLSCertFile, c.TLSKeyFile = *tlsCert, *tlsKey
 		c.GRPCTLSCAFile, c.GRPCTLSCertFile, c.GRPCTLSKeyFile = *grpcCA, *grpcCert, *grpcKey
 		c.GRPCMaxConnectionAge = *maxConnAge
@@ -225,6 +211,18 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 				return fmt.Errorf("--otlp-endpoint (%s): %w", service.EnvName("otlp-endpoint"), err)
 			}
 		}
+		return nil
+	}
+}
+
+// declareSecretFlags declares the shared secrets and what callers are trusted with.
+func (c *Config) declareSecretFlags(f *service.Flags) func() error {
+	ttl := f.Duration("auth-cache-ttl", 5*time.Second, "how long services other than the authenticating one trust a checked credential")
+	internalToken := f.Secret("internal-token", "", "shared secret of service-to-service calls, required on internal gRPC operations; at least 32 random characters (openssl rand -hex 32); required when services run in several processes without --grpc-tls-* (with mutual TLS and no token, a peer's verified certificate is the credential; a token given stays required), random per process otherwise")
+	forwarderToken := f.Secret("forwarder-token", "", "shared secret the gateway sends on its calls to vouch for the client address it passes on (X-Forwarded-For, which services rate-limit public operations by); it opens nothing else, so a gateway without the internal token can hold it; the same in the gateway and every service; at least 32 random characters; empty: the internal token vouches (a gateway without either passes no client address, and its callers share its own)")
+	secretKey := f.Secret("secret-key", "", "master secret for page tokens; empty: kept in MongoDB, or random per run on the memory store")
+	publicURL := f.String("public-url", "", "base URL of the HTTP API as callers reach it, for links in emails")
+	return func() error {
 		c.AuthCacheTTL, c.InternalToken, c.SecretKey, c.PublicURL = *ttl, *internalToken, *secretKey, *publicURL
 		c.ForwarderToken = *forwarderToken
 		if c.ForwarderToken != "" {
@@ -232,8 +230,30 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 				return fmt.Errorf("--forwarder-token (%s): %w", service.EnvName("forwarder-token"), err)
 			}
 		}
-		c.SMTPAddr, c.SMTPUsername, c.SMTPPassword, c.SMTPFrom, c.MailDir = *smtpAddr, *smtpUser, *smtpPassword, *smtpFrom, *mailDir
-		c.LogFormat = *logFormat
+		return nil
+	}
+}
+
+// declareTopologyFlags declares where the data lives, which services this process runs and
+// where the others are.
+func (c *Config) declareTopologyFlags(f *service.Flags) func() error {
+	names := c.Names()
+	mongoURI := f.Secret("mongo-uri", "", "MongoDB URI; empty: memory store")
+	dataDir := f.String("data-dir", "", "keep data in this directory on an embedded MongoDB-wire server")
+	services := f.String("services", "all", "comma-separated services to run: all, gateway, "+strings.Join(names, ", "))
+	peers := map[string]*string{}
+	for _, s := range names {
+		peers[s] = f.String(s+"-addr", "", "gRPC address of the "+s+" service when it runs elsewhere")
+	}
+	httpPeers := map[string]*string{}
+	for _, m := range c.Modules {
+		if len(m.Routes) > 0 {
+			httpPeers[m.Name] = f.String(m.Name+"-http-addr", "", "HTTP address (host:port or http(s) URL) of the "+m.Name+
+				" service's processes when it runs elsewhere: the gateway proxies its routes "+strings.Join(m.Routes, ", ")+" there; empty: they answer 503")
+		}
+	}
+	return func() error {
+		c.MongoURI, c.DataDir = *mongoURI, *dataDir
 		var err error
 		if c.Services, err = c.parseServices(*services); err != nil {
 			return err
@@ -255,6 +275,22 @@ func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *servi
 			}
 			c.HTTPPeers[s] = u
 		}
+		return nil
+	}
+}
+
+// declareMailAndLogFlags declares how emails are sent and how the process logs.
+func (c *Config) declareMailAndLogFlags(f *service.Flags) func() error {
+	smtpAddr := f.String("smtp-addr", "", "SMTP server host:port; empty: emails are written to --mail-dir")
+	smtpUser := f.String("smtp-username", "", "SMTP username")
+	smtpPassword := f.Secret("smtp-password", "", "SMTP password")
+	smtpFrom := f.String("smtp-from", "collab@localhost", "sender address of emails")
+	mailDir := f.String("mail-dir", "", "without --smtp-addr, write each email as a file (mode 0600) here; empty: a new 0700 directory under the OS temporary directory")
+	logFormat := f.String("log-format", "text", "text or json")
+	level := f.String("log-level", "info", "debug, info, warn or error")
+	return func() error {
+		c.SMTPAddr, c.SMTPUsername, c.SMTPPassword, c.SMTPFrom, c.MailDir = *smtpAddr, *smtpUser, *smtpPassword, *smtpFrom, *mailDir
+		c.LogFormat = *logFormat
 		if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 			return fmt.Errorf("--log-level: %w", err)
 		}

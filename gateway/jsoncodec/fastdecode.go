@@ -328,6 +328,8 @@ func (d *fastDecoder) skip() bool {
 }
 
 // validJSONNumber checks the JSON number grammar, which ParseFloat is laxer than.
+//
+//nolint:gocyclo // a kernel: the grammar's states in one pass, on every number of every request body
 func validJSONNumber(s string) bool {
 	i := 0
 	if i < len(s) && s[i] == '-' {
@@ -630,6 +632,8 @@ func (d *fastDecoder) integer(min, max int64) (int64, bool) {
 // unknown field that is a near miss of a known one (nearmiss.go); true too where it cannot
 // tell (input it does not read), so that the caller looks closer. It lets a body protojson
 // accepted go without building the whole tree the check reads.
+//
+//nolint:gocyclo // a kernel: one pass over the JSON's token kinds, on every request body
 func (d *fastDecoder) nearMissAhead(md protoreflect.MessageDescriptor) bool {
 	d.space()
 	if specials[md.FullName()] != ordinary {

@@ -524,6 +524,8 @@ type wireEntry struct {
 // writeMap writes a map's entries found in b (which starts at its first entry; count entries
 // in all), each an encoded {1: key, 2: value} message, sorted as protojson sorts them; a key that
 // occurs twice keeps its last entry, as decoding does.
+//
+//nolint:gocyclo,funlen // a kernel: reads the wire format's entries and sorts them by key kind in one place, on every map of a response
 func (f *planField) writeMap(out []byte, b []byte, count int, depth int) ([]byte, error) {
 	list := make([]wireEntry, 0, count)
 	for off := 0; off < len(b); {

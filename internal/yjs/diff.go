@@ -44,6 +44,8 @@ func diffSeq[T comparable](a, b []T) []seqEdit {
 
 // myers finds a shortest edit script of a to b, as edits sorted by position, when one within
 // maxD exists.
+//
+//nolint:gocyclo // a kernel: Myers' O(ND) algorithm with its trace back, as published
 func myers[T comparable](a, b []T, maxD int) ([]seqEdit, bool) {
 	n, m := len(a), len(b)
 	if n == 0 || m == 0 {

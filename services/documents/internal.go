@@ -116,55 +116,22 @@ func (s *Server) resolveDocuments(resp *documentsv1.ResolveResourcesResponse, tr
 // no access type of its own; a created document goes into folder_id when one is given.
 func (s *Server) EnsureResources(ctx context.Context, req *documentsv1.EnsureResourcesRequest) (*documentsv1.EnsureResourcesResponse, error) {
 	apiKey, org, folder, doc := req.GetApiKey(), req.GetOrganizationId(), req.GetFolderId(), req.GetDocumentId()
-	if err := validate.ID("apiKey", apiKey); err != nil {
-		return nil, err
-	}
-	if err := validate.ID("organizationId", org); err != nil {
-		return nil, err
-	}
-	if err := validate.OptionalID("folderId", folder); err != nil {
-		return nil, err
-	}
-	if err := validate.OptionalID("documentId", doc); err != nil {
-		return nil, err
-	}
-	o, err := s.store.Organization(ctx, apiKey, org)
-	orgExists := err == nil
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("read organization: %w", err)
-	}
-	if !orgExists && !req.GetCreateOrganization() {
-		return nil, apierr.NotFound(msgOrgMissing)
-	}
-	var (
-		existingFolder *Folder
-		existingDoc    *Document
-	)
-	if orgExists && folder != "" {
-		found, err := s.foldersByID(ctx, apiKey, org, []string{folder})
-		if err != nil {
+	for _, c := range []struct {
+		check        func(field, v string) error
+		field, value string
+	}{{validate.ID, "apiKey", apiKey}, {validate.ID, "organizationId", org}, {validate.OptionalID, "folderId", folder}, {validate.OptionalID, "documentId", doc}} {
+		if err := c.check(c.field, c.value); err != nil {
 			return nil, err
 		}
-		existingFolder = found[folder]
 	}
-	if orgExists && doc != "" {
-		found, err := s.documentsByID(ctx, apiKey, org, []string{doc})
-		if err != nil {
-			return nil, err
-		}
-		existingDoc = found[doc]
+	found, err := s.existingResources(ctx, req)
+	if err != nil {
+		return nil, err
 	}
-	if folder != "" && existingFolder == nil && !req.GetCreateFolder() {
-		return nil, apierr.NotFound(msgFolderMissing)
-	}
-	if doc != "" && existingDoc == nil && !req.GetCreateDocument() {
-		return nil, apierr.NotFound(msgDocumentMissing)
-	}
-
 	resp := &documentsv1.EnsureResourcesResponse{}
 	created := false
-	if orgExists {
-		resp.OrganizationGeneration = o.Generation
+	if found.org != nil {
+		resp.OrganizationGeneration = found.org.Generation
 	} else {
 		if resp.OrganizationGeneration, err = s.ensureOrg(ctx, apiKey, org, true); err != nil {
 			return nil, err
@@ -172,8 +139,8 @@ func (s *Server) EnsureResources(ctx context.Context, req *documentsv1.EnsureRes
 		created = true
 	}
 	switch {
-	case existingFolder != nil:
-		resp.FolderGeneration = existingFolder.Generation
+	case found.folder != nil:
+		resp.FolderGeneration = found.folder.Generation
 	case folder != "":
 		if resp.FolderGeneration, err = s.createRootFolder(ctx, apiKey, org, resp.GetOrganizationGeneration(), folder); err != nil {
 			return nil, err
@@ -181,8 +148,8 @@ func (s *Server) EnsureResources(ctx context.Context, req *documentsv1.EnsureRes
 		created = true
 	}
 	switch {
-	case existingDoc != nil:
-		resp.DocumentGeneration = existingDoc.Generation
+	case found.doc != nil:
+		resp.DocumentGeneration = found.doc.Generation
 	case doc != "":
 		if resp.DocumentGeneration, err = s.createDocument(ctx, apiKey, org, resp.GetOrganizationGeneration(), doc, folder); err != nil {
 			return nil, err
@@ -195,6 +162,50 @@ func (s *Server) EnsureResources(ctx context.Context, req *documentsv1.EnsureRes
 		}
 	}
 	return resp, nil
+}
+
+// ensured is what of an EnsureResources request exists already (nil: it does not).
+type ensured struct {
+	org    *Organization
+	folder *Folder
+	doc    *Document
+}
+
+// existingResources reads what of the request's organization, folder and document exists, and
+// refuses (NOT_FOUND) one that does not and may not be created.
+func (s *Server) existingResources(ctx context.Context, req *documentsv1.EnsureResourcesRequest) (ensured, error) {
+	apiKey, org, folder, doc := req.GetApiKey(), req.GetOrganizationId(), req.GetFolderId(), req.GetDocumentId()
+	var found ensured
+	o, err := s.store.Organization(ctx, apiKey, org)
+	switch {
+	case err == nil:
+		found.org = o
+	case !errors.Is(err, ErrNotFound):
+		return found, fmt.Errorf("read organization: %w", err)
+	case !req.GetCreateOrganization():
+		return found, apierr.NotFound(msgOrgMissing)
+	}
+	if found.org != nil && folder != "" {
+		folders, err := s.foldersByID(ctx, apiKey, org, []string{folder})
+		if err != nil {
+			return found, err
+		}
+		found.folder = folders[folder]
+	}
+	if found.org != nil && doc != "" {
+		docs, err := s.documentsByID(ctx, apiKey, org, []string{doc})
+		if err != nil {
+			return found, err
+		}
+		found.doc = docs[doc]
+	}
+	if folder != "" && found.folder == nil && !req.GetCreateFolder() {
+		return found, apierr.NotFound(msgFolderMissing)
+	}
+	if doc != "" && found.doc == nil && !req.GetCreateDocument() {
+		return found, apierr.NotFound(msgDocumentMissing)
+	}
+	return found, nil
 }
 
 // createDocument makes a nameless document for the create-document flag and returns its

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -224,82 +225,95 @@ func (s *Server) recipients(ctx context.Context, n *Notification) ([]recipient, 
 		index[u.UserID] = len(out)
 		out = append(out, recipient{user: u, involved: true})
 	}
+	var err error
 	if n.NotifyAll {
-		after := ""
-		for {
-			page, err := s.peers.Users.ListMembers(ctx, &usersv1.ListMembersRequest{ApiKey: n.APIKey, OrganizationId: n.OrganizationID, After: after, Limit: membersPage})
-			if err != nil {
-				return nil, fmt.Errorf("list members: %w", err)
-			}
-			for _, m := range page.GetMembers() {
-				if i, ok := index[m.GetUserId()]; ok {
-					out[i].user.fillFrom(m)
-					continue
-				}
-				index[m.GetUserId()] = len(out)
-				out = append(out, recipient{user: User{UserID: m.GetUserId(), Name: m.GetName(), Email: m.GetEmail()}})
-			}
-			if len(page.GetMembers()) == 0 || !page.GetMore() {
-				break // an empty page cannot move the position on
-			}
-			after = page.GetMembers()[len(page.GetMembers())-1].GetUserId()
-		}
+		out, err = s.addMembers(ctx, n, out, index)
 	} else {
-		// Named users the caller gave no name or address for: the directory fills the gaps.
-		var missing []string
-		for _, r := range out {
-			if r.user.Email == "" || r.user.Name == "" {
-				missing = append(missing, r.user.UserID)
-			}
-		}
-		for start := 0; start < len(missing); start += membersPage {
-			page, err := s.peers.Users.ListMembers(ctx, &usersv1.ListMembersRequest{ApiKey: n.APIKey, OrganizationId: n.OrganizationID,
-				UserIds: missing[start:min(start+membersPage, len(missing))]})
-			if err != nil {
-				return nil, fmt.Errorf("look up named users: %w", err)
-			}
-			for _, m := range page.GetMembers() {
-				if i, ok := index[m.GetUserId()]; ok {
-					out[i].user.fillFrom(m)
-				}
-			}
-		}
+		err = s.fillNamed(ctx, n, out, index)
 	}
-	kept := out[:0]
-	for _, r := range out {
-		if r.user.UserID != n.ActionUser.UserID {
-			kept = append(kept, r)
-		}
+	if err != nil {
+		return nil, err
 	}
-	out = kept
+	out = slices.DeleteFunc(out, func(r recipient) bool { return r.user.UserID == n.ActionUser.UserID })
 	if n.VerifyAccess && len(out) > 0 {
-		allowed := map[string]bool{}
-		for start := 0; start < len(out); start += readersBatch {
-			batch := out[start:min(start+readersBatch, len(out))]
-			userIDs := make([]string, len(batch))
-			for i, r := range batch {
-				userIDs[i] = r.user.UserID
-			}
-			res, err := s.peers.Access.FilterReaders(ctx, &accessv1.FilterReadersRequest{ApiKey: n.APIKey, OrganizationId: n.OrganizationID, DocumentId: n.DocumentID, UserIds: userIDs})
-			if err != nil {
-				return nil, fmt.Errorf("filter readers: %w", err)
-			}
-			for _, u := range res.GetUserIds() {
-				allowed[u] = true
-			}
+		if out, err = s.readersAmong(ctx, n, out); err != nil {
+			return nil, err
 		}
-		kept := out[:0]
-		for _, r := range out {
-			if allowed[r.user.UserID] {
-				kept = append(kept, r)
-			}
-		}
-		out = kept
 	}
 	if access := contextOf(n); access != nil && len(out) > 0 {
 		return s.grantedByContext(ctx, n, access, out)
 	}
 	return out, nil
+}
+
+// addMembers adds every member of the organization to the recipients (index: their positions
+// by user id), page by page; a named user who is a member gets the directory's name and email
+// where the caller gave none.
+func (s *Server) addMembers(ctx context.Context, n *Notification, out []recipient, index map[string]int) ([]recipient, error) {
+	after := ""
+	for {
+		page, err := s.peers.Users.ListMembers(ctx, &usersv1.ListMembersRequest{ApiKey: n.APIKey, OrganizationId: n.OrganizationID, After: after, Limit: membersPage})
+		if err != nil {
+			return nil, fmt.Errorf("list members: %w", err)
+		}
+		for _, m := range page.GetMembers() {
+			if i, ok := index[m.GetUserId()]; ok {
+				out[i].user.fillFrom(m)
+				continue
+			}
+			index[m.GetUserId()] = len(out)
+			out = append(out, recipient{user: User{UserID: m.GetUserId(), Name: m.GetName(), Email: m.GetEmail()}})
+		}
+		if len(page.GetMembers()) == 0 || !page.GetMore() {
+			return out, nil // an empty page cannot move the position on
+		}
+		after = page.GetMembers()[len(page.GetMembers())-1].GetUserId()
+	}
+}
+
+// fillNamed looks up the named users the caller gave no name or address for: the directory
+// fills the gaps.
+func (s *Server) fillNamed(ctx context.Context, n *Notification, out []recipient, index map[string]int) error {
+	var missing []string
+	for _, r := range out {
+		if r.user.Email == "" || r.user.Name == "" {
+			missing = append(missing, r.user.UserID)
+		}
+	}
+	for start := 0; start < len(missing); start += membersPage {
+		page, err := s.peers.Users.ListMembers(ctx, &usersv1.ListMembersRequest{ApiKey: n.APIKey, OrganizationId: n.OrganizationID,
+			UserIds: missing[start:min(start+membersPage, len(missing))]})
+		if err != nil {
+			return fmt.Errorf("look up named users: %w", err)
+		}
+		for _, m := range page.GetMembers() {
+			if i, ok := index[m.GetUserId()]; ok {
+				out[i].user.fillFrom(m)
+			}
+		}
+	}
+	return nil
+}
+
+// readersAmong keeps the recipients who can read the notification's document
+// (verifyUserPermissions), asking the access service in batches.
+func (s *Server) readersAmong(ctx context.Context, n *Notification, out []recipient) ([]recipient, error) {
+	allowed := map[string]bool{}
+	for start := 0; start < len(out); start += readersBatch {
+		batch := out[start:min(start+readersBatch, len(out))]
+		userIDs := make([]string, len(batch))
+		for i, r := range batch {
+			userIDs[i] = r.user.UserID
+		}
+		res, err := s.peers.Access.FilterReaders(ctx, &accessv1.FilterReadersRequest{ApiKey: n.APIKey, OrganizationId: n.OrganizationID, DocumentId: n.DocumentID, UserIds: userIDs})
+		if err != nil {
+			return nil, fmt.Errorf("filter readers: %w", err)
+		}
+		for _, u := range res.GetUserIds() {
+			allowed[u] = true
+		}
+	}
+	return slices.DeleteFunc(out, func(r recipient) bool { return !allowed[r.user.UserID] }), nil
 }
 
 func allows(v string, involved bool) bool { return v == All || v == Mine && involved }

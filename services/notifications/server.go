@@ -464,55 +464,13 @@ func (s *Server) GetNotifications(ctx context.Context, req *notificationsv1.GetN
 		}
 		after = &Position{Timestamp: p.Timestamp, ID: p.ID}
 	}
-	var last *Position
-	var more bool
-	if l.user != "" {
-		entries, err := s.store.Inbox(ctx, org, l.user, after, l.desc, l.size+1)
-		if err != nil {
-			return nil, fmt.Errorf("read inbox: %w", err)
-		}
-		if more = len(entries) > l.size; more {
-			entries = entries[:l.size]
-		}
-		nids := make([]string, len(entries))
-		for i, e := range entries {
-			nids[i] = e.NotificationID
-		}
-		ns, err := s.store.Notifications(ctx, org, nids)
-		if err != nil {
-			return nil, fmt.Errorf("read notifications: %w", err)
-		}
-		if err := s.dropHidden(ctx, org, l.user, ns); err != nil {
-			return nil, err
-		}
-		headline, err := s.headlines(ctx, org, l.user, ns)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range entries {
-			// An entry shows once its notification's fan-out is done: until then the
-			// notification's recipients (notifyUserIds) are not known.
-			if n, ok := ns[e.NotificationID]; ok && n.FannedOut {
-				m := toProto(n)
-				m.Read, m.DisplayHeadlineMessage = proto.Bool(e.Read), proto.String(headline(n))
-				resp.Data = append(resp.Data, m)
-			}
-			last = &Position{Timestamp: e.Timestamp, ID: e.NotificationID}
-		}
-	} else {
-		ns, err := s.store.ListNotifications(ctx, org, Listing{DocumentID: l.doc}, after, l.desc, l.size+1)
-		if err != nil {
-			return nil, fmt.Errorf("list notifications: %w", err)
-		}
-		if more = len(ns) > l.size; more {
-			ns = ns[:l.size]
-		}
-		if err := s.appendWithReaders(ctx, org, ns, resp); err != nil {
-			return nil, err
-		}
-		if len(ns) > 0 {
-			last = &Position{Timestamp: ns[len(ns)-1].Timestamp, ID: ns[len(ns)-1].ID}
-		}
+	page := s.inboxPage
+	if l.user == "" {
+		page = s.listingPage
+	}
+	last, more, err := page(ctx, org, l, after, resp)
+	if err != nil {
+		return nil, err
 	}
 	if more && last != nil {
 		tok, err := s.pages.Seal(scope, tokenPosition{Timestamp: last.Timestamp, ID: last.ID})
@@ -522,6 +480,67 @@ func (s *Server) GetNotifications(ctx context.Context, req *notificationsv1.GetN
 		resp.PageToken = &tok
 	}
 	return resp, nil
+}
+
+// inboxPage appends a page of the user's inbox after a position to resp, each notification
+// with the user's headline and read flag, and returns the position of its last entry and
+// whether more follow.
+func (s *Server) inboxPage(ctx context.Context, org Scope, l *listing, after *Position, resp *notificationsv1.GetNotificationsResponse) (*Position, bool, error) {
+	entries, err := s.store.Inbox(ctx, org, l.user, after, l.desc, l.size+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("read inbox: %w", err)
+	}
+	more := len(entries) > l.size
+	if more {
+		entries = entries[:l.size]
+	}
+	nids := make([]string, len(entries))
+	for i, e := range entries {
+		nids[i] = e.NotificationID
+	}
+	ns, err := s.store.Notifications(ctx, org, nids)
+	if err != nil {
+		return nil, false, fmt.Errorf("read notifications: %w", err)
+	}
+	if err := s.dropHidden(ctx, org, l.user, ns); err != nil {
+		return nil, false, err
+	}
+	headline, err := s.headlines(ctx, org, l.user, ns)
+	if err != nil {
+		return nil, false, err
+	}
+	var last *Position
+	for _, e := range entries {
+		// An entry shows once its notification's fan-out is done: until then the
+		// notification's recipients (notifyUserIds) are not known.
+		if n, ok := ns[e.NotificationID]; ok && n.FannedOut {
+			m := toProto(n)
+			m.Read, m.DisplayHeadlineMessage = proto.Bool(e.Read), proto.String(headline(n))
+			resp.Data = append(resp.Data, m)
+		}
+		last = &Position{Timestamp: e.Timestamp, ID: e.NotificationID}
+	}
+	return last, more, nil
+}
+
+// listingPage appends a page of the organization's (or a document's) notifications after a
+// position to resp, and returns the position of its last one and whether more follow.
+func (s *Server) listingPage(ctx context.Context, org Scope, l *listing, after *Position, resp *notificationsv1.GetNotificationsResponse) (*Position, bool, error) {
+	ns, err := s.store.ListNotifications(ctx, org, Listing{DocumentID: l.doc}, after, l.desc, l.size+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("list notifications: %w", err)
+	}
+	more := len(ns) > l.size
+	if more {
+		ns = ns[:l.size]
+	}
+	if err := s.appendWithReaders(ctx, org, ns, resp); err != nil {
+		return nil, false, err
+	}
+	if len(ns) == 0 {
+		return nil, more, nil
+	}
+	return &Position{Timestamp: ns[len(ns)-1].Timestamp, ID: ns[len(ns)-1].ID}, more, nil
 }
 
 // byIDs answers notificationIds: the notifications that exist, in the order asked; with a

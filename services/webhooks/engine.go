@@ -87,18 +87,8 @@ func (s *Server) fanOut(ctx context.Context, apiKey string, d *eventsv1.Event, o
 	msg.Payload = string(payload)
 	var targets []string
 	if cfg.Enabled {
-		eps, err := s.store.Endpoints(ctx, apiKey)
-		if err != nil {
-			return fmt.Errorf("read endpoints: %w", err)
-		}
-		for _, e := range eps {
-			if only != "" && e.ID != only {
-				continue
-			}
-			if only == "" && (e.Disabled || !wants(e, d.GetType(), d.GetChannel())) {
-				continue
-			}
-			targets = append(targets, e.ID)
+		if targets, err = s.endpointTargets(ctx, apiKey, d, only); err != nil {
+			return err
 		}
 	}
 	if useBasic {
@@ -121,6 +111,26 @@ func (s *Server) fanOut(ctx context.Context, apiKey string, d *eventsv1.Event, o
 	}
 	s.engine.notify()
 	return nil
+}
+
+// endpointTargets returns the ids of the tenant's endpoints an event goes to: only the one
+// named (a test event), or every enabled endpoint that wants its type and channel.
+func (s *Server) endpointTargets(ctx context.Context, apiKey string, d *eventsv1.Event, only string) ([]string, error) {
+	eps, err := s.store.Endpoints(ctx, apiKey)
+	if err != nil {
+		return nil, fmt.Errorf("read endpoints: %w", err)
+	}
+	var targets []string
+	for _, e := range eps {
+		if only != "" && e.ID != only {
+			continue
+		}
+		if only == "" && (e.Disabled || !wants(e, d.GetType(), d.GetChannel())) {
+			continue
+		}
+		targets = append(targets, e.ID)
+	}
+	return targets, nil
 }
 
 // wants reports whether an endpoint takes an event of the type on the channel. The webhook

@@ -66,30 +66,9 @@ func normalizeDomains(in []string) ([]string, error) {
 // quad or an IPv6 address; anything else is refused rather than cut down to something that
 // looks like a host ("javascript:alert(1)" is not "javascript").
 func normalizeDomain(raw string) (string, error) {
-	d := strings.ToLower(strings.TrimSpace(raw))
-	if m := schemePrefix.FindStringSubmatch(d); m != nil {
-		rest := d[len(m[0]):]
-		switch {
-		case strings.HasPrefix(rest, "//"):
-			if m[1] != "http" && m[1] != "https" {
-				return "", errScheme
-			}
-			d = rest[2:]
-		case rest == "" || (rest[0] < '0' || rest[0] > '9') && rest[0] != ':':
-			// Neither "host:port" nor an IPv6 address ("fe80::1") but a scheme without "//":
-			// "javascript:alert(1)", "mailto:a@b.example".
-			return "", errScheme
-		}
-	}
-	// Where the host ends, as browsers read a URL: a backslash ends it too.
-	if i := strings.IndexAny(d, "/?#\\"); i >= 0 {
-		d = d[:i]
-	}
-	if at := strings.LastIndex(d, "@"); at >= 0 { // user info
-		d = d[at+1:]
-	}
-	if d == "" {
-		return "", errEmpty
+	d, err := hostPart(strings.ToLower(strings.TrimSpace(raw)))
+	if err != nil {
+		return "", err
 	}
 	if strings.HasPrefix(d, "[") { // "[v6]" or "[v6]:port"
 		end := strings.Index(d, "]")
@@ -117,7 +96,42 @@ func normalizeDomain(raw string) (string, error) {
 	if addr, err := netip.ParseAddr(d); err == nil && addr.Is4() {
 		return addr.String(), nil
 	}
-	d = strings.TrimPrefix(d, "www.")
+	return hostName(strings.TrimPrefix(d, "www."))
+}
+
+// hostPart returns what of an entry names the host and its port: past an http(s) scheme's
+// "//", before a path, query or fragment (a backslash ends it too, as browsers read a URL),
+// after user info. A scheme other than http(s) is refused.
+func hostPart(d string) (string, error) {
+	if m := schemePrefix.FindStringSubmatch(d); m != nil {
+		rest := d[len(m[0]):]
+		switch {
+		case strings.HasPrefix(rest, "//"):
+			if m[1] != "http" && m[1] != "https" {
+				return "", errScheme
+			}
+			d = rest[2:]
+		case rest == "" || (rest[0] < '0' || rest[0] > '9') && rest[0] != ':':
+			// Neither "host:port" nor an IPv6 address ("fe80::1") but a scheme without "//":
+			// "javascript:alert(1)", "mailto:a@b.example".
+			return "", errScheme
+		}
+	}
+	if i := strings.IndexAny(d, "/?#\\"); i >= 0 {
+		d = d[:i]
+	}
+	if at := strings.LastIndex(d, "@"); at >= 0 { // user info
+		d = d[at+1:]
+	}
+	if d == "" {
+		return "", errEmpty
+	}
+	return d, nil
+}
+
+// hostName returns a host name (or a "*." wildcard over one) as its A-labels, each label
+// checked; a name that browsers would read as an IPv4 address is refused.
+func hostName(d string) (string, error) {
 	wildcard := strings.HasPrefix(d, "*.")
 	ascii, err := hostProfile.ToASCII(strings.TrimPrefix(d, "*."))
 	if err != nil {

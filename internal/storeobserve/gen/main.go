@@ -200,84 +200,109 @@ func generate(p *packages.Package) ([]byte, error) {
 
 	g := &writer{pkg: p.Types, imports: map[string]string{}, names: map[string]string{}}
 	g.use(runtime, "storeobserve")
-	b := &g.body
+	w := &wrapper{g: g, store: store, optional: optional, masks: subsets(len(optional))}
+	w.writeTypes()
+	classifier := "nil"
+	if len(notFound)+len(refused) > 0 {
+		classifier = "observedOutcome"
+	}
+	w.writeConstructor(classifier)
+	if classifier != "nil" {
+		w.writeOutcome(notFound, refused)
+	}
+	for _, m := range store.methods {
+		g.method("*observedStore", "s.inner", m)
+	}
+	w.writeCombos()
+	return g.file(p, obj)
+}
 
+// wrapper writes the parts of a package's wrapper in order: its types, its constructor, the
+// classifier of its outcomes, then its methods and those of each combination of optional
+// interfaces.
+type wrapper struct {
+	g        *writer
+	store    *iface
+	optional []*iface
+	masks    []int
+	observed []string // the methods observed (taking a context), each once
+}
+
+func (w *wrapper) writeTypes() {
+	b := &w.g.body
 	// Every observed method gets its Op once, at construction.
-	var observed []string
 	seen := map[string]bool{}
-	for _, it := range append([]*iface{store}, optional...) {
+	for _, it := range append([]*iface{w.store}, w.optional...) {
 		for _, m := range it.methods {
 			if !seen[m.Name()] && takesContext(m) {
-				observed = append(observed, m.Name())
+				w.observed = append(w.observed, m.Name())
 			}
 			seen[m.Name()] = true
 		}
 	}
-
 	fmt.Fprintf(b, "// observedStore is a Store that observes each call of a method taking a context\n")
 	fmt.Fprintf(b, "// (storeobserve: a span and collab_store_operation_seconds) and passes the others through.\n")
 	fmt.Fprintf(b, "type observedStore struct {\n\tinner Store\n\tops   observedOps\n}\n\n")
 	fmt.Fprintf(b, "// observedOps holds the observation of each observed method.\n")
 	fmt.Fprintf(b, "type observedOps struct {\n")
-	for _, n := range observed {
-		fmt.Fprintf(b, "\t%s *%s.Op\n", n, g.use(runtime, "storeobserve"))
+	for _, n := range w.observed {
+		fmt.Fprintf(b, "\t%s *%s.Op\n", n, w.g.use(runtime, "storeobserve"))
 	}
 	fmt.Fprintf(b, "}\n\n")
+}
 
-	classifier := "nil"
-	if len(notFound)+len(refused) > 0 {
-		classifier = "observedOutcome"
-	}
+func (w *wrapper) writeConstructor(classifier string) {
+	b, g := &w.g.body, w.g
 	fmt.Fprintf(b, "// observeStore returns s observed by o. When s implements optional interfaces (directive\n")
 	fmt.Fprintf(b, "// %s), so does the store returned, so type assertions on it keep working.\n", directive)
 	fmt.Fprintf(b, "func observeStore(s Store, o *%s.Observer) Store {\n", g.use(runtime, "storeobserve"))
 	fmt.Fprintf(b, "\tw := &observedStore{inner: s, ops: observedOps{\n")
-	for _, n := range observed {
+	for _, n := range w.observed {
 		fmt.Fprintf(b, "\t\t%s: o.Op(%q, %s),\n", n, n, classifier)
 	}
 	fmt.Fprintf(b, "\t}}\n")
-	for i, it := range optional {
+	for i, it := range w.optional {
 		fmt.Fprintf(b, "\tx%d, ok%d := s.(%s)\n", i, i, it.name)
 	}
-	masks := subsets(len(optional))
-	for _, mask := range masks {
+	for _, mask := range w.masks {
 		var conds, args []string
-		for i := range optional {
+		for i := range w.optional {
 			if mask&(1<<i) != 0 {
 				conds = append(conds, "ok"+strconv.Itoa(i))
 				args = append(args, "x"+strconv.Itoa(i))
 			}
 		}
-		fmt.Fprintf(b, "\tif %s {\n\t\treturn &%s{w, %s}\n\t}\n", strings.Join(conds, " && "), comboName(optional, mask), strings.Join(args, ", "))
+		fmt.Fprintf(b, "\tif %s {\n\t\treturn &%s{w, %s}\n\t}\n", strings.Join(conds, " && "), comboName(w.optional, mask), strings.Join(args, ", "))
 	}
 	fmt.Fprintf(b, "\treturn w\n}\n\n")
+}
 
-	if classifier != "nil" {
-		fmt.Fprintf(b, "// observedOutcome tells the store's expected answers, the sentinel errors beside Store, from\n")
-		fmt.Fprintf(b, "// failures.\n")
-		fmt.Fprintf(b, "func observedOutcome(err error) %s.Outcome {\n\tswitch {\n", g.use(runtime, "storeobserve"))
-		writeCase := func(errs []string, outcome string) {
-			if len(errs) == 0 {
-				return
-			}
-			var conds []string
-			for _, e := range errs {
-				conds = append(conds, fmt.Sprintf("%s.Is(err, %s)", g.use("errors", "errors"), e))
-			}
-			fmt.Fprintf(b, "\tcase %s:\n\t\treturn %s.%s\n", strings.Join(conds, ", "), g.use(runtime, "storeobserve"), outcome)
+func (w *wrapper) writeOutcome(notFound, refused []string) {
+	b, g := &w.g.body, w.g
+	fmt.Fprintf(b, "// observedOutcome tells the store's expected answers, the sentinel errors beside Store, from\n")
+	fmt.Fprintf(b, "// failures.\n")
+	fmt.Fprintf(b, "func observedOutcome(err error) %s.Outcome {\n\tswitch {\n", g.use(runtime, "storeobserve"))
+	writeCase := func(errs []string, outcome string) {
+		if len(errs) == 0 {
+			return
 		}
-		writeCase(notFound, "NotFound")
-		writeCase(refused, "Refused")
-		fmt.Fprintf(b, "\t}\n\treturn %s.Failed\n}\n\n", g.use(runtime, "storeobserve"))
+		var conds []string
+		for _, e := range errs {
+			conds = append(conds, fmt.Sprintf("%s.Is(err, %s)", g.use("errors", "errors"), e))
+		}
+		fmt.Fprintf(b, "\tcase %s:\n\t\treturn %s.%s\n", strings.Join(conds, ", "), g.use(runtime, "storeobserve"), outcome)
 	}
+	writeCase(notFound, "NotFound")
+	writeCase(refused, "Refused")
+	fmt.Fprintf(b, "\t}\n\treturn %s.Failed\n}\n\n", g.use(runtime, "storeobserve"))
+}
 
-	for _, m := range store.methods {
-		g.method("*observedStore", "s.inner", m)
-	}
-	for _, mask := range masks {
-		name := comboName(optional, mask)
+func (w *wrapper) writeCombos() {
+	b := &w.g.body
+	for _, mask := range w.masks {
+		name := comboName(w.optional, mask)
 		var fields, list []string
-		for i, it := range optional {
+		for i, it := range w.optional {
 			if mask&(1<<i) != 0 {
 				fields = append(fields, fmt.Sprintf("\tx%d %s\n", i, it.name))
 				list = append(list, it.name)
@@ -286,10 +311,10 @@ func generate(p *packages.Package) ([]byte, error) {
 		fmt.Fprintf(b, "// %s is an observed Store that also implements %s.\n", name, strings.Join(list, " and "))
 		fmt.Fprintf(b, "type %s struct {\n\t*observedStore\n%s}\n\n", name, strings.Join(fields, ""))
 		done := map[string]bool{}
-		for _, m := range store.methods {
+		for _, m := range w.store.methods {
 			done[m.Name()] = true
 		}
-		for i, it := range optional {
+		for i, it := range w.optional {
 			if mask&(1<<i) == 0 {
 				continue
 			}
@@ -298,11 +323,10 @@ func generate(p *packages.Package) ([]byte, error) {
 					continue
 				}
 				done[m.Name()] = true
-				g.method("*"+name, "s.x"+strconv.Itoa(i), m)
+				w.g.method("*"+name, "s.x"+strconv.Itoa(i), m)
 			}
 		}
 	}
-	return g.file(p, obj)
 }
 
 func newIface(fset *token.FileSet, pkg *types.Package, name string, t *types.Interface) *iface {
