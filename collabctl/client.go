@@ -36,7 +36,7 @@ type Credentials struct {
 	APIKey, AuthToken           string
 }
 
-// Auth is the credential class an operation needs (spec section 5).
+// Auth is the credential class an operation needs (docs/api.md, "Authentication").
 type Auth int
 
 const (

@@ -182,6 +182,41 @@ func seriesNamedInCode(t *testing.T) map[string]bool {
 // A reference to a section of a document (the document's name, a comma and the heading in
 // double quotes, in comments, configuration files and the documents themselves) names a heading that document has: a renamed or removed
 // section otherwise sends the reader nowhere.
+// TestCodeCitesOnlyItsDocs holds the rule that code stands on its own: a comment cites
+// docs/*.md, never the contract's files outside the repository (the spec's numbered sections,
+// its reference and design notes), which a reader of the code does not have. This file holds
+// the examples the pattern must match, so it is not read.
+func TestCodeCitesOnlyItsDocs(t *testing.T) {
+	outside := regexp.MustCompile(`spec (section|sections)? ?[0-9]|\b(REFERENCE|DESIGN)\b|admin-api\.md`)
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != ".." || d.Name() == "node_modules" || d.Name() == "testdata" || d.Name() == "proto") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || filepath.Ext(path) != ".go" || d.Name() == "operations_doc_test.go" {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(src), "\n") {
+			if _, comment, ok := strings.Cut(line, "//"); ok && outside.MatchString(comment) {
+				t.Errorf("%s:%d cites a file outside the repository; cite docs/*.md: %s", path, i+1, strings.TrimSpace(line))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !outside.MatchString("// Header names (spec section 5).") || !outside.MatchString(`// (DESIGN "Events")`) {
+		t.Fatal("the pattern no longer matches what it refuses")
+	}
+}
+
 func TestDocSectionReferencesExist(t *testing.T) {
 	ref := regexp.MustCompile("([A-Za-z-]+\\.md)[`)]?, \"([^\"]+)\"")
 	headings := map[string][]string{}

@@ -1,4 +1,4 @@
-// Package authn authenticates every call by the class its method declares (spec section 5) and
+// Package authn authenticates every call by the class its method declares (docs/api.md, "Authentication") and
 // puts the authenticated caller on the context, where handlers and stores take their tenant
 // scope from.
 package authn
@@ -22,7 +22,7 @@ import (
 	"github.com/collab/collab/internal/apierr"
 )
 
-// Header names of the credentials (spec section 5). gRPC metadata keys are the same.
+// Header names of the credentials (docs/api.md, "Authentication"). gRPC metadata keys are the same.
 //
 //nolint:gosec // G101: names of headers, not credentials
 const (

@@ -2,7 +2,7 @@
 // interceptor chain and the handler directly, without HTTP/2 framing and without serialising the
 // request. The gateway and the services of an all-in-one process call each other through it:
 // authentication, logging, recovery and error mapping run on every call exactly as over TCP
-// (the gateway must never skip them, DESIGN "Habits of the anchors"), at a fraction of the cost
+// (the gateway must never skip them: docs/architecture.md, "Request path"), at a fraction of the cost
 // of a loopback or bufconn connection. Only unary calls are served; streams (reflection) go to
 // the real server.
 package inproc

@@ -1,4 +1,4 @@
-// Package outbox is the durable event path between services (DESIGN "Events"). A producing
+// Package outbox is the durable event path between services (docs/architecture.md, "Events"). A producing
 // service writes an event to its outbox, in its own store; the relay delivers it at least once
 // to every subscribing service through LifecycleService.HandleEvent, retrying with backoff;
 // handlers are idempotent. Each subscriber has its own lane: one that fails or is slow delays

@@ -96,7 +96,7 @@ func IDs(field string, vs []string, required bool, max int) ([]string, error) {
 	return out, nil
 }
 
-// Access types and roles (spec section 2).
+// Access types and roles (docs/api.md, "Access").
 const (
 	AccessPublic              = "public"
 	AccessOrganizationPrivate = "organizationPrivate"

@@ -11,7 +11,7 @@ import (
 	"github.com/collab/collab/internal/validate"
 )
 
-// Messages the caller sees (REFERENCE: Add / Remove Permissions).
+// Messages the caller sees (docs/api.md, "Access").
 const (
 	msgPermissionsAdded   = "Permissions added successfully."
 	msgPermissionsRemoved = "Permissions removed successfully."

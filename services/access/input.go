@@ -25,7 +25,7 @@ import (
 // leaves no trace.
 const (
 	maxUserIDs        = 100   // userIds of Get Permissions and Set Roles
-	maxResourceIDs    = 30    // folderIds, documentIds of Get Permissions (spec section 8)
+	maxResourceIDs    = 30    // folderIds, documentIds of Get Permissions (docs/api.md, "Access")
 	maxReaderUserIDs  = 10000 // userIds of FilterReaders
 	readerBatch       = 1000  // users per grant read of FilterReaders
 	maxResources      = 100   // permissions.resources

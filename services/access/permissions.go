@@ -18,7 +18,7 @@ import (
 	"github.com/collab/collab/internal/validate"
 )
 
-// Messages and error codes of Get Permissions (spec 4.1, REFERENCE).
+// Messages and error codes of Get Permissions (docs/api.md, "Access").
 const (
 	msgPermissionsRetrieved = "User permissions retrieved successfully."
 	msgNoOrganization       = "Organization does not exist."

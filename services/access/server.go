@@ -26,7 +26,7 @@ const (
 	DefaultKeyRotation = 24 * time.Hour
 	// DefaultIssuer is the iss claim of generated tokens.
 	DefaultIssuer = "collab"
-	// TokenLifetime is how long a generated token is valid (spec section 8).
+	// TokenLifetime is how long a generated token is valid (docs/api.md, "Access").
 	TokenLifetime = 48 * time.Hour
 
 	minKeyRotation = time.Minute

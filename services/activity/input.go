@@ -33,7 +33,7 @@ const (
 	maxTriggerEvents  = 100 // events per feature in triggers
 )
 
-// Feature types (spec section 2): the features whose events become activity records.
+// Feature types (docs/api.md, "Activity logs"): the features whose events become activity records.
 var featureTypes = []string{"comment", "reaction", "recorder", "crdt", "custom"}
 
 const msgFeatureTypes = "must be one of comment, reaction, recorder, crdt, custom."

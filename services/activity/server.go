@@ -26,7 +26,7 @@ import (
 
 const statusSuccess = "success"
 
-// Messages the caller sees (REFERENCE "Add Activities"; the others are ours, docs/api.md).
+// Messages the caller sees (docs/api.md, "Activity logs").
 const (
 	msgLogsRetrieved   = "Activity logs retrieved successfully."
 	msgLogsUpdated     = "Activity logs updated successfully."

@@ -15,8 +15,8 @@ import (
 	"github.com/collab/collab/internal/yjs"
 )
 
-// eventUpdateData is the domain event of every change of CRDT data (REFERENCE "Webhook
-// delivery": crdt.update_data); its data's action says which (docs/events.md).
+// eventUpdateData is the domain event of every change of CRDT data; its data's action says
+// which (docs/events.md, "`crdt.update_data`").
 const eventUpdateData = "crdt.update_data"
 
 // Actions of crdt.update_data.

@@ -41,8 +41,7 @@ const (
 	formatYjs  = "yjs"
 )
 
-// Messages the caller sees (spec 4.7 and REFERENCE "Add / Get CRDT Data", "Apply CRDT Update",
-// "Delete CRDT Data"; the others are ours, docs/api.md "CRDT").
+// Messages the caller sees (docs/api.md, "CRDT").
 const (
 	msgAdded        = "CRDT data added successfully."
 	msgUpdated      = "CRDT data updated successfully."

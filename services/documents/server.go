@@ -25,12 +25,12 @@ const statusSuccess = "success"
 // leaves no trace.
 const (
 	maxItems         = 100  // organizations, folders or documents per add / update
-	maxIDs           = 30   // ids per get, delete and access update (spec section 8)
+	maxIDs           = 30   // ids per get, delete and access update (docs/api.md, "Documents, folders and organizations")
 	maxV1DocumentIDs = 1000 // documentIds of Get Documents v1
 	// maxV1Documents bounds the answer of Get Documents v1, which the spec does not page.
 	maxV1Documents        = 50000
 	maxResolveIDs         = 1000 // folder and document ids of ResolveResources, each
-	defaultPageSize       = 1000 // spec section 8
+	defaultPageSize       = 1000 // docs/api.md, "Documents, folders and organizations"
 	maxPageSize           = 1000
 	maxNameLength         = 200 // organization, folder and location names
 	maxDocumentNameLength = 500

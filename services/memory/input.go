@@ -38,7 +38,7 @@ const (
 	msgExecutionStatus = "must be one of passed, failed, error, skipped."
 )
 
-// Search scopes (spec 4.6).
+// Search scopes (docs/api.md, "Memory and agents").
 const (
 	ScopeDocument     = "document"
 	ScopeOrganization = "organization"

@@ -303,7 +303,7 @@ func TestRecordUpdateDeleteAndSearch(t *testing.T) {
 	if got.GetResults()[1].GetAgent() != nil || got.GetResults()[1].GetConfidence() != nil {
 		t.Fatalf("a human judgment without confidence: %v", got.GetResults()[1])
 	}
-	// The response has no status or message (spec 4.6): results, totalInScope, searchLatencyMs.
+	// The response has no status or message (docs/api.md, "Memory and agents"): results, totalInScope, searchLatencyMs.
 	var names []string
 	got.ProtoReflect().Descriptor().Fields()
 	fields := got.ProtoReflect().Descriptor().Fields()

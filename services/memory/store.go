@@ -114,7 +114,7 @@ func (f *Filter) Match(j *Judgment) bool {
 		(f.Until == nil || j.CreatedAt <= *f.Until)
 }
 
-// Execution statuses (spec section 3).
+// Execution statuses (docs/api.md, "Memory and agents").
 const (
 	StatusRunning = "running"
 	StatusPassed  = "passed"

@@ -39,7 +39,7 @@ const (
 
 var configValues = []string{All, Mine, None}
 
-// Notification sources (spec 4.4): custom goes through the caller's resolver.
+// Notification sources (docs/api.md, "Notifications"): custom goes through the caller's resolver.
 var sources = []string{"custom", "comment", "huddle", "crdt"}
 
 // Defaults of a user who never set a config (docs/api.md): every notification in the inbox,

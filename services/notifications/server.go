@@ -36,8 +36,7 @@ import (
 
 const statusSuccess = "success"
 
-// Messages the caller sees (REFERENCE "Facts for operations in the spec"; the others are ours,
-// docs/api.md).
+// Messages the caller sees (docs/api.md, "Notifications").
 const (
 	msgConfigFetched   = "User config fetched successfully."
 	msgConfigSet       = "User config set successfully."

@@ -24,7 +24,7 @@ import (
 
 const statusSuccess = "success"
 
-// Messages the caller sees (REFERENCE "Facts for operations in the spec" and the Add Users row).
+// Messages the caller sees (docs/api.md, "Users").
 const (
 	msgUsersProcessed   = "User(s) processed successfully."
 	msgUsersDeleted     = "User(s) deleted successfully."

@@ -10,7 +10,7 @@ var ErrNotFound = errors.New("not found")
 
 // User is a user's identity within one API key. It is shared by every organization of the key;
 // membership lives in the contact lists. There is deliberately no admin flag: isAdmin is set
-// only by token generation (spec section 5 rule 2), so it is never stored here.
+// only by token generation (docs/api.md, "Authentication"), so it is never stored here.
 type User struct {
 	UserID   string `bson:"userId"`
 	Name     string `bson:"name"`

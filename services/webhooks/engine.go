@@ -24,7 +24,7 @@ import (
 	"github.com/collab/collab/internal/lifecycle"
 )
 
-// Delivery limits (REFERENCE "Webhook delivery"; docs/webhooks.md).
+// Delivery limits (docs/webhooks.md, "Delivery").
 const (
 	attemptTimeout  = 15 * time.Second
 	leaseFor        = time.Minute // longer than an attempt: a lease runs out only when its worker died
@@ -145,7 +145,7 @@ func wants(e *Endpoint, eventType, channel string) bool {
 	return e.Channels == nil || slices.Contains(e.Channels, channel)
 }
 
-// buildPayload is REFERENCE's payload: {event, actionType, source, data, webhookId, platform}.
+// buildPayload is the payload of docs/webhooks.md, "Delivery": {event, actionType, source, data, webhookId, platform}.
 // data is the event's data with its context (organizationId, documentId, targetEntityId,
 // channel, actionUser, eventId, timestamp) added where the data does not set them.
 func buildPayload(d *eventsv1.Event, webhookID string, protect bool) ([]byte, error) {

@@ -27,7 +27,7 @@ import (
 
 const statusSuccess = "success"
 
-// Messages the caller sees (REFERENCE; the others are ours, docs/webhooks.md).
+// Messages the caller sees (docs/webhooks.md, "Operations").
 const (
 	msgUnavailable     = "Advanced webhooks are not available for this workspace."
 	msgNotEnabled      = "Advanced webhooks are not enabled for this workspace."

@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// REFERENCE's test vector.
+// The Standard Webhooks specification's test vector.
 func TestSignatureVector(t *testing.T) {
 	got, err := signature("whsec_plJ3nmyCDGBKInavdOK15jsl", "msg_loFOjxBNrRLzqYUf", 1731705121, []byte(`{"event_type":"ping","data":{"success":true}}`))
 	if err != nil || got != "v1,rAvfW3dJ/X/qxhsaXPOyyCGmRKsaKWcsNccKXlIktD0=" {

@@ -24,7 +24,7 @@ var (
 const MaxEndpoints = 100
 
 // Config is a tenant's advanced webhook config; a tenant that never set one has the zero
-// Config (spec section 2's defaults).
+// Config (defaults in docs/webhooks.md, "Switches").
 type Config struct {
 	Enabled        bool      `bson:"isEnabled"`
 	EncryptData    bool      `bson:"encryptData"`

@@ -726,7 +726,7 @@ func (s *Server) VerifyOwnerEmail(ctx context.Context, req *workspacev1.VerifyOw
 		return nil, fmt.Errorf("verify email: %w", err)
 	}
 	// Verified within the grace period: the keys never expire. After it, they stay expired
-	// until Get Email Verification Status reactivates them (spec section 3).
+	// until Get Email Verification Status reactivates them (docs/api.md, "Owner email verification and the grace period").
 	ws, err = s.store.VerifyEmail(ctx, id, ids.Hash(secret), !s.keysExpired(ws))
 	if errors.Is(err, ErrNotFound) {
 		return nil, invalid
