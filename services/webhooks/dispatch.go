@@ -23,7 +23,8 @@ const (
 	circuitFor = 10 * time.Minute
 	// workerIdle is how long a worker goroutine waits for another attempt before it ends.
 	workerIdle = time.Second
-	// roundMin is how many free workers start a round while more than half of them are busy.
+	// roundMin is how many of a workspace's workers an attempt that ends must find free to
+	// start a round (release).
 	roundMin = 4
 )
 
@@ -281,9 +282,12 @@ func (e *engine) reserve(d *Delivery) {
 	l.inflight++
 }
 
-// release ends what reserve counted. It says whether a round should start now: when the
-// engine is at most half busy, or when a round's worth of workers is free (roundMin), so that
-// under load a round starts several attempts and pays its store calls once for all of them.
+// release ends what reserve counted. It says whether a round should start now: when a worker
+// is free again after all were busy (another workspace may be waiting for one), or when the
+// delivery's workspace has a round's worth of its workers free (roundMin, or a quarter of its
+// cap when that is less). Under load a round then starts several attempts and pays its store
+// calls once for all of them (they were a round per attempt); a delivery due meanwhile goes
+// in the next round, at the latest at the poll (enginePoll).
 func (e *engine) release(d *Delivery) (wake bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -292,7 +296,7 @@ func (e *engine) release(d *Delivery) (wake bool) {
 	if e.tenants[d.WorkspaceID]--; e.tenants[d.WorkspaceID] <= 0 {
 		delete(e.tenants, d.WorkspaceID)
 	}
-	if e.s.tenantWorkers-e.tenants[d.WorkspaceID] >= min(roundMin, e.s.tenantWorkers) {
+	if e.s.tenantWorkers-e.tenants[d.WorkspaceID] >= max(1, min(roundMin, e.s.tenantWorkers/4)) {
 		wake = true
 	}
 	if l := e.endpoints[d.EndpointID]; l != nil {
