@@ -27,16 +27,9 @@ type Marked interface {
 	// empty one) the document id to. Run again after a partial run, it finishes the move.
 	MoveDocument(ctx context.Context, apiKey, orgID, from, to, gen string) error
 
-	// Bury records that a generation of an organization or document (kind) is deleted; Buried
-	// reports whether it is. Writers check after writing under a generation (Settle), so a
-	// record written while its organization or document was being deleted does not survive it.
-	Bury(ctx context.Context, apiKey, orgID, kind, id, gen string) error
-	Buried(ctx context.Context, apiKey, orgID, kind, id, gen string) (bool, error)
-	// MarkMoved records that a document incarnation was migrated to another id; MovedTo tells
-	// where ("" when it was not). Writers follow it after writing (Settle), so a record written
-	// from an event published before the migration ends up under the new id too.
-	MarkMoved(ctx context.Context, apiKey, orgID, docID, gen, to string) error
-	MovedTo(ctx context.Context, apiKey, orgID, docID, gen string) (string, error)
+	// The markers a writer checks after writing (Settle), and the events set first
+	// (ApplyToMarked): MemoryMarkers or MongoMarkers, embedded.
+	Markers
 }
 
 // ApplyToMarked applies an organization deletion, a deletion of documents or a migration to
