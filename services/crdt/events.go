@@ -45,7 +45,7 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 		gen := e.GetOrganizationGeneration()
 		// Buried first: a writer that checks after this sees it and sweeps what it wrote.
 		if gen != "" {
-			if err := s.store.Bury(ctx, apiKey, org, KindOrganization, gen); err != nil {
+			if err := s.store.Bury(ctx, apiKey, org, KindOrganization, org, gen); err != nil {
 				return err
 			}
 		}
@@ -65,7 +65,7 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 		}
 		for _, d := range docs {
 			if d.Generation != "" {
-				if err := s.store.Bury(ctx, apiKey, org, KindDocument, d.Generation); err != nil {
+				if err := s.store.Bury(ctx, apiKey, org, KindDocument, d.ID, d.Generation); err != nil {
 					return err
 				}
 			}

@@ -454,7 +454,7 @@ func TestLifecycle(t *testing.T) {
 	if got := h.editorIDs(t, docIn("o", "g1", "d2", "dg2")); len(got) != 0 {
 		t.Fatalf("deleted document kept %v", got)
 	}
-	if buried, _ := h.store.Buried(context.Background(), "k1", "o", KindDocument, "dg2"); !buried {
+	if buried, _ := h.store.Buried(context.Background(), "k1", "o", KindDocument, "d2", "dg2"); !buried {
 		t.Fatal("document generation not buried")
 	}
 	// Deletion of organization o2 (generation g2): only its data, and twice is as once.
