@@ -48,7 +48,7 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 // document since Delete Folders checked it is refused for good (FailedPrecondition), which stops
 // the event before other services drop the folder's grants.
 func (s *Server) applyFolderDeleted(ctx context.Context, apiKey, org, id, gen string) error {
-	found, err := s.existingFolders(ctx, apiKey, org, []string{id})
+	found, err := idSet(s.foldersByID(ctx, apiKey, org, []string{id}))
 	if err != nil || !found[id] {
 		return err // gone already: done
 	}
