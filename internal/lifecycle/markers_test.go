@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -24,10 +25,9 @@ func TestMemoryMarkers(t *testing.T) {
 func TestMongoMarkers(t *testing.T) {
 	t.Parallel()
 	db := mongotest.Connect(t).Database("lifecycle")
-	n := 0
+	var n atomic.Int64 // each subtest gets its own collection; they run in parallel
 	runMarkersSuite(t, func(_ *testing.T, layout Layout) Markers {
-		n++ // subtests start one at a time, so each gets its own collection
-		return NewMongoMarkers(db.Collection(fmt.Sprintf("tombstones%d", n)), layout)
+		return NewMongoMarkers(db.Collection(fmt.Sprintf("tombstones%d", n.Add(1))), layout)
 	})
 }
 
