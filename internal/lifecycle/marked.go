@@ -3,8 +3,6 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-
-	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 )
 
 // Kinds of what a generation marker names (Marked.Bury and Buried).
@@ -15,7 +13,8 @@ const (
 
 // Marked is a store whose records follow organizations and documents by the generations they
 // were written under, with markers that tell a writer racing a deletion or a migration what
-// happened: activity's and memory's stores embed it.
+// happened: activity's and memory's stores implement it, and follow the events with
+// MarkedHandlers.
 type Marked interface {
 	// DeleteOrganization removes every record of the organization written under generation
 	// gen or under the empty generation.
@@ -27,70 +26,47 @@ type Marked interface {
 	// empty one) the document id to. Run again after a partial run, it finishes the move.
 	MoveDocument(ctx context.Context, apiKey, orgID, from, to, gen string) error
 
-	// Bury records that a generation of an organization or document (kind) is deleted; Buried
-	// reports whether it is. Writers check after writing under a generation (Settle), so a
-	// record written while its organization or document was being deleted does not survive it.
-	Bury(ctx context.Context, apiKey, orgID, kind, id, gen string) error
-	Buried(ctx context.Context, apiKey, orgID, kind, id, gen string) (bool, error)
-	// MarkMoved records that a document incarnation was migrated to another id; MovedTo tells
-	// where ("" when it was not). Writers follow it after writing (Settle), so a record written
-	// from an event published before the migration ends up under the new id too.
-	MarkMoved(ctx context.Context, apiKey, orgID, docID, gen, to string) error
-	MovedTo(ctx context.Context, apiKey, orgID, docID, gen string) (string, error)
+	// The markers a writer checks after writing (Settle), and the events set first
+	// (MarkedHandlers): MemoryMarkers or MongoMarkers, embedded.
+	Markers
 }
 
-// ApplyToMarked applies an organization deletion, a deletion of documents or a migration to
-// s: the marker first (a writer that checks after it sees it and settles its own records),
-// then the records. handled is false for the other payloads, which it leaves alone.
-// Idempotent: deletions and moves may run twice.
-func ApplyToMarked(ctx context.Context, s Marked, e *lifecyclev1.Event) (handled bool, err error) {
-	switch p := e.GetPayload().(type) {
-	case *lifecyclev1.Event_OrganizationDeleted:
-		apiKey, org, err := Scoped(e)
-		if err != nil {
-			return true, err
-		}
-		gen := e.GetOrganizationGeneration()
-		if gen != "" {
-			if err := s.Bury(ctx, apiKey, org, KindOrganization, org, gen); err != nil {
-				return true, err
-			}
-		}
-		return true, s.DeleteOrganization(ctx, apiKey, org, gen)
-	case *lifecyclev1.Event_DocumentsDeleted:
-		apiKey, org, err := Scoped(e)
-		if err != nil {
-			return true, err
-		}
-		docs, err := DeletedDocuments(e, p.DocumentsDeleted)
-		if err != nil {
-			return true, err
-		}
-		for _, d := range docs {
-			if d.Generation != "" {
-				if err := s.Bury(ctx, apiKey, org, KindDocument, d.ID, d.Generation); err != nil {
-					return true, err
+// MarkedHandlers are the handlers (Dispatch) that apply an organization deletion, a deletion
+// of documents or a migration to s: the marker first (a writer that checks after it sees it
+// and settles its own records), then the records. Idempotent: deletions and moves may run
+// twice.
+func MarkedHandlers(s Marked) Handlers {
+	return Handlers{
+		OrganizationDeleted: func(ctx context.Context, sc Scope) error {
+			if gen := sc.OrganizationGeneration; gen != "" {
+				if err := s.Bury(ctx, sc.APIKey, sc.OrganizationID, KindOrganization, sc.OrganizationID, gen); err != nil {
+					return err
 				}
 			}
-			if err := s.DeleteDocument(ctx, apiKey, org, d.ID, d.Generation); err != nil {
-				return true, err
+			return s.DeleteOrganization(ctx, sc.APIKey, sc.OrganizationID, sc.OrganizationGeneration)
+		},
+		DocumentsDeleted: func(ctx context.Context, sc Scope, docs []Incarnation) error {
+			for _, d := range docs {
+				if d.Generation != "" {
+					if err := s.Bury(ctx, sc.APIKey, sc.OrganizationID, KindDocument, d.ID, d.Generation); err != nil {
+						return err
+					}
+				}
+				if err := s.DeleteDocument(ctx, sc.APIKey, sc.OrganizationID, d.ID, d.Generation); err != nil {
+					return err
+				}
 			}
-		}
-		return true, nil
-	case *lifecyclev1.Event_DocumentMigrated:
-		apiKey, org, err := Scoped(e)
-		if err != nil {
-			return true, err
-		}
-		m := p.DocumentMigrated
-		if m.GetGeneration() != "" {
-			if err := s.MarkMoved(ctx, apiKey, org, m.GetFromDocumentId(), m.GetGeneration(), m.GetToDocumentId()); err != nil {
-				return true, err
+			return nil
+		},
+		DocumentMigrated: func(ctx context.Context, sc Scope, m Migration) error {
+			if m.Generation != "" {
+				if err := s.MarkMoved(ctx, sc.APIKey, sc.OrganizationID, m.From, m.Generation, m.To); err != nil {
+					return err
+				}
 			}
-		}
-		return true, s.MoveDocument(ctx, apiKey, org, m.GetFromDocumentId(), m.GetToDocumentId(), m.GetGeneration())
+			return s.MoveDocument(ctx, sc.APIKey, sc.OrganizationID, m.From, m.To, m.Generation)
+		},
 	}
-	return false, nil
 }
 
 // Gone is what Settle found deleted.

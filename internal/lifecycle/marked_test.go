@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"testing"
+
+	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 )
 
 // markedLog is a Marked store that keeps its markers and logs the sweeps and moves.
@@ -79,5 +81,26 @@ func TestSettle(t *testing.T) {
 	loop.moved["d/g2"], loop.moved["e/g2"] = "e", "d"
 	if gone, err := Settle(ctx, loop, "k", "o", "g1", "d", "g2"); err != nil || gone != NothingGone || len(loop.log) != maxMoves {
 		t.Fatalf("a loop of migrations: %v, %d moves (%v), want %d", gone, len(loop.log), err, maxMoves)
+	}
+}
+
+// MarkedHandlers set the marker, then change the records, for each kind they follow.
+func TestMarkedHandlers(t *testing.T) {
+	ctx := context.Background()
+	m := newMarkedLog()
+	h := MarkedHandlers(m)
+	for _, p := range []any{
+		&lifecyclev1.OrganizationDeleted{},
+		&lifecyclev1.DocumentsDeleted{DocumentIds: []string{"d1", "d2"}, Generations: []string{"g1", ""}},
+		&lifecyclev1.DocumentMigrated{FromDocumentId: "d3", ToDocumentId: "d4", Generation: "g3"},
+		&lifecyclev1.UsersRemoved{UserIds: []string{"u"}}, // not followed
+	} {
+		if _, err := Dispatch(ctx, scoped(p), h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantLog := []string{"delete org o@og", "delete doc d1@g1", "delete doc d2@", "move d3@g3 to d4"}
+	if !slices.Equal(m.log, wantLog) || len(m.buried) != 2 || !m.buried["organization/o/og"] || !m.buried["document/d1/g1"] || m.moved["d3/g3"] != "d4" {
+		t.Fatalf("log %q, buried %v, moved %v; want log %q", m.log, m.buried, m.moved, wantLog)
 	}
 }

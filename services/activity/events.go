@@ -27,12 +27,11 @@ var consumes = []string{
 // and applies the lifecycle events to the records. Idempotent: a record's id is its event's id,
 // and deletions and moves may run twice.
 func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
-	if p, ok := e.GetPayload().(*lifecyclev1.Event_Domain); ok {
-		return s.record(ctx, p.Domain)
-	}
-	// The lifecycle events (lifecycle.ApplyToMarked); a type this service takes no action on
-	// is left alone.
-	_, err := lifecycle.ApplyToMarked(ctx, s.store, e)
+	// The lifecycle events as every store with generation markers follows them
+	// (lifecycle.MarkedHandlers); a type this service takes no action on is left alone.
+	h := lifecycle.MarkedHandlers(s.store)
+	h.Domain = s.record
+	_, err := lifecycle.Dispatch(ctx, e, h)
 	return err
 }
 

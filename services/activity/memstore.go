@@ -8,6 +8,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/collab/collab/internal/lifecycle"
 )
 
 // MemoryStore keeps everything in the process. Records are copied in and out, so callers never
@@ -19,17 +21,15 @@ import (
 // nearly always land at the end (timestamps are "now"), where a sorted slice takes them for an
 // append.
 type MemoryStore struct {
-	mu         sync.RWMutex
-	orgs       map[orgKey]*orgRecords
-	tombstones map[tombKey]struct{}
-	moves      map[tombKey]string
-	configs    map[string]*Config
+	// The generation markers (Bury, Buried, MarkMoved, MovedTo), under their own lock.
+	*lifecycle.MemoryMarkers
+
+	mu      sync.RWMutex
+	orgs    map[orgKey]*orgRecords
+	configs map[string]*Config
 }
 
-type (
-	orgKey  struct{ apiKey, orgID string }
-	tombKey struct{ apiKey, orgID, kind, id, gen string }
-)
+type orgKey struct{ apiKey, orgID string }
 
 // orgRecords are the records of one organization. Every list holds the same *Record values as
 // byID; the store never hands them out.
@@ -43,7 +43,7 @@ type orgRecords struct {
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{orgs: map[orgKey]*orgRecords{}, tombstones: map[tombKey]struct{}{}, moves: map[tombKey]string{}, configs: map[string]*Config{}}
+	return &MemoryStore{MemoryMarkers: lifecycle.NewMemoryMarkers(lifecycle.ByID), orgs: map[orgKey]*orgRecords{}, configs: map[string]*Config{}}
 }
 
 // sortedRecords is ordered by (Timestamp, ID) ascending.
@@ -424,33 +424,6 @@ func (s *MemoryStore) MoveDocument(_ context.Context, apiKey, orgID, from, to, g
 		o.byDoc[to] = o.byDoc[to].merge(moving)
 	}
 	return nil
-}
-
-func (s *MemoryStore) Bury(_ context.Context, apiKey, orgID, kind, id, gen string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tombstones[tombKey{apiKey, orgID, kind, id, gen}] = struct{}{}
-	return nil
-}
-
-func (s *MemoryStore) Buried(_ context.Context, apiKey, orgID, kind, id, gen string) (bool, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	_, ok := s.tombstones[tombKey{apiKey, orgID, kind, id, gen}]
-	return ok, nil
-}
-
-func (s *MemoryStore) MarkMoved(_ context.Context, apiKey, orgID, docID, gen, to string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.moves[tombKey{apiKey, orgID, KindDocument, docID, gen}] = to
-	return nil
-}
-
-func (s *MemoryStore) MovedTo(_ context.Context, apiKey, orgID, docID, gen string) (string, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.moves[tombKey{apiKey, orgID, KindDocument, docID, gen}], nil
 }
 
 func copyConfig(c *Config) *Config {

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/mongodb"
 )
 
@@ -19,7 +20,8 @@ import (
 // finishes) and no transaction is needed:
 //
 //   - activities: a record; _id = (apiKey, org, id)
-//   - tombstones: a buried generation; _id = (apiKey, org, kind, id, gen)
+//   - tombstones: a buried generation or a migration mark (lifecycle.MongoMarkers, layout
+//     ByID)
 //   - configs: a tenant's config; _id = apiKey
 //
 // The compound _id makes a record unique by id in its tenant and organization on any
@@ -33,19 +35,21 @@ type MongoStore struct {
 	// process, which the lock covers.
 	configMu sync.Mutex
 
+	// The generation markers (Bury, Buried, MarkMoved, MovedTo).
+	*lifecycle.MongoMarkers
+
 	db         *mongo.Database
 	activities *mongo.Collection
-	tombstones *mongo.Collection
 	configs    *mongo.Collection
 }
 
 // NewMongoStore returns a store on db and creates its indexes.
 func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error) {
 	s := &MongoStore{
-		db:         db,
-		activities: db.Collection("activities"),
-		tombstones: db.Collection("tombstones"),
-		configs:    db.Collection("configs"),
+		MongoMarkers: lifecycle.NewMongoMarkers(db.Collection("tombstones"), lifecycle.ByID),
+		db:           db,
+		activities:   db.Collection("activities"),
+		configs:      db.Collection("configs"),
 	}
 	index := mongodb.Index
 	if err := mongodb.EnsureIndexes(ctx, s.activities,
@@ -250,58 +254,6 @@ func (s *MongoStore) MoveDocument(ctx context.Context, apiKey, orgID, from, to, 
 		return fmt.Errorf("activity store: move document: %w", err)
 	}
 	return nil
-}
-
-func tombstoneKey(apiKey, orgID, kind, id, gen string) string {
-	return mongodb.Key(apiKey, orgID, kind, id, gen)
-}
-
-func (s *MongoStore) Bury(ctx context.Context, apiKey, orgID, kind, id, gen string) error {
-	_, err := s.tombstones.InsertOne(ctx, bson.M{
-		"_id": tombstoneKey(apiKey, orgID, kind, id, gen), "apiKey": apiKey, "organizationId": orgID,
-		"kind": kind, "id": id, "gen": gen,
-	})
-	if err != nil && !mongodb.IsDuplicateKey(err) {
-		return fmt.Errorf("activity store: bury: %w", err)
-	}
-	return nil
-}
-
-func (s *MongoStore) Buried(ctx context.Context, apiKey, orgID, kind, id, gen string) (bool, error) {
-	err := s.tombstones.FindOne(ctx, bson.M{"_id": tombstoneKey(apiKey, orgID, kind, id, gen)},
-		options.FindOne().SetProjection(bson.M{"_id": 1})).Err()
-	switch {
-	case errors.Is(err, mongo.ErrNoDocuments):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("activity store: buried: %w", err)
-	}
-	return true, nil
-}
-
-// Moves live beside the tombstones, under the kind "moved".
-func (s *MongoStore) MarkMoved(ctx context.Context, apiKey, orgID, docID, gen, to string) error {
-	_, err := s.tombstones.UpdateOne(ctx, bson.M{"_id": tombstoneKey(apiKey, orgID, "moved", docID, gen)}, bson.M{"$set": bson.M{
-		"apiKey": apiKey, "organizationId": orgID, "kind": "moved", "id": docID, "gen": gen, "to": to,
-	}}, options.UpdateOne().SetUpsert(true))
-	if err != nil && !mongodb.IsDuplicateKey(err) {
-		return fmt.Errorf("activity store: mark moved: %w", err)
-	}
-	return nil
-}
-
-func (s *MongoStore) MovedTo(ctx context.Context, apiKey, orgID, docID, gen string) (string, error) {
-	var doc struct {
-		To string `bson:"to"`
-	}
-	err := s.tombstones.FindOne(ctx, bson.M{"_id": tombstoneKey(apiKey, orgID, "moved", docID, gen)}).Decode(&doc)
-	switch {
-	case errors.Is(err, mongo.ErrNoDocuments):
-		return "", nil
-	case err != nil:
-		return "", fmt.Errorf("activity store: moved to: %w", err)
-	}
-	return doc.To, nil
 }
 
 func (s *MongoStore) Config(ctx context.Context, apiKey string) (*Config, error) {

@@ -175,6 +175,18 @@ func TestMigrationMovesRecords(t *testing.T) {
 	if got := h.ids(t, &activityv1.GetActivityLogsRequest{DocumentId: "d"}); len(got) != 0 {
 		t.Fatalf("left behind %v", got)
 	}
+	// A migration naming no new id is refused for good; the records keep their document (they
+	// were moved to the empty id).
+	for _, ids := range [][2]string{{"d2", ""}, {"", "d3"}} {
+		bad := &lifecyclev1.Event{Id: "bad", Type: lifecycle.DocumentMigrated, ApiKey: "k1", OrganizationId: "o", OrganizationGeneration: "g1",
+			Payload: &lifecyclev1.Event_DocumentMigrated{DocumentMigrated: &lifecyclev1.DocumentMigrated{FromDocumentId: ids[0], ToDocumentId: ids[1], Generation: "dg1"}}}
+		if err := h.srv.HandleEvent(context.Background(), bad); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("migration %q to %q: %v, want InvalidArgument", ids[0], ids[1], err)
+		}
+	}
+	if got := h.ids(t, &activityv1.GetActivityLogsRequest{DocumentId: "d2"}); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("after a migration to no id %v", got)
+	}
 }
 
 func TestConfigPartialUpdates(t *testing.T) {

@@ -93,7 +93,7 @@ type ConfigPatch struct {
 	Triggers  map[string]map[string]bool
 }
 
-// Kinds of buried generations: lifecycle.Settle and ApplyToMarked name them.
+// Kinds of buried generations: lifecycle.Settle and MarkedHandlers name them.
 const (
 	KindOrganization = lifecycle.KindOrganization
 	KindDocument     = lifecycle.KindDocument
@@ -118,7 +118,7 @@ type Store interface {
 	Update(ctx context.Context, apiKey, orgID, id string, p Patch) error
 
 	// The records follow their organization's and document's deletions and migrations by the
-	// generations they were written under (lifecycle.ApplyToMarked, lifecycle.Settle).
+	// generations they were written under (lifecycle.MarkedHandlers, lifecycle.Settle).
 	lifecycle.Marked
 
 	// Config returns the tenant's config, or ErrNotFound when it was never set.

@@ -684,51 +684,23 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		o1(t, s, "all, after the moves", Filter{}, nil, false, 0, "a", "c", "x", "b", "y", "z1", "z2")
 	})
 
-	t.Run("bury", func(t *testing.T) {
+	// The generation markers are lifecycle's (its suite holds their contract): the store keeps
+	// them by id (lifecycle.ByID).
+	t.Run("markers", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		buried := func(apiKey, orgID, kind, id, gen string, want bool) {
-			t.Helper()
-			got, err := s.Buried(ctx, apiKey, orgID, kind, id, gen)
-			if err != nil || got != want {
-				t.Fatalf("Buried(%s %s %s %s %s): %v %v, want %v", apiKey, orgID, kind, id, gen, got, err, want)
+		must(t, s.Bury(ctx, "k1", "o1", KindDocument, "d1", "g1"))
+		must(t, s.MarkMoved(ctx, "k1", "o1", "d3", "g3", "d4"))
+		for _, c := range []struct {
+			id   string
+			want bool
+		}{{"d1", true}, {"d2", false}} {
+			if got, err := s.Buried(ctx, "k1", "o1", KindDocument, c.id, "g1"); err != nil || got != c.want {
+				t.Fatalf("Buried(%s): %v %v, want %v", c.id, got, err, c.want)
 			}
 		}
-		buried("k1", "o1", KindDocument, "d1", "g1", false)
-		must(t, s.Bury(ctx, "k1", "o1", KindDocument, "d1", "g1"))
-		must(t, s.Bury(ctx, "k1", "o1", KindDocument, "d1", "g1"))
-		must(t, s.Bury(ctx, "k1", "o1", KindOrganization, "o1", "g5"))
-		buried("k1", "o1", KindDocument, "d1", "g1", true)
-		buried("k1", "o1", KindOrganization, "o1", "g5", true)
-		buried("k1", "o1", KindDocument, "d1", "g2", false)
-		buried("k1", "o1", KindDocument, "d2", "g1", false)
-		buried("k1", "o1", KindOrganization, "d1", "g1", false)
-		buried("k1", "o1", KindDocument, "o1", "g5", false)
-		buried("k1", "o2", KindDocument, "d1", "g1", false)
-		buried("k2", "o1", KindDocument, "d1", "g1", false)
-	})
-
-	t.Run("moves", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		movedTo := func(apiKey, orgID, doc, gen, want string) {
-			t.Helper()
-			got, err := s.MovedTo(ctx, apiKey, orgID, doc, gen)
-			if err != nil || got != want {
-				t.Fatalf("MovedTo(%s %s %s %s): %q %v, want %q", apiKey, orgID, doc, gen, got, err, want)
-			}
-		}
-		movedTo("k1", "o1", "d1", "g1", "")
-		must(t, s.MarkMoved(ctx, "k1", "o1", "d1", "g1", "d2"))
-		must(t, s.MarkMoved(ctx, "k1", "o1", "d1", "g1", "d2")) // again: no error
-		movedTo("k1", "o1", "d1", "g1", "d2")
-		movedTo("k1", "o1", "d1", "g2", "")
-		movedTo("k1", "o2", "d1", "g1", "")
-		movedTo("k2", "o1", "d1", "g1", "")
-		// A document's burial is not a move, nor the other way round.
-		buried, err := s.Buried(ctx, "k1", "o1", KindDocument, "d1", "g1")
-		if err != nil || buried {
-			t.Fatalf("a move reads as a burial: %v %v", buried, err)
+		if to, err := s.MovedTo(ctx, "k1", "o1", "d3", "g3"); to != "d4" || err != nil {
+			t.Fatalf("MovedTo: %q %v", to, err)
 		}
 	})
 

@@ -33,67 +33,63 @@ const (
 // consumes are the lifecycle events the CRDT data follows.
 var consumes = []string{lifecycle.OrganizationDeleted, lifecycle.DocumentDeleted, lifecycle.DocumentMigrated}
 
-// HandleEvent applies the lifecycle events to the data. Idempotent: deletions and moves may run
-// twice, and after a partial run.
+// HandleEvent applies the lifecycle events to the data (lifecycle.Dispatch). Idempotent:
+// deletions and moves may run twice, and after a partial run.
 func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
-	switch p := e.GetPayload().(type) {
-	case *lifecyclev1.Event_OrganizationDeleted:
-		apiKey, org, err := lifecycle.Scoped(e)
-		if err != nil {
+	_, err := lifecycle.Dispatch(ctx, e, lifecycle.Handlers{
+		OrganizationDeleted: s.organizationDeleted,
+		DocumentsDeleted:    s.documentsDeleted,
+		DocumentMigrated:    s.documentMigrated,
+	})
+	return err
+}
+
+// organizationDeleted buries the organization's generation, then deletes its editors' data.
+func (s *Server) organizationDeleted(ctx context.Context, sc lifecycle.Scope) error {
+	apiKey, org, gen := sc.APIKey, sc.OrganizationID, sc.OrganizationGeneration
+	// Buried first: a writer that checks after this sees it and sweeps what it wrote.
+	if gen != "" {
+		if err := s.store.Bury(ctx, apiKey, org, KindOrganization, org, gen); err != nil {
 			return err
 		}
-		gen := e.GetOrganizationGeneration()
-		// Buried first: a writer that checks after this sees it and sweeps what it wrote.
-		if gen != "" {
-			if err := s.store.Bury(ctx, apiKey, org, KindOrganization, gen); err != nil {
-				return err
-			}
-		}
-		if err := s.store.DeleteOrganization(ctx, apiKey, org, gen); err != nil {
-			return err
-		}
-		s.reloadWhere(func(e Editor) bool { return e.APIKey == apiKey && e.OrganizationID == org })
-		return nil
-	case *lifecyclev1.Event_DocumentsDeleted:
-		apiKey, org, err := lifecycle.Scoped(e)
-		if err != nil {
-			return err
-		}
-		docs, err := lifecycle.DeletedDocuments(e, p.DocumentsDeleted)
-		if err != nil {
-			return err
-		}
-		for _, d := range docs {
-			if d.Generation != "" {
-				if err := s.store.Bury(ctx, apiKey, org, KindDocument, d.Generation); err != nil {
-					return err
-				}
-			}
-			doc := Editor{APIKey: apiKey, OrganizationID: org, OrgGen: e.GetOrganizationGeneration(), DocumentID: d.ID, DocGen: d.Generation}
-			if err := s.store.DeleteDocument(ctx, doc); err != nil {
-				return err
-			}
-			s.reloadWhere(func(e Editor) bool { return e.APIKey == apiKey && e.OrganizationID == org && e.DocumentID == d.ID })
-		}
-		return nil
-	case *lifecyclev1.Event_DocumentMigrated:
-		apiKey, org, err := lifecycle.Scoped(e)
-		if err != nil {
-			return err
-		}
-		m := p.DocumentMigrated
-		// Data is keyed by the document's generation, which it keeps: it is found under the new
-		// id already, and a write racing the migration lands where readers look. Only the id
-		// kept beside it changes.
-		if err := s.store.MoveDocument(ctx, apiKey, org, m.GetFromDocumentId(), m.GetToDocumentId(), m.GetGeneration()); err != nil {
-			return err
-		}
-		// Clients of the old id reconnect, and find the document gone from there.
-		from := m.GetFromDocumentId()
-		s.reloadWhere(func(e Editor) bool { return e.APIKey == apiKey && e.OrganizationID == org && e.DocumentID == from })
-		return nil
 	}
-	return nil // a type this service takes no action on
+	if err := s.store.DeleteOrganization(ctx, apiKey, org, gen); err != nil {
+		return err
+	}
+	s.reloadWhere(func(e Editor) bool { return e.APIKey == apiKey && e.OrganizationID == org })
+	return nil
+}
+
+// documentsDeleted buries each document's generation, then deletes its editors' data.
+func (s *Server) documentsDeleted(ctx context.Context, sc lifecycle.Scope, docs []lifecycle.Incarnation) error {
+	apiKey, org := sc.APIKey, sc.OrganizationID
+	for _, d := range docs {
+		if d.Generation != "" {
+			if err := s.store.Bury(ctx, apiKey, org, KindDocument, d.ID, d.Generation); err != nil {
+				return err
+			}
+		}
+		doc := Editor{APIKey: apiKey, OrganizationID: org, OrgGen: sc.OrganizationGeneration, DocumentID: d.ID, DocGen: d.Generation}
+		if err := s.store.DeleteDocument(ctx, doc); err != nil {
+			return err
+		}
+		s.reloadWhere(func(e Editor) bool { return e.APIKey == apiKey && e.OrganizationID == org && e.DocumentID == d.ID })
+	}
+	return nil
+}
+
+// documentMigrated gives the editors of the migrated incarnation their new id.
+func (s *Server) documentMigrated(ctx context.Context, sc lifecycle.Scope, m lifecycle.Migration) error {
+	apiKey, org := sc.APIKey, sc.OrganizationID
+	// Data is keyed by the document's generation, which it keeps: it is found under the new id
+	// already, and a write racing the migration lands where readers look. Only the id kept
+	// beside it changes.
+	if err := s.store.MoveDocument(ctx, apiKey, org, m.From, m.To, m.Generation); err != nil {
+		return err
+	}
+	// Clients of the old id reconnect, and find the document gone from there.
+	s.reloadWhere(func(e Editor) bool { return e.APIKey == apiKey && e.OrganizationID == org && e.DocumentID == m.From })
+	return nil
 }
 
 // publish announces a stored change as crdt.update_data, with the content read as key and kind

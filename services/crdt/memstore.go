@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/collab/collab/internal/ids"
+	"github.com/collab/collab/internal/lifecycle"
 )
 
 // MemoryStore keeps everything in the process, guarded by one mutex, following the same rules
@@ -14,18 +15,18 @@ import (
 // outside the lock, like a replica would, and writes its snapshot only if it is still news).
 // Byte slices are copied in and out, so callers never share memory with the store.
 type MemoryStore struct {
-	mu         sync.RWMutex
-	metas      map[editorKey]*memMeta
-	streams    map[string]*memStream
-	tombstones map[tombKey]struct{}
+	// The generation markers (Bury, Buried), by generation (lifecycle.ByGeneration), under
+	// their own lock.
+	*lifecycle.MemoryMarkers
+
+	mu      sync.RWMutex
+	metas   map[editorKey]*memMeta
+	streams map[string]*memStream
 }
 
-type (
-	// editorKey is what keys an editor's record: the document incarnation by its generation
-	// (docKey), so a migration leaves the key as it is.
-	editorKey struct{ apiKey, orgID, orgGen, doc, editorID string }
-	tombKey   struct{ apiKey, orgID, kind, gen string }
-)
+// editorKey is what keys an editor's record: the document incarnation by its generation
+// (docKey), so a migration leaves the key as it is.
+type editorKey struct{ apiKey, orgID, orgGen, doc, editorID string }
 
 type memMeta struct {
 	meta   Meta
@@ -45,7 +46,7 @@ type memSnapshot struct {
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{metas: map[editorKey]*memMeta{}, streams: map[string]*memStream{}, tombstones: map[tombKey]struct{}{}}
+	return &MemoryStore{MemoryMarkers: lifecycle.NewMemoryMarkers(lifecycle.ByGeneration), metas: map[editorKey]*memMeta{}, streams: map[string]*memStream{}}
 }
 
 // docKey names a document incarnation within its organization: its generation, or for a
@@ -263,20 +264,6 @@ func (s *MemoryStore) MoveDocument(_ context.Context, apiKey, orgID, from, to, g
 		}
 	}
 	return nil
-}
-
-func (s *MemoryStore) Bury(_ context.Context, apiKey, orgID, kind, gen string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tombstones[tombKey{apiKey, orgID, kind, gen}] = struct{}{}
-	return nil
-}
-
-func (s *MemoryStore) Buried(_ context.Context, apiKey, orgID, kind, gen string) (bool, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	_, ok := s.tombstones[tombKey{apiKey, orgID, kind, gen}]
-	return ok, nil
 }
 
 func (s *MemoryStore) Ping(context.Context) error { return nil }

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/collab/collab/internal/ids"
+	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/mongodb"
 )
 
@@ -29,7 +30,8 @@ import (
 //     _id refuses the second, which reads again and takes the next.
 //   - snapshots: insert-only; _id = (stream, upTo as 20 digits), data = the merge of the base and
 //     every entry up to upTo. Readers take the newest and the log after it.
-//   - tombstones: a deleted organization or document generation; _id = (apiKey, org, kind, gen).
+//   - tombstones: a deleted organization or document generation (lifecycle.MongoMarkers, layout
+//     ByGeneration: _id = (apiKey, org, kind, gen)).
 //
 // Queries, each on an index: an editor by _id; a document's editors on editors (apiKey,
 // organizationId, orgGen, doc, editorId), sorted by editorId; an organization's on (apiKey,
@@ -37,21 +39,23 @@ import (
 // newest entry or snapshot on updates (stream, seq) and snapshots (stream, upTo), read
 // backwards with a limit of one; a stream's log after a number on (stream, seq).
 type MongoStore struct {
+	// The generation markers (Bury, Buried).
+	*lifecycle.MongoMarkers
+
 	db        *mongo.Database
 	editors   *mongo.Collection
 	updates   *mongo.Collection
 	snapshots *mongo.Collection
-	tombs     *mongo.Collection
 }
 
 // NewMongoStore returns a store on db and creates its indexes.
 func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error) {
 	s := &MongoStore{
-		db:        db,
-		editors:   db.Collection("editors"),
-		updates:   db.Collection("updates"),
-		snapshots: db.Collection("snapshots"),
-		tombs:     db.Collection("tombstones"),
+		MongoMarkers: lifecycle.NewMongoMarkers(db.Collection("tombstones"), lifecycle.ByGeneration),
+		db:           db,
+		editors:      db.Collection("editors"),
+		updates:      db.Collection("updates"),
+		snapshots:    db.Collection("snapshots"),
 	}
 	index := mongodb.Index
 	for _, ix := range []struct {
@@ -476,27 +480,6 @@ func (s *MongoStore) MoveDocument(ctx context.Context, apiKey, orgID, from, to, 
 		return fmt.Errorf("crdt store: move document: %w", err)
 	}
 	return nil
-}
-
-func tombKeyOf(apiKey, orgID, kind, gen string) string { return mongodb.Key(apiKey, orgID, kind, gen) }
-
-func (s *MongoStore) Bury(ctx context.Context, apiKey, orgID, kind, gen string) error {
-	_, err := s.tombs.InsertOne(ctx, bson.M{"_id": tombKeyOf(apiKey, orgID, kind, gen), "apiKey": apiKey, "organizationId": orgID, "kind": kind, "gen": gen})
-	if err != nil && !mongodb.IsDuplicateKey(err) {
-		return fmt.Errorf("crdt store: bury: %w", err)
-	}
-	return nil
-}
-
-func (s *MongoStore) Buried(ctx context.Context, apiKey, orgID, kind, gen string) (bool, error) {
-	err := s.tombs.FindOne(ctx, bson.M{"_id": tombKeyOf(apiKey, orgID, kind, gen)}, options.FindOne().SetProjection(bson.M{"_id": 1})).Err()
-	switch {
-	case errors.Is(err, mongo.ErrNoDocuments):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("crdt store: buried: %w", err)
-	}
-	return true, nil
 }
 
 func (s *MongoStore) Ping(ctx context.Context) error {

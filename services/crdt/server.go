@@ -132,7 +132,7 @@ func (s *Server) editor(ctx context.Context, apiKey string, loc location) (Edito
 // deleted meanwhile (its deletion may have swept before the write landed), the write's data
 // goes as if the deletion had come after it, and the caller answers NOT_FOUND.
 func (s *Server) settle(ctx context.Context, e Editor) error {
-	if buried, err := s.store.Buried(ctx, e.APIKey, e.OrganizationID, KindOrganization, e.OrgGen); err != nil {
+	if buried, err := s.store.Buried(ctx, e.APIKey, e.OrganizationID, KindOrganization, e.OrganizationID, e.OrgGen); err != nil {
 		return fmt.Errorf("check organization generation: %w", err)
 	} else if buried {
 		if err := s.store.DeleteOrganization(ctx, e.APIKey, e.OrganizationID, e.OrgGen); err != nil {
@@ -143,7 +143,7 @@ func (s *Server) settle(ctx context.Context, e Editor) error {
 	if e.DocGen == "" {
 		return nil
 	}
-	if buried, err := s.store.Buried(ctx, e.APIKey, e.OrganizationID, KindDocument, e.DocGen); err != nil {
+	if buried, err := s.store.Buried(ctx, e.APIKey, e.OrganizationID, KindDocument, e.DocumentID, e.DocGen); err != nil {
 		return fmt.Errorf("check document generation: %w", err)
 	} else if buried {
 		if err := s.store.DeleteDocument(ctx, e); err != nil {

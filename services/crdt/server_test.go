@@ -454,7 +454,7 @@ func TestLifecycle(t *testing.T) {
 	if got := h.editorIDs(t, docIn("o", "g1", "d2", "dg2")); len(got) != 0 {
 		t.Fatalf("deleted document kept %v", got)
 	}
-	if buried, _ := h.store.Buried(context.Background(), "k1", "o", KindDocument, "dg2"); !buried {
+	if buried, _ := h.store.Buried(context.Background(), "k1", "o", KindDocument, "d2", "dg2"); !buried {
 		t.Fatal("document generation not buried")
 	}
 	// Deletion of organization o2 (generation g2): only its data, and twice is as once.
@@ -473,6 +473,19 @@ func TestLifecycle(t *testing.T) {
 	}
 	// Types it takes no action on pass.
 	h.deliver(t, &lifecyclev1.Event{Id: "u", Type: lifecycle.UsersRemoved, ApiKey: "k1", OrganizationId: "o"})
+	// A migration naming no new id is refused for good; the editors keep their document (they
+	// were given the empty id).
+	if _, err := h.srv.AddCrdtData(k1, &crdtv1.AddCrdtDataRequest{OrganizationId: "o", DocumentId: "d9", EditorId: "e5", Data: str("e"), Type: "text"}); err != nil {
+		t.Fatal(err)
+	}
+	err = h.srv.HandleEvent(context.Background(), &lifecyclev1.Event{Id: "m2", Type: lifecycle.DocumentMigrated, ApiKey: "k1", OrganizationId: "o", OrganizationGeneration: "g1",
+		Payload: &lifecyclev1.Event_DocumentMigrated{DocumentMigrated: &lifecyclev1.DocumentMigrated{FromDocumentId: "d9", Generation: "dg1"}}})
+	if status.Code(apierr.ToStatus(context.Background(), quiet, err)) != codes.InvalidArgument {
+		t.Fatalf("migration to no id: %v", err)
+	}
+	if m, err := h.store.Meta(context.Background(), Editor{APIKey: "k1", OrganizationID: "o", OrgGen: "g1", DocumentID: "d9", DocGen: "dg1", EditorID: "e5"}); err != nil || m.DocumentID != "d9" {
+		t.Fatalf("after a migration to no id: %+v %v", m, err)
+	}
 }
 
 // A write that lands after its document's or organization's deletion was applied does not

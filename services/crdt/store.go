@@ -3,6 +3,8 @@ package crdt
 import (
 	"context"
 	"errors"
+
+	"github.com/collab/collab/internal/lifecycle"
 )
 
 var (
@@ -120,8 +122,8 @@ func (c Compaction) due(s *State) bool {
 
 // Kinds of buried generations.
 const (
-	KindOrganization = "organization"
-	KindDocument     = "document"
+	KindOrganization = lifecycle.KindOrganization
+	KindDocument     = lifecycle.KindDocument
 )
 
 // Store keeps editors' data: a record per editor (Meta, with the first update as the base), an
@@ -175,11 +177,13 @@ type Store interface {
 	// records. Data is keyed by generation, so it is found under the new id either way.
 	MoveDocument(ctx context.Context, apiKey, orgID, from, to, gen string) error
 
-	// Bury records that a generation of an organization or document is deleted; Buried reports
-	// whether it is. A writer checks after writing, so data written while its organization or
-	// document was being deleted does not survive it.
-	Bury(ctx context.Context, apiKey, orgID, kind, gen string) error
-	Buried(ctx context.Context, apiKey, orgID, kind, gen string) (bool, error)
+	// Bury records that a generation of an organization or document (kind, id) is deleted;
+	// Buried reports whether it is. A writer checks after writing, so data written while its
+	// organization or document was being deleted does not survive it. The generation alone
+	// names what is buried (lifecycle.ByGeneration): a writer may hold an id the document had
+	// before a migration. The stores embed lifecycle's markers.
+	Bury(ctx context.Context, apiKey, orgID, kind, id, gen string) error
+	Buried(ctx context.Context, apiKey, orgID, kind, id, gen string) (bool, error)
 
 	// Ping reports whether the store answers.
 	Ping(ctx context.Context) error

@@ -154,16 +154,16 @@ func (s *observedStore) MoveDocument(ctx context.Context, apiKey string, orgID s
 	return err
 }
 
-func (s *observedStore) Bury(ctx context.Context, apiKey string, orgID string, kind string, gen string) error {
+func (s *observedStore) Bury(ctx context.Context, apiKey string, orgID string, kind string, id string, gen string) error {
 	ctx, call := s.ops.Bury.Start(ctx)
-	err := s.inner.Bury(ctx, apiKey, orgID, kind, gen)
+	err := s.inner.Bury(ctx, apiKey, orgID, kind, id, gen)
 	call.End(err)
 	return err
 }
 
-func (s *observedStore) Buried(ctx context.Context, apiKey string, orgID string, kind string, gen string) (bool, error) {
+func (s *observedStore) Buried(ctx context.Context, apiKey string, orgID string, kind string, id string, gen string) (bool, error) {
 	ctx, call := s.ops.Buried.Start(ctx)
-	r0, err := s.inner.Buried(ctx, apiKey, orgID, kind, gen)
+	r0, err := s.inner.Buried(ctx, apiKey, orgID, kind, id, gen)
 	call.End(err)
 	return r0, err
 }

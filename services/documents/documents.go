@@ -20,25 +20,13 @@ func checkAddDocuments(req *documentsv1.AddDocumentsRequest) error {
 		return err
 	}
 	docs := req.GetDocuments()
-	if err := checkCount("documents", "document", len(docs), maxItems); err != nil {
-		return err
-	}
-	seen := map[string]int{}
-	for i, d := range docs {
-		if err := validate.ID(field("documents", i, "documentId"), d.GetDocumentId()); err != nil {
-			return err
-		}
-		if err := checkUnique("documents", "documentId", i, d.GetDocumentId(), seen); err != nil {
-			return err
-		}
+	return checkItems("documents", "document", "documentId", len(docs), func(i int) string { return docs[i].GetDocumentId() }, func(i int) error {
+		d := docs[i]
 		if err := validate.Name(field("documents", i, "documentName"), trim(d.GetDocumentName()), maxDocumentNameLength); err != nil {
 			return err
 		}
-		if err := validate.OptionalID(field("documents", i, "folderId"), d.GetFolderId()); err != nil {
-			return err
-		}
-	}
-	return nil
+		return validate.OptionalID(field("documents", i, "folderId"), d.GetFolderId())
+	})
 }
 
 func (s *Server) AddDocuments(ctx context.Context, req *documentsv1.AddDocumentsRequest) (*documentsv1.ItemResultsResponse, error) {
@@ -61,11 +49,11 @@ func (s *Server) AddDocuments(ctx context.Context, req *documentsv1.AddDocuments
 			folderIDs = append(folderIDs, d.GetFolderId())
 		}
 	}
-	existing, err := s.existingDocuments(ctx, c.APIKey, org, docIDs)
+	existing, err := idSet(s.documentsByID(ctx, c.APIKey, org, docIDs))
 	if err != nil {
 		return nil, err
 	}
-	folders, err := s.existingFolders(ctx, c.APIKey, org, folderIDs)
+	folders, err := idSet(s.foldersByID(ctx, c.APIKey, org, folderIDs))
 	if err != nil {
 		return nil, err
 	}
@@ -104,60 +92,48 @@ func (s *Server) AddDocuments(ctx context.Context, req *documentsv1.AddDocuments
 	return &documentsv1.ItemResultsResponse{Status: statusSuccess, Message: "Document(s) added successfully.", Data: data}, nil
 }
 
-// existingDocuments returns which of ids exist, in one query.
-func (s *Server) existingDocuments(ctx context.Context, apiKey, org string, ids []string) (map[string]bool, error) {
-	docs, err := s.documentsByID(ctx, apiKey, org, ids)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]bool, len(docs))
-	for id := range docs {
-		out[id] = true
-	}
-	return out, nil
-}
-
 // documentsByID returns those of ids that exist, by id, in one query.
 func (s *Server) documentsByID(ctx context.Context, apiKey, org string, ids []string) (map[string]*Document, error) {
-	out := map[string]*Document{}
 	if len(ids) == 0 {
-		return out, nil
+		return map[string]*Document{}, nil
 	}
 	docs, err := s.store.ListDocuments(ctx, apiKey, org, DocumentFilter{IDs: ids}, nil, 0)
 	if err != nil {
 		return nil, fmt.Errorf("read documents: %w", err)
 	}
-	for _, d := range docs {
-		out[d.ID] = d
-	}
-	return out, nil
-}
-
-// existingFolders returns which of ids exist, in one query.
-func (s *Server) existingFolders(ctx context.Context, apiKey, org string, ids []string) (map[string]bool, error) {
-	folders, err := s.foldersByID(ctx, apiKey, org, ids)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]bool, len(folders))
-	for id := range folders {
-		out[id] = true
-	}
-	return out, nil
+	return byID(docs), nil
 }
 
 // foldersByID returns those of ids that exist, by id, in one query.
 func (s *Server) foldersByID(ctx context.Context, apiKey, org string, ids []string) (map[string]*Folder, error) {
-	out := map[string]*Folder{}
 	if len(ids) == 0 {
-		return out, nil
+		return map[string]*Folder{}, nil
 	}
 	folders, err := s.store.ListFolders(ctx, apiKey, org, FolderFilter{IDs: ids}, nil, 0)
 	if err != nil {
 		return nil, fmt.Errorf("read folders: %w", err)
 	}
-	for _, f := range folders {
-		out[f.ID] = f
+	return byID(folders), nil
+}
+
+// byID indexes documents or folders by id.
+func byID[T interface{ position() Position }](items []T) map[string]T {
+	out := make(map[string]T, len(items))
+	for _, it := range items {
+		out[it.position().ID] = it
+	}
+	return out
+}
+
+// idSet is the set of ids a documentsByID or foldersByID found (which exist), its error
+// passed on.
+func idSet[T any](found map[string]T, err error) (map[string]bool, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(found))
+	for id := range found {
+		out[id] = true
 	}
 	return out, nil
 }
@@ -167,28 +143,16 @@ func checkUpdateDocuments(req *documentsv1.UpdateDocumentsRequest) error {
 		return err
 	}
 	docs := req.GetDocuments()
-	if err := checkCount("documents", "document", len(docs), maxItems); err != nil {
-		return err
-	}
-	seen := map[string]int{}
-	for i, d := range docs {
-		if err := validate.ID(field("documents", i, "documentId"), d.GetDocumentId()); err != nil {
-			return err
-		}
-		if err := checkUnique("documents", "documentId", i, d.GetDocumentId(), seen); err != nil {
-			return err
-		}
+	return checkItems("documents", "document", "documentId", len(docs), func(i int) string { return docs[i].GetDocumentId() }, func(i int) error {
+		d := docs[i]
 		if d.DocumentName == nil && d.FolderId == nil && d.Disabled == nil {
 			return apierr.InvalidArgument("documents[%d] must change documentName, folderId or disabled.", i)
 		}
 		if err := validate.Name(field("documents", i, "documentName"), trim(d.GetDocumentName()), maxDocumentNameLength); err != nil {
 			return err
 		}
-		if err := validate.OptionalID(field("documents", i, "folderId"), d.GetFolderId()); err != nil {
-			return err
-		}
-	}
-	return nil
+		return validate.OptionalID(field("documents", i, "folderId"), d.GetFolderId())
+	})
 }
 
 func (s *Server) UpdateDocuments(ctx context.Context, req *documentsv1.UpdateDocumentsRequest) (*documentsv1.ItemResultsResponse, error) {
@@ -211,11 +175,11 @@ func (s *Server) UpdateDocuments(ctx context.Context, req *documentsv1.UpdateDoc
 			folderIDs = append(folderIDs, d.GetFolderId())
 		}
 	}
-	existing, err := s.existingDocuments(ctx, c.APIKey, org, docIDs)
+	existing, err := idSet(s.documentsByID(ctx, c.APIKey, org, docIDs))
 	if err != nil {
 		return nil, err
 	}
-	folders, err := s.existingFolders(ctx, c.APIKey, org, folderIDs)
+	folders, err := idSet(s.foldersByID(ctx, c.APIKey, org, folderIDs))
 	if err != nil {
 		return nil, err
 	}
@@ -391,7 +355,7 @@ func (s *Server) GetDocuments(ctx context.Context, req *documentsv1.GetDocuments
 		return nil, err
 	}
 	if folder != "" {
-		found, err := s.existingFolders(ctx, c.APIKey, org, []string{folder})
+		found, err := idSet(s.foldersByID(ctx, c.APIKey, org, []string{folder}))
 		if err != nil {
 			return nil, err
 		}
@@ -415,76 +379,4 @@ func (s *Server) GetDocuments(ctx context.Context, req *documentsv1.GetDocuments
 		return nil, err
 	}
 	return resp, nil
-}
-
-// checkAccessUpdate checks Update Access for Documents / Folders.
-func checkAccessUpdate(org, idsField string, ids []string, accessType string) ([]string, error) {
-	if err := validate.ID("organizationId", org); err != nil {
-		return nil, err
-	}
-	ids, err := validate.IDs(idsField, ids, true, maxIDs)
-	if err != nil {
-		return nil, err
-	}
-	if err := validate.AccessType("accessType", accessType); err != nil {
-		return nil, err
-	}
-	return ids, nil
-}
-
-func (s *Server) UpdateDocumentAccess(ctx context.Context, req *documentsv1.UpdateDocumentAccessRequest) (*documentsv1.AccessResultsResponse, error) {
-	c, err := authn.RequireCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	org, at := req.GetOrganizationId(), req.GetAccessType()
-	ids, err := checkAccessUpdate(org, "documentIds", req.GetDocumentIds(), at)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.requireOrg(ctx, c.APIKey, org); err != nil {
-		return nil, err
-	}
-	data := map[string]*documentsv1.AccessResult{}
-	for _, id := range ids {
-		// The document's own type wins over its folder's, so the effective type is the one set.
-		_, err := s.store.UpdateDocument(ctx, c.APIKey, org, id, DocumentPatch{AccessType: &at})
-		switch {
-		case errors.Is(err, ErrNotFound):
-			data[id] = &documentsv1.AccessResult{Success: false, AccessType: at, Message: msgDocumentMissing}
-		case err != nil:
-			return nil, fmt.Errorf("update document access: %w", err)
-		default:
-			data[id] = &documentsv1.AccessResult{Success: true, AccessType: at, Message: "Document access type updated."}
-		}
-	}
-	return &documentsv1.AccessResultsResponse{Status: statusSuccess, Message: "Updated access for documents successfully.", Data: data}, nil
-}
-
-func (s *Server) UpdateFolderAccess(ctx context.Context, req *documentsv1.UpdateFolderAccessRequest) (*documentsv1.AccessResultsResponse, error) {
-	c, err := authn.RequireCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	org, at := req.GetOrganizationId(), req.GetAccessType()
-	ids, err := checkAccessUpdate(org, "folderIds", req.GetFolderIds(), at)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.requireOrg(ctx, c.APIKey, org); err != nil {
-		return nil, err
-	}
-	data := map[string]*documentsv1.AccessResult{}
-	for _, id := range ids {
-		_, err := s.store.UpdateFolder(ctx, c.APIKey, org, id, FolderPatch{AccessType: &at})
-		switch {
-		case errors.Is(err, ErrNotFound):
-			data[id] = &documentsv1.AccessResult{Success: false, AccessType: at, Message: msgFolderMissing}
-		case err != nil:
-			return nil, fmt.Errorf("update folder access: %w", err)
-		default:
-			data[id] = &documentsv1.AccessResult{Success: true, AccessType: at, Message: "Folder access type updated."}
-		}
-	}
-	return &documentsv1.AccessResultsResponse{Status: statusSuccess, Message: "Updated access for folders successfully.", Data: data}, nil
 }

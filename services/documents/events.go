@@ -18,44 +18,29 @@ import (
 // Every change is scoped by generation: a late delivery of an organization's or a document's
 // deletion removes the generation that was deleted, never one created since under the same id.
 func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
-	var apply func(apiKey, org string) error
-	orgGen := e.GetOrganizationGeneration()
-	switch p := e.GetPayload().(type) {
-	case *lifecyclev1.Event_OrganizationDeleted:
-		apply = func(apiKey, org string) error { return s.store.DeleteOrganization(ctx, apiKey, org, orgGen) }
-	case *lifecyclev1.Event_DocumentsDeleted:
-		docs, err := lifecycle.DeletedDocuments(e, p.DocumentsDeleted)
-		if err != nil {
-			return err
-		}
-		apply = func(apiKey, org string) error { return s.store.DeleteDocuments(ctx, apiKey, org, docs) }
-	case *lifecyclev1.Event_FolderDeleted:
-		if p.FolderDeleted.GetFolderId() == "" {
-			return lifecycle.Invalid(e, "folder id")
-		}
-		apply = func(apiKey, org string) error {
-			return s.applyFolderDeleted(ctx, apiKey, org, p.FolderDeleted.GetFolderId(), p.FolderDeleted.GetGeneration())
-		}
-	case *lifecyclev1.Event_DocumentMigrated:
-		m := p.DocumentMigrated
-		if m.GetFromDocumentId() == "" || m.GetToDocumentId() == "" {
-			return lifecycle.Invalid(e, "document ids")
-		}
-		apply = func(apiKey, org string) error { return s.applyMigration(ctx, apiKey, org, m) }
-	default:
-		// location.data_deleted: this service holds no feature data tied to locations (those
-		// live with the features' services). users.removed: users and grants live in the users
-		// and access services. Types this version does not know: nothing of ours to change.
-		return nil
-	}
-	apiKey, org, err := lifecycle.Scoped(e)
+	// location.data_deleted: this service holds no feature data tied to locations (those live
+	// with the features' services). users.removed: users and grants live in the users and
+	// access services. Types this version does not know: nothing of ours to change.
+	handled, err := lifecycle.Dispatch(ctx, e, lifecycle.Handlers{
+		OrganizationDeleted: func(ctx context.Context, sc lifecycle.Scope) error {
+			return s.store.DeleteOrganization(ctx, sc.APIKey, sc.OrganizationID, sc.OrganizationGeneration)
+		},
+		DocumentsDeleted: func(ctx context.Context, sc lifecycle.Scope, docs []lifecycle.Incarnation) error {
+			return s.store.DeleteDocuments(ctx, sc.APIKey, sc.OrganizationID, docs)
+		},
+		FolderDeleted: func(ctx context.Context, sc lifecycle.Scope, f lifecycle.Incarnation) error {
+			return s.applyFolderDeleted(ctx, sc.APIKey, sc.OrganizationID, f.ID, f.Generation)
+		},
+		DocumentMigrated: func(ctx context.Context, sc lifecycle.Scope, m lifecycle.Migration) error {
+			return s.applyMigration(ctx, sc.APIKey, sc.OrganizationID, m)
+		},
+	})
 	if err != nil {
-		return err
-	}
-	if err := apply(apiKey, org); err != nil {
 		return fmt.Errorf("documents: apply %s %s: %w", e.GetType(), e.GetId(), err)
 	}
-	s.log.DebugContext(ctx, "documents: event applied", "event_id", e.GetId(), "type", e.GetType(), "organization_id", org)
+	if handled {
+		s.log.DebugContext(ctx, "documents: event applied", "event_id", e.GetId(), "type", e.GetType(), "organization_id", e.GetOrganizationId())
+	}
 	return nil
 }
 
@@ -63,7 +48,7 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 // document since Delete Folders checked it is refused for good (FailedPrecondition), which stops
 // the event before other services drop the folder's grants.
 func (s *Server) applyFolderDeleted(ctx context.Context, apiKey, org, id, gen string) error {
-	found, err := s.existingFolders(ctx, apiKey, org, []string{id})
+	found, err := idSet(s.foldersByID(ctx, apiKey, org, []string{id}))
 	if err != nil || !found[id] {
 		return err // gone already: done
 	}

@@ -20,17 +20,8 @@ func checkAddFolders(req *documentsv1.AddFoldersRequest) error {
 		return err
 	}
 	folders := req.GetFolders()
-	if err := checkCount("folders", "folder", len(folders), maxItems); err != nil {
-		return err
-	}
-	seen := map[string]int{}
-	for i, f := range folders {
-		if err := validate.ID(field("folders", i, "folderId"), f.GetFolderId()); err != nil {
-			return err
-		}
-		if err := checkUnique("folders", "folderId", i, f.GetFolderId(), seen); err != nil {
-			return err
-		}
+	return checkItems("folders", "folder", "folderId", len(folders), func(i int) string { return folders[i].GetFolderId() }, func(i int) error {
+		f := folders[i]
 		if err := validate.Name(field("folders", i, "folderName"), trim(f.GetFolderName()), maxNameLength); err != nil {
 			return err
 		}
@@ -41,12 +32,10 @@ func checkAddFolders(req *documentsv1.AddFoldersRequest) error {
 			return apierr.InvalidArgument("%s must not be the folder itself.", field("folders", i, "parentFolderId"))
 		}
 		if at := f.GetAccessType(); at != "" {
-			if err := validate.AccessType(field("folders", i, "accessType"), at); err != nil {
-				return err
-			}
+			return validate.AccessType(field("folders", i, "accessType"), at)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func (s *Server) AddFolders(ctx context.Context, req *documentsv1.AddFoldersRequest) (*documentsv1.ItemResultsResponse, error) {
@@ -179,28 +168,16 @@ func checkUpdateFolders(req *documentsv1.UpdateFoldersRequest) error {
 		return err
 	}
 	folders := req.GetFolders()
-	if err := checkCount("folders", "folder", len(folders), maxItems); err != nil {
-		return err
-	}
-	seen := map[string]int{}
-	for i, f := range folders {
-		if err := validate.ID(field("folders", i, "folderId"), f.GetFolderId()); err != nil {
-			return err
-		}
-		if err := checkUnique("folders", "folderId", i, f.GetFolderId(), seen); err != nil {
-			return err
-		}
+	return checkItems("folders", "folder", "folderId", len(folders), func(i int) string { return folders[i].GetFolderId() }, func(i int) error {
+		f := folders[i]
 		if f.FolderName == nil && f.ParentFolderId == nil {
 			return apierr.InvalidArgument("folders[%d] must change folderName or parentFolderId.", i)
 		}
 		if err := validate.Name(field("folders", i, "folderName"), trim(f.GetFolderName()), maxNameLength); err != nil {
 			return err
 		}
-		if err := validate.OptionalID(field("folders", i, "parentFolderId"), f.GetParentFolderId()); err != nil {
-			return err
-		}
-	}
-	return nil
+		return validate.OptionalID(field("folders", i, "parentFolderId"), f.GetParentFolderId())
+	})
 }
 
 func (s *Server) UpdateFolders(ctx context.Context, req *documentsv1.UpdateFoldersRequest) (*documentsv1.ItemResultsResponse, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/cursor"
+	"github.com/collab/collab/internal/validate"
 )
 
 // checkCount requires 1 to limit items in the list called field.
@@ -17,6 +18,28 @@ func checkCount(field, item string, n, limit int) error {
 	}
 	if n > limit {
 		return apierr.InvalidArgument("%s must contain at most %d %ss.", field, limit, item)
+	}
+	return nil
+}
+
+// checkItems checks a list of items keyed by an id (the documents or folders of an add or an
+// update): 1 to maxItems of them, each item's id valid and not repeated, then rest(i) for the
+// item's other fields, item by item, so the first bad field in list order is the one named.
+func checkItems(list, item, idField string, n int, id func(i int) string, rest func(i int) error) error {
+	if err := checkCount(list, item, n, maxItems); err != nil {
+		return err
+	}
+	seen := map[string]int{}
+	for i := range n {
+		if err := validate.ID(field(list, i, idField), id(i)); err != nil {
+			return err
+		}
+		if err := checkUnique(list, idField, i, id(i), seen); err != nil {
+			return err
+		}
+		if err := rest(i); err != nil {
+			return err
+		}
 	}
 	return nil
 }

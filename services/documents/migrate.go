@@ -95,8 +95,8 @@ func (s *Server) GetMigrationStatus(ctx context.Context, req *documentsv1.GetMig
 // is removed, and marked with the migration id, so a redelivery after a crash between the two
 // writes recognises its own copy and finishes; a document at the new id that is not that copy
 // is a conflict, which fails the migration for good before any other service moves anything.
-func (s *Server) applyMigration(ctx context.Context, apiKey, org string, m *lifecyclev1.DocumentMigrated) error {
-	from, to, migration := m.GetFromDocumentId(), m.GetToDocumentId(), m.GetMigrationId()
+func (s *Server) applyMigration(ctx context.Context, apiKey, org string, m lifecycle.Migration) error {
+	from, to, migration := m.From, m.To, m.ID
 	// A concurrent writer can take the new id between the read and the insert: then decide
 	// again on what is there.
 	for range 2 {

@@ -978,6 +978,44 @@ func TestBadInputWritesNothing(t *testing.T) {
 			_, err := s.UpdateFolderAccess(k1, &documentsv1.UpdateFolderAccessRequest{OrganizationId: "o", FolderIds: make31("f"), AccessType: "public"})
 			return err
 		}},
+		// The folder side of the access update and of the item checkers, which share their code
+		// with the document side.
+		{"organizationId is required.", func() error {
+			_, err := s.UpdateFolderAccess(k1, &documentsv1.UpdateFolderAccessRequest{FolderIds: []string{"f"}, AccessType: "public"})
+			return err
+		}},
+		{"accessType is required.", func() error {
+			_, err := s.UpdateFolderAccess(k1, &documentsv1.UpdateFolderAccessRequest{OrganizationId: "o", FolderIds: []string{"f"}})
+			return err
+		}},
+		{"folderIds[1] must not contain control characters.", func() error {
+			_, err := s.UpdateFolderAccess(k1, &documentsv1.UpdateFolderAccessRequest{OrganizationId: "o", FolderIds: []string{"f", "bad\u0007id"}, AccessType: "public"})
+			return err
+		}},
+		{"folders[1].folderId repeats folders[0].folderId: each id may appear once.", func() error {
+			_, err := s.AddFolders(k1, &documentsv1.AddFoldersRequest{OrganizationId: "o", Folders: []*documentsv1.Folder{{FolderId: "x"}, {FolderId: "x"}}})
+			return err
+		}},
+		{"folders[0].folderId must not contain control characters.", func() error {
+			_, err := s.AddFolders(k1, &documentsv1.AddFoldersRequest{OrganizationId: "o", Folders: []*documentsv1.Folder{{FolderId: "a\x00"}}})
+			return err
+		}},
+		{"folders must contain at most 100 folders.", func() error {
+			_, err := s.UpdateFolders(k1, &documentsv1.UpdateFoldersRequest{OrganizationId: "o", Folders: make([]*documentsv1.FolderUpdate, 101)})
+			return err
+		}},
+		{"documents must contain at most 100 documents.", func() error {
+			_, err := s.UpdateDocuments(k1, &documentsv1.UpdateDocumentsRequest{OrganizationId: "o", Documents: make([]*documentsv1.DocumentUpdate, 101)})
+			return err
+		}},
+		{"documents[1].documentId repeats documents[0].documentId: each id may appear once.", func() error {
+			_, err := s.UpdateDocuments(k1, &documentsv1.UpdateDocumentsRequest{OrganizationId: "o", Documents: []*documentsv1.DocumentUpdate{{DocumentId: "x", Disabled: ptr(true)}, {DocumentId: "x", Disabled: ptr(true)}}})
+			return err
+		}},
+		{"folders[0].folderName must be at most 200 characters.", func() error {
+			_, err := s.UpdateFolders(k1, &documentsv1.UpdateFoldersRequest{OrganizationId: "o", Folders: []*documentsv1.FolderUpdate{{FolderId: "f", FolderName: ptr(strings.Repeat("x", 201))}}})
+			return err
+		}},
 		{"newDocumentId is required.", func() error {
 			_, err := s.MigrateDocument(k1, &documentsv1.MigrateDocumentRequest{OrganizationId: "o", DocumentId: "d"})
 			return err

@@ -12,10 +12,10 @@ import (
 // not among them: neither has a location (docs/api.md "Memory and agents").
 var consumes = []string{lifecycle.OrganizationDeleted, lifecycle.DocumentDeleted, lifecycle.DocumentMigrated}
 
-// HandleEvent applies the lifecycle events to judgments and executions (lifecycle.ApplyToMarked).
-// Idempotent: deletions and moves may run twice.
+// HandleEvent applies the lifecycle events to judgments and executions
+// (lifecycle.MarkedHandlers). Idempotent: deletions and moves may run twice.
 func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
-	_, err := lifecycle.ApplyToMarked(ctx, s.store, e)
+	_, err := lifecycle.Dispatch(ctx, e, lifecycle.MarkedHandlers(s.store))
 	return err
 }
 

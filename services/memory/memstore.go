@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/collab/collab/internal/ids"
+	"github.com/collab/collab/internal/lifecycle"
 )
 
 // MemoryStore keeps everything in the process.
@@ -16,17 +17,15 @@ import (
 // never changed: a write replaces it with a new value, so ScanJudgments can hand out the
 // store's own values (read-only) without copying 4 KiB of vectors per judgment.
 type MemoryStore struct {
-	mu         sync.RWMutex
-	orgs       map[orgKey]*orgJudgments
-	execs      map[string]map[string]*Execution // apiKey -> id -> execution
-	tombstones map[tombKey]struct{}
-	moves      map[tombKey]string
+	// The generation markers (Bury, Buried, MarkMoved, MovedTo), under their own lock.
+	*lifecycle.MemoryMarkers
+
+	mu    sync.RWMutex
+	orgs  map[orgKey]*orgJudgments
+	execs map[string]map[string]*Execution // apiKey -> id -> execution
 }
 
-type (
-	orgKey  struct{ apiKey, orgID string }
-	tombKey struct{ apiKey, orgID, kind, id, gen string }
-)
+type orgKey struct{ apiKey, orgID string }
 
 // orgJudgments are one organization's judgments: byID and the per-document buckets hold the
 // same values.
@@ -71,10 +70,9 @@ func (b *bucket) remove(id string) {
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
 	return &MemoryStore{
-		orgs:       map[orgKey]*orgJudgments{},
-		execs:      map[string]map[string]*Execution{},
-		tombstones: map[tombKey]struct{}{},
-		moves:      map[tombKey]string{},
+		MemoryMarkers: lifecycle.NewMemoryMarkers(lifecycle.ByID),
+		orgs:          map[orgKey]*orgJudgments{},
+		execs:         map[string]map[string]*Execution{},
 	}
 }
 
@@ -420,33 +418,6 @@ func (s *MemoryStore) MoveDocument(_ context.Context, apiKey, orgID, from, to, g
 		}
 	}
 	return nil
-}
-
-func (s *MemoryStore) Bury(_ context.Context, apiKey, orgID, kind, id, gen string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tombstones[tombKey{apiKey, orgID, kind, id, gen}] = struct{}{}
-	return nil
-}
-
-func (s *MemoryStore) Buried(_ context.Context, apiKey, orgID, kind, id, gen string) (bool, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	_, ok := s.tombstones[tombKey{apiKey, orgID, kind, id, gen}]
-	return ok, nil
-}
-
-func (s *MemoryStore) MarkMoved(_ context.Context, apiKey, orgID, docID, gen, to string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.moves[tombKey{apiKey, orgID, KindDocument, docID, gen}] = to
-	return nil
-}
-
-func (s *MemoryStore) MovedTo(_ context.Context, apiKey, orgID, docID, gen string) (string, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.moves[tombKey{apiKey, orgID, KindDocument, docID, gen}], nil
 }
 
 func (s *MemoryStore) Ping(context.Context) error { return nil }

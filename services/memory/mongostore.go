@@ -6,14 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
-	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/collab/collab/internal/ids"
+	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/mongodb"
 )
 
@@ -24,28 +23,32 @@ import (
 //     _id = (apiKey, org, recordId)
 //   - executions: an agent execution; _id = (apiKey, id)
 //   - finished: the one finish of an execution; _id = (apiKey, id)
-//   - tombstones: a buried generation or a migration; _id = (apiKey, org, kind, id, gen)
+//   - tombstones: a buried generation or a migration mark (lifecycle.MongoMarkers, layout
+//     ByID)
 //
 // Search stays exact: ScanJudgments loads the scope's judgments that pass the filters (the
 // filters are in the query, on indexed fields) with the one vector the search reads, and the
 // server scores them in Go. That reads about 2 KiB per judgment of the scope (512 float32s
 // plus the fields), so a search costs a scan of its scope (docs/api.md "Memory and agents").
 type MongoStore struct {
+	// The generation markers (Bury, Buried, MarkMoved, MovedTo), which readers also consult
+	// (deadGenerations).
+	*lifecycle.MongoMarkers
+
 	db         *mongo.Database
 	judgments  *mongo.Collection
 	executions *mongo.Collection
 	finished   *mongo.Collection
-	tombstones *mongo.Collection
 }
 
 // NewMongoStore returns a store on db and creates its indexes.
 func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error) {
 	s := &MongoStore{
-		db:         db,
-		judgments:  db.Collection("judgments"),
-		executions: db.Collection("executions"),
-		finished:   db.Collection("finished"),
-		tombstones: db.Collection("tombstones"),
+		MongoMarkers: lifecycle.NewMongoMarkers(db.Collection("tombstones"), lifecycle.ByID),
+		db:           db,
+		judgments:    db.Collection("judgments"),
+		executions:   db.Collection("executions"),
+		finished:     db.Collection("finished"),
 	}
 	index := mongodb.Index
 	if err := mongodb.EnsureIndexes(ctx, s.judgments,
@@ -436,54 +439,6 @@ func (s *MongoStore) MoveDocument(ctx context.Context, apiKey, orgID, from, to, 
 	return nil
 }
 
-func tombstoneKey(apiKey, orgID, kind, id, gen string) string {
-	return mongodb.Key(apiKey, orgID, kind, id, gen)
-}
-
-func (s *MongoStore) Bury(ctx context.Context, apiKey, orgID, kind, id, gen string) error {
-	_, err := s.tombstones.InsertOne(ctx, bson.M{"_id": tombstoneKey(apiKey, orgID, kind, id, gen)})
-	if err != nil && !mongodb.IsDuplicateKey(err) {
-		return fmt.Errorf("memory store: bury: %w", err)
-	}
-	return nil
-}
-
-func (s *MongoStore) Buried(ctx context.Context, apiKey, orgID, kind, id, gen string) (bool, error) {
-	err := s.tombstones.FindOne(ctx, bson.M{"_id": tombstoneKey(apiKey, orgID, kind, id, gen)},
-		options.FindOne().SetProjection(bson.M{"_id": 1})).Err()
-	switch {
-	case errors.Is(err, mongo.ErrNoDocuments):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("memory store: buried: %w", err)
-	}
-	return true, nil
-}
-
-// Moves live beside the tombstones, under the kind "moved".
-func (s *MongoStore) MarkMoved(ctx context.Context, apiKey, orgID, docID, gen, to string) error {
-	_, err := s.tombstones.UpdateOne(ctx, bson.M{"_id": tombstoneKey(apiKey, orgID, "moved", docID, gen)},
-		bson.M{"$set": bson.M{"to": to}}, options.UpdateOne().SetUpsert(true))
-	if err != nil && !mongodb.IsDuplicateKey(err) {
-		return fmt.Errorf("memory store: mark moved: %w", err)
-	}
-	return nil
-}
-
-func (s *MongoStore) MovedTo(ctx context.Context, apiKey, orgID, docID, gen string) (string, error) {
-	var doc struct {
-		To string `bson:"to"`
-	}
-	err := s.tombstones.FindOne(ctx, bson.M{"_id": tombstoneKey(apiKey, orgID, "moved", docID, gen)}).Decode(&doc)
-	switch {
-	case errors.Is(err, mongo.ErrNoDocuments):
-		return "", nil
-	case err != nil:
-		return "", fmt.Errorf("memory store: moved to: %w", err)
-	}
-	return doc.To, nil
-}
-
 func (s *MongoStore) Ping(ctx context.Context) error {
 	if err := s.db.Client().Ping(ctx, nil); err != nil {
 		return fmt.Errorf("memory store: ping: %w", err)
@@ -506,25 +461,9 @@ func (d deadSet) has(orgGen, docGen string) bool {
 // such records (docs/architecture.md: records under a dead generation are never read). The
 // memory store needs none of this: its records die with the process.
 func (s *MongoStore) deadGenerations(ctx context.Context, apiKey string) (deadSet, error) {
-	prefix := mongodb.Key(apiKey, "")
-	cur, err := s.tombstones.Find(ctx, bson.M{"_id": bson.M{"$regex": "^" + regexp.QuoteMeta(prefix)}},
-		options.Find().SetProjection(bson.M{"_id": 1}))
+	dead, err := s.BuriedGenerations(ctx, apiKey)
 	if err != nil {
-		return nil, fmt.Errorf("memory store: buried generations: %w", err)
-	}
-	var docs []struct {
-		Key string `bson:"_id"`
-	}
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, fmt.Errorf("memory store: buried generations: %w", err)
-	}
-	dead := deadSet{}
-	for _, d := range docs {
-		// apiKey, organization, kind, id, generation
-		parts := strings.Split(d.Key, "\x1f")
-		if len(parts) == 5 && (parts[2] == KindOrganization || parts[2] == KindDocument) && parts[4] != "" {
-			dead[parts[4]] = true
-		}
+		return nil, fmt.Errorf("memory store: %w", err)
 	}
 	return dead, nil
 }

@@ -630,6 +630,16 @@ func TestLifecycle(t *testing.T) {
 	if l, _ := h.srv.ListAgentExecutions(k1, &memoryv1.ListAgentExecutionsRequest{DocumentId: "d2"}); len(l.GetItems()) != 1 {
 		t.Fatalf("executions after migration: %v", l)
 	}
+	// A migration naming no new id is refused for good; the judgments keep their document (they
+	// were moved to the empty id).
+	err := h.srv.HandleEvent(context.Background(), &lifecyclev1.Event{Id: "bad", ApiKey: "k1", OrganizationId: "o", Type: lifecycle.DocumentMigrated, OrganizationGeneration: "g1",
+		Payload: &lifecyclev1.Event_DocumentMigrated{DocumentMigrated: &lifecyclev1.DocumentMigrated{FromDocumentId: "d2", Generation: "dg1"}}})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("migration to no id: %v", err)
+	}
+	if got := h.search(t, &memoryv1.SearchJudgmentsRequest{RecencyDays: i32(1), OrganizationId: "o", DocumentId: "d2"}); !slices.Equal(recordIDs(got), []string{"a"}) {
+		t.Fatalf("after a migration to no id: %v", recordIDs(got))
+	}
 	// A judgment recorded for the old id after the migration follows it.
 	h.record(t, &memoryv1.NewJudgment{RecordId: "late", DocumentId: "d", Decision: "approve"})
 	if got := h.search(t, &memoryv1.SearchJudgmentsRequest{RecencyDays: i32(1), OrganizationId: "o", DocumentId: "d2"}); !slices.Equal(recordIDs(got), []string{"a", "late"}) && !slices.Equal(recordIDs(got), []string{"late", "a"}) {
@@ -643,7 +653,7 @@ func TestLifecycle(t *testing.T) {
 	// A write under a generation buried meanwhile is swept and answers NOT_FOUND.
 	deliver(&lifecyclev1.Event{Type: lifecycle.OrganizationDeleted, OrganizationGeneration: "g1",
 		Payload: &lifecyclev1.Event_OrganizationDeleted{OrganizationDeleted: &lifecyclev1.OrganizationDeleted{}}})
-	_, err := h.srv.RecordJudgments(k1, &memoryv1.RecordJudgmentsRequest{OrganizationId: "o", Judgments: []*memoryv1.NewJudgment{jdg("z", "approve", "x")}})
+	_, err = h.srv.RecordJudgments(k1, &memoryv1.RecordJudgmentsRequest{OrganizationId: "o", Judgments: []*memoryv1.NewJudgment{jdg("z", "approve", "x")}})
 	wantErr(t, err, codes.NotFound, "Organization does not exist.")
 	if got := h.search(t, &memoryv1.SearchJudgmentsRequest{RecencyDays: i32(1)}); len(got.GetResults()) != 0 || got.GetTotalInScope() != 0 {
 		t.Fatalf("after organization deletion: %v", recordIDs(got))

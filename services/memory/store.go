@@ -156,7 +156,7 @@ type ExecutionPosition struct {
 	ID        string
 }
 
-// Kinds of buried generations: lifecycle.Settle and ApplyToMarked name them.
+// Kinds of buried generations: lifecycle.Settle and MarkedHandlers name them.
 const (
 	KindOrganization = lifecycle.KindOrganization
 	KindDocument     = lifecycle.KindDocument
@@ -201,7 +201,7 @@ type Store interface {
 	ListExecutions(ctx context.Context, apiKey string, f ExecutionFilter, after *ExecutionPosition, desc bool, limit int) ([]*Execution, error)
 
 	// Judgments and executions follow their organization's and document's deletions and
-	// migrations by the generations they were written under (lifecycle.ApplyToMarked,
+	// migrations by the generations they were written under (lifecycle.MarkedHandlers,
 	// lifecycle.Settle).
 	lifecycle.Marked
 

@@ -18,39 +18,28 @@ import (
 // (lifecycle.Ref), and so are the changes: a late delivery removes what the deleted generation
 // had, never what one created since under the same ids has.
 func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
-	var apply func(apiKey, orgRef string) error
-	switch p := e.GetPayload().(type) {
-	case *lifecyclev1.Event_OrganizationDeleted:
-		apply = func(apiKey, orgRef string) error { return s.store.DeleteOrganization(ctx, apiKey, orgRef) }
-	case *lifecyclev1.Event_DocumentsDeleted:
-		deleted, err := lifecycle.DeletedDocuments(e, p.DocumentsDeleted)
-		if err != nil {
-			return err
-		}
-		docs := lifecycle.Refs(deleted)
-		apply = func(apiKey, orgRef string) error { return s.store.DeleteDocuments(ctx, apiKey, orgRef, docs) }
-	case *lifecyclev1.Event_DocumentMigrated:
-		m := p.DocumentMigrated
-		if m.GetFromDocumentId() == "" || m.GetToDocumentId() == "" {
-			return lifecycle.Invalid(e, "document ids")
-		}
-		from, to := lifecycle.Ref(m.GetFromDocumentId(), m.GetGeneration()), lifecycle.Ref(m.GetToDocumentId(), m.GetGeneration())
-		apply = func(apiKey, orgRef string) error { return s.store.MoveDocument(ctx, apiKey, orgRef, from, to) }
-	case *lifecyclev1.Event_UsersRemoved:
-		apply = func(apiKey, orgRef string) error { return s.removeUsers(ctx, apiKey, orgRef, p.UsersRemoved) }
-	default:
-		// folder.deleted (folder grants live in access), location.data_deleted (no feature data
-		// here) and types this version does not know: nothing of ours to change.
-		return nil
-	}
-	apiKey, org, err := lifecycle.Scoped(e)
+	// folder.deleted (folder grants live in access), location.data_deleted (no feature data
+	// here) and types this version does not know: nothing of ours to change.
+	handled, err := lifecycle.Dispatch(ctx, e, lifecycle.Handlers{
+		OrganizationDeleted: func(ctx context.Context, sc lifecycle.Scope) error {
+			return s.store.DeleteOrganization(ctx, sc.APIKey, sc.OrgRef())
+		},
+		DocumentsDeleted: func(ctx context.Context, sc lifecycle.Scope, docs []lifecycle.Incarnation) error {
+			return s.store.DeleteDocuments(ctx, sc.APIKey, sc.OrgRef(), lifecycle.Refs(docs))
+		},
+		DocumentMigrated: func(ctx context.Context, sc lifecycle.Scope, m lifecycle.Migration) error {
+			return s.store.MoveDocument(ctx, sc.APIKey, sc.OrgRef(), lifecycle.Ref(m.From, m.Generation), lifecycle.Ref(m.To, m.Generation))
+		},
+		UsersRemoved: func(ctx context.Context, sc lifecycle.Scope, r *lifecyclev1.UsersRemoved) error {
+			return s.removeUsers(ctx, sc.APIKey, sc.OrgRef(), r)
+		},
+	})
 	if err != nil {
-		return err
-	}
-	if err := apply(apiKey, lifecycle.Ref(org, e.GetOrganizationGeneration())); err != nil {
 		return fmt.Errorf("users: apply %s %s: %w", e.GetType(), e.GetId(), err)
 	}
-	s.log.DebugContext(ctx, "users: event applied", "event_id", e.GetId(), "type", e.GetType(), "organization_id", org)
+	if handled {
+		s.log.DebugContext(ctx, "users: event applied", "event_id", e.GetId(), "type", e.GetType(), "organization_id", e.GetOrganizationId())
+	}
 	return nil
 }
 
