@@ -116,7 +116,7 @@ func TestSplitProcesses(t *testing.T) {
 	// A notification fans out in its process, reading members from users in another.
 	gw.call("/v2/users/add", k, map[string]any{"organizationId": "o2", "createOrganization": true, "users": users("u1", "u2")}).data(t, "")
 	gw.call("/v2/notifications/add", k, map[string]any{"organizationId": "o2", "documentId": "d", "createDocument": true, "actionUser": map[string]any{"userId": "u1"},
-		"displayHeadlineMessageTemplate": "hi", "displayBodyMessage": "b"}).data(t, "")
+		"displayHeadlineMessageTemplate": "hi", "displayBodyMessage": "b", "notifyUsers": []any{}}).data(t, "")
 	eventually(t, "u2's inbox across processes", func() bool {
 		return len(gw.call("/v2/notifications/get", k, map[string]any{"organizationId": "o2", "userId": "u2"}).ok(t)["data"].([]any)) == 1
 	})

@@ -22,10 +22,12 @@ var (
 	requestTypesList []protoreflect.MessageType
 )
 
-// requestTypes is every request message of the API, in a fixed order, for the targets to pick
-// from by number.
+// requestTypes is every request message of the API the tests import, in a fixed order, then
+// the test message with presence rules (PReq, presence_test.go), for the targets to pick from by
+// number. (PReq comes last so that the numbers of the seed corpus keep their messages.)
 func requestTypes(t testing.TB) []protoreflect.MessageType {
 	apiTypes(t) // the API's packages are imported (wire_test.go), and registered
+	presenceReq := presenceType(t, "PReq")
 	requestTypesOnce.Do(func() {
 		protoregistry.GlobalTypes.RangeMessages(func(mt protoreflect.MessageType) bool {
 			name := string(mt.Descriptor().FullName())
@@ -37,6 +39,7 @@ func requestTypes(t testing.TB) []protoreflect.MessageType {
 		slices.SortFunc(requestTypesList, func(a, b protoreflect.MessageType) int {
 			return strings.Compare(string(a.Descriptor().FullName()), string(b.Descriptor().FullName()))
 		})
+		requestTypesList = append(requestTypesList, presenceReq)
 	})
 	if len(requestTypesList) < 30 {
 		t.Fatalf("only %d request types", len(requestTypesList))
@@ -56,6 +59,8 @@ var cleanMessages = []*regexp.Regexp{
 	regexp.MustCompile(`(?s)^data(\.|\[).* (must be a string|must be a boolean|must be an integer|is out of range|must be a number|must be a base64 string|must be an object|must be an array|must be an array of (strings|booleans|objects|values|numbers)|must not be null|has an unknown value ".*")\.$`),
 	regexp.MustCompile(`^data must be (an object|an array|a string|a boolean|a number|an integer|a base64 string)\.$`),
 	regexp.MustCompile(`(?s)^Unknown field data(\.|\[).*; did you mean [A-Za-z0-9_]+\?$`),
+	// A (required) field: its path in JSON names, map keys as written.
+	regexp.MustCompile(`(?s)^[A-Za-z0-9_]+(\[[0-9]+\]|\..*)*\.?[A-Za-z0-9_]* is required\.$`),
 }
 
 // checkRefusal fails the test unless err is nil or a clean *InputError.
@@ -77,7 +82,8 @@ func checkRefusal(t *testing.T, body []byte, err error) {
 }
 
 // (a) When the fast decoder accepts a body, protojson (the slow path) accepts it too and fills
-// the same message; and so does Unmarshal.
+// the same message; and Unmarshal gives that message with the presence rules applied
+// (presence.go), or their refusal.
 func FuzzDecodeRequest(f *testing.F) {
 	types := requestTypes(f)
 	f.Fuzz(func(t *testing.T, sel uint16, body []byte) {
@@ -93,9 +99,18 @@ func FuzzDecodeRequest(f *testing.F) {
 		if !proto.Equal(fast, slow) {
 			t.Fatalf("%s: the decoders disagree on %q:\nfast %v\nslow %v", mt.Descriptor().FullName(), body, fast, slow)
 		}
+		refusal := applyPresence(body, fast.ProtoReflect())
+		checkRefusal(t, body, refusal)
 		whole := mt.New().Interface()
-		if err := Unmarshal(body, whole); err != nil || !proto.Equal(whole, fast) {
-			t.Fatalf("%s: Unmarshal of %q = %v, %v; the fast decoder gave %v", mt.Descriptor().FullName(), body, err, whole, fast)
+		err := Unmarshal(body, whole)
+		if refusal != nil {
+			if err == nil || err.Error() != refusal.Error() || proto.Size(whole) != 0 {
+				t.Fatalf("%s: Unmarshal of %q = %v, %v; the presence rules refuse it: %v", mt.Descriptor().FullName(), body, err, whole, refusal)
+			}
+			return
+		}
+		if err != nil || !proto.Equal(whole, fast) {
+			t.Fatalf("%s: Unmarshal of %q = %v, %v; the fast decoder and the presence rules gave %v", mt.Descriptor().FullName(), body, err, whole, fast)
 		}
 	})
 }
