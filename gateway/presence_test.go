@@ -11,6 +11,7 @@ import (
 	"github.com/collab/collab/internal/protoset"
 	notificationsv1 "github.com/collab/collab/proto/collab/notifications/v1"
 	optionsv1 "github.com/collab/collab/proto/collab/options/v1"
+	webhooksv1 "github.com/collab/collab/proto/collab/webhooks/v1"
 )
 
 // The API's presence options (collab.options.v1 required and json_nulls, read by the codec) are
@@ -41,12 +42,14 @@ func TestPresenceOptionsOfTheAPI(t *testing.T) {
 	for _, fd := range protoset.Files() {
 		walk(fd.Messages())
 	}
-	if fmt.Sprint(required) != "[collab.notifications.v1.AddNotificationsRequest.notify_users]" || len(nulls) != 0 {
+	if fmt.Sprint(required) != "[collab.notifications.v1.AddNotificationsRequest.notify_users]" ||
+		fmt.Sprint(nulls) != "[collab.webhooks.v1.UpdateEndpointRequest.clear_fields]" {
 		t.Fatalf("required on %v, json_nulls on %v: docs/api.md (\"Presence\") lists them", required, nulls)
 	}
 }
 
-// The API's rule through the codec: Add Notifications needs notifyUsers ([] will do).
+// The API's two rules through the codec: Add Notifications needs notifyUsers ([] will do);
+// Update Endpoint's nulls reach clear_fields.
 func TestPresenceOfAPIRequests(t *testing.T) {
 	add := &notificationsv1.AddNotificationsRequest{}
 	if err := jsoncodec.Unmarshal([]byte(`{"data": {"organizationId": "o"}}`), add); err == nil || err.Error() != "notifyUsers is required." {
@@ -54,5 +57,11 @@ func TestPresenceOfAPIRequests(t *testing.T) {
 	}
 	if err := jsoncodec.Unmarshal([]byte(`{"data": {"organizationId": "o", "notifyUsers": []}}`), add); err != nil || add.GetOrganizationId() != "o" {
 		t.Fatalf("Add Notifications with notifyUsers []: %v %v", add, err)
+	}
+	up := &webhooksv1.UpdateEndpointRequest{}
+	body := `{"data": {"endpointId": "ep", "filterTypes": null, "rate_limit": null, "description": "d", "clearFields": null}}`
+	if err := jsoncodec.Unmarshal([]byte(body), up); err != nil ||
+		fmt.Sprint(up.GetClearFields()) != "[filter_types rate_limit]" || up.GetDescription() != "d" {
+		t.Fatalf("Update Endpoint with nulls: %v %v", up, err)
 	}
 }
