@@ -1,7 +1,9 @@
 package jsoncodec
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -134,8 +136,9 @@ func FuzzCheckJSON(f *testing.F) {
 	})
 }
 
-// (c) The whole envelope Unmarshal on arbitrary bytes: no panic; success or a clean refusal;
-// what it accepts is within the depth limit, and can be written back.
+// (c) The whole envelope Unmarshal on arbitrary bytes: no panic; success or a clean refusal,
+// never the presence scan's failure to read a body the decoders accepted; what it accepts is
+// within the depth limit, and can be written back.
 func FuzzUnmarshal(f *testing.F) {
 	types := requestTypes(f)
 	f.Fuzz(func(t *testing.T, sel uint16, body []byte) {
@@ -143,6 +146,9 @@ func FuzzUnmarshal(f *testing.F) {
 		m := mt.New().Interface()
 		err := Unmarshal(body, m)
 		checkRefusal(t, body, err)
+		if errors.Is(err, errUnreadable) && decode(body, mt.New().Interface()) == nil {
+			t.Fatalf("the presence scan cannot read %q, which the decoders accepted", body)
+		}
 		if err != nil {
 			return
 		}
@@ -153,4 +159,101 @@ func FuzzUnmarshal(f *testing.F) {
 			t.Fatalf("accepted %q, but cannot write %v back: %v", body, m, err)
 		}
 	})
+}
+
+// (d) The presence rules (presence.go), on the test message PReq with its rules in messages,
+// lists, maps and recursion: whatever body the decoders accept, Unmarshal either refuses the
+// first required field left out, in the words of a model of the rules written over the parsed
+// tree (check.go's parseJSON), or gives the decoded message with the nulls the model lists.
+func FuzzPresence(f *testing.F) {
+	mt := presenceType(f, "PReq")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		want := mt.New().Interface()
+		if decode(body, want) != nil {
+			return
+		}
+		got := mt.New().Interface()
+		err := Unmarshal(body, got)
+		checkRefusal(t, body, err)
+		var data any = &object{}
+		if len(bytes.TrimSpace(body)) > 0 {
+			envelope, perr := parseJSON(body)
+			if perr != nil {
+				return // data nested to the limit: one level too deep for parseJSON with the envelope
+			}
+			env := envelope.(*object)
+			for i, name := range env.names {
+				if name == "data" {
+					data = env.values[i] // the last one counts
+				}
+			}
+		}
+		missing := presenceModel(data, want.ProtoReflect())
+		switch {
+		case missing != "":
+			if err == nil || err.Error() != missing+" is required." {
+				t.Fatalf("%q: Unmarshal answered %v, the model %s is required.", body, err, missing)
+			}
+		case err != nil || !proto.Equal(got, want):
+			t.Fatalf("%q: Unmarshal gave %v, %v; the model %v", body, got, err, want)
+		}
+	})
+}
+
+// presenceModel applies the presence rules to m from v, data's parsed value, the obvious way:
+// the first required field left out (its path), else "" with the nulls recorded in m.
+func presenceModel(v any, m protoreflect.Message) string {
+	obj := v.(*object)
+	r := rulesFor(m.Descriptor())
+	named := map[protoreflect.FieldDescriptor]bool{}
+	fields := m.Descriptor().Fields()
+	for i, name := range obj.names {
+		fd := fields.ByJSONName(name)
+		if fd == nil {
+			fd = fields.ByName(protoreflect.Name(name))
+		}
+		val := obj.values[i]
+		switch {
+		case fd == nil:
+			continue
+		case val == nil:
+			if r.nulls != nil && fd != r.nulls {
+				m.Mutable(r.nulls).List().Append(protoreflect.ValueOfString(string(fd.Name())))
+			}
+			continue
+		}
+		named[fd] = true
+		if held := heldMessage(fd); held == nil || !rulesFor(held).active {
+			continue
+		}
+		switch {
+		case fd.IsList():
+			for j, e := range val.([]any) {
+				if p := presenceModel(e, m.Mutable(fd).List().Get(j).Message()); p != "" {
+					return fmt.Sprintf("%s[%d].%s", fd.JSONName(), j, p)
+				}
+			}
+		case fd.IsMap():
+			entries := val.(*object)
+			for j, k := range entries.names {
+				mk, _ := mapKey(fd.MapKey(), k)
+				if entries.values[j] == nil {
+					continue
+				}
+				if p := presenceModel(entries.values[j], m.Mutable(fd).Map().Mutable(mk).Message()); p != "" {
+					return fd.JSONName() + "." + k + "." + p
+				}
+			}
+		default:
+			if p := presenceModel(val, m.Mutable(fd).Message()); p != "" {
+				return fd.JSONName() + "." + p
+			}
+		}
+	}
+	for _, fd := range r.required {
+		if !named[fd] {
+			return fd.JSONName()
+		}
+	}
+	return ""
 }

@@ -1,6 +1,7 @@
 package jsoncodec
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 	"sync"
@@ -124,7 +125,10 @@ func applyPresence(body []byte, m protoreflect.Message) error {
 		return nil
 	}
 	d := fastDecoder{b: body}
-	at, ok := d.dataAt()
+	at, ok := -1, true // an empty body, as decode tells one
+	if len(bytes.TrimSpace(body)) > 0 {
+		at, ok = d.dataAt()
+	}
 	if !ok {
 		return errUnreadable
 	}
@@ -166,14 +170,15 @@ func underField(err error, prefix string) error {
 	return err
 }
 
-// dataAt finds the value of the envelope's data member: its offset, or -1 for an empty body.
-// Of several data members the last counts, as for the slow decoder (encoding/json); the fast
+// dataAt finds the value of the envelope's data member: its offset (-1 without one). Of several data members the last counts, as for the slow decoder (encoding/json); the fast
 // one refuses them.
+//
+// The scan passes over what it does not read loosely (looseString, looseSkip): the decoders
+// accepted the body, and on the slow path they take what the fast decoder's reader does not
+// (encoding/json, which reads the envelope, invalid UTF-8 and lone surrogates; protojson, in
+// an unknown field, a number past float64's range).
 func (d *fastDecoder) dataAt() (int, bool) {
 	d.space()
-	if d.i == len(d.b) {
-		return -1, true
-	}
 	if !d.consume('{') {
 		return 0, false
 	}
@@ -184,14 +189,19 @@ func (d *fastDecoder) dataAt() (int, bool) {
 	}
 	for {
 		d.space()
-		key, ok := d.strBytes()
-		if !ok || !d.colon() {
+		start := d.i
+		if key, ok := d.strBytes(); ok && string(key) == "data" {
+			at = -2 // the value comes after the colon
+		} else if d.i = start; !d.looseString() {
 			return 0, false
 		}
-		if string(key) == "data" {
+		if !d.colon() {
+			return 0, false
+		}
+		if at == -2 {
 			at = d.i
 		}
-		if !d.skip() {
+		if !d.looseSkip() {
 			return 0, false
 		}
 		d.space()
@@ -202,6 +212,58 @@ func (d *fastDecoder) dataAt() (int, bool) {
 			return 0, false
 		}
 	}
+}
+
+// looseString passes over the string at d.i, its escapes unread.
+func (d *fastDecoder) looseString() bool {
+	if !d.consume('"') {
+		return false
+	}
+	for d.i < len(d.b) {
+		switch d.b[d.i] {
+		case '"':
+			d.i++
+			return true
+		case '\\':
+			d.i++
+		}
+		d.i++
+	}
+	return false
+}
+
+// looseSkip passes over the value at d.i: strings loosely, arrays and objects by their
+// brackets (checkDepth bounded them), anything else up to the next delimiter.
+func (d *fastDecoder) looseSkip() bool {
+	open := 0
+	for d.i < len(d.b) {
+		switch c := d.b[d.i]; c {
+		case '"':
+			if !d.looseString() {
+				return false
+			}
+			if open == 0 {
+				return true
+			}
+			continue
+		case '{', '[':
+			open++
+		case '}', ']':
+			if open == 0 {
+				return true // the end of the envelope: the value was a bare word
+			}
+			if open--; open == 0 {
+				d.i++
+				return true
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if open == 0 {
+				return true
+			}
+		}
+		d.i++
+	}
+	return open == 0
 }
 
 // presenceObject reads the object at d.i as the JSON of m, whose rules are r.
@@ -219,14 +281,21 @@ func (d *fastDecoder) presenceObject(m protoreflect.Message, r *presenceRules) e
 	named = named[:len(r.required)]
 	d.space()
 	for !d.consume('}') {
+		start := d.i
 		name, ok := d.strBytes()
-		if !ok || !d.colon() {
+		if !ok { // no field's name: pass over it
+			d.i, name = start, nil
+			if !d.looseString() {
+				return errUnreadable
+			}
+		}
+		if !d.colon() {
 			return errUnreadable
 		}
 		fd := r.fields[string(name)] // no allocation: a map indexed by a conversion
 		switch {
 		case fd == nil:
-			if !d.skip() {
+			if !d.looseSkip() {
 				return errUnreadable
 			}
 		case d.literal("null"):
@@ -267,7 +336,7 @@ func missingRequired(r *presenceRules, named []bool) error {
 func (d *fastDecoder) presenceValue(m protoreflect.Message, fd protoreflect.FieldDescriptor) error {
 	held := heldMessage(fd)
 	if held == nil || !rulesFor(held).active {
-		if !d.skip() {
+		if !d.looseSkip() {
 			return errUnreadable
 		}
 		return nil

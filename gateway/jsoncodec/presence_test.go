@@ -146,6 +146,11 @@ func TestPresenceRequired(t *testing.T) {
 		{`{"data": {"people": []}, "data": {}}`, "people is required."},
 		{`{"data": {}, "data": {"people": []}}`, ""},
 		{`{"other": 1, "data": {"people": []}, "more": [{"people": null}]}`, ""},
+		// Beside data, strings encoding/json takes and the fast decoder would not: the slow
+		// path decoded these, and the scan passes over them.
+		{`{"x": "\ud800", "data": {"people": []}, "y": ["\udc00", {"z": "]"}], "w": true}`, ""},
+		{"{\"x\xff\": \"a\xffb\", \"data\": {}}", "people is required."},
+		{`{"x": "\ud800", "data": {"people": [{}]}}`, "people[0].id is required."},
 	} {
 		got, refusal := unmarshalReq(t, c.body)
 		if refusal != c.refusal {
