@@ -237,7 +237,7 @@ func (d *fastDecoder) looseString() bool {
 func (d *fastDecoder) looseSkip() bool {
 	open := 0
 	for d.i < len(d.b) {
-		switch c := d.b[d.i]; c {
+		switch d.b[d.i] {
 		case '"':
 			if !d.looseString() {
 				return false
@@ -250,7 +250,7 @@ func (d *fastDecoder) looseSkip() bool {
 			open++
 		case '}', ']':
 			if open == 0 {
-				return true // the end of the envelope: the value was a bare word
+				return true // the end of the enclosing object or array: the value was a bare word
 			}
 			if open--; open == 0 {
 				d.i++
