@@ -116,7 +116,7 @@ func TestSplitProcesses(t *testing.T) {
 	// A notification fans out in its process, reading members from users in another.
 	gw.call("/v2/users/add", k, map[string]any{"organizationId": "o2", "createOrganization": true, "users": users("u1", "u2", "u3")}).data(t, "")
 	gw.call("/v2/notifications/add", k, map[string]any{"organizationId": "o2", "documentId": "d", "createDocument": true, "actionUser": map[string]any{"userId": "u1"},
-		"displayHeadlineMessageTemplate": "hi", "displayBodyMessage": "b"}).data(t, "")
+		"displayHeadlineMessageTemplate": "hi", "displayBodyMessage": "b", "notifyUsers": []any{}}).data(t, "")
 	inbox := func(user string) int {
 		return len(gw.call("/v2/notifications/get", k, map[string]any{"organizationId": "o2", "userId": user}).ok(t)["data"].([]any))
 	}
@@ -131,7 +131,7 @@ func TestSplitProcesses(t *testing.T) {
 	gw.call("/v2/auth/permissions/add", k, map[string]any{"user": map[string]any{"userId": "u2"}, "permissions": map[string]any{
 		"resources": []any{map[string]any{"type": "organization", "id": "o2", "organizationId": "o2"}}, "context": map[string]any{"access": map[string]any{"team": "red"}}}}).data(t, "")
 	gw.call("/v2/notifications/add", k, map[string]any{"organizationId": "o2", "documentId": "d", "actionUser": map[string]any{"userId": "u1"},
-		"displayHeadlineMessageTemplate": "hi", "displayBodyMessage": "b", "context": map[string]any{"access": map[string]any{"team": "red"}}}).data(t, "")
+		"displayHeadlineMessageTemplate": "hi", "displayBodyMessage": "b", "notifyUsers": []any{}, "context": map[string]any{"access": map[string]any{"team": "red"}}}).data(t, "")
 	eventually(t, "the context's notification across processes", func() bool { return inbox("u2") == 2 })
 	if n := inbox("u3"); n != 1 {
 		t.Fatalf("u3, without an access context, has %d notifications", n)

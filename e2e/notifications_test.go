@@ -232,7 +232,7 @@ func TestNotificationPermissionsResolverAndLifecycle(t *testing.T) {
 	s.call("/v2/users/add", k, map[string]any{"organizationId": "o", "users": []any{person("eve", "Eve")}}).data(t, "")
 	s.call("/v1/organizations/documents/access/update", k, map[string]any{"organizationId": "o", "documentIds": []string{"secret"}, "accessType": "restricted"}).data(t, "")
 	s.call("/v2/notifications/add", k, map[string]any{"organizationId": "o", "documentId": "secret", "notificationId": "v1", "actionUser": person("ada", "Ada"),
-		"verifyUserPermissions": true, "displayHeadlineMessageTemplate": "news", "displayBodyMessage": "b"}).data(t, "")
+		"verifyUserPermissions": true, "displayHeadlineMessageTemplate": "news", "displayBodyMessage": "b", "notifyUsers": []any{}}).data(t, "")
 	eventually(t, "bob's entry", func() bool { return len(s.inbox(t, k, "o", "bob")) == 1 })
 	if n := s.inbox(t, k, "o", "eve"); len(n) != 0 {
 		t.Fatalf("eve cannot read the document but got %v", n)
@@ -327,7 +327,8 @@ func testNotificationsBadInput(t *testing.T, s *system) {
 		c.mod(d)
 		bad(add, d, c.msg)
 	}
-	s.call(add, k, map[string]any{"organizationId": "nope", "documentId": "d", "actionUser": person("a", "A"), "displayHeadlineMessageTemplate": "h", "displayBodyMessage": "b"}).fails(t, 404, "NOT_FOUND", "")
+	s.call(add, k, map[string]any{"organizationId": "nope", "documentId": "d", "actionUser": person("a", "A"), "displayHeadlineMessageTemplate": "h", "displayBodyMessage": "b",
+		"notifyUsers": []any{}}).fails(t, 404, "NOT_FOUND", "")
 
 	list := "/v2/notifications/get"
 	bad(list, map[string]any{"organizationId": "o", "documentId": "d", "userId": "u"}, "Provide documentId or userId, not both.")
@@ -397,7 +398,7 @@ func TestNotificationQuotas(t *testing.T) {
 				"users": []any{person("ada", "Ada"), person("bob", "Bob"), person("cy", "Cy")}}).data(t, "")
 			add := func(id string, named ...string) response {
 				req := map[string]any{"organizationId": "o", "documentId": "d", "notificationId": id, "actionUser": person("ada", "Ada"),
-					"displayHeadlineMessageTemplate": "{{actionUser}} wrote", "displayBodyMessage": "b"}
+					"displayHeadlineMessageTemplate": "{{actionUser}} wrote", "displayBodyMessage": "b", "notifyUsers": []any{}}
 				if len(named) > 0 {
 					req["notifyAll"] = false
 					var users []any

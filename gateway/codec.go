@@ -110,10 +110,13 @@ func (c *envelopeCodec) NewDecoder(r io.Reader) runtime.Decoder {
 			}
 			return errors.New("Request body could not be read.")
 		}
+		if err := c.Unmarshal(body, v); err != nil {
+			return err
+		}
 		if len(bytes.TrimSpace(body)) == 0 {
 			return io.EOF // the generated handlers treat EOF as "no body"
 		}
-		return c.Unmarshal(body, v)
+		return nil
 	})
 }
 

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,9 +12,48 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/collab/collab/gateway"
+	optionsv1 "github.com/collab/collab/proto/collab/options/v1"
 )
+
+// minimalBody is {"data": {...}} for the method named by selector with its (required) fields
+// (the codec refuses a body without them) at their empty values.
+func minimalBody(t *testing.T, selector string) string {
+	t.Helper()
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(selector))
+	if err != nil {
+		t.Fatalf("%s: %v", selector, err)
+	}
+	data := map[string]any{}
+	fields := d.(protoreflect.MethodDescriptor).Input().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		if required, _ := proto.GetExtension(fd.Options(), optionsv1.E_Required).(bool); !required {
+			continue
+		}
+		switch {
+		case fd.IsList():
+			data[fd.JSONName()] = []any{}
+		case fd.IsMap() || fd.Message() != nil:
+			data[fd.JSONName()] = map[string]any{}
+		case fd.Kind() == protoreflect.StringKind:
+			data[fd.JSONName()] = ""
+		case fd.Kind() == protoreflect.BoolKind:
+			data[fd.JSONName()] = false
+		default:
+			data[fd.JSONName()] = 0
+		}
+	}
+	b, err := json.Marshal(map[string]any{"data": data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
 
 // Every binding of http_rules.yaml reaches its own gRPC method, and only it, found by its exact
 // method and path (routes.go), and an escaped form of a path, which the mux of all routes
@@ -57,7 +97,7 @@ func TestEveryRuleReachesItsMethod(t *testing.T) {
 		mu.Unlock()
 		body := ""
 		if method == http.MethodPost {
-			body = `{"data": {}}`
+			body = minimalBody(t, selector)
 		}
 		rec := serve(gw, method, target, body, http.Header{"Content-Type": {"application/json"}})
 		errorOf(t, rec, http.StatusNotFound, "NOT_FOUND")

@@ -171,7 +171,8 @@ func (b *bench) rounds() error {
 		if err := apiclient.Post(b.base+"/v2/notifications/add", b.hdr, map[string]any{"organizationId": "bench", "documentId": "d", "notificationId": id,
 			"actionUser":                     map[string]any{"userId": "u00000", "name": "Ada"},
 			"displayHeadlineMessageTemplate": padded("{{actionUser}} wrote to {{recipientUser}}", b.o.headlineBytes),
-			"displayBodyMessage":             padded("A body of an ordinary length, a sentence or two.", b.o.bodyBytes)}, nil); err != nil {
+			"displayBodyMessage":             padded("A body of an ordinary length, a sentence or two.", b.o.bodyBytes),
+			"notifyUsers":                    []any{}}, nil); err != nil {
 			return err
 		}
 		answered := time.Since(start)

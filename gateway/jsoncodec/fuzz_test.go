@@ -1,7 +1,9 @@
 package jsoncodec
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -22,10 +24,12 @@ var (
 	requestTypesList []protoreflect.MessageType
 )
 
-// requestTypes is every request message of the API, in a fixed order, for the targets to pick
-// from by number.
+// requestTypes is every request message of the API the tests import, in a fixed order, then
+// the test message with presence rules (PReq, presence_test.go), for the targets to pick from by
+// number. (PReq comes last so that the numbers of the seed corpus keep their messages.)
 func requestTypes(t testing.TB) []protoreflect.MessageType {
 	apiTypes(t) // the API's packages are imported (wire_test.go), and registered
+	presenceReq := presenceType(t, "PReq")
 	requestTypesOnce.Do(func() {
 		protoregistry.GlobalTypes.RangeMessages(func(mt protoreflect.MessageType) bool {
 			name := string(mt.Descriptor().FullName())
@@ -37,6 +41,7 @@ func requestTypes(t testing.TB) []protoreflect.MessageType {
 		slices.SortFunc(requestTypesList, func(a, b protoreflect.MessageType) int {
 			return strings.Compare(string(a.Descriptor().FullName()), string(b.Descriptor().FullName()))
 		})
+		requestTypesList = append(requestTypesList, presenceReq)
 	})
 	if len(requestTypesList) < 30 {
 		t.Fatalf("only %d request types", len(requestTypesList))
@@ -56,6 +61,8 @@ var cleanMessages = []*regexp.Regexp{
 	regexp.MustCompile(`(?s)^data(\.|\[).* (must be a string|must be a boolean|must be an integer|is out of range|must be a number|must be a base64 string|must be an object|must be an array|must be an array of (strings|booleans|objects|values|numbers)|must not be null|has an unknown value ".*")\.$`),
 	regexp.MustCompile(`^data must be (an object|an array|a string|a boolean|a number|an integer|a base64 string)\.$`),
 	regexp.MustCompile(`(?s)^Unknown field data(\.|\[).*; did you mean [A-Za-z0-9_]+\?$`),
+	// A (required) field: its path in JSON names, map keys as written.
+	regexp.MustCompile(`(?s)^[A-Za-z0-9_]+(\[[0-9]+\]|\..*)*\.?[A-Za-z0-9_]* is required\.$`),
 }
 
 // checkRefusal fails the test unless err is nil or a clean *InputError.
@@ -77,7 +84,8 @@ func checkRefusal(t *testing.T, body []byte, err error) {
 }
 
 // (a) When the fast decoder accepts a body, protojson (the slow path) accepts it too and fills
-// the same message; and so does Unmarshal.
+// the same message; and Unmarshal gives that message with the presence rules applied
+// (presence.go), or their refusal.
 func FuzzDecodeRequest(f *testing.F) {
 	types := requestTypes(f)
 	f.Fuzz(func(t *testing.T, sel uint16, body []byte) {
@@ -93,9 +101,18 @@ func FuzzDecodeRequest(f *testing.F) {
 		if !proto.Equal(fast, slow) {
 			t.Fatalf("%s: the decoders disagree on %q:\nfast %v\nslow %v", mt.Descriptor().FullName(), body, fast, slow)
 		}
+		refusal := applyPresence(body, fast.ProtoReflect())
+		checkRefusal(t, body, refusal)
 		whole := mt.New().Interface()
-		if err := Unmarshal(body, whole); err != nil || !proto.Equal(whole, fast) {
-			t.Fatalf("%s: Unmarshal of %q = %v, %v; the fast decoder gave %v", mt.Descriptor().FullName(), body, err, whole, fast)
+		err := Unmarshal(body, whole)
+		if refusal != nil {
+			if err == nil || err.Error() != refusal.Error() || proto.Size(whole) != 0 {
+				t.Fatalf("%s: Unmarshal of %q = %v, %v; the presence rules refuse it: %v", mt.Descriptor().FullName(), body, err, whole, refusal)
+			}
+			return
+		}
+		if err != nil || !proto.Equal(whole, fast) {
+			t.Fatalf("%s: Unmarshal of %q = %v, %v; the fast decoder and the presence rules gave %v", mt.Descriptor().FullName(), body, err, whole, fast)
 		}
 	})
 }
@@ -119,8 +136,9 @@ func FuzzCheckJSON(f *testing.F) {
 	})
 }
 
-// (c) The whole envelope Unmarshal on arbitrary bytes: no panic; success or a clean refusal;
-// what it accepts is within the depth limit, and can be written back.
+// (c) The whole envelope Unmarshal on arbitrary bytes: no panic; success or a clean refusal,
+// never the presence scan's failure to read a body the decoders accepted; what it accepts is
+// within the depth limit, and can be written back.
 func FuzzUnmarshal(f *testing.F) {
 	types := requestTypes(f)
 	f.Fuzz(func(t *testing.T, sel uint16, body []byte) {
@@ -128,6 +146,9 @@ func FuzzUnmarshal(f *testing.F) {
 		m := mt.New().Interface()
 		err := Unmarshal(body, m)
 		checkRefusal(t, body, err)
+		if errors.Is(err, errUnreadable) && decode(body, mt.New().Interface()) == nil {
+			t.Fatalf("the presence scan cannot read %q, which the decoders accepted", body)
+		}
 		if err != nil {
 			return
 		}
@@ -138,4 +159,101 @@ func FuzzUnmarshal(f *testing.F) {
 			t.Fatalf("accepted %q, but cannot write %v back: %v", body, m, err)
 		}
 	})
+}
+
+// (d) The presence rules (presence.go), on the test message PReq with its rules in messages,
+// lists, maps and recursion: whatever body the decoders accept, Unmarshal either refuses the
+// first required field left out, in the words of a model of the rules written over the parsed
+// tree (check.go's parseJSON), or gives the decoded message with the nulls the model lists.
+func FuzzPresence(f *testing.F) {
+	mt := presenceType(f, "PReq")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		want := mt.New().Interface()
+		if decode(body, want) != nil {
+			return
+		}
+		got := mt.New().Interface()
+		err := Unmarshal(body, got)
+		checkRefusal(t, body, err)
+		var data any = &object{}
+		if len(bytes.TrimSpace(body)) > 0 {
+			envelope, perr := parseJSON(body)
+			if perr != nil {
+				return // data nested to the limit: one level too deep for parseJSON with the envelope
+			}
+			env := envelope.(*object)
+			for i, name := range env.names {
+				if name == "data" {
+					data = env.values[i] // the last one counts
+				}
+			}
+		}
+		missing := presenceModel(data, want.ProtoReflect())
+		switch {
+		case missing != "":
+			if err == nil || err.Error() != missing+" is required." {
+				t.Fatalf("%q: Unmarshal answered %v, the model %s is required.", body, err, missing)
+			}
+		case err != nil || !proto.Equal(got, want):
+			t.Fatalf("%q: Unmarshal gave %v, %v; the model %v", body, got, err, want)
+		}
+	})
+}
+
+// presenceModel applies the presence rules to m from v, data's parsed value, the obvious way:
+// the first required field left out (its path), else "" with the nulls recorded in m.
+func presenceModel(v any, m protoreflect.Message) string {
+	obj := v.(*object)
+	r := rulesFor(m.Descriptor())
+	named := map[protoreflect.FieldDescriptor]bool{}
+	fields := m.Descriptor().Fields()
+	for i, name := range obj.names {
+		fd := fields.ByJSONName(name)
+		if fd == nil {
+			fd = fields.ByName(protoreflect.Name(name))
+		}
+		val := obj.values[i]
+		switch {
+		case fd == nil:
+			continue
+		case val == nil:
+			if r.nulls != nil && fd != r.nulls {
+				m.Mutable(r.nulls).List().Append(protoreflect.ValueOfString(string(fd.Name())))
+			}
+			continue
+		}
+		named[fd] = true
+		if held := heldMessage(fd); held == nil || !rulesFor(held).active {
+			continue
+		}
+		switch {
+		case fd.IsList():
+			for j, e := range val.([]any) {
+				if p := presenceModel(e, m.Mutable(fd).List().Get(j).Message()); p != "" {
+					return fmt.Sprintf("%s[%d].%s", fd.JSONName(), j, p)
+				}
+			}
+		case fd.IsMap():
+			entries := val.(*object)
+			for j, k := range entries.names {
+				mk, _ := mapKey(fd.MapKey(), k)
+				if entries.values[j] == nil {
+					continue
+				}
+				if p := presenceModel(entries.values[j], m.Mutable(fd).Map().Mutable(mk).Message()); p != "" {
+					return fd.JSONName() + "." + k + "." + p
+				}
+			}
+		default:
+			if p := presenceModel(val, m.Mutable(fd).Message()); p != "" {
+				return fd.JSONName() + "." + p
+			}
+		}
+	}
+	for _, fd := range r.required {
+		if !named[fd] {
+			return fd.JSONName()
+		}
+	}
+	return ""
 }

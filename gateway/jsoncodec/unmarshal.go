@@ -19,9 +19,22 @@ func (e *InputError) Error() string { return e.Message }
 func refuse(message string) error { return &InputError{Message: message} }
 
 // Unmarshal reads a request body {"data": {...}} into m. An empty body (or white space only)
-// counts as {"data": {}}: several operations need no parameters. Every refusal is an
-// *InputError.
+// counts as {"data": {}}: several operations need no parameters. Then it applies the presence
+// rules of m's fields (presence.go): a required field left out is refused, null fields are
+// listed where the message asks. Every refusal is an *InputError.
 func Unmarshal(body []byte, m proto.Message) error {
+	if err := decode(body, m); err != nil {
+		return err
+	}
+	if err := applyPresence(body, m.ProtoReflect()); err != nil {
+		proto.Reset(m)
+		return err
+	}
+	return nil
+}
+
+// decode reads body into m, the fast way when it can.
+func decode(body []byte, m proto.Message) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		proto.Reset(m)
 		return nil

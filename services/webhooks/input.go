@@ -7,11 +7,13 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/egress"
 	"github.com/collab/collab/internal/validate"
+	webhooksv1 "github.com/collab/collab/proto/collab/webhooks/v1"
 )
 
 // Limits (docs/webhooks.md).
@@ -31,7 +33,45 @@ const (
 	msgBadURL        = "url must be a valid http(s) URL."
 	msgPrivateTarget = "url must not point to a loopback, private or link-local address."
 	msgNoField       = "At least one endpoint field besides endpointId must be provided."
+	msgNotClearable  = "%s cannot be null (only description, filterTypes, channels, rateLimit, uid and metadata can be cleared)."
 )
+
+// clearedFields reads Update Endpoint's clear_fields: the optional fields to unset, by their
+// proto names, which the gateway fills from the fields sent as null. A field that has no unset
+// state (url, disabled), or that the request also sets, is refused; see docs/webhooks.md,
+// "Clearing endpoint fields".
+func clearedFields(req *webhooksv1.UpdateEndpointRequest) (EndpointFields, error) {
+	var c EndpointFields
+	fields := req.ProtoReflect().Descriptor().Fields()
+	for i, name := range req.GetClearFields() {
+		fd := fields.ByName(protoreflect.Name(name))
+		if fd == nil {
+			return c, apierr.InvalidArgument("clearFields[%d] names no field of this request: give the proto names of the fields to clear "+
+				"(description, filter_types, channels, rate_limit, uid, metadata).", i)
+		}
+		var set bool // the request gives the field a value too
+		switch name {
+		case "description":
+			c.Description, set = true, req.Description != nil
+		case "filter_types":
+			c.FilterTypes, set = true, req.FilterTypes != nil
+		case "channels":
+			c.Channels, set = true, req.Channels != nil
+		case "rate_limit":
+			c.RateLimit, set = true, req.RateLimit != nil
+		case "uid":
+			c.UID, set = true, req.Uid != nil
+		case "metadata":
+			c.Metadata, set = true, req.Metadata != nil
+		default:
+			return c, apierr.InvalidArgument(msgNotClearable, fd.JSONName())
+		}
+		if set {
+			return c, apierr.InvalidArgument("%s cannot be both set and cleared.", fd.JSONName())
+		}
+	}
+	return c, nil
+}
 
 // targets decides which receiver addresses may be called.
 type targets struct {

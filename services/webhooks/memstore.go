@@ -463,8 +463,31 @@ func (s *MemoryStore) UpdateEndpoint(_ context.Context, apiKey, id string, p End
 			e.Metadata = maps.Clone(p.Metadata)
 		}
 	}
+	clearEndpointFields(e, p.Clear)
 	e.UpdatedAt = ms(now)
 	return copyEndpoint(e), nil
+}
+
+// clearEndpointFields unsets the fields c names.
+func clearEndpointFields(e *Endpoint, c EndpointFields) {
+	if c.Description {
+		e.Description = nil
+	}
+	if c.FilterTypes {
+		e.FilterTypes = nil
+	}
+	if c.Channels {
+		e.Channels = nil
+	}
+	if c.RateLimit {
+		e.RateLimit = nil
+	}
+	if c.UID {
+		e.UID = nil
+	}
+	if c.Metadata {
+		e.Metadata = nil
+	}
 }
 
 func (s *MemoryStore) DeleteEndpoint(_ context.Context, apiKey, id string) error {

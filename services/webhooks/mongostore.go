@@ -425,6 +425,14 @@ func (s *MongoStore) UpdateEndpoint(ctx context.Context, apiKey, id string, p En
 	default:
 		set["metadata"] = p.Metadata
 	}
+	for field, cleared := range map[string]bool{"description": p.Clear.Description, "filterTypes": p.Clear.FilterTypes,
+		"channels": p.Clear.Channels, "rateLimit": p.Clear.RateLimit, "uid": p.Clear.UID, "metadata": p.Clear.Metadata} {
+		if cleared {
+			// One operator per field: MongoDB refuses an update that both sets and unsets it.
+			delete(set, field)
+			unset[field] = ""
+		}
+	}
 	update := bson.M{"$set": set}
 	if len(unset) > 0 {
 		update["$unset"] = unset

@@ -293,14 +293,18 @@ func (s *Server) UpdateEndpoint(ctx context.Context, req *webhooksv1.UpdateEndpo
 		return nil, err
 	}
 	if req.Url == nil && req.Description == nil && req.FilterTypes == nil && req.Channels == nil && req.Disabled == nil &&
-		req.RateLimit == nil && req.Metadata == nil && req.Uid == nil {
+		req.RateLimit == nil && req.Metadata == nil && req.Uid == nil && len(req.GetClearFields()) == 0 {
 		return nil, apierr.InvalidArgument(msgNoField)
+	}
+	cleared, err := clearedFields(req)
+	if err != nil {
+		return nil, err
 	}
 	p, err := s.targets.endpointFields(req.Url, req.Description, req.Uid, req.GetFilterTypes(), req.GetChannels(), req.RateLimit, req.GetMetadata())
 	if err != nil {
 		return nil, err
 	}
-	p.Disabled = req.Disabled
+	p.Disabled, p.Clear = req.Disabled, cleared
 	e, err := s.store.UpdateEndpoint(ctx, c.APIKey, req.GetEndpointId(), p, s.now())
 	if errors.Is(err, ErrNotFound) {
 		return nil, apierr.NotFound(msgEndpointMissing)

@@ -388,6 +388,37 @@ func TestEndpointRulesAndFeatureSwitches(t *testing.T) {
 	if err != nil || up.GetData().GetDescription().GetValue() != "d" || up.GetData().GetRateLimit().GetValue() != 5 || up.GetData().GetUrl() != "https://x.example/hook" {
 		t.Fatalf("update %v %v", up, err)
 	}
+	// gRPC callers clear by clear_fields (over HTTP, the gateway fills it from nulls); alone it
+	// counts as a field to update.
+	up, err = h.srv.UpdateEndpoint(k1, &webhooksv1.UpdateEndpointRequest{EndpointId: e.GetId(), ClearFields: []string{"rate_limit"}})
+	if err != nil || up.GetData().GetRateLimit() != nil || up.GetData().GetDescription().GetValue() != "d" {
+		t.Fatalf("clear rate_limit %v %v", up, err)
+	}
+	for _, c := range []struct {
+		clear []string
+		set   *webhooksv1.UpdateEndpointRequest
+		msg   string
+	}{
+		{[]string{"url"}, nil, "url cannot be null (only description, filterTypes, channels, rateLimit, uid and metadata can be cleared)."},
+		{[]string{"uid", "disabled"}, nil, "disabled cannot be null (only description, filterTypes, channels, rateLimit, uid and metadata can be cleared)."},
+		{[]string{"filterTypes"}, nil, "clearFields[0] names no field of this request: give the proto names of the fields to clear " +
+			"(description, filter_types, channels, rate_limit, uid, metadata)."},
+		{[]string{"description", ""}, nil, "clearFields[1] names no field of this request: give the proto names of the fields to clear " +
+			"(description, filter_types, channels, rate_limit, uid, metadata)."},
+		{[]string{"description"}, &webhooksv1.UpdateEndpointRequest{Description: new("x")}, "description cannot be both set and cleared."},
+		{[]string{"channels"}, &webhooksv1.UpdateEndpointRequest{Channels: strList("c")}, "channels cannot be both set and cleared."},
+	} {
+		req := &webhooksv1.UpdateEndpointRequest{}
+		if c.set != nil {
+			req = c.set
+		}
+		req.EndpointId, req.ClearFields = e.GetId(), c.clear
+		_, err := h.srv.UpdateEndpoint(k1, req)
+		bad("clear "+strings.Join(c.clear, ","), err, codes.InvalidArgument, c.msg)
+	}
+	if got, _ := h.srv.ListEndpoints(k1, &webhooksv1.ListEndpointsRequest{}); got.GetData().GetEndpoints()[0].GetDescription().GetValue() != "d" {
+		t.Fatalf("a refused clear changed the endpoint: %v", got)
+	}
 
 	// Disabled config: endpoint writes refused; withheld feature: everything refused.
 	_, _ = h.srv.UpdateAdvancedWebhookConfig(k1, &webhooksv1.UpdateAdvancedWebhookConfigRequest{IsEnabled: new(false)})

@@ -87,7 +87,8 @@ type Endpoint struct {
 	UpdatedAt    time.Time `bson:"updatedAt"`
 }
 
-// EndpointPatch sets the fields that are set (FilterTypes/Channels/Metadata when non-nil).
+// EndpointPatch sets the fields that are set (FilterTypes/Channels/Metadata when non-nil, an
+// empty one unsetting it) and unsets those Clear names; it leaves the others as they are.
 type EndpointPatch struct {
 	URL         *string
 	Description *string
@@ -97,6 +98,15 @@ type EndpointPatch struct {
 	RateLimit   *int
 	UID         *string
 	Metadata    map[string]string
+	// Clear unsets optional fields (an API null), which a nil above cannot say. A field both
+	// set and cleared is cleared (the server refuses such a request). See docs/webhooks.md,
+	// "Clearing endpoint fields".
+	Clear EndpointFields
+}
+
+// EndpointFields names the optional fields of an endpoint, those that can be unset.
+type EndpointFields struct {
+	Description, FilterTypes, Channels, RateLimit, UID, Metadata bool
 }
 
 // Message is one event as sent to a tenant's endpoints.

@@ -60,12 +60,16 @@ func runConcurrencySuite(t *testing.T, newReplicas replicas) {
 				func() { fail(r[0].UpdateEndpoint(ctx, "k1", id, EndpointPatch{URL: &url}, at(sec))) },
 				func() { fail(r[1].UpdateEndpoint(ctx, "k1", id, EndpointPatch{Description: &desc}, at(sec))) },
 				func() { fail(r[0].UpdateEndpoint(ctx, "k1", id, EndpointPatch{UID: &uid}, at(sec))) },
+				func() {
+					fail(r[1].UpdateEndpoint(ctx, "k1", id, EndpointPatch{Clear: EndpointFields{RateLimit: true, FilterTypes: true}}, at(sec)))
+				},
 				func() { fail(nil, r[1].SetSecrets(ctx, "k1", id, secrets, at(sec))) },
 				func() { fail(nil, r[0].SetFailing(ctx, "k1", id, since)) },
 			)
 			got, err := r[1].Endpoint(ctx, "k1", id)
 			must(t, err)
 			if got.URL != url || got.Description == nil || *got.Description != desc || got.UID == nil || *got.UID != uid ||
+				got.RateLimit != nil || got.FilterTypes != nil || len(got.Channels) != 1 ||
 				len(got.Secrets) != 1 || got.Secrets[0].Value != secrets[0].Value || !got.FailingSince.Equal(since) {
 				t.Fatalf("round %d: an acknowledged update was lost: %+v", round, got)
 			}

@@ -437,6 +437,50 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		getEndpoint(t, s, "at the end", "k1", "e1", want)
 	})
 
+	t.Run("clear endpoint fields", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		must(t, s.CreateEndpoint(ctx, endpoint("k1", "e1")))
+		must(t, s.CreateEndpoint(ctx, endpoint("k1", "e2")))
+		update := func(what string, p EndpointPatch, now time.Time, want *Endpoint) {
+			t.Helper()
+			got, err := s.UpdateEndpoint(ctx, "k1", "e1", p, now)
+			must(t, err)
+			wantEqual(t, what, got, want)
+			getEndpoint(t, s, what+", read", "k1", "e1", want)
+		}
+		// Each field alone; what is not named stays.
+		want := endpoint("k1", "e1")
+		for i, c := range []struct {
+			what  string
+			clear EndpointFields
+			unset func(*Endpoint)
+		}{
+			{"description", EndpointFields{Description: true}, func(e *Endpoint) { e.Description = nil }},
+			{"filter types", EndpointFields{FilterTypes: true}, func(e *Endpoint) { e.FilterTypes = nil }},
+			{"channels", EndpointFields{Channels: true}, func(e *Endpoint) { e.Channels = nil }},
+			{"rate limit", EndpointFields{RateLimit: true}, func(e *Endpoint) { e.RateLimit = nil }},
+			{"uid", EndpointFields{UID: true}, func(e *Endpoint) { e.UID = nil }},
+			{"metadata", EndpointFields{Metadata: true}, func(e *Endpoint) { e.Metadata = nil }},
+		} {
+			c.unset(want)
+			want.UpdatedAt = at(time.Duration(i+1) * sec)
+			update("clear "+c.what, EndpointPatch{Clear: c.clear}, want.UpdatedAt, want)
+		}
+		// Clearing what is unset changes nothing but the time; set again, then cleared beside
+		// fields that are set: a field both set and cleared is cleared.
+		want.UpdatedAt = at(10 * sec)
+		update("clear unset fields", EndpointPatch{Clear: EndpointFields{Description: true, RateLimit: true}}, at(10*sec), want)
+		want.Description, want.FilterTypes, want.RateLimit, want.UpdatedAt = ptr("d2"), []string{"t.x"}, ptr(3), at(11*sec)
+		update("set again", EndpointPatch{Description: ptr("d2"), FilterTypes: []string{"t.x"}, RateLimit: ptr(3)}, at(11*sec), want)
+		want.URL, want.FilterTypes, want.RateLimit, want.UpdatedAt = "https://u2", nil, nil, at(12*sec)
+		update("set and clear", EndpointPatch{URL: ptr("https://u2"), RateLimit: ptr(4), FilterTypes: []string{"t.y"},
+			Clear: EndpointFields{FilterTypes: true, RateLimit: true}}, at(12*sec), want)
+		getEndpoint(t, s, "the other endpoint", "k1", "e2", endpoint("k1", "e2"))
+		_, err := s.UpdateEndpoint(ctx, "k1", "nope", EndpointPatch{Clear: EndpointFields{RateLimit: true}}, at(13*sec))
+		wantErr(t, "clear on an unknown endpoint", err, ErrNotFound)
+	})
+
 	t.Run("concurrent endpoint updates keep every field", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
@@ -462,6 +506,10 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 				_, err := s.UpdateEndpoint(ctx, "k1", "e1", EndpointPatch{Channels: []string{"c9"}}, t0)
 				return err
 			},
+			func() error {
+				_, err := s.UpdateEndpoint(ctx, "k1", "e1", EndpointPatch{Clear: EndpointFields{FilterTypes: true, Metadata: true}}, t0)
+				return err
+			},
 			func() error { return s.SetSecrets(ctx, "k1", "e1", []Secret{{Value: "s9"}}, t0) },
 			func() error { return s.SetFailing(ctx, "k1", "e1", at(sec)) },
 		}
@@ -476,6 +524,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		}
 		want := endpoint("k1", "e1", withURL("https://u"), func(e *Endpoint) {
 			e.Description, e.RateLimit, e.UID, e.Channels = ptr("d"), ptr(7), ptr("u"), []string{"c9"}
+			e.FilterTypes, e.Metadata = nil, nil
 			e.Secrets, e.FailingSince, e.UpdatedAt = []Secret{{Value: "s9"}}, at(sec), t0
 		})
 		getEndpoint(t, s, "after concurrent updates", "k1", "e1", want)

@@ -697,12 +697,14 @@ type AddNotificationsRequest struct {
 	ActionUser            *NotificationUser      `protobuf:"bytes,5,opt,name=action_user,json=actionUser,proto3" json:"action_user,omitempty"`
 	VerifyUserPermissions bool                   `protobuf:"varint,6,opt,name=verify_user_permissions,json=verifyUserPermissions,proto3" json:"verify_user_permissions,omitempty"`
 	// Letters, digits, "_" and "-"; generated when omitted. A repeat adds nothing.
-	NotificationId                     string              `protobuf:"bytes,7,opt,name=notification_id,json=notificationId,proto3" json:"notification_id,omitempty"`
-	IsNotificationResolverUsed         bool                `protobuf:"varint,8,opt,name=is_notification_resolver_used,json=isNotificationResolverUsed,proto3" json:"is_notification_resolver_used,omitempty"`
-	DisplayHeadlineMessageTemplate     string              `protobuf:"bytes,9,opt,name=display_headline_message_template,json=displayHeadlineMessageTemplate,proto3" json:"display_headline_message_template,omitempty"`
-	DisplayHeadlineMessageTemplateData *structpb.Struct    `protobuf:"bytes,10,opt,name=display_headline_message_template_data,json=displayHeadlineMessageTemplateData,proto3" json:"display_headline_message_template_data,omitempty"`
-	DisplayBodyMessage                 string              `protobuf:"bytes,11,opt,name=display_body_message,json=displayBodyMessage,proto3" json:"display_body_message,omitempty"`
-	NotifyUsers                        []*NotificationUser `protobuf:"bytes,12,rep,name=notify_users,json=notifyUsers,proto3" json:"notify_users,omitempty"`
+	NotificationId                     string           `protobuf:"bytes,7,opt,name=notification_id,json=notificationId,proto3" json:"notification_id,omitempty"`
+	IsNotificationResolverUsed         bool             `protobuf:"varint,8,opt,name=is_notification_resolver_used,json=isNotificationResolverUsed,proto3" json:"is_notification_resolver_used,omitempty"`
+	DisplayHeadlineMessageTemplate     string           `protobuf:"bytes,9,opt,name=display_headline_message_template,json=displayHeadlineMessageTemplate,proto3" json:"display_headline_message_template,omitempty"`
+	DisplayHeadlineMessageTemplateData *structpb.Struct `protobuf:"bytes,10,opt,name=display_headline_message_template_data,json=displayHeadlineMessageTemplateData,proto3" json:"display_headline_message_template_data,omitempty"`
+	DisplayBodyMessage                 string           `protobuf:"bytes,11,opt,name=display_body_message,json=displayBodyMessage,proto3" json:"display_body_message,omitempty"`
+	// Required over HTTP (the spec's table), [] included; gRPC callers cannot send "absent",
+	// so for them an absent list is []; see docs/api.md, "Presence: absent fields and nulls".
+	NotifyUsers []*NotificationUser `protobuf:"bytes,12,rep,name=notify_users,json=notifyUsers,proto3" json:"notify_users,omitempty"`
 	// Default true.
 	NotifyAll              *bool                `protobuf:"varint,13,opt,name=notify_all,json=notifyAll,proto3,oneof" json:"notify_all,omitempty"`
 	NotificationSource     string               `protobuf:"bytes,14,opt,name=notification_source,json=notificationSource,proto3" json:"notification_source,omitempty"`
@@ -1640,7 +1642,7 @@ const file_collab_notifications_v1_notifications_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
 	"\x05email\x18\x03 \x01(\tR\x05email\"F\n" +
 	"\x13NotificationContext\x12/\n" +
-	"\x06access\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x06access\"\xe4\a\n" +
+	"\x06access\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x06access\"\xea\a\n" +
 	"\x17AddNotificationsRequest\x12'\n" +
 	"\x0forganization_id\x18\x01 \x01(\tR\x0eorganizationId\x12/\n" +
 	"\x13create_organization\x18\x02 \x01(\bR\x12createOrganization\x12\x1f\n" +
@@ -1655,8 +1657,8 @@ const file_collab_notifications_v1_notifications_proto_rawDesc = "" +
 	"!display_headline_message_template\x18\t \x01(\tR\x1edisplayHeadlineMessageTemplate\x12k\n" +
 	"&display_headline_message_template_data\x18\n" +
 	" \x01(\v2\x17.google.protobuf.StructR\"displayHeadlineMessageTemplateData\x120\n" +
-	"\x14display_body_message\x18\v \x01(\tR\x12displayBodyMessage\x12L\n" +
-	"\fnotify_users\x18\f \x03(\v2).collab.notifications.v1.NotificationUserR\vnotifyUsers\x12\"\n" +
+	"\x14display_body_message\x18\v \x01(\tR\x12displayBodyMessage\x12R\n" +
+	"\fnotify_users\x18\f \x03(\v2).collab.notifications.v1.NotificationUserB\x04\xd0\xf3\x18\x01R\vnotifyUsers\x12\"\n" +
 	"\n" +
 	"notify_all\x18\r \x01(\bH\x00R\tnotifyAll\x88\x01\x01\x12/\n" +
 	"\x13notification_source\x18\x0e \x01(\tR\x12notificationSource\x12Q\n" +

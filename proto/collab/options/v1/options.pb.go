@@ -104,12 +104,45 @@ var file_collab_options_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 		Tag:           "varint,51001,opt,name=auth,enum=collab.options.v1.Auth",
 		Filename:      "collab/options/v1/options.proto",
 	},
+	{
+		ExtendedType:  (*descriptorpb.FieldOptions)(nil),
+		ExtensionType: (*bool)(nil),
+		Field:         51002,
+		Name:          "collab.options.v1.required",
+		Tag:           "varint,51002,opt,name=required",
+		Filename:      "collab/options/v1/options.proto",
+	},
+	{
+		ExtendedType:  (*descriptorpb.FieldOptions)(nil),
+		ExtensionType: (*bool)(nil),
+		Field:         51003,
+		Name:          "collab.options.v1.json_nulls",
+		Tag:           "varint,51003,opt,name=json_nulls",
+		Filename:      "collab/options/v1/options.proto",
+	},
 }
 
 // Extension fields to descriptorpb.MethodOptions.
 var (
 	// optional collab.options.v1.Auth auth = 51001;
 	E_Auth = &file_collab_options_v1_options_proto_extTypes[0]
+)
+
+// Extension fields to descriptorpb.FieldOptions.
+var (
+	// required: a JSON request must name the field with a value other than null, else the
+	// gateway refuses it with INVALID_ARGUMENT "<field> is required.". For a repeated field
+	// this is what the service cannot check itself: proto3 reads an absent list as [].
+	//
+	// optional bool required = 51002;
+	E_Required = &file_collab_options_v1_options_proto_extTypes[1]
+	// json_nulls, on a repeated string field: the gateway lists in it, by their proto names
+	// (as a FieldMask's paths), the other fields of the same message that the JSON request set
+	// to null, which protojson reads as absent. A service gives null a meaning of its own with
+	// it (Update Advanced Webhook Endpoint: null clears a field); gRPC callers fill it themselves.
+	//
+	// optional bool json_nulls = 51003;
+	E_JsonNulls = &file_collab_options_v1_options_proto_extTypes[2]
 )
 
 var File_collab_options_v1_options_proto protoreflect.FileDescriptor
@@ -125,7 +158,10 @@ const file_collab_options_v1_options_proto_rawDesc = "" +
 	"\vAUTH_PUBLIC\x10\x04\x12\x11\n" +
 	"\rAUTH_INTERNAL\x10\x05\x12\x15\n" +
 	"\x11AUTH_KEY_AND_BODY\x10\x06:M\n" +
-	"\x04auth\x12\x1e.google.protobuf.MethodOptions\x18\xb9\x8e\x03 \x01(\x0e2\x17.collab.options.v1.AuthR\x04authB<Z:github.com/collab/collab/proto/collab/options/v1;optionsv1b\x06proto3"
+	"\x04auth\x12\x1e.google.protobuf.MethodOptions\x18\xb9\x8e\x03 \x01(\x0e2\x17.collab.options.v1.AuthR\x04auth:;\n" +
+	"\brequired\x12\x1d.google.protobuf.FieldOptions\x18\xba\x8e\x03 \x01(\bR\brequired:>\n" +
+	"\n" +
+	"json_nulls\x12\x1d.google.protobuf.FieldOptions\x18\xbb\x8e\x03 \x01(\bR\tjsonNullsB<Z:github.com/collab/collab/proto/collab/options/v1;optionsv1b\x06proto3"
 
 var (
 	file_collab_options_v1_options_proto_rawDescOnce sync.Once
@@ -143,14 +179,17 @@ var file_collab_options_v1_options_proto_enumTypes = make([]protoimpl.EnumInfo, 
 var file_collab_options_v1_options_proto_goTypes = []any{
 	(Auth)(0),                          // 0: collab.options.v1.Auth
 	(*descriptorpb.MethodOptions)(nil), // 1: google.protobuf.MethodOptions
+	(*descriptorpb.FieldOptions)(nil),  // 2: google.protobuf.FieldOptions
 }
 var file_collab_options_v1_options_proto_depIdxs = []int32{
 	1, // 0: collab.options.v1.auth:extendee -> google.protobuf.MethodOptions
-	0, // 1: collab.options.v1.auth:type_name -> collab.options.v1.Auth
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	1, // [1:2] is the sub-list for extension type_name
-	0, // [0:1] is the sub-list for extension extendee
+	2, // 1: collab.options.v1.required:extendee -> google.protobuf.FieldOptions
+	2, // 2: collab.options.v1.json_nulls:extendee -> google.protobuf.FieldOptions
+	0, // 3: collab.options.v1.auth:type_name -> collab.options.v1.Auth
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	3, // [3:4] is the sub-list for extension type_name
+	0, // [0:3] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
 }
 
@@ -166,7 +205,7 @@ func file_collab_options_v1_options_proto_init() {
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_collab_options_v1_options_proto_rawDesc), len(file_collab_options_v1_options_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   0,
-			NumExtensions: 1,
+			NumExtensions: 3,
 			NumServices:   0,
 		},
 		GoTypes:           file_collab_options_v1_options_proto_goTypes,

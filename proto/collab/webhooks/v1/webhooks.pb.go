@@ -514,16 +514,20 @@ func (x *CreateEndpointRequest) GetMetadata() *structpb.Struct {
 }
 
 type UpdateEndpointRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	EndpointId    string                 `protobuf:"bytes,1,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
-	Url           *string                `protobuf:"bytes,2,opt,name=url,proto3,oneof" json:"url,omitempty"`
-	Description   *string                `protobuf:"bytes,3,opt,name=description,proto3,oneof" json:"description,omitempty"`
-	FilterTypes   *structpb.ListValue    `protobuf:"bytes,4,opt,name=filter_types,json=filterTypes,proto3" json:"filter_types,omitempty"`
-	Channels      *structpb.ListValue    `protobuf:"bytes,5,opt,name=channels,proto3" json:"channels,omitempty"`
-	Disabled      *bool                  `protobuf:"varint,6,opt,name=disabled,proto3,oneof" json:"disabled,omitempty"`
-	RateLimit     *int32                 `protobuf:"varint,7,opt,name=rate_limit,json=rateLimit,proto3,oneof" json:"rate_limit,omitempty"`
-	Metadata      *structpb.Struct       `protobuf:"bytes,8,opt,name=metadata,proto3" json:"metadata,omitempty"`
-	Uid           *string                `protobuf:"bytes,9,opt,name=uid,proto3,oneof" json:"uid,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	EndpointId  string                 `protobuf:"bytes,1,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	Url         *string                `protobuf:"bytes,2,opt,name=url,proto3,oneof" json:"url,omitempty"`
+	Description *string                `protobuf:"bytes,3,opt,name=description,proto3,oneof" json:"description,omitempty"`
+	FilterTypes *structpb.ListValue    `protobuf:"bytes,4,opt,name=filter_types,json=filterTypes,proto3" json:"filter_types,omitempty"`
+	Channels    *structpb.ListValue    `protobuf:"bytes,5,opt,name=channels,proto3" json:"channels,omitempty"`
+	Disabled    *bool                  `protobuf:"varint,6,opt,name=disabled,proto3,oneof" json:"disabled,omitempty"`
+	RateLimit   *int32                 `protobuf:"varint,7,opt,name=rate_limit,json=rateLimit,proto3,oneof" json:"rate_limit,omitempty"`
+	Metadata    *structpb.Struct       `protobuf:"bytes,8,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Uid         *string                `protobuf:"bytes,9,opt,name=uid,proto3,oneof" json:"uid,omitempty"`
+	// The fields to unset, by their proto names (description, filter_types, channels,
+	// rate_limit, uid, metadata): over HTTP the gateway fills it from the fields sent as null;
+	// gRPC callers list them here (docs/webhooks.md, "Clearing endpoint fields").
+	ClearFields   []string `protobuf:"bytes,10,rep,name=clear_fields,json=clearFields,proto3" json:"clear_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -619,6 +623,13 @@ func (x *UpdateEndpointRequest) GetUid() string {
 		return *x.Uid
 	}
 	return ""
+}
+
+func (x *UpdateEndpointRequest) GetClearFields() []string {
+	if x != nil {
+		return x.ClearFields
+	}
+	return nil
 }
 
 type EndpointResponse struct {
@@ -2604,7 +2615,7 @@ const file_collab_webhooks_v1_webhooks_proto_rawDesc = "" +
 	"\bmetadata\x18\b \x01(\v2\x17.google.protobuf.StructR\bmetadataB\x0e\n" +
 	"\f_descriptionB\r\n" +
 	"\v_rate_limitB\x06\n" +
-	"\x04_uid\"\xba\x03\n" +
+	"\x04_uid\"\xe3\x03\n" +
 	"\x15UpdateEndpointRequest\x12\x1f\n" +
 	"\vendpoint_id\x18\x01 \x01(\tR\n" +
 	"endpointId\x12\x15\n" +
@@ -2616,7 +2627,9 @@ const file_collab_webhooks_v1_webhooks_proto_rawDesc = "" +
 	"\n" +
 	"rate_limit\x18\a \x01(\x05H\x03R\trateLimit\x88\x01\x01\x123\n" +
 	"\bmetadata\x18\b \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12\x15\n" +
-	"\x03uid\x18\t \x01(\tH\x04R\x03uid\x88\x01\x01B\x06\n" +
+	"\x03uid\x18\t \x01(\tH\x04R\x03uid\x88\x01\x01\x12'\n" +
+	"\fclear_fields\x18\n" +
+	" \x03(\tB\x04\xd8\xf3\x18\x01R\vclearFieldsB\x06\n" +
 	"\x04_urlB\x0e\n" +
 	"\f_descriptionB\v\n" +
 	"\t_disabledB\r\n" +

@@ -530,6 +530,15 @@ func (m *UpdateEndpointRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error)
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if len(m.ClearFields) > 0 {
+		for iNdEx := len(m.ClearFields) - 1; iNdEx >= 0; iNdEx-- {
+			i -= len(m.ClearFields[iNdEx])
+			copy(dAtA[i:], m.ClearFields[iNdEx])
+			i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.ClearFields[iNdEx])))
+			i--
+			dAtA[i] = 0x52
+		}
+	}
 	if m.Uid != nil {
 		i -= len(*m.Uid)
 		copy(dAtA[i:], *m.Uid)
@@ -2619,6 +2628,12 @@ func (m *UpdateEndpointRequest) SizeVT() (n int) {
 	if m.Uid != nil {
 		l = len(*m.Uid)
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if len(m.ClearFields) > 0 {
+		for _, s := range m.ClearFields {
+			l = len(s)
+			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+		}
 	}
 	n += len(m.unknownFields)
 	return n
