@@ -134,6 +134,30 @@ func checkAdd(req *notificationsv1.AddNotificationsRequest) error {
 	if err := validate.TokenID("notificationId", req.GetNotificationId()); err != nil {
 		return err
 	}
+	if err := checkDisplay(req); err != nil {
+		return err
+	}
+	if err := checkNotifyUsers(req); err != nil {
+		return err
+	}
+	if s := req.GetNotificationSource(); s != "" && !slices.Contains(sources, s) {
+		return apierr.InvalidArgument("notificationSource must be one of custom, comment, huddle, crdt.")
+	}
+	if d := req.GetNotificationSourceData(); d != nil {
+		if err := jsonSize("notificationSourceData", d); err != nil {
+			return err
+		}
+	}
+	if c := req.GetContext(); c != nil {
+		return checkContext(c.GetAccess())
+	}
+	return nil
+}
+
+// checkDisplay checks what a notification shows: the headline template and body (required
+// unless the caller's resolver supplies them), the template's data, and the headline's size
+// once filled in.
+func checkDisplay(req *notificationsv1.AddNotificationsRequest) error {
 	if !req.GetIsNotificationResolverUsed() {
 		if strings.TrimSpace(req.GetDisplayHeadlineMessageTemplate()) == "" {
 			return apierr.InvalidArgument("displayHeadlineMessageTemplate is required unless isNotificationResolverUsed is true.")
@@ -166,9 +190,12 @@ func checkAdd(req *notificationsv1.AddNotificationsRequest) error {
 			}
 		}
 	}
-	if err := checkHeadlineSize(req); err != nil {
-		return err
-	}
+	return checkHeadlineSize(req)
+}
+
+// checkNotifyUsers checks the named recipients: at least one unless notifyAll (true when
+// absent), at most maxNotifyUsers, each a valid user named once.
+func checkNotifyUsers(req *notificationsv1.AddNotificationsRequest) error {
 	notifyAll := req.NotifyAll == nil || req.GetNotifyAll()
 	if len(req.GetNotifyUsers()) == 0 && !notifyAll {
 		return apierr.InvalidArgument("notifyUsers must name at least one user when notifyAll is false.")
@@ -187,35 +214,30 @@ func checkAdd(req *notificationsv1.AddNotificationsRequest) error {
 		}
 		seen[u.GetUserId()] = i
 	}
-	if s := req.GetNotificationSource(); s != "" && !slices.Contains(sources, s) {
-		return apierr.InvalidArgument("notificationSource must be one of custom, comment, huddle, crdt.")
+	return nil
+}
+
+// checkContext checks context.access: 1 to maxContextFields fields, each named by an id and
+// holding a string (of at most maxContextValueSize) or a number.
+func checkContext(access *structpb.Struct) error {
+	if len(access.GetFields()) == 0 {
+		return apierr.InvalidArgument("context.access is required inside context and must name at least one field.")
 	}
-	if d := req.GetNotificationSourceData(); d != nil {
-		if err := jsonSize("notificationSourceData", d); err != nil {
+	if len(access.GetFields()) > maxContextFields {
+		return apierr.InvalidArgument("context.access must hold at most %d fields.", maxContextFields)
+	}
+	for k, v := range access.GetFields() {
+		if err := validate.ID("context.access field name", k); err != nil {
 			return err
 		}
-	}
-	if c := req.GetContext(); c != nil {
-		access := c.GetAccess()
-		if len(access.GetFields()) == 0 {
-			return apierr.InvalidArgument("context.access is required inside context and must name at least one field.")
-		}
-		if len(access.GetFields()) > maxContextFields {
-			return apierr.InvalidArgument("context.access must hold at most %d fields.", maxContextFields)
-		}
-		for k, v := range access.GetFields() {
-			if err := validate.ID("context.access field name", k); err != nil {
+		switch x := v.GetKind().(type) {
+		case *structpb.Value_StringValue:
+			if err := validate.MaxLength("context.access."+k, x.StringValue, maxContextValueSize); err != nil {
 				return err
 			}
-			switch x := v.GetKind().(type) {
-			case *structpb.Value_StringValue:
-				if err := validate.MaxLength("context.access."+k, x.StringValue, maxContextValueSize); err != nil {
-					return err
-				}
-			case *structpb.Value_NumberValue:
-			default:
-				return apierr.InvalidArgument("context.access.%s must be a string or a number.", k)
-			}
+		case *structpb.Value_NumberValue:
+		default:
+			return apierr.InvalidArgument("context.access.%s must be a string or a number.", k)
 		}
 	}
 	return nil
