@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/collab/collab/internal/tlstest"
+	"github.com/collab/collab/internal/testkit/tlstest"
 )
 
 // The built binary runs: cmd/collabctl passes arguments, environment and exit codes through,

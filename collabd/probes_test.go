@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/collab/collab/internal/grpcserver"
-	"github.com/collab/collab/internal/tlstest"
+	"github.com/collab/collab/internal/testkit/tlstest"
 )
 
 func get(t *testing.T, url string) (int, string) {

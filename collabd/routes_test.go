@@ -15,8 +15,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/collab/collab/internal/service"
+	"github.com/collab/collab/internal/testkit/tlstest"
 	"github.com/collab/collab/internal/tlsfiles"
-	"github.com/collab/collab/internal/tlstest"
 )
 
 var syncModule = service.Module{Name: "crdt", Routes: []string{"/v2/crdt/sync/"}, RoutesName: "Live sync"}

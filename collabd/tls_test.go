@@ -26,7 +26,7 @@ import (
 
 	"github.com/collab/collab/gateway"
 	"github.com/collab/collab/internal/clock"
-	"github.com/collab/collab/internal/tlstest"
+	"github.com/collab/collab/internal/testkit/tlstest"
 	"github.com/collab/collab/services"
 )
 

@@ -24,8 +24,8 @@ import (
 
 	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/service"
+	"github.com/collab/collab/internal/testkit/tlstest"
 	"github.com/collab/collab/internal/tlsfiles"
-	"github.com/collab/collab/internal/tlstest"
 	"github.com/collab/collab/internal/yjs"
 	"github.com/collab/collab/services"
 )

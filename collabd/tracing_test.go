@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/collab/collab/internal/outbox"
-	"github.com/collab/collab/internal/tlstest"
+	"github.com/collab/collab/internal/testkit/tlstest"
 	"github.com/collab/collab/services"
 )
 

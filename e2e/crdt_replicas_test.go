@@ -11,7 +11,7 @@ import (
 	"github.com/collab/collab/collabd"
 	"github.com/collab/collab/internal/clock"
 	"github.com/collab/collab/internal/embedmongo"
-	"github.com/collab/collab/internal/yjstest"
+	"github.com/collab/collab/internal/testkit/yjstest"
 )
 
 // Two replicas of the crdt service on one MongoDB-wire server serve the same document: one

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab/collab/internal/yjstest"
+	"github.com/collab/collab/internal/testkit/yjstest"
 )
 
 // token generates a token for user with a role on document d of organization o (Generate

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/collab/collab/internal/yjstest"
+	"github.com/collab/collab/internal/testkit/yjstest"
 )
 
 // freeAddr returns a loopback address no one listens on now, for a process whose peers must

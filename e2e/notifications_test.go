@@ -23,7 +23,7 @@ import (
 
 	"github.com/collab/collab/collabd"
 	"github.com/collab/collab/internal/authn"
-	"github.com/collab/collab/internal/smtptest"
+	"github.com/collab/collab/internal/testkit/smtptest"
 )
 
 // mailSystem is a process that sends its mail through a real SMTP server (started here), and

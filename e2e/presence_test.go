@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab/collab/internal/webhooktest"
+	"github.com/collab/collab/internal/testkit/webhooktest"
 )
 
 // Issue 21, item 2: notifyUsers is required in Add Notifications (the spec's table says so).

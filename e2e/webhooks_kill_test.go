@@ -13,7 +13,7 @@ import (
 	"github.com/collab/collab/collabd"
 	"github.com/collab/collab/internal/clock"
 	"github.com/collab/collab/internal/embedmongo"
-	"github.com/collab/collab/internal/webhooktest"
+	"github.com/collab/collab/internal/testkit/webhooktest"
 )
 
 // A delivery process killed (SIGKILL) while its receiver holds the request loses nothing: once

@@ -14,7 +14,7 @@ import (
 
 	"github.com/collab/collab/collabd"
 	"github.com/collab/collab/internal/clock"
-	"github.com/collab/collab/internal/webhooktest"
+	"github.com/collab/collab/internal/testkit/webhooktest"
 )
 
 // realClockSystem runs with the wall clock: receivers check webhook-timestamp against theirs.

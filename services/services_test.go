@@ -21,9 +21,15 @@ const module = "github.com/collab/collab/"
 // Imports point down (docs/architecture.md): platform packages under internal/ know no service,
 // no gateway and no process assembly; a service knows no other service's package (it calls
 // them over gRPC); the gateway knows no service; the process runtime (collabd) knows no service
-// either: only this list does. Test files may import upwards (a test drives the real thing).
+// either: only this list does; nothing but tests, bench programs and test support itself
+// imports test support (internal/testkit). Test files may import upwards (a test drives the
+// real thing).
 func TestImportsPointDown(t *testing.T) {
 	forbidden := func(pkg, imp string) string {
+		testSupport := pkg == "bench" || strings.HasPrefix(pkg, "bench/") || strings.HasPrefix(pkg, "e2e") || strings.HasPrefix(pkg, "internal/testkit/")
+		if strings.HasPrefix(imp, "internal/testkit/") && !testSupport {
+			return "the server does not import test support (internal/testkit): only tests, test support and bench programs do"
+		}
 		switch {
 		case strings.HasPrefix(pkg, "internal/"):
 			for _, up := range []string{"collabd", "gateway", "services", "cmd", "bench", "e2e"} {

@@ -1,6 +1,6 @@
 // Command crdt measures our Yjs codec (internal/yjs) against the real yjs (npm, e2e/yjs) in
 // the same run, on the same inputs: e2e/yjs/bench.mjs times yjs on Node.js and writes its
-// inputs (internal/yjstest), and this program does the same work with internal/yjs in-process,
+// inputs (internal/testkit/yjstest), and this program does the same work with internal/yjs in-process,
 // the same way (a warm-up run, then -runs runs each after a garbage collection, the median):
 //
 //   - replace: a doc loaded from original.update (untimed) made to hold edited.txt (a 1 MiB
@@ -33,8 +33,8 @@ import (
 	"time"
 	"unicode/utf16"
 
+	"github.com/collab/collab/internal/testkit/yjstest"
 	"github.com/collab/collab/internal/yjs"
-	"github.com/collab/collab/internal/yjstest"
 )
 
 func main() {

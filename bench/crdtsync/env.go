@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/collab/collab/bench/collabproc"
-	"github.com/collab/collab/internal/nodeproject"
+	"github.com/collab/collab/internal/testkit/nodeproject"
 )
 
 // project is e2e/yjs: the load driver and the peer servers, with their pinned packages.

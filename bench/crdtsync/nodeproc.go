@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/collab/collab/internal/nodeproject"
+	"github.com/collab/collab/internal/testkit/nodeproject"
 )
 
 // nodeProc is a script of e2e/yjs (the driver or a peer server) as the benchmark runs it: its

@@ -1,7 +1,7 @@
 // A real webhook receiver for end-to-end tests of the webhook delivery engine. Every delivery is
 // verified with the official `standardwebhooks` package, unchanged (package.json pins it), so a
 // test passes only if a real Standard Webhooks consumer would accept what we send.
-// internal/webhooktest starts it and drives it from Go tests.
+// internal/testkit/webhooktest starts it and drives it from Go tests.
 //
 // Listens on 127.0.0.1, port 0 (any free one); the first stdout line is {"port": N}. With
 // --exit-on-stdin-close it exits when its stdin ends, so it never outlives the test binary that

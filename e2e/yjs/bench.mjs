@@ -3,7 +3,7 @@
 //   node --expose-gc bench.mjs [--runs N] [--write <dir>] [--inputs-only]
 //
 // prints one JSON object (see report below). Every input comes from fixed seeds; --write <dir>
-// also writes them so the Go benchmarks use exactly the same bytes (internal/yjstest.BenchInputs):
+// also writes them so the Go benchmarks use exactly the same bytes (internal/testkit/yjstest.BenchInputs):
 //   manifest.json       what the files are (and their sizes, counts and seeds)
 //   original.txt        replace1MiB: the ~1 MiB text (UTF-8)
 //   edited.txt          replace1MiB: the text after a few hundred scattered edits

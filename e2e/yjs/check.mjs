@@ -1,5 +1,5 @@
 // The reference checker: real yjs behind JSON lines, for the Go codec's tests
-// (internal/yjstest.Checker). Reads one request per line on stdin and writes one response per
+// (internal/testkit/yjstest.Checker). Reads one request per line on stdin and writes one response per
 // line on stdout, in order; a bad request gets {"error": "..."} and the checker goes on. It
 // exits when stdin ends. All bytes are standard base64; roots are [{"name", "kind"}] as in the
 // fixtures; VIEW is view.mjs's view.

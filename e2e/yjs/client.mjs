@@ -1,5 +1,5 @@
 // A scriptable y-websocket client for end-to-end tests of our sync server
-// (internal/yjstest.StartClient):
+// (internal/testkit/yjstest.StartClient):
 //
 //   node client.mjs <serverUrl> <room> <token> [--no-reconnect]
 //

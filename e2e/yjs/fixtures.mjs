@@ -1,4 +1,4 @@
-// Writes deterministic Yjs fixtures for the Go codec's tests (internal/yjstest.Fixtures):
+// Writes deterministic Yjs fixtures for the Go codec's tests (internal/testkit/yjstest.Fixtures):
 //
 //   node fixtures.mjs <outdir> [--count N] [--seed S] [--large-ops N]
 //

@@ -1,5 +1,5 @@
 // The reference y-websocket server (@y/websocket-server's setupWSConnection, unchanged), only
-// for the self-test of client.mjs (internal/yjstest):
+// for the self-test of client.mjs (internal/testkit/yjstest):
 //
 //   node refserver.mjs
 //

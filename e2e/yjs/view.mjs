@@ -1,6 +1,6 @@
 // The VIEW of a Y.Doc: what a document looks like through the yjs API, as JSON, so that the Go
 // codec (internal/yjs) can be compared with real yjs. fixtures.mjs, check.mjs and client.mjs all
-// use this one function; internal/yjstest (View, ViewEqual) reads it and the Go side mirrors it.
+// use this one function; internal/testkit/yjstest (View, ViewEqual) reads it and the Go side mirrors it.
 //
 //   view(doc, roots) = {
 //     "json":  { <name>: ..., ... },   one entry per root, by its kind (below)

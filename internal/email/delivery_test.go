@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab/collab/internal/smtptest"
+	"github.com/collab/collab/internal/testkit/smtptest"
 )
 
 // rich is a message with everything that must survive the trip: non-ASCII in the subject and

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/collab/collab/internal/mongodb"
-	"github.com/collab/collab/internal/mongotest"
+	"github.com/collab/collab/internal/testkit/mongotest"
 )
 
 func TestMain(m *testing.M) { os.Exit(mongotest.Run(m)) }

@@ -14,8 +14,8 @@ import (
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 
 	"github.com/collab/collab/internal/clock"
-	"github.com/collab/collab/internal/mongotest"
 	"github.com/collab/collab/internal/storeobserve"
+	"github.com/collab/collab/internal/testkit/mongotest"
 )
 
 // gauge returns the value of the series name{producer="documents", subscriber=sub}, or -1.

@@ -19,7 +19,7 @@ import (
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 
 	"github.com/collab/collab/internal/clock"
-	"github.com/collab/collab/internal/mongotest"
+	"github.com/collab/collab/internal/testkit/mongotest"
 )
 
 func TestMain(m *testing.M) { os.Exit(mongotest.Run(m)) }

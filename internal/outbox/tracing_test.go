@@ -18,7 +18,7 @@ import (
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 
 	"github.com/collab/collab/internal/clock"
-	"github.com/collab/collab/internal/mongotest"
+	"github.com/collab/collab/internal/testkit/mongotest"
 )
 
 func tracedOutbox(t *testing.T, store Store, d Deliverer) (*Outbox, *sdktrace.TracerProvider, *tracetest.InMemoryExporter) {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab/collab/internal/tlstest"
+	"github.com/collab/collab/internal/testkit/tlstest"
 )
 
 // A client whose CA was dropped from the bundle cannot come back by resuming a session (a TLS

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/collab/collab/internal/tlstest"
+	"github.com/collab/collab/internal/testkit/tlstest"
 )
 
 // serve accepts TLS connections with cfg on a loopback port and completes their handshakes.

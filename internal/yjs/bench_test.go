@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/collab/collab/internal/testkit/yjstest"
 	"github.com/collab/collab/internal/yjs"
-	"github.com/collab/collab/internal/yjstest"
 )
 
 // The benchmarks below do the work e2e/yjs/bench.mjs times with the npm yjs, on the same

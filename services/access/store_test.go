@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab/collab/internal/mongotest"
+	"github.com/collab/collab/internal/testkit/mongotest"
 )
 
 func TestMain(m *testing.M) { os.Exit(mongotest.Run(m)) }

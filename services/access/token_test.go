@@ -19,7 +19,7 @@ import (
 
 	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/clock"
-	"github.com/collab/collab/internal/mongotest"
+	"github.com/collab/collab/internal/testkit/mongotest"
 )
 
 // jwksOf fetches the key set as a JOSE library would read it.

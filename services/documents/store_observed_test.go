@@ -17,10 +17,10 @@ import (
 
 	"github.com/collab/collab/internal/clock"
 	"github.com/collab/collab/internal/mongodb"
-	"github.com/collab/collab/internal/mongotest"
 	"github.com/collab/collab/internal/outbox"
 	"github.com/collab/collab/internal/service"
 	"github.com/collab/collab/internal/storeobserve"
+	"github.com/collab/collab/internal/testkit/mongotest"
 )
 
 // registrar keeps the servers a module registers, so a test calls them as gRPC would.

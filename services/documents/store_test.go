@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/collab/collab/internal/lifecycle"
-	"github.com/collab/collab/internal/mongotest"
+	"github.com/collab/collab/internal/testkit/mongotest"
 )
 
 func TestMain(m *testing.M) { os.Exit(mongotest.Run(m)) }

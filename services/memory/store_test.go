@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/collab/collab/internal/mongotest"
+	"github.com/collab/collab/internal/testkit/mongotest"
 )
 
 func TestMain(m *testing.M) { os.Exit(mongotest.Run(m)) }

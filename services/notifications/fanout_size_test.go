@@ -13,7 +13,7 @@ import (
 	notificationsv1 "github.com/collab/collab/proto/collab/notifications/v1"
 
 	"github.com/collab/collab/internal/mongodb"
-	"github.com/collab/collab/internal/mongotest"
+	"github.com/collab/collab/internal/testkit/mongotest"
 )
 
 // The scenario of issue 20, finding 4: Add Notifications with notifyAll to an organization of

@@ -15,7 +15,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/collab/collab/internal/mongotest"
+	"github.com/collab/collab/internal/testkit/mongotest"
 )
 
 func TestMain(m *testing.M) { os.Exit(mongotest.Run(m)) }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/lifecycle"
-	"github.com/collab/collab/internal/webhooktest"
+	"github.com/collab/collab/internal/testkit/webhooktest"
 )
 
 // silentListener accepts TCP connections on loopback, reads what comes and never answers: an

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab/collab/internal/mongotest"
 	"github.com/collab/collab/internal/racetest"
+	"github.com/collab/collab/internal/testkit/mongotest"
 )
 
 // replicas returns two stores on the same data, as two processes of one deployment have: the

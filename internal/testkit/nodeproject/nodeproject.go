@@ -105,8 +105,8 @@ func (pr *Preparer) lookNode() (path, version string, err error) {
 func (pr *Preparer) projectDir() (string, error) {
 	var tried []string
 	if _, file, _, ok := runtime.Caller(0); ok {
-		// file is <root>/internal/nodeproject/nodeproject.go.
-		dir := filepath.Join(filepath.Dir(file), "..", "..", pr.spec.Rel)
+		// file is <root>/internal/testkit/nodeproject/nodeproject.go.
+		dir := filepath.Join(filepath.Dir(file), "..", "..", "..", pr.spec.Rel)
 		if pr.isProjectDir(dir) {
 			return filepath.Clean(dir), nil
 		}

@@ -27,7 +27,7 @@ func TestPrepareInstalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := filepath.Clean(filepath.Join(wd, "..", "..", "e2e", "webhookreceiver")); p.Dir != want {
+	if want := filepath.Clean(filepath.Join(wd, "..", "..", "..", "e2e", "webhookreceiver")); p.Dir != want {
 		t.Errorf("Dir = %s, want %s", p.Dir, want)
 	}
 	if err := installed(p.Dir); err != nil {

@@ -3,7 +3,7 @@ package webhooktest
 import (
 	"path/filepath"
 
-	"github.com/collab/collab/internal/nodeproject"
+	"github.com/collab/collab/internal/testkit/nodeproject"
 )
 
 // receiver is e2e/webhookreceiver, the real Standard Webhooks receiver the tests drive.

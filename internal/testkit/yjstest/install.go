@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/collab/collab/internal/nodeproject"
+	"github.com/collab/collab/internal/testkit/nodeproject"
 )
 
 // project is e2e/yjs, the reference yjs the tests drive.

@@ -466,7 +466,7 @@ func TestReceiverDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := filepath.Join(wd, "..", "..", "e2e", "webhookreceiver"); dir != filepath.Clean(want) {
+	if want := filepath.Join(wd, "..", "..", "..", "e2e", "webhookreceiver"); dir != filepath.Clean(want) {
 		t.Errorf("receiverDir = %s, want %s", dir, filepath.Clean(want))
 	}
 }
