@@ -3,8 +3,6 @@ module github.com/collab/collab
 go 1.26.8
 
 require (
-	buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go v1.36.12-20260825204119-511051f7f437.1
-	buf.build/go/protovalidate v1.4.0
 	github.com/FerretDB/FerretDB v1.24.0
 	github.com/coder/websocket v1.8.15
 	github.com/collab/collab/proto v0.0.0
@@ -32,12 +30,6 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261005182115-fad411399dd8
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.13-0.20261016172727-e9ee2a76ab8e
-)
-
-require (
-	cel.dev/cel-go v0.32.0 // indirect
-	cel.dev/expr v0.25.3 // indirect
-	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 )
 
 require (

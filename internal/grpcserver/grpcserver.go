@@ -33,11 +33,11 @@ func Fits(m proto.Message) bool { return proto.Size(m) <= MaxMessageBytes }
 
 // Chain is the one unary interceptor every call passes, over TCP or in process (internal/inproc):
 // request id and access log, panic recovery, error mapping (apierr.ToStatus), the request
-// limits (requestLimits), authentication and the request's buf.validate rules (RequestRules), in that order. outer run first, around all of them: the tracing
+// limits (requestLimits) and authentication, in that order. outer run first, around all of them: the tracing
 // (internal/tracing) and metrics (internal/metrics) interceptors go there, so they see the code
 // the caller gets, after panic recovery and error mapping, and calls authentication refuses.
 func Chain(log *slog.Logger, auth *authn.Interceptor, outer ...grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
-	chain := append(append([]grpc.UnaryServerInterceptor{}, outer...), requestLog(log), recovery(log), errorMapping(log), requestLimits(auth.FromForwarder), auth.Unary, RequestRules())
+	chain := append(append([]grpc.UnaryServerInterceptor{}, outer...), requestLog(log), recovery(log), errorMapping(log), requestLimits(auth.FromForwarder), auth.Unary)
 	var from func(i int, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) grpc.UnaryHandler
 	from = func(i int, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) grpc.UnaryHandler {
 		if i == len(chain) {

@@ -30,7 +30,6 @@ var files = []protoreflect.FileDescriptor{
 	memoryv1.File_collab_memory_v1_memory_proto,                      // collab/memory/v1/memory.proto
 	notificationsv1.File_collab_notifications_v1_notifications_proto, // collab/notifications/v1/notifications.proto
 	optionsv1.File_collab_options_v1_options_proto,                   // collab/options/v1/options.proto
-	optionsv1.File_collab_options_v1_rules_proto,                     // collab/options/v1/rules.proto
 	usersv1.File_collab_users_v1_users_proto,                         // collab/users/v1/users.proto
 	webhooksv1.File_collab_webhooks_v1_webhooks_proto,                // collab/webhooks/v1/webhooks.proto
 	workspacev1.File_collab_workspace_v1_workspace_proto,             // collab/workspace/v1/workspace.proto

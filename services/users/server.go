@@ -119,7 +119,7 @@ func (s *Server) AddUsers(ctx context.Context, req *usersv1.AddUsersRequest) (*u
 	if err != nil {
 		return nil, err
 	}
-	if err := checkRepeats("users", "userId", "user", req.GetUsers(), (*usersv1.User).GetUserId); err != nil {
+	if err := checkUsers(req.GetOrganizationId(), req.GetDocumentId(), req.GetFolderId(), req.GetUsers()); err != nil {
 		return nil, err
 	}
 	org, doc, folder := req.GetOrganizationId(), req.GetDocumentId(), req.GetFolderId()
@@ -177,7 +177,20 @@ func (s *Server) GetUsers(ctx context.Context, req *usersv1.GetUsersRequest) (*u
 		return nil, err
 	}
 	org, doc := req.GetOrganizationId(), req.GetDocumentId()
-	userIDs, groupIDs := unique(req.GetUserIds()), unique(req.GetOrganizationUserGroupIds())
+	if err := validate.ID("organizationId", org); err != nil {
+		return nil, err
+	}
+	if err := validate.OptionalID("documentId", doc); err != nil {
+		return nil, err
+	}
+	userIDs, err := validate.IDs("userIds", req.GetUserIds(), false, maxUserIDs)
+	if err != nil {
+		return nil, err
+	}
+	groupIDs, err := validate.IDs("organizationUserGroupIds", req.GetOrganizationUserGroupIds(), false, maxGroupFilter)
+	if err != nil {
+		return nil, err
+	}
 	p, err := s.ensure(ctx, &documentsv1.EnsureResourcesRequest{ApiKey: c.APIKey, OrganizationId: org})
 	if err != nil {
 		return nil, err
@@ -246,7 +259,7 @@ func (s *Server) UpdateUsers(ctx context.Context, req *usersv1.UpdateUsersReques
 	if err != nil {
 		return nil, err
 	}
-	if err := checkRepeats("users", "userId", "user", req.GetUsers(), (*usersv1.UserUpdate).GetUserId); err != nil {
+	if err := checkUsers(req.GetOrganizationId(), req.GetDocumentId(), req.GetFolderId(), req.GetUsers()); err != nil {
 		return nil, err
 	}
 	org, doc, folder := req.GetOrganizationId(), req.GetDocumentId(), req.GetFolderId()
@@ -292,7 +305,13 @@ func (s *Server) DeleteUsers(ctx context.Context, req *usersv1.DeleteUsersReques
 		return nil, err
 	}
 	org, doc, folder := req.GetOrganizationId(), req.GetDocumentId(), req.GetFolderId()
-	ids := unique(req.GetUserIds())
+	if err := checkScope(org, doc, folder); err != nil {
+		return nil, err
+	}
+	ids, err := validate.IDs("userIds", req.GetUserIds(), true, maxUserIDs)
+	if err != nil {
+		return nil, err
+	}
 	p, err := s.ensure(ctx, &documentsv1.EnsureResourcesRequest{ApiKey: c.APIKey, OrganizationId: org, FolderId: folder, DocumentId: doc})
 	if err != nil {
 		return nil, err
@@ -335,6 +354,12 @@ func (s *Server) DeleteUsers(ctx context.Context, req *usersv1.DeleteUsersReques
 // the request's apiKey.
 func (s *Server) CountMembers(ctx context.Context, req *usersv1.CountMembersRequest) (*usersv1.CountMembersResponse, error) {
 	apiKey, org := req.GetApiKey(), req.GetOrganizationId()
+	if err := validate.ID("apiKey", apiKey); err != nil {
+		return nil, err
+	}
+	if err := validate.ID("organizationId", org); err != nil {
+		return nil, err
+	}
 	res, err := s.docs.ResolveResources(ctx, &documentsv1.ResolveResourcesRequest{ApiKey: apiKey, OrganizationId: org})
 	if err != nil {
 		return nil, apierr.FromPeer("resolve resources", err)
@@ -354,7 +379,17 @@ func (s *Server) CountMembers(ctx context.Context, req *usersv1.CountMembersRequ
 // read of the users asked (Members with only), never a page through the list. Internal: the
 // tenant is the request's apiKey.
 func (s *Server) MembersAmong(ctx context.Context, req *usersv1.MembersAmongRequest) (*usersv1.MembersAmongResponse, error) {
-	apiKey, org, only := req.GetApiKey(), req.GetOrganizationId(), unique(req.GetUserIds())
+	apiKey, org := req.GetApiKey(), req.GetOrganizationId()
+	if err := validate.ID("apiKey", apiKey); err != nil {
+		return nil, err
+	}
+	if err := validate.ID("organizationId", org); err != nil {
+		return nil, err
+	}
+	only, err := validate.IDs("userIds", req.GetUserIds(), true, maxMembersAmong)
+	if err != nil {
+		return nil, err
+	}
 	res, err := s.docs.ResolveResources(ctx, &documentsv1.ResolveResourcesRequest{ApiKey: apiKey, OrganizationId: org})
 	if err != nil {
 		return nil, apierr.FromPeer("resolve resources", err)
@@ -374,10 +409,26 @@ func (s *Server) MembersAmong(ctx context.Context, req *usersv1.MembersAmongRequ
 // notifications service. Internal: the tenant is the request's apiKey. A page holds limit
 // members, or fewer when more would not fit a gRPC message (more then still says so).
 func (s *Server) ListMembers(ctx context.Context, req *usersv1.ListMembersRequest) (*usersv1.ListMembersResponse, error) {
-	apiKey, org, after, only := req.GetApiKey(), req.GetOrganizationId(), req.GetAfter(), unique(req.GetUserIds())
+	apiKey, org, after := req.GetApiKey(), req.GetOrganizationId(), req.GetAfter()
+	if err := validate.ID("apiKey", apiKey); err != nil {
+		return nil, err
+	}
+	if err := validate.ID("organizationId", org); err != nil {
+		return nil, err
+	}
+	if err := validate.OptionalID("after", after); err != nil {
+		return nil, err
+	}
 	limit := int(req.GetLimit())
 	if limit == 0 {
 		limit = defaultListMembers
+	}
+	if limit < 1 || limit > maxListMembers {
+		return nil, apierr.InvalidArgument("limit must be between 1 and %d.", maxListMembers)
+	}
+	only, err := validate.IDs("userIds", req.GetUserIds(), false, maxListMembers)
+	if err != nil {
+		return nil, err
 	}
 	res, err := s.docs.ResolveResources(ctx, &documentsv1.ResolveResourcesRequest{ApiKey: apiKey, OrganizationId: org})
 	if err != nil {
@@ -435,7 +486,7 @@ func (s *Server) AddUserGroups(ctx context.Context, req *usersv1.AddUserGroupsRe
 	if err != nil {
 		return nil, err
 	}
-	if err := checkRepeats("organizationUserGroups", "groupId", "group", req.GetOrganizationUserGroups(), (*usersv1.UserGroup).GetGroupId); err != nil {
+	if err := checkAddGroups(req); err != nil {
 		return nil, err
 	}
 	org := req.GetOrganizationId()
@@ -529,7 +580,16 @@ func (s *Server) groupRequest(ctx context.Context, org, group string, rawIDs []s
 	if err != nil {
 		return "", place{}, nil, nil, err
 	}
-	ids := unique(rawIDs)
+	if err := validate.ID("organizationId", org); err != nil {
+		return "", place{}, nil, nil, err
+	}
+	if err := validate.ID("organizationUserGroupId", group); err != nil {
+		return "", place{}, nil, nil, err
+	}
+	ids, err := validate.IDs("userIds", rawIDs, true, maxUserIDs)
+	if err != nil {
+		return "", place{}, nil, nil, err
+	}
 	p, err := s.ensure(ctx, &documentsv1.EnsureResourcesRequest{ApiKey: c.APIKey, OrganizationId: org})
 	if err != nil {
 		return "", place{}, nil, nil, err

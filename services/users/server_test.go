@@ -30,21 +30,6 @@ import (
 	"github.com/collab/collab/internal/outbox"
 )
 
-// checked calls a handler as the interceptor chain does for input: the request's buf.validate
-// rules first (grpcserver.RequestRules), then the handler.
-func checked[Req, Resp any](ctx context.Context, req Req, handler func(context.Context, Req) (Resp, error)) (Resp, error) {
-	resp, err := requestRules(ctx, req, &grpc.UnaryServerInfo{}, func(ctx context.Context, r any) (any, error) {
-		return handler(ctx, r.(Req))
-	})
-	if err != nil {
-		var none Resp
-		return none, err
-	}
-	return resp.(Resp), nil
-}
-
-var requestRules = grpcserver.RequestRules()
-
 // ---- Fakes ----
 
 // fakeDocs answers EnsureResources from in-memory sets of organizations, folders and documents
@@ -907,25 +892,25 @@ func TestBadInput(t *testing.T) {
 		return out
 	}
 	addUsers := func(req *usersv1.AddUsersRequest) func() error {
-		return func() error { _, err := checked(k1, req, h.srv.AddUsers); return err }
+		return func() error { _, err := h.srv.AddUsers(k1, req); return err }
 	}
 	getUsers := func(req *usersv1.GetUsersRequest) func() error {
-		return func() error { _, err := checked(k1, req, h.srv.GetUsers); return err }
+		return func() error { _, err := h.srv.GetUsers(k1, req); return err }
 	}
 	updateUsers := func(req *usersv1.UpdateUsersRequest) func() error {
-		return func() error { _, err := checked(k1, req, h.srv.UpdateUsers); return err }
+		return func() error { _, err := h.srv.UpdateUsers(k1, req); return err }
 	}
 	deleteUsers := func(req *usersv1.DeleteUsersRequest) func() error {
-		return func() error { _, err := checked(k1, req, h.srv.DeleteUsers); return err }
+		return func() error { _, err := h.srv.DeleteUsers(k1, req); return err }
 	}
 	addGroups := func(req *usersv1.AddUserGroupsRequest) func() error {
-		return func() error { _, err := checked(k1, req, h.srv.AddUserGroups); return err }
+		return func() error { _, err := h.srv.AddUserGroups(k1, req); return err }
 	}
 	toGroup := func(req *usersv1.AddUsersToGroupRequest) func() error {
-		return func() error { _, err := checked(k1, req, h.srv.AddUsersToGroup); return err }
+		return func() error { _, err := h.srv.AddUsersToGroup(k1, req); return err }
 	}
 	fromGroup := func(req *usersv1.DeleteUsersFromGroupRequest) func() error {
-		return func() error { _, err := checked(k1, req, h.srv.DeleteUsersFromGroup); return err }
+		return func() error { _, err := h.srv.DeleteUsersFromGroup(k1, req); return err }
 	}
 	withRole := func(r string) *usersv1.User { u := user("u9"); u.AccessRole = r; return u }
 	withEmail := func(e string) *usersv1.User { u := user("u9"); u.Email = e; return u }
@@ -1399,7 +1384,7 @@ func TestListMembers(t *testing.T) {
 		{&usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "nope"}, codes.NotFound, "Organization does not exist."},
 		{&usersv1.ListMembersRequest{ApiKey: "k3", OrganizationId: "o"}, codes.NotFound, "Organization does not exist."},
 	} {
-		_, err := checked(bg, bad.req, h.srv.ListMembers)
+		_, err := h.srv.ListMembers(bg, bad.req)
 		wantStatus(t, fmt.Sprint(bad.req), err, bad.code, bad.msg)
 	}
 	h.docs.err = status.Error(codes.Unavailable, "documents restarting")
@@ -1434,7 +1419,7 @@ func TestCountMembers(t *testing.T) {
 		{&usersv1.CountMembersRequest{ApiKey: "k1"}, codes.InvalidArgument, "organizationId is required."},
 		{&usersv1.CountMembersRequest{ApiKey: "k1", OrganizationId: "nope"}, codes.NotFound, "Organization does not exist."},
 	} {
-		_, err := checked(bg, bad.req, h.srv.CountMembers)
+		_, err := h.srv.CountMembers(bg, bad.req)
 		wantStatus(t, fmt.Sprint(bad.req), err, bad.code, bad.msg)
 	}
 }
@@ -1477,7 +1462,7 @@ func TestMembersAmong(t *testing.T) {
 		{&usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"bad\x00id"}}, codes.InvalidArgument, "userIds[0] must not contain control characters."},
 		{&usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "nope", UserIds: []string{"u1"}}, codes.NotFound, "Organization does not exist."},
 	} {
-		_, err := checked(bg, bad.req, h.srv.MembersAmong)
+		_, err := h.srv.MembersAmong(bg, bad.req)
 		wantStatus(t, fmt.Sprint(bad.req), err, bad.code, bad.msg)
 	}
 }

@@ -13,7 +13,6 @@
 package usersv1
 
 import (
-	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	_ "github.com/collab/collab/proto/collab/options/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -1393,35 +1392,33 @@ var File_collab_users_v1_users_proto protoreflect.FileDescriptor
 
 const file_collab_users_v1_users_proto_rawDesc = "" +
 	"\n" +
-	"\x1bcollab/users/v1/users.proto\x12\x0fcollab.users.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fcollab/options/v1/options.proto\x1a\x1dcollab/options/v1/rules.proto\"\xa1\x01\n" +
-	"\x13MembersAmongRequest\x12\"\n" +
-	"\aapi_key\x18\x01 \x01(\tB\t\xbaH\x06r\x04\xe8\xf9\x18\x01R\x06apiKey\x122\n" +
-	"\x0forganization_id\x18\x02 \x01(\tB\t\xbaH\x06r\x04\xe8\xf9\x18\x01R\x0eorganizationId\x122\n" +
-	"\buser_ids\x18\x03 \x03(\tB\x17\xbaH\x14\x92\x01\x11\xb8\xfa\x18\xe8\a\xc0\xfa\x18\x01\"\x06r\x04\xf0\xf9\x18\x01R\auserIds\"1\n" +
+	"\x1bcollab/users/v1/users.proto\x12\x0fcollab.users.v1\x1a\x1fcollab/options/v1/options.proto\"r\n" +
+	"\x13MembersAmongRequest\x12\x17\n" +
+	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12'\n" +
+	"\x0forganization_id\x18\x02 \x01(\tR\x0eorganizationId\x12\x19\n" +
+	"\buser_ids\x18\x03 \x03(\tR\auserIds\"1\n" +
 	"\x14MembersAmongResponse\x12\x19\n" +
-	"\buser_ids\x18\x01 \x03(\tR\auserIds\"\xac\x02\n" +
-	"\x12ListMembersRequest\x12\"\n" +
-	"\aapi_key\x18\x01 \x01(\tB\t\xbaH\x06r\x04\xe8\xf9\x18\x01R\x06apiKey\x122\n" +
-	"\x0forganization_id\x18\x02 \x01(\tB\t\xbaH\x06r\x04\xe8\xf9\x18\x01R\x0eorganizationId\x12\"\n" +
-	"\x05after\x18\x03 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\xe8\xf9\x18\x01R\x05after\x12j\n" +
-	"\x05limit\x18\x04 \x01(\x05BT\xbaHQ\xba\x01N\n" +
-	"\fcollab.limit\x1a>this >= 0 && this <= 5000 ? '' : 'must be between 1 and 5000.'R\x05limit\x12.\n" +
-	"\buser_ids\x18\x05 \x03(\tB\x13\xbaH\x10\x92\x01\r\xb8\xfa\x18\x88'\"\x06r\x04\xf0\xf9\x18\x01R\auserIds\"m\n" +
-	"\x13CountMembersRequest\x12\"\n" +
-	"\aapi_key\x18\x01 \x01(\tB\t\xbaH\x06r\x04\xe8\xf9\x18\x01R\x06apiKey\x122\n" +
-	"\x0forganization_id\x18\x02 \x01(\tB\t\xbaH\x06r\x04\xe8\xf9\x18\x01R\x0eorganizationId\",\n" +
+	"\buser_ids\x18\x01 \x03(\tR\auserIds\"\x9d\x01\n" +
+	"\x12ListMembersRequest\x12\x17\n" +
+	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12'\n" +
+	"\x0forganization_id\x18\x02 \x01(\tR\x0eorganizationId\x12\x14\n" +
+	"\x05after\x18\x03 \x01(\tR\x05after\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\x12\x19\n" +
+	"\buser_ids\x18\x05 \x03(\tR\auserIds\"W\n" +
+	"\x13CountMembersRequest\x12\x17\n" +
+	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12'\n" +
+	"\x0forganization_id\x18\x02 \x01(\tR\x0eorganizationId\",\n" +
 	"\x14CountMembersResponse\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x03R\x05count\"^\n" +
 	"\x13ListMembersResponse\x123\n" +
 	"\amembers\x18\x01 \x03(\v2\x19.collab.users.v1.UserInfoR\amembers\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\bR\x04more\"\xbf\x01\n" +
-	"\x04User\x12\"\n" +
-	"\auser_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\xe8\xf9\x18\x01R\x06userId\x12\x1e\n" +
-	"\x04name\x18\x02 \x01(\tB\n" +
-	"\xbaH\ar\x05\xf8\xf9\x18\xc8\x01R\x04name\x12\x1f\n" +
-	"\x05email\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x80\xfa\x18\x01R\x05email\x12&\n" +
-	"\tphoto_url\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x88\xfa\x18\x01R\bphotoUrl\x12*\n" +
-	"\vaccess_role\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x90\xfa\x18\x01R\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"\x87\x01\n" +
+	"\x04User\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05email\x18\x03 \x01(\tR\x05email\x12\x1b\n" +
+	"\tphoto_url\x18\x04 \x01(\tR\bphotoUrl\x12\x1f\n" +
+	"\vaccess_role\x18\x05 \x01(\tR\n" +
 	"accessRole\"P\n" +
 	"\n" +
 	"UserResult\x12\x18\n" +
@@ -1434,24 +1431,22 @@ const file_collab_users_v1_users_proto_rawDesc = "" +
 	"\x04data\x18\x03 \x03(\v2..collab.users.v1.UserResultsResponse.DataEntryR\x04data\x1aT\n" +
 	"\tDataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
-	"\x05value\x18\x02 \x01(\v2\x1b.collab.users.v1.UserResultR\x05value:\x028\x01\"\xd3\x04\n" +
-	"\x0fAddUsersRequest\x122\n" +
-	"\x0forganization_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\xe8\xf9\x18\x01R\x0eorganizationId\x12\xbb\x01\n" +
-	"\x05users\x18\x02 \x03(\v2\x15.collab.users.v1.UserB\x8d\x01\xbaH\x89\x01\xba\x01\x85\x01\n" +
-	"\x12collab.users.count\x1aosize(this) == 0 ? 'must contain at least one user.' : size(this) > 100 ? 'must contain at most 100 users.' : ''R\x05users\x12-\n" +
-	"\vdocument_id\x18\x03 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\xe8\xf9\x18\x01R\n" +
-	"documentId\x12)\n" +
-	"\tfolder_id\x18\x04 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\xe8\xf9\x18\x01R\bfolderId\x12/\n" +
+	"\x05value\x18\x02 \x01(\v2\x1b.collab.users.v1.UserResultR\x05value:\x028\x01\"\xa4\x02\n" +
+	"\x0fAddUsersRequest\x12'\n" +
+	"\x0forganization_id\x18\x01 \x01(\tR\x0eorganizationId\x12+\n" +
+	"\x05users\x18\x02 \x03(\v2\x15.collab.users.v1.UserR\x05users\x12\x1f\n" +
+	"\vdocument_id\x18\x03 \x01(\tR\n" +
+	"documentId\x12\x1b\n" +
+	"\tfolder_id\x18\x04 \x01(\tR\bfolderId\x12/\n" +
 	"\x13create_organization\x18\x05 \x01(\bR\x12createOrganization\x12'\n" +
 	"\x0fcreate_document\x18\x06 \x01(\bR\x0ecreateDocument\x12#\n" +
-	"\rcreate_folder\x18\a \x01(\bR\fcreateFolder:u\xbaHr\x1ap\n" +
-	"\fcollab.scope\x120Provide either documentId or folderId, not both.\x1a.this.document_id == '' || this.folder_id == ''\"\xf6\x01\n" +
-	"\x0fGetUsersRequest\x122\n" +
-	"\x0forganization_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\xe8\xf9\x18\x01R\x0eorganizationId\x12-\n" +
-	"\vdocument_id\x18\x02 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\xe8\xf9\x18\x01R\n" +
-	"documentId\x12-\n" +
-	"\buser_ids\x18\x03 \x03(\tB\x12\xbaH\x0f\x92\x01\f\xb8\xfa\x18d\"\x06r\x04\xf0\xf9\x18\x01R\auserIds\x12Q\n" +
-	"\x1borganization_user_group_ids\x18\x04 \x03(\tB\x12\xbaH\x0f\x92\x01\f\xb8\xfa\x18\x1e\"\x06r\x04\xf0\xf9\x18\x01R\x18organizationUserGroupIds\"M\n" +
+	"\rcreate_folder\x18\a \x01(\bR\fcreateFolder\"\xb5\x01\n" +
+	"\x0fGetUsersRequest\x12'\n" +
+	"\x0forganization_id\x18\x01 \x01(\tR\x0eorganizationId\x12\x1f\n" +
+	"\vdocument_id\x18\x02 \x01(\tR\n" +
+	"documentId\x12\x19\n" +
+	"\buser_ids\x18\x03 \x03(\tR\auserIds\x12=\n" +
+	"\x1borganization_user_group_ids\x18\x04 \x03(\tR\x18organizationUserGroupIds\"M\n" +
 	"\bUserInfo\x12\x14\n" +
 	"\x05email\x18\x01 \x01(\tR\x05email\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x17\n" +
@@ -1459,36 +1454,32 @@ const file_collab_users_v1_users_proto_rawDesc = "" +
 	"\x10GetUsersResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12-\n" +
-	"\x04data\x18\x03 \x03(\v2\x19.collab.users.v1.UserInfoR\x04data\"\x8a\x02\n" +
+	"\x04data\x18\x03 \x03(\v2\x19.collab.users.v1.UserInfoR\x04data\"\xd2\x01\n" +
 	"\n" +
-	"UserUpdate\x12\"\n" +
-	"\auser_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\xe8\xf9\x18\x01R\x06userId\x12#\n" +
-	"\x04name\x18\x02 \x01(\tB\n" +
-	"\xbaH\ar\x05\xf8\xf9\x18\xc8\x01H\x00R\x04name\x88\x01\x01\x12$\n" +
-	"\x05email\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x80\xfa\x18\x01H\x01R\x05email\x88\x01\x01\x12+\n" +
-	"\tphoto_url\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x88\xfa\x18\x01H\x02R\bphotoUrl\x88\x01\x01\x12/\n" +
-	"\vaccess_role\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x90\xfa\x18\x01H\x03R\n" +
+	"UserUpdate\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x17\n" +
+	"\x04name\x18\x02 \x01(\tH\x00R\x04name\x88\x01\x01\x12\x19\n" +
+	"\x05email\x18\x03 \x01(\tH\x01R\x05email\x88\x01\x01\x12 \n" +
+	"\tphoto_url\x18\x04 \x01(\tH\x02R\bphotoUrl\x88\x01\x01\x12$\n" +
+	"\vaccess_role\x18\x05 \x01(\tH\x03R\n" +
 	"accessRole\x88\x01\x01B\a\n" +
 	"\x05_nameB\b\n" +
 	"\x06_emailB\f\n" +
 	"\n" +
 	"_photo_urlB\x0e\n" +
-	"\f_access_role\"\xdd\x03\n" +
-	"\x12UpdateUsersRequest\x122\n" +
-	"\x0forganization_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\xe8\xf9\x18\x01R\x0eorganizationId\x12-\n" +
-	"\vdocument_id\x18\x02 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\xe8\xf9\x18\x01R\n" +
-	"documentId\x12)\n" +
-	"\tfolder_id\x18\x03 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\xe8\xf9\x18\x01R\bfolderId\x12\xc1\x01\n" +
-	"\x05users\x18\x04 \x03(\v2\x1b.collab.users.v1.UserUpdateB\x8d\x01\xbaH\x89\x01\xba\x01\x85\x01\n" +
-	"\x12collab.users.count\x1aosize(this) == 0 ? 'must contain at least one user.' : size(this) > 100 ? 'must contain at most 100 users.' : ''R\x05users:u\xbaHr\x1ap\n" +
-	"\fcollab.scope\x120Provide either documentId or folderId, not both.\x1a.this.document_id == '' || this.folder_id == ''\"\xcc\x02\n" +
-	"\x12DeleteUsersRequest\x122\n" +
-	"\x0forganization_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\xe8\xf9\x18\x01R\x0eorganizationId\x12-\n" +
-	"\vdocument_id\x18\x02 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\xe8\xf9\x18\x01R\n" +
-	"documentId\x12)\n" +
-	"\tfolder_id\x18\x03 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\xe8\xf9\x18\x01R\bfolderId\x121\n" +
-	"\buser_ids\x18\x04 \x03(\tB\x16\xbaH\x13\x92\x01\x10\xb8\xfa\x18d\xc0\xfa\x18\x01\"\x06r\x04\xf0\xf9\x18\x01R\auserIds:u\xbaHr\x1ap\n" +
-	"\fcollab.scope\x120Provide either documentId or folderId, not both.\x1a.this.document_id == '' || this.folder_id == ''\"B\n" +
+	"\f_access_role\"\xae\x01\n" +
+	"\x12UpdateUsersRequest\x12'\n" +
+	"\x0forganization_id\x18\x01 \x01(\tR\x0eorganizationId\x12\x1f\n" +
+	"\vdocument_id\x18\x02 \x01(\tR\n" +
+	"documentId\x12\x1b\n" +
+	"\tfolder_id\x18\x03 \x01(\tR\bfolderId\x121\n" +
+	"\x05users\x18\x04 \x03(\v2\x1b.collab.users.v1.UserUpdateR\x05users\"\x96\x01\n" +
+	"\x12DeleteUsersRequest\x12'\n" +
+	"\x0forganization_id\x18\x01 \x01(\tR\x0eorganizationId\x12\x1f\n" +
+	"\vdocument_id\x18\x02 \x01(\tR\n" +
+	"documentId\x12\x1b\n" +
+	"\tfolder_id\x18\x03 \x01(\tR\bfolderId\x12\x19\n" +
+	"\buser_ids\x18\x04 \x03(\tR\auserIds\"B\n" +
 	"\fDeleteResult\x12\x18\n" +
 	"\asuccess\x18\x01 \x01(\bR\asuccess\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"\xe3\x01\n" +
@@ -1498,24 +1489,22 @@ const file_collab_users_v1_users_proto_rawDesc = "" +
 	"\x04data\x18\x03 \x03(\v2..collab.users.v1.DeleteUsersResponse.DataEntryR\x04data\x1aV\n" +
 	"\tDataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x123\n" +
-	"\x05value\x18\x02 \x01(\v2\x1d.collab.users.v1.DeleteResultR\x05value:\x028\x01\"\\\n" +
-	"\tUserGroup\x12$\n" +
-	"\bgroup_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\xe8\xf9\x18\x01R\agroupId\x12)\n" +
+	"\x05value\x18\x02 \x01(\v2\x1d.collab.users.v1.DeleteResultR\x05value:\x028\x01\"E\n" +
+	"\tUserGroup\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1d\n" +
 	"\n" +
-	"group_name\x18\x02 \x01(\tB\n" +
-	"\xbaH\ar\x05\xf8\xf9\x18\xc8\x01R\tgroupName\"\xb4\x02\n" +
-	"\x14AddUserGroupsRequest\x122\n" +
-	"\x0forganization_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\xe8\xf9\x18\x01R\x0eorganizationId\x12\xe7\x01\n" +
-	"\x18organization_user_groups\x18\x02 \x03(\v2\x1a.collab.users.v1.UserGroupB\x90\x01\xbaH\x8c\x01\xba\x01\x88\x01\n" +
-	"\x13collab.groups.count\x1aqsize(this) == 0 ? 'must contain at least one group.' : size(this) > 100 ? 'must contain at most 100 groups.' : ''R\x16organizationUserGroups\"\xc7\x01\n" +
-	"\x16AddUsersToGroupRequest\x122\n" +
-	"\x0forganization_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\xe8\xf9\x18\x01R\x0eorganizationId\x12F\n" +
-	"\x1aorganization_user_group_id\x18\x02 \x01(\tB\t\xbaH\x06r\x04\xe8\xf9\x18\x01R\x17organizationUserGroupId\x121\n" +
-	"\buser_ids\x18\x03 \x03(\tB\x16\xbaH\x13\x92\x01\x10\xb8\xfa\x18d\xc0\xfa\x18\x01\"\x06r\x04\xf0\xf9\x18\x01R\auserIds\"\xcc\x01\n" +
-	"\x1bDeleteUsersFromGroupRequest\x122\n" +
-	"\x0forganization_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\xe8\xf9\x18\x01R\x0eorganizationId\x12F\n" +
-	"\x1aorganization_user_group_id\x18\x02 \x01(\tB\t\xbaH\x06r\x04\xe8\xf9\x18\x01R\x17organizationUserGroupId\x121\n" +
-	"\buser_ids\x18\x03 \x03(\tB\x16\xbaH\x13\x92\x01\x10\xb8\xfa\x18d\xc0\xfa\x18\x01\"\x06r\x04\xf0\xf9\x18\x01R\auserIds2\xe3\a\n" +
+	"group_name\x18\x02 \x01(\tR\tgroupName\"\x95\x01\n" +
+	"\x14AddUserGroupsRequest\x12'\n" +
+	"\x0forganization_id\x18\x01 \x01(\tR\x0eorganizationId\x12T\n" +
+	"\x18organization_user_groups\x18\x02 \x03(\v2\x1a.collab.users.v1.UserGroupR\x16organizationUserGroups\"\x99\x01\n" +
+	"\x16AddUsersToGroupRequest\x12'\n" +
+	"\x0forganization_id\x18\x01 \x01(\tR\x0eorganizationId\x12;\n" +
+	"\x1aorganization_user_group_id\x18\x02 \x01(\tR\x17organizationUserGroupId\x12\x19\n" +
+	"\buser_ids\x18\x03 \x03(\tR\auserIds\"\x9e\x01\n" +
+	"\x1bDeleteUsersFromGroupRequest\x12'\n" +
+	"\x0forganization_id\x18\x01 \x01(\tR\x0eorganizationId\x12;\n" +
+	"\x1aorganization_user_group_id\x18\x02 \x01(\tR\x17organizationUserGroupId\x12\x19\n" +
+	"\buser_ids\x18\x03 \x03(\tR\auserIds2\xe3\a\n" +
 	"\fUsersService\x12X\n" +
 	"\bAddUsers\x12 .collab.users.v1.AddUsersRequest\x1a$.collab.users.v1.UserResultsResponse\"\x04\xc8\xf3\x18\x01\x12U\n" +
 	"\bGetUsers\x12 .collab.users.v1.GetUsersRequest\x1a!.collab.users.v1.GetUsersResponse\"\x04\xc8\xf3\x18\x01\x12^\n" +
