@@ -3,7 +3,6 @@ package webhooks
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -143,53 +142,6 @@ func wants(e *Endpoint, eventType, channel string) bool {
 		return false
 	}
 	return e.Channels == nil || slices.Contains(e.Channels, channel)
-}
-
-// buildPayload is the payload of docs/webhooks.md, "Delivery": {event, actionType, source, data, webhookId, platform}.
-// data is the event's data with its context (organizationId, documentId, targetEntityId,
-// channel, actionUser, eventId, timestamp) added where the data does not set them.
-func buildPayload(d *eventsv1.Event, webhookID string, protect bool) ([]byte, error) {
-	// AsMap gives what decoding the data's JSON would (numbers as float64), without the JSON.
-	data := d.GetData().AsMap()
-	ctxFields := map[string]any{
-		"organizationId": d.GetOrganizationId(), "documentId": d.GetDocumentId(), "targetEntityId": d.GetTargetEntityId(),
-		"channel": d.GetChannel(), "eventId": d.GetId(), "timestamp": d.GetTimestamp(),
-		"actionUser": map[string]any{"userId": d.GetActionUser().GetUserId(), "name": d.GetActionUser().GetName(), "email": d.GetActionUser().GetEmail()},
-	}
-	for k, v := range ctxFields {
-		if _, set := data[k]; !set {
-			data[k] = v
-		}
-	}
-	if protect {
-		data = protectData(data).(map[string]any)
-	}
-	feature, action, _ := strings.Cut(d.GetType(), ".")
-	return json.Marshal(map[string]any{"event": d.GetType(), "actionType": action, "source": feature, "data": data, "webhookId": webhookID, "platform": "collab"})
-}
-
-// protectData strips personal data (enableDataProtection): every "email" value, and the
-// "name" of every object that names a user (has a "userId").
-func protectData(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		_, isUser := x["userId"]
-		out := make(map[string]any, len(x))
-		for k, val := range x {
-			if k == "email" || (isUser && k == "name") {
-				continue
-			}
-			out[k] = protectData(val)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, val := range x {
-			out[i] = protectData(val)
-		}
-		return out
-	}
-	return v
 }
 
 // ---- Attempts ----
