@@ -114,7 +114,7 @@ func TestPayloadIsWhatJSONMarshalWrites(t *testing.T) {
 // FuzzPayload holds buildPayload to encoding/json's bytes for any data a caller can publish.
 func FuzzPayload(f *testing.F) {
 	f.Add(`{"text":"hello","n":1.5,"u":{"userId":"x","name":"y","email":"z"}}`, "comment.add", 1731705121123.0)
-	f.Add(`{"a":[1,"<&>",null,true,{"email":"e"}],"timestamp":"x"}`, "x", -0.0)
+	f.Add(`{"a":[1,"<&>",null,true,{"email":"e"}],"timestamp":"x"}`, "x", math.Copysign(0, -1))
 	f.Add(`{"s":"\u2028\u0007\ud83d\ude00"}`, "no-dot", 1e-9)
 	f.Fuzz(func(t *testing.T, data, typ string, ts float64) {
 		d := eventWith(t, "")
