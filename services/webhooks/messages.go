@@ -159,7 +159,8 @@ func (s *Server) RecoverEndpoint(ctx context.Context, req *webhooksv1.RecoverEnd
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.endpoint(ctx, c.APIKey, req.GetEndpointId()); err != nil {
+	ep, err := s.endpoint(ctx, c.APIKey, req.GetEndpointId())
+	if err != nil {
 		return nil, err
 	}
 	since, err := parseTime("since", req.GetSince(), true)
@@ -176,6 +177,11 @@ func (s *Server) RecoverEndpoint(ctx context.Context, req *webhooksv1.RecoverEnd
 	}
 	if !since.Before(until) {
 		return nil, apierr.InvalidArgument("since must be before until.")
+	}
+	if ep.Disabled {
+		// As for a resend: each delivery queued again would fail at once, "recovered" a promise
+		// never kept.
+		return nil, apierr.FailedPrecondition(msgRecoverDisabled)
 	}
 	failed, err := s.store.FailedDeliveries(ctx, c.APIKey, req.GetEndpointId(), since, until)
 	if err != nil {
@@ -208,6 +214,10 @@ func (s *Server) SendTestEvent(ctx context.Context, req *webhooksv1.SendTestEven
 	}
 	if err := validate.EventType("eventType", typ); err != nil {
 		return nil, err
+	}
+	if e.Disabled {
+		// The test's delivery would fail at once, and its messageId promise a sending.
+		return nil, apierr.FailedPrecondition(msgTestDisabled)
 	}
 	data, _ := structOf(map[string]any{"test": true})
 	ev := &eventsv1.Event{Id: "test_" + ids.Random(20), Type: typ, ApiKey: c.APIKey, WorkspaceId: c.WorkspaceID, Timestamp: float64(s.clock.Now().UnixMilli()), Data: data}

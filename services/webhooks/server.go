@@ -45,6 +45,8 @@ const (
 	msgAttempts        = "Attempts retrieved successfully."
 	msgResent          = "Message resent successfully."
 	msgResendDisabled  = "The endpoint is disabled: enable it to resend messages to it."
+	msgRecoverDisabled = "The endpoint is disabled: enable it to recover messages to it."
+	msgTestDisabled    = "The endpoint is disabled: enable it to send it a test event."
 	msgRecovered       = "Endpoint recovery started successfully."
 	msgTestSent        = "Test event sent successfully."
 	msgEndpointMissing = "Endpoint not found."
