@@ -626,7 +626,6 @@ func TestTemporaryAccess(t *testing.T) {
 	})
 
 	h.step("a fractional expiry keeps its milliseconds", func(t *testing.T) {
-		// A fractional expiry keeps its milliseconds.
 		h.add(k1, "v", resource("document", "restricted", "o", "viewer", float64(start.Unix())+7200.25))
 		h.wantEntry("fraction", h.doc(k1, "o", "v", "restricted"), entry{role: "viewer", accessType: "restricted", expiresAt: float64(start.Unix()) + 7200.25})
 	})
@@ -679,7 +678,6 @@ func TestContextFields(t *testing.T) {
 		}
 	})
 	h.step("the context belongs to the resources' organization", func(t *testing.T) {
-		// The context belongs to the resources' organization.
 		if got := fields(t, "u", "o2"); got != nil {
 			t.Fatalf("context in another organization %q", got)
 		}
@@ -689,7 +687,6 @@ func TestContextFields(t *testing.T) {
 		}
 	})
 	h.step("an empty access object clears the fields", func(t *testing.T) {
-		// An empty access object clears the fields.
 		addWithContext(t, "u", "o", map[string]any{})
 		if got := fields(t, "u", "o"); got != nil {
 			t.Fatalf("cleared fields %q", got)
@@ -925,7 +922,6 @@ func TestAddPermissionsBadInput(t *testing.T) {
 		})
 	}
 	h.step("refused requests wrote nothing", func(t *testing.T) {
-		// Nothing of any refused request was written.
 		if got, _ := h.store.Grants(context.Background(), "k1", "o", []string{"u", ""}, start); len(got) != 0 {
 			t.Fatalf("refused requests wrote %+v", got)
 		}

@@ -318,7 +318,6 @@ func TestRecordUpdateDeleteAndSearch(t *testing.T) {
 		}
 	})
 	step(t, "a given createdAt, even 0, is kept", func(t *testing.T) {
-		// createdAt given, even 0, is kept.
 		h.record(t, &memoryv1.NewJudgment{RecordId: "epoch", Decision: "approve", CreatedAt: f64(0)})
 		if got := h.search(t, &memoryv1.SearchJudgmentsRequest{RecencyDays: i32(365)}); slices.Contains(recordIDs(got), "epoch") {
 			t.Fatalf("createdAt 0 became now: %v", recordIDs(got))
@@ -355,7 +354,6 @@ func TestRecordUpdateDeleteAndSearch(t *testing.T) {
 	})
 
 	step(t, "a repeated record id updates the judgment", func(t *testing.T) {
-		// A repeat of a record id updates it.
 		h.clock.Advance(time.Minute)
 		upd := h.record(t, &memoryv1.NewJudgment{RecordId: "invoice", Decision: "reject", Reasoning: "invoice totals do not match"})
 		if r := upd.GetData()["invoice"]; !r.GetSuccess() || r.GetMessage() != "Judgment updated." {
@@ -426,7 +424,6 @@ func TestSearchScopesFiltersAndLimit(t *testing.T) {
 		}
 	})
 	step(t, "scope apiKey with an organization searches the whole tenant", func(t *testing.T) {
-		// scope given: apiKey with an organization searches the whole tenant.
 		if got := q(t, &memoryv1.SearchJudgmentsRequest{OrganizationId: "o", Scope: "apiKey"}); got.GetTotalInScope() != 31 {
 			t.Fatalf("apiKey scope: %v", got.GetTotalInScope())
 		}
@@ -447,7 +444,6 @@ func TestSearchScopesFiltersAndLimit(t *testing.T) {
 		}
 	})
 	step(t, "dateRange in ISO-8601 and epoch ms, inclusive", func(t *testing.T) {
-		// dateRange: ISO-8601 and epoch ms, inclusive.
 		start, end := t0.Add(2*time.Hour), t0.Add(5*time.Hour)
 		for _, dr := range []*memoryv1.DateRange{
 			{Start: str(start.Format(time.RFC3339)), End: str(end.Format(time.RFC3339))},
@@ -462,13 +458,11 @@ func TestSearchScopesFiltersAndLimit(t *testing.T) {
 		}
 	})
 	step(t, "a date-only end covers its whole day", func(t *testing.T) {
-		// A date-only end covers its whole day.
 		if got := q(t, &memoryv1.SearchJudgmentsRequest{OrganizationId: "o", Filters: &memoryv1.SearchFilters{DateRange: &memoryv1.DateRange{End: str("2026-11-02")}}}); got.GetTotalInScope() != 15 {
 			t.Fatalf("date-only end: %v", got.GetTotalInScope())
 		}
 	})
 	step(t, "results ordered by similarity, best first", func(t *testing.T) {
-		// Results are ordered by similarity, best first.
 		got := q(t, &memoryv1.SearchJudgmentsRequest{OrganizationId: "o", Limit: i32(50)})
 		for i := 1; i < len(got.GetResults()); i++ {
 			if got.GetResults()[i].GetSimilarity() > got.GetResults()[i-1].GetSimilarity() {
@@ -509,7 +503,6 @@ func TestAnnotationAndRecencyPaths(t *testing.T) {
 		}
 	})
 	step(t, "recency window, newest first, overriding dateRange", func(t *testing.T) {
-		// Recency: the window, newest first, overriding dateRange.
 		h.clock.Advance(time.Hour)
 		got := h.search(t, &memoryv1.SearchJudgmentsRequest{RecencyDays: i32(3), Filters: &memoryv1.SearchFilters{DateRange: &memoryv1.DateRange{Start: num(0), End: num(1)}}})
 		if !slices.Equal(recordIDs(got), []string{"j0", "j1", "j2"}) || got.GetTotalInScope() != 3 || got.GetResults()[0].GetSimilarity() != 1 {
@@ -531,13 +524,11 @@ func TestEmbedFailureStoresNothing(t *testing.T) {
 		wantErr(t, err, codes.Unavailable, "The embedding model is unavailable. Try again later.")
 	})
 	step(t, "shortcut paths need no model and find nothing stored", func(t *testing.T) {
-		// The shortcut paths need no model.
 		if got := h.search(t, &memoryv1.SearchJudgmentsRequest{RecencyDays: i32(1)}); got.GetTotalInScope() != 0 {
 			t.Fatalf("stored while the model was down: %v", got)
 		}
 	})
 	step(t, "vectors of the wrong size are a failure too", func(t *testing.T) {
-		// A model answering with vectors of the wrong size is a failure too.
 		h.emb.failWith(nil)
 		h.srv.embedder = &wrongDim{h.emb}
 		_, err := h.srv.RecordJudgments(k1, &memoryv1.RecordJudgmentsRequest{OrganizationId: "o", Judgments: []*memoryv1.NewJudgment{jdg("a", "approve", "fine")}})
@@ -590,7 +581,6 @@ func TestEmbedderChangeReembeds(t *testing.T) {
 		}
 	})
 	step(t, "the background job re-embeds on its own", func(t *testing.T) {
-		// The background job does the same on its own.
 		old2 := newHarnessOn(t, store, newBag(16))
 		old2.record(t, jdg("d", "approve", "another photo"))
 		ctx, cancel := context.WithCancel(context.Background())
@@ -645,7 +635,6 @@ func TestExecutionsFlow(t *testing.T) {
 		wantErr(t, err, codes.FailedPrecondition, "Agent execution is already finished.")
 	})
 	step(t, "another tenant does not see it", func(t *testing.T) {
-		// Another tenant does not see it.
 		k2 := authn.WithCaller(context.Background(), authn.Caller{APIKey: "k2", WorkspaceID: "w2"})
 		_, err := h.srv.CompleteAgentExecution(k2, &memoryv1.CompleteAgentExecutionRequest{ExecutionId: e.GetId(), Status: "passed"})
 		wantErr(t, err, codes.NotFound, "Agent execution not found.")

@@ -685,7 +685,6 @@ func TestUpdateUsers(t *testing.T) {
 	})
 
 	step(t, "document and folder scope", func(t *testing.T) {
-		// Document and folder scope.
 		if _, err := h.srv.UpdateUsers(k1, &usersv1.UpdateUsersRequest{OrganizationId: "o", DocumentId: "d1", Users: []*usersv1.UserUpdate{{UserId: "u1", AccessRole: ptr("editor")}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -702,7 +701,6 @@ func TestUpdateUsers(t *testing.T) {
 	})
 
 	step(t, "a failing access call fails that user's item", func(t *testing.T) {
-		// A failing access call fails that user's item.
 		h.access.fail = func(*accessv1.SetRolesRequest) bool { return true }
 		resp, err := h.srv.UpdateUsers(k1, &usersv1.UpdateUsersRequest{OrganizationId: "o", Users: []*usersv1.UserUpdate{{UserId: "u1", AccessRole: ptr("editor")}, {UserId: "u2", Name: ptr("Fine")}}})
 		if err != nil {
@@ -809,7 +807,6 @@ func TestDeleteUsersFromTheOrganization(t *testing.T) {
 	})
 
 	step(t, "nobody left to remove publishes nothing", func(t *testing.T) {
-		// Nobody left to remove: no event.
 		resp, err := h.srv.DeleteUsers(k1, &usersv1.DeleteUsersRequest{OrganizationId: "o", UserIds: []string{"u1"}})
 		if err != nil || resp.GetData()["u1"].GetSuccess() {
 			t.Fatalf("second delete %v %v", resp, err)
@@ -1389,13 +1386,11 @@ func TestGetUsersIsBounded(t *testing.T) {
 		wantStatus(t, "over the cap", err, codes.FailedPrecondition, msgTooManyUsers)
 	})
 	step(t, "narrowed: answers", func(t *testing.T) {
-		// Narrowed, the same organization answers.
 		if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o", UserIds: []string{"user-000007"}}); !slices.Equal(got, []string{"user-000007"}) {
 			t.Fatalf("narrowed: %v", got)
 		}
 	})
 	step(t, "at the cap: answers", func(t *testing.T) {
-		// At the cap it answers.
 		if err := h.store.RemoveUsers(bg, "k1", "o", ids[:1]); err != nil {
 			t.Fatal(err)
 		}
