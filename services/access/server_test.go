@@ -342,6 +342,30 @@ func checkEntry(t *testing.T, what string, got *accessv1.PermissionEntry, want e
 	}
 }
 
+// wantEntry checks a permission entry as a subtest named what, so that a failure names the
+// case; got is read by the caller, in the test (or step) that owns the harness.
+func (h *harness) wantEntry(what string, got *accessv1.PermissionEntry, want entry) {
+	h.t.Helper()
+	h.t.Run(what, func(t *testing.T) {
+		checkEntry(t, what, got, want)
+	})
+}
+
+// step runs one step of a scenario on h as a subtest, so that a failure names the step. The
+// harness's helpers report to the step while it runs. Steps share h and run in order: a step
+// after a failed one is skipped, since it would start from a state the story did not reach.
+func (h *harness) step(name string, f func(t *testing.T)) {
+	parent := h.t
+	parent.Run(name, func(t *testing.T) {
+		if parent.Failed() {
+			t.Skip("an earlier step failed")
+		}
+		h.t = t
+		defer func() { h.t = parent }()
+		f(t)
+	})
+}
+
 func denied(accessType, kind string) entry {
 	return entry{accessType: accessType, err: "User does not have access to " + kind, code: "permission_denied"}
 }
@@ -374,17 +398,22 @@ func world(h *harness, apiKey string) {
 }
 
 func TestRow1DoesNotExist(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	for _, c := range []struct {
+		name          string
 		folders, docs []string
-	}{{nil, []string{"ghost"}}, {[]string{"ghost"}, nil}} {
-		_, err := h.srv.GetPermissions(k1, &accessv1.GetPermissionsRequest{OrganizationId: "o", UserIds: []string{"u"}, FolderIds: c.folders, DocumentIds: c.docs})
-		wantStatus(t, err, codes.NotFound, "Folder or document does not exist")
+	}{{"missing document", nil, []string{"ghost"}}, {"missing folder", []string{"ghost"}, nil}} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := h.srv.GetPermissions(k1, &accessv1.GetPermissionsRequest{OrganizationId: "o", UserIds: []string{"u"}, FolderIds: c.folders, DocumentIds: c.docs})
+			wantStatus(t, err, codes.NotFound, "Folder or document does not exist")
+		})
 	}
 }
 
 func TestRow2GrantOnTheResource(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	exp := start.Add(2 * time.Hour)
@@ -392,106 +421,114 @@ func TestRow2GrantOnTheResource(t *testing.T) {
 		resource("document", "restricted", "o", "viewer"),
 		resource("document", "public", "o", "viewer"), // narrows an editor member
 		resource("folder", "fr", "o", "editor", exp))
-	checkEntry(t, "restricted document", h.doc(k1, "o", "member", "restricted"), entry{role: "viewer", accessType: "restricted"})
-	checkEntry(t, "narrowed document", h.doc(k1, "o", "member", "public"), entry{role: "viewer", accessType: "public"})
-	checkEntry(t, "temporary folder", h.folder(k1, "o", "member", "fr"), entry{role: "editor", accessType: "restricted", expiresAt: float64(exp.Unix())})
+	h.wantEntry("restricted document", h.doc(k1, "o", "member", "restricted"), entry{role: "viewer", accessType: "restricted"})
+	h.wantEntry("narrowed document", h.doc(k1, "o", "member", "public"), entry{role: "viewer", accessType: "public"})
+	h.wantEntry("temporary folder", h.folder(k1, "o", "member", "fr"), entry{role: "editor", accessType: "restricted", expiresAt: float64(exp.Unix())})
 	// A document grant wins over a folder grant of its chain.
 	h.add(k1, "guest", resource("folder", "f2", "o", "editor"), resource("document", "in-f2", "o", "viewer"))
-	checkEntry(t, "document over folder", h.doc(k1, "o", "guest", "in-f2"), entry{role: "viewer", accessType: "restricted"})
+	h.wantEntry("document over folder", h.doc(k1, "o", "guest", "in-f2"), entry{role: "viewer", accessType: "restricted"})
 }
 
 func TestRow3NearestFolderGrant(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	h.add(k1, "u", resource("folder", "f1", "o", "editor"))
 	// in-f3 is in f3 > f2 > f1: the grant on f1 reaches it.
-	checkEntry(t, "grant two levels up", h.doc(k1, "o", "u", "in-f3"), entry{role: "editor", accessType: "organizationPrivate"})
-	checkEntry(t, "folder below", h.folder(k1, "o", "u", "f3"), entry{role: "editor", accessType: "organizationPrivate"})
+	h.wantEntry("grant two levels up", h.doc(k1, "o", "u", "in-f3"), entry{role: "editor", accessType: "organizationPrivate"})
+	h.wantEntry("folder below", h.folder(k1, "o", "u", "f3"), entry{role: "editor", accessType: "organizationPrivate"})
 	// A nearer folder's grant wins: the document's own folder first, then upwards.
 	h.add(k1, "u", resource("folder", "f2", "o", "viewer"))
-	checkEntry(t, "nearest folder", h.doc(k1, "o", "u", "in-f3"), entry{role: "viewer", accessType: "organizationPrivate"})
-	checkEntry(t, "nearest ancestor", h.folder(k1, "o", "u", "f3"), entry{role: "viewer", accessType: "organizationPrivate"})
+	h.wantEntry("nearest folder", h.doc(k1, "o", "u", "in-f3"), entry{role: "viewer", accessType: "organizationPrivate"})
+	h.wantEntry("nearest ancestor", h.folder(k1, "o", "u", "f3"), entry{role: "viewer", accessType: "organizationPrivate"})
 	h.add(k1, "u", resource("folder", "f3", "o", "editor"))
-	checkEntry(t, "own folder", h.doc(k1, "o", "u", "in-f3"), entry{role: "editor", accessType: "organizationPrivate"})
+	h.wantEntry("own folder", h.doc(k1, "o", "u", "in-f3"), entry{role: "editor", accessType: "organizationPrivate"})
 	// A folder grant also reaches a document whose own access type differs.
-	checkEntry(t, "public document in f1", h.doc(k1, "o", "u", "open-in-f1"), entry{role: "editor", accessType: "public"})
+	h.wantEntry("public document in f1", h.doc(k1, "o", "u", "open-in-f1"), entry{role: "editor", accessType: "public"})
 	// A folder's grant is the folder's own answer (row 2), not its parent's.
-	checkEntry(t, "folder's own grant", h.folder(k1, "o", "u", "f2"), entry{role: "viewer", accessType: "restricted"})
+	h.wantEntry("folder's own grant", h.folder(k1, "o", "u", "f2"), entry{role: "viewer", accessType: "restricted"})
 }
 
 func TestRow4PublicMember(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	h.add(k1, "editor", resource("organization", "o", "o", "editor"))
 	h.add(k1, "viewer", resource("organization", "o", "o", "viewer"))
-	checkEntry(t, "editor, public document", h.doc(k1, "o", "editor", "public"), entry{role: "editor", accessType: "public"})
-	checkEntry(t, "editor, root document without type", h.doc(k1, "o", "editor", "root"), entry{role: "editor", accessType: "public"})
-	checkEntry(t, "viewer, public document", h.doc(k1, "o", "viewer", "public"), entry{role: "viewer", accessType: "public"})
-	checkEntry(t, "editor, public folder", h.folder(k1, "o", "editor", "fp"), entry{role: "editor", accessType: "public"})
-	checkEntry(t, "editor, folder without type", h.folder(k1, "o", "editor", "fnone"), entry{role: "editor", accessType: "public"})
+	h.wantEntry("editor, public document", h.doc(k1, "o", "editor", "public"), entry{role: "editor", accessType: "public"})
+	h.wantEntry("editor, root document without type", h.doc(k1, "o", "editor", "root"), entry{role: "editor", accessType: "public"})
+	h.wantEntry("viewer, public document", h.doc(k1, "o", "viewer", "public"), entry{role: "viewer", accessType: "public"})
+	h.wantEntry("editor, public folder", h.folder(k1, "o", "editor", "fp"), entry{role: "editor", accessType: "public"})
+	h.wantEntry("editor, folder without type", h.folder(k1, "o", "editor", "fnone"), entry{role: "editor", accessType: "public"})
 	// A document's own type wins over its folder's.
-	checkEntry(t, "public document in a restricted folder", h.doc(k1, "o", "editor", "open-in-f1"), entry{role: "editor", accessType: "public"})
+	h.wantEntry("public document in a restricted folder", h.doc(k1, "o", "editor", "open-in-f1"), entry{role: "editor", accessType: "public"})
 	if got := h.get(k1, "o", []string{"editor"}, nil, nil)["editor"].GetOrganization(); len(got) != 1 || got["o"].GetAccessRole() != "editor" {
 		t.Fatalf("member's organization %v", got)
 	}
 }
 
 func TestRow5PublicNotMember(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
-	checkEntry(t, "public document", h.doc(k1, "o", "stranger", "public"), entry{role: "viewer", accessType: "public"})
-	checkEntry(t, "root document", h.doc(k1, "o", "stranger", "root"), entry{role: "viewer", accessType: "public"})
-	checkEntry(t, "public folder", h.folder(k1, "o", "stranger", "fp"), entry{role: "viewer", accessType: "public"})
+	h.wantEntry("public document", h.doc(k1, "o", "stranger", "public"), entry{role: "viewer", accessType: "public"})
+	h.wantEntry("root document", h.doc(k1, "o", "stranger", "root"), entry{role: "viewer", accessType: "public"})
+	h.wantEntry("public folder", h.folder(k1, "o", "stranger", "fp"), entry{role: "viewer", accessType: "public"})
 	if got := h.get(k1, "o", []string{"stranger"}, nil, nil)["stranger"]; got.GetOrganization() == nil || len(got.GetOrganization()) != 0 || got.Context != nil {
 		t.Fatalf("non-member answer %v", got)
 	}
 }
 
 func TestRow6OrganizationPrivateMember(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	exp := start.Add(3 * time.Hour)
 	h.add(k1, "member", resource("organization", "o", "o", "viewer"))
 	h.add(k1, "temp", resource("organization", "o", "o", "editor", exp))
-	checkEntry(t, "document", h.doc(k1, "o", "member", "private"), entry{role: "viewer", accessType: "organizationPrivate"})
-	checkEntry(t, "document inheriting its folder's type", h.doc(k1, "o", "member", "in-fo"), entry{role: "viewer", accessType: "organizationPrivate"})
-	checkEntry(t, "folder", h.folder(k1, "o", "member", "fo"), entry{role: "viewer", accessType: "organizationPrivate"})
-	checkEntry(t, "temporary member", h.doc(k1, "o", "temp", "private"), entry{role: "editor", accessType: "organizationPrivate", expiresAt: float64(exp.Unix())})
+	h.wantEntry("document", h.doc(k1, "o", "member", "private"), entry{role: "viewer", accessType: "organizationPrivate"})
+	h.wantEntry("document inheriting its folder's type", h.doc(k1, "o", "member", "in-fo"), entry{role: "viewer", accessType: "organizationPrivate"})
+	h.wantEntry("folder", h.folder(k1, "o", "member", "fo"), entry{role: "viewer", accessType: "organizationPrivate"})
+	h.wantEntry("temporary member", h.doc(k1, "o", "temp", "private"), entry{role: "editor", accessType: "organizationPrivate", expiresAt: float64(exp.Unix())})
 }
 
 func TestRow7OrganizationPrivateNotMember(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
-	checkEntry(t, "document", h.doc(k1, "o", "stranger", "private"), denied("organizationPrivate", "document"))
-	checkEntry(t, "document inheriting", h.doc(k1, "o", "stranger", "in-fo"), denied("organizationPrivate", "document"))
-	checkEntry(t, "folder", h.folder(k1, "o", "stranger", "fo"), denied("organizationPrivate", "folder"))
+	h.wantEntry("document", h.doc(k1, "o", "stranger", "private"), denied("organizationPrivate", "document"))
+	h.wantEntry("document inheriting", h.doc(k1, "o", "stranger", "in-fo"), denied("organizationPrivate", "document"))
+	h.wantEntry("folder", h.folder(k1, "o", "stranger", "fo"), denied("organizationPrivate", "folder"))
 	// A grant on another document or folder is no membership.
 	h.add(k1, "stranger", resource("document", "public", "o"), resource("folder", "fp", "o"))
-	checkEntry(t, "with unrelated grants", h.doc(k1, "o", "stranger", "private"), denied("organizationPrivate", "document"))
+	h.wantEntry("with unrelated grants", h.doc(k1, "o", "stranger", "private"), denied("organizationPrivate", "document"))
 }
 
 func TestRow8Restricted(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	h.add(k1, "member", resource("organization", "o", "o", "editor"))
 	for _, user := range []string{"member", "stranger"} {
-		checkEntry(t, user+" document", h.doc(k1, "o", user, "restricted"), denied("restricted", "document"))
-		checkEntry(t, user+" document inheriting", h.doc(k1, "o", user, "in-f2"), denied("restricted", "document"))
-		checkEntry(t, user+" folder", h.folder(k1, "o", user, "fr"), denied("restricted", "folder"))
-		checkEntry(t, user+" folder inheriting", h.folder(k1, "o", user, "f2"), denied("restricted", "folder"))
+		h.wantEntry(user+" document", h.doc(k1, "o", user, "restricted"), denied("restricted", "document"))
+		h.wantEntry(user+" document inheriting", h.doc(k1, "o", user, "in-f2"), denied("restricted", "document"))
+		h.wantEntry(user+" folder", h.folder(k1, "o", user, "fr"), denied("restricted", "folder"))
+		h.wantEntry(user+" folder inheriting", h.folder(k1, "o", user, "f2"), denied("restricted", "folder"))
 	}
 }
 
 func TestUnknownAccessTypeIsDenied(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.docs.addOrg("k1", "o").addDoc("k1", "o", "d", "", "someday")
 	h.add(k1, "member", resource("organization", "o", "o", "editor"))
-	checkEntry(t, "unknown type", h.doc(k1, "o", "member", "d"), denied("someday", "document"))
+	h.wantEntry("unknown type", h.doc(k1, "o", "member", "d"), denied("someday", "document"))
 }
 
 // ---- Get Permissions: the whole answer ----
 
 func TestNotFoundCarriesDetails(t *testing.T) {
+	t.Parallel()
 	for _, omit := range []bool{false, true} {
 		t.Run(fmt.Sprintf("omitted=%v", omit), func(t *testing.T) {
 			h := newHarness(t)
@@ -538,6 +575,7 @@ func TestNotFoundCarriesDetails(t *testing.T) {
 }
 
 func TestOrganizationMustExist(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	_, err := h.srv.GetPermissions(k1, &accessv1.GetPermissionsRequest{OrganizationId: "nope", UserIds: []string{"u"}})
 	wantStatus(t, err, codes.NotFound, "Organization does not exist.")
@@ -547,6 +585,7 @@ func TestOrganizationMustExist(t *testing.T) {
 }
 
 func TestGetPermissionsShape(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	data := h.get(k1, "o", []string{"a", "b", "a"}, nil, nil)
@@ -561,36 +600,44 @@ func TestGetPermissionsShape(t *testing.T) {
 }
 
 func TestTemporaryAccess(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	exp := start.Add(time.Hour)
 	h.add(k1, "u", resource("document", "restricted", "o", "editor", exp), resource("folder", "f1", "o", "viewer"),
 		resource("document", "in-f2", "o", "editor", exp), resource("organization", "o", "o", "editor", exp))
-	checkEntry(t, "temporary", h.doc(k1, "o", "u", "restricted"), entry{role: "editor", accessType: "restricted", expiresAt: float64(exp.Unix())})
-	checkEntry(t, "temporary over folder", h.doc(k1, "o", "u", "in-f2"), entry{role: "editor", accessType: "restricted", expiresAt: float64(exp.Unix())})
-	checkEntry(t, "public, temporary member", h.doc(k1, "o", "u", "public"), entry{role: "editor", accessType: "public", expiresAt: float64(exp.Unix())})
-	if got := h.get(k1, "o", []string{"u"}, nil, nil)["u"].GetOrganization(); len(got) != 1 {
-		t.Fatalf("temporary member's organization %v", got)
-	}
+	h.step("before expiry", func(t *testing.T) {
+		h.wantEntry("temporary", h.doc(k1, "o", "u", "restricted"), entry{role: "editor", accessType: "restricted", expiresAt: float64(exp.Unix())})
+		h.wantEntry("temporary over folder", h.doc(k1, "o", "u", "in-f2"), entry{role: "editor", accessType: "restricted", expiresAt: float64(exp.Unix())})
+		h.wantEntry("public, temporary member", h.doc(k1, "o", "u", "public"), entry{role: "editor", accessType: "public", expiresAt: float64(exp.Unix())})
+		if got := h.get(k1, "o", []string{"u"}, nil, nil)["u"].GetOrganization(); len(got) != 1 {
+			t.Fatalf("temporary member's organization %v", got)
+		}
+	})
 
-	h.clock.Advance(time.Hour) // exactly at expiry: lapsed
-	checkEntry(t, "lapsed", h.doc(k1, "o", "u", "restricted"), denied("restricted", "document"))
-	checkEntry(t, "lapsed: folder grant again", h.doc(k1, "o", "u", "in-f2"), entry{role: "viewer", accessType: "restricted"})
-	checkEntry(t, "lapsed membership", h.doc(k1, "o", "u", "public"), entry{role: "viewer", accessType: "public"})
-	if got := h.get(k1, "o", []string{"u"}, nil, nil)["u"].GetOrganization(); len(got) != 0 {
-		t.Fatalf("lapsed member's organization %v", got)
-	}
+	h.step("at expiry: lapsed", func(t *testing.T) {
+		h.clock.Advance(time.Hour) // exactly at expiry: lapsed
+		h.wantEntry("lapsed", h.doc(k1, "o", "u", "restricted"), denied("restricted", "document"))
+		h.wantEntry("lapsed: folder grant again", h.doc(k1, "o", "u", "in-f2"), entry{role: "viewer", accessType: "restricted"})
+		h.wantEntry("lapsed membership", h.doc(k1, "o", "u", "public"), entry{role: "viewer", accessType: "public"})
+		if got := h.get(k1, "o", []string{"u"}, nil, nil)["u"].GetOrganization(); len(got) != 0 {
+			t.Fatalf("lapsed member's organization %v", got)
+		}
+	})
 
-	// A fractional expiry keeps its milliseconds.
-	h.add(k1, "v", resource("document", "restricted", "o", "viewer", float64(start.Unix())+7200.25))
-	checkEntry(t, "fraction", h.doc(k1, "o", "v", "restricted"), entry{role: "viewer", accessType: "restricted", expiresAt: float64(start.Unix()) + 7200.25})
+	h.step("a fractional expiry keeps its milliseconds", func(t *testing.T) {
+		h.add(k1, "v", resource("document", "restricted", "o", "viewer", float64(start.Unix())+7200.25))
+		h.wantEntry("fraction", h.doc(k1, "o", "v", "restricted"), entry{role: "viewer", accessType: "restricted", expiresAt: float64(start.Unix()) + 7200.25})
+	})
 }
 
 func TestContextFields(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	h.docs.addOrg("k1", "o2")
-	addWithContext := func(user, org string, access map[string]any) {
+	var want []string
+	addWithContext := func(t *testing.T, user, org string, access map[string]any) {
 		t.Helper()
 		s, err := structpb.NewStruct(access)
 		if err != nil {
@@ -604,7 +651,7 @@ func TestContextFields(t *testing.T) {
 			t.Fatal(st(err))
 		}
 	}
-	fields := func(user, org string) []string {
+	fields := func(t *testing.T, user, org string) []string {
 		t.Helper()
 		p := h.get(k1, org, []string{user}, nil, nil)[user]
 		if p.Context == nil {
@@ -612,36 +659,43 @@ func TestContextFields(t *testing.T) {
 		}
 		return p.GetContext().GetAccessFields()
 	}
-	addWithContext("u", "o", map[string]any{"projectId": []any{"p2", "p1", 7, "p1"}, "region": "eu", "score": 2.5, "zero": 0, "neg": -3, "big": 1e21})
-	want := []string{"big:1000000000000000000000", "neg:-3", "projectId:7", "projectId:p1", "projectId:p2", "region:eu", "score:2.5", "zero:0"}
-	if got := fields("u", "o"); !slices.Equal(got, want) {
-		t.Fatalf("fields %q, want %q", got, want)
-	}
-	// Add Permissions without a context leaves it; with one it replaces it.
-	h.add(k1, "u", resource("document", "public", "o"))
-	if got := fields("u", "o"); !slices.Equal(got, want) {
-		t.Fatalf("fields after a grant without context %q", got)
-	}
-	addWithContext("u", "o", map[string]any{"region": "us"})
-	if got := fields("u", "o"); !slices.Equal(got, []string{"region:us"}) {
-		t.Fatalf("replaced fields %q", got)
-	}
-	// The context belongs to the resources' organization.
-	if got := fields("u", "o2"); got != nil {
-		t.Fatalf("context in another organization %q", got)
-	}
-	addWithContext("u", "o2", map[string]any{"team": "x"})
-	if got := fields("u", "o"); !slices.Equal(got, []string{"region:us"}) {
-		t.Fatalf("o's fields after o2's %q", got)
-	}
-	// An empty access object clears the fields.
-	addWithContext("u", "o", map[string]any{})
-	if got := fields("u", "o"); got != nil {
-		t.Fatalf("cleared fields %q", got)
-	}
+	h.step("fields are sorted type:value pairs", func(t *testing.T) {
+		addWithContext(t, "u", "o", map[string]any{"projectId": []any{"p2", "p1", 7, "p1"}, "region": "eu", "score": 2.5, "zero": 0, "neg": -3, "big": 1e21})
+		want = []string{"big:1000000000000000000000", "neg:-3", "projectId:7", "projectId:p1", "projectId:p2", "region:eu", "score:2.5", "zero:0"}
+		if got := fields(t, "u", "o"); !slices.Equal(got, want) {
+			t.Fatalf("fields %q, want %q", got, want)
+		}
+	})
+	h.step("a grant without context leaves it, one with context replaces it", func(t *testing.T) {
+		// Add Permissions without a context leaves it; with one it replaces it.
+		h.add(k1, "u", resource("document", "public", "o"))
+		if got := fields(t, "u", "o"); !slices.Equal(got, want) {
+			t.Fatalf("fields after a grant without context %q", got)
+		}
+		addWithContext(t, "u", "o", map[string]any{"region": "us"})
+		if got := fields(t, "u", "o"); !slices.Equal(got, []string{"region:us"}) {
+			t.Fatalf("replaced fields %q", got)
+		}
+	})
+	h.step("the context belongs to the resources' organization", func(t *testing.T) {
+		if got := fields(t, "u", "o2"); got != nil {
+			t.Fatalf("context in another organization %q", got)
+		}
+		addWithContext(t, "u", "o2", map[string]any{"team": "x"})
+		if got := fields(t, "u", "o"); !slices.Equal(got, []string{"region:us"}) {
+			t.Fatalf("o's fields after o2's %q", got)
+		}
+	})
+	h.step("an empty access object clears the fields", func(t *testing.T) {
+		addWithContext(t, "u", "o", map[string]any{})
+		if got := fields(t, "u", "o"); got != nil {
+			t.Fatalf("cleared fields %q", got)
+		}
+	})
 }
 
 func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	world(h, "k2") // the same ids under another API key
@@ -652,31 +706,38 @@ func TestTenantIsolation(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	p := h.get(k2, "o", []string{"u"}, []string{"fr"}, []string{"restricted", "private", "public"})["u"]
-	checkEntry(t, "k2 restricted", p.GetDocuments()["restricted"], denied("restricted", "document"))
-	checkEntry(t, "k2 private", p.GetDocuments()["private"], denied("organizationPrivate", "document"))
-	checkEntry(t, "k2 public", p.GetDocuments()["public"], entry{role: "viewer", accessType: "public"})
-	checkEntry(t, "k2 folder", p.GetFolders()["fr"], denied("restricted", "folder"))
-	if len(p.GetOrganization()) != 0 || p.Context != nil {
-		t.Fatalf("k2 sees k1's membership or context: %v", p)
-	}
-	// k2 removing the same grants leaves k1's.
-	if _, err := h.srv.RemovePermissions(k2, &accessv1.RemovePermissionsRequest{UserId: "u", Permissions: &accessv1.Permissions{Resources: []*accessv1.Resource{resource("document", "restricted", "o")}}}); err != nil {
-		t.Fatal(err)
-	}
-	checkEntry(t, "k1 after k2's removal", h.doc(k1, "o", "u", "restricted"), entry{role: "editor", accessType: "restricted"})
-	// And the documents service was asked with the caller's key.
-	for _, c := range h.docs.calls {
-		if c.GetApiKey() != "k1" && c.GetApiKey() != "k2" {
-			t.Fatalf("resolve with api key %q", c.GetApiKey())
+	h.step("another key with the same ids has none of the grants", func(t *testing.T) {
+		p := h.get(k2, "o", []string{"u"}, []string{"fr"}, []string{"restricted", "private", "public"})["u"]
+		h.wantEntry("k2 restricted", p.GetDocuments()["restricted"], denied("restricted", "document"))
+		h.wantEntry("k2 private", p.GetDocuments()["private"], denied("organizationPrivate", "document"))
+		h.wantEntry("k2 public", p.GetDocuments()["public"], entry{role: "viewer", accessType: "public"})
+		h.wantEntry("k2 folder", p.GetFolders()["fr"], denied("restricted", "folder"))
+		if len(p.GetOrganization()) != 0 || p.Context != nil {
+			t.Fatalf("k2 sees k1's membership or context: %v", p)
 		}
-	}
-	if last := h.docs.calls[len(h.docs.calls)-2]; last.GetApiKey() != "k2" {
-		t.Fatalf("k2's Get Permissions resolved with %q", last.GetApiKey())
-	}
+	})
+	h.step("another key removing the same grants leaves them", func(t *testing.T) {
+		// k2 removing the same grants leaves k1's.
+		if _, err := h.srv.RemovePermissions(k2, &accessv1.RemovePermissionsRequest{UserId: "u", Permissions: &accessv1.Permissions{Resources: []*accessv1.Resource{resource("document", "restricted", "o")}}}); err != nil {
+			t.Fatal(err)
+		}
+		h.wantEntry("k1 after k2's removal", h.doc(k1, "o", "u", "restricted"), entry{role: "editor", accessType: "restricted"})
+	})
+	h.step("the documents service is asked with the caller's key", func(t *testing.T) {
+		// And the documents service was asked with the caller's key.
+		for _, c := range h.docs.calls {
+			if c.GetApiKey() != "k1" && c.GetApiKey() != "k2" {
+				t.Fatalf("resolve with api key %q", c.GetApiKey())
+			}
+		}
+		if last := h.docs.calls[len(h.docs.calls)-2]; last.GetApiKey() != "k2" {
+			t.Fatalf("k2's Get Permissions resolved with %q", last.GetApiKey())
+		}
+	})
 }
 
 func TestGetPermissionsHotPath(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.docs.addOrg("k1", "o").addFolder("k1", "o", "f0", "", "restricted").addFolder("k1", "o", "f1", "f0", "").addFolder("k1", "o", "f2", "f1", "organizationPrivate")
 	docs := make([]string, 30)
@@ -712,13 +773,14 @@ func TestGetPermissionsHotPath(t *testing.T) {
 	}
 	// Spot checks: user-000 has a document grant on doc-00 (in f0, restricted) and a folder
 	// grant on f1; user-001 is a viewer member only.
-	checkEntry(t, "doc grant", data["user-000"].GetDocuments()["doc-00"], entry{role: "editor", accessType: "restricted"})
-	checkEntry(t, "folder grant reaches f2", data["user-000"].GetDocuments()["doc-02"], entry{role: "editor", accessType: "organizationPrivate"})
-	checkEntry(t, "restricted without grant", data["user-001"].GetDocuments()["doc-00"], denied("restricted", "document"))
-	checkEntry(t, "member in private folder", data["user-001"].GetDocuments()["doc-02"], entry{role: "viewer", accessType: "organizationPrivate"})
+	h.wantEntry("doc grant", data["user-000"].GetDocuments()["doc-00"], entry{role: "editor", accessType: "restricted"})
+	h.wantEntry("folder grant reaches f2", data["user-000"].GetDocuments()["doc-02"], entry{role: "editor", accessType: "organizationPrivate"})
+	h.wantEntry("restricted without grant", data["user-001"].GetDocuments()["doc-00"], denied("restricted", "document"))
+	h.wantEntry("member in private folder", data["user-001"].GetDocuments()["doc-02"], entry{role: "viewer", accessType: "organizationPrivate"})
 }
 
 func TestGetPermissionsBadInput(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	many := func(n int) []string {
@@ -741,36 +803,51 @@ func TestGetPermissionsBadInput(t *testing.T) {
 		{&accessv1.GetPermissionsRequest{OrganizationId: " o", UserIds: []string{"u"}}, "organizationId must not start or end with white space."},
 	}
 	for _, c := range cases {
-		_, err := h.srv.GetPermissions(k1, c.req)
-		wantStatus(t, err, codes.InvalidArgument, c.msg)
+		t.Run(c.msg, func(t *testing.T) {
+			_, err := h.srv.GetPermissions(k1, c.req)
+			wantStatus(t, err, codes.InvalidArgument, c.msg)
+		})
 	}
-	if n := h.docs.callCount(); n != 0 {
-		t.Fatalf("refused requests called the documents service %d times", n)
-	}
-	// 30 of each is fine.
-	h.get(k1, "o", many(100), nil, nil)
-	if _, err := h.srv.GetPermissions(context.Background(), &accessv1.GetPermissionsRequest{OrganizationId: "o", UserIds: []string{"u"}}); st(err).Code() != codes.Internal {
-		t.Fatalf("without a caller: %v", err)
-	}
+	h.step("refused requests call no other service", func(t *testing.T) {
+		if n := h.docs.callCount(); n != 0 {
+			t.Fatalf("refused requests called the documents service %d times", n)
+		}
+	})
+	h.step("a full request and no caller", func(t *testing.T) {
+		// 30 of each is fine.
+		h.get(k1, "o", many(100), nil, nil)
+		if _, err := h.srv.GetPermissions(context.Background(), &accessv1.GetPermissionsRequest{OrganizationId: "o", UserIds: []string{"u"}}); st(err).Code() != codes.Internal {
+			t.Fatalf("without a caller: %v", err)
+		}
+	})
 }
 
 func TestDocumentsServiceErrors(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	req := &accessv1.GetPermissionsRequest{OrganizationId: "o", UserIds: []string{"u"}}
-	h.docs.err = errors.New("connection reset")
-	_, err := h.srv.GetPermissions(k1, req)
-	wantStatus(t, err, codes.Internal, "Internal error.")
-	h.docs.err = status.Error(codes.Unavailable, "documents are away")
-	_, err = h.srv.GetPermissions(k1, req)
-	wantStatus(t, err, codes.Unavailable, "documents are away")
-	h.docs.err = status.Error(codes.Unauthenticated, "bad internal token")
-	_, err = h.srv.GetPermissions(k1, req)
-	wantStatus(t, err, codes.Internal, "Internal error.")
+	for _, c := range []struct {
+		name    string
+		docsErr error
+		code    codes.Code
+		msg     string
+	}{
+		{"not a status", errors.New("connection reset"), codes.Internal, "Internal error."},
+		{"unavailable passes through", status.Error(codes.Unavailable, "documents are away"), codes.Unavailable, "documents are away"},
+		{"unauthenticated is internal", status.Error(codes.Unauthenticated, "bad internal token"), codes.Internal, "Internal error."},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h.docs.err = c.docsErr
+			_, err := h.srv.GetPermissions(k1, req)
+			wantStatus(t, err, c.code, c.msg)
+		})
+	}
 }
 
 // ---- Add / Remove Permissions, Set Roles ----
 
 func TestAddPermissionsDefaultsAndExistence(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	h.docs.addOrg("k1", "o2").addDoc("k1", "o2", "d", "", "restricted")
@@ -780,14 +857,15 @@ func TestAddPermissionsDefaultsAndExistence(t *testing.T) {
 	if n := h.docs.callCount() - before; n != 4 {
 		t.Fatalf("%d ResolveResources calls for two organizations, want 2 × 2", n)
 	}
-	checkEntry(t, "default role", h.doc(k1, "o", "u", "restricted"), entry{role: "editor", accessType: "restricted"})
-	checkEntry(t, "other organization", h.doc(k1, "o2", "u", "d"), entry{role: "editor", accessType: "restricted"})
+	h.wantEntry("default role", h.doc(k1, "o", "u", "restricted"), entry{role: "editor", accessType: "restricted"})
+	h.wantEntry("other organization", h.doc(k1, "o2", "u", "d"), entry{role: "editor", accessType: "restricted"})
 	// The same resource twice: the later one wins.
 	h.add(k1, "v", resource("document", "restricted", "o", "editor"), resource("document", "restricted", "o", "viewer"))
-	checkEntry(t, "later wins", h.doc(k1, "o", "v", "restricted"), entry{role: "viewer", accessType: "restricted"})
+	h.wantEntry("later wins", h.doc(k1, "o", "v", "restricted"), entry{role: "viewer", accessType: "restricted"})
 }
 
 func TestAddPermissionsBadInput(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	past := float64(start.Add(-time.Second).Unix())
@@ -838,24 +916,28 @@ func TestAddPermissionsBadInput(t *testing.T) {
 		{"u", withContext(perms(good, resource("document", "ghost", "o")), map[string]any{"a": "b"}), codes.NotFound, "Document ghost does not exist in organization o."},
 	}
 	for _, c := range cases {
-		_, err := h.srv.AddPermissions(k1, &accessv1.AddPermissionsRequest{User: &accessv1.UserRef{UserId: c.user}, Permissions: c.perms})
-		wantStatus(t, err, c.code, c.msg)
+		t.Run(c.msg, func(t *testing.T) {
+			_, err := h.srv.AddPermissions(k1, &accessv1.AddPermissionsRequest{User: &accessv1.UserRef{UserId: c.user}, Permissions: c.perms})
+			wantStatus(t, err, c.code, c.msg)
+		})
 	}
-	// Nothing of any refused request was written.
-	if got, _ := h.store.Grants(context.Background(), "k1", "o", []string{"u", ""}, start); len(got) != 0 {
-		t.Fatalf("refused requests wrote %+v", got)
-	}
-	if got, _ := h.store.ContextFields(context.Background(), "k1", "o", []string{"u"}); len(got) != 0 {
-		t.Fatalf("refused requests wrote contexts %v", got)
-	}
-	checkEntry(t, "after refusals", h.doc(k1, "o", "u", "restricted"), denied("restricted", "document"))
+	h.step("refused requests wrote nothing", func(t *testing.T) {
+		if got, _ := h.store.Grants(context.Background(), "k1", "o", []string{"u", ""}, start); len(got) != 0 {
+			t.Fatalf("refused requests wrote %+v", got)
+		}
+		if got, _ := h.store.ContextFields(context.Background(), "k1", "o", []string{"u"}); len(got) != 0 {
+			t.Fatalf("refused requests wrote contexts %v", got)
+		}
+		h.wantEntry("after refusals", h.doc(k1, "o", "u", "restricted"), denied("restricted", "document"))
+	})
 }
 
 func TestRemovePermissions(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	h.add(k1, "u", resource("organization", "o", "o"), resource("document", "restricted", "o"), resource("folder", "fr", "o"))
-	remove := func(rs ...*accessv1.Resource) {
+	remove := func(t *testing.T, rs ...*accessv1.Resource) {
 		t.Helper()
 		resp, err := h.srv.RemovePermissions(k1, &accessv1.RemovePermissionsRequest{UserId: "u", Permissions: &accessv1.Permissions{Resources: rs}})
 		if err != nil {
@@ -865,102 +947,123 @@ func TestRemovePermissions(t *testing.T) {
 			t.Fatalf("remove answered %v", resp)
 		}
 	}
-	for range 2 { // idempotent, and existence is not required
-		remove(resource("document", "restricted", "o"), resource("folder", "fr", "o"), resource("document", "deleted-long-ago", "gone"))
-	}
-	checkEntry(t, "document", h.doc(k1, "o", "u", "restricted"), denied("restricted", "document"))
-	checkEntry(t, "folder", h.folder(k1, "o", "u", "fr"), denied("restricted", "folder"))
-	if got := h.get(k1, "o", []string{"u"}, nil, nil)["u"].GetOrganization(); len(got) != 1 {
-		t.Fatalf("membership removed too: %v", got)
-	}
-	remove(resource("organization", "o", "o"))
-	if got := h.get(k1, "o", []string{"u"}, nil, nil)["u"].GetOrganization(); len(got) != 0 {
-		t.Fatalf("membership kept: %v", got)
-	}
+	h.step("removes grants, twice over, existence not required", func(t *testing.T) {
+		for range 2 { // idempotent, and existence is not required
+			remove(t, resource("document", "restricted", "o"), resource("folder", "fr", "o"), resource("document", "deleted-long-ago", "gone"))
+		}
+		h.wantEntry("document", h.doc(k1, "o", "u", "restricted"), denied("restricted", "document"))
+		h.wantEntry("folder", h.folder(k1, "o", "u", "fr"), denied("restricted", "folder"))
+		if got := h.get(k1, "o", []string{"u"}, nil, nil)["u"].GetOrganization(); len(got) != 1 {
+			t.Fatalf("membership removed too: %v", got)
+		}
+	})
+	h.step("removes the membership", func(t *testing.T) {
+		remove(t, resource("organization", "o", "o"))
+		if got := h.get(k1, "o", []string{"u"}, nil, nil)["u"].GetOrganization(); len(got) != 0 {
+			t.Fatalf("membership kept: %v", got)
+		}
+	})
 
-	h.add(k1, "u", resource("document", "restricted", "o"))
-	for _, c := range []struct {
-		req *accessv1.RemovePermissionsRequest
-		msg string
-	}{
-		{&accessv1.RemovePermissionsRequest{Permissions: &accessv1.Permissions{Resources: []*accessv1.Resource{resource("document", "restricted", "o")}}}, "userId is required."},
-		{&accessv1.RemovePermissionsRequest{UserId: "u"}, "permissions.resources must contain at least one resource."},
-		{&accessv1.RemovePermissionsRequest{UserId: "u", Permissions: &accessv1.Permissions{Resources: []*accessv1.Resource{resource("document", "restricted", "o"), resource("doc", "x", "o")}}}, "permissions.resources[1].type must be one of organization, folder, document."},
-		{&accessv1.RemovePermissionsRequest{UserId: "u", Permissions: &accessv1.Permissions{Resources: []*accessv1.Resource{resource("document", "restricted", "o"), resource("document", "x", "")}}}, "permissions.resources[1].organizationId is required."},
-		{&accessv1.RemovePermissionsRequest{UserId: "u", Permissions: &accessv1.Permissions{Resources: []*accessv1.Resource{resource("document", "restricted", "o"), resource("organization", "a", "b")}}}, "permissions.resources[1].id must equal permissions.resources[1].organizationId for type organization."},
-	} {
-		_, err := h.srv.RemovePermissions(k1, c.req)
-		wantStatus(t, err, codes.InvalidArgument, c.msg)
-	}
-	checkEntry(t, "refused removals removed nothing", h.doc(k1, "o", "u", "restricted"), entry{role: "editor", accessType: "restricted"})
+	h.step("refusals remove nothing", func(t *testing.T) {
+		h.add(k1, "u", resource("document", "restricted", "o"))
+		for _, c := range []struct {
+			req *accessv1.RemovePermissionsRequest
+			msg string
+		}{
+			{&accessv1.RemovePermissionsRequest{Permissions: &accessv1.Permissions{Resources: []*accessv1.Resource{resource("document", "restricted", "o")}}}, "userId is required."},
+			{&accessv1.RemovePermissionsRequest{UserId: "u"}, "permissions.resources must contain at least one resource."},
+			{&accessv1.RemovePermissionsRequest{UserId: "u", Permissions: &accessv1.Permissions{Resources: []*accessv1.Resource{resource("document", "restricted", "o"), resource("doc", "x", "o")}}}, "permissions.resources[1].type must be one of organization, folder, document."},
+			{&accessv1.RemovePermissionsRequest{UserId: "u", Permissions: &accessv1.Permissions{Resources: []*accessv1.Resource{resource("document", "restricted", "o"), resource("document", "x", "")}}}, "permissions.resources[1].organizationId is required."},
+			{&accessv1.RemovePermissionsRequest{UserId: "u", Permissions: &accessv1.Permissions{Resources: []*accessv1.Resource{resource("document", "restricted", "o"), resource("organization", "a", "b")}}}, "permissions.resources[1].id must equal permissions.resources[1].organizationId for type organization."},
+		} {
+			t.Run(c.msg, func(t *testing.T) {
+				_, err := h.srv.RemovePermissions(k1, c.req)
+				wantStatus(t, err, codes.InvalidArgument, c.msg)
+			})
+		}
+		h.wantEntry("refused removals removed nothing", h.doc(k1, "o", "u", "restricted"), entry{role: "editor", accessType: "restricted"})
+	})
 }
 
 func TestSetRoles(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	world(h, "k2")
-	set := func(req *accessv1.SetRolesRequest) {
+	set := func(t *testing.T, req *accessv1.SetRolesRequest) {
 		t.Helper()
 		if _, err := h.srv.SetRoles(context.Background(), req); err != nil {
 			t.Fatal(st(err))
 		}
 	}
-	// Internal: no caller on the context, the tenant is in the request; no existence checks.
-	set(&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"a", "b"}, ResourceType: "organization", ResourceId: "o", AccessRole: "viewer"})
-	set(&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"a"}, ResourceType: "document", ResourceId: "restricted", AccessRole: "editor"})
-	if h.docs.callCount() != 0 {
-		t.Fatal("set roles asked the documents service")
-	}
-	checkEntry(t, "document role", h.doc(k1, "o", "a", "restricted"), entry{role: "editor", accessType: "restricted"})
-	checkEntry(t, "member role", h.doc(k1, "o", "b", "private"), entry{role: "viewer", accessType: "organizationPrivate"})
-
-	// only_if_absent keeps a role in effect, and gives one where there is none or it lapsed.
-	exp := start.Add(time.Hour)
-	h.add(k1, "c", resource("organization", "o", "o", "viewer", exp))
-	set(&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"a", "c", "d"}, ResourceType: "organization", ResourceId: "o", AccessRole: "editor", OnlyIfAbsent: true})
 	org := func(u string) string {
 		return h.get(k1, "o", []string{u}, nil, nil)[u].GetOrganization()["o"].GetAccessRole()
 	}
-	if org("a") != "viewer" || org("c") != "viewer" || org("d") != "editor" {
-		t.Fatalf("only if absent: a=%q c=%q d=%q", org("a"), org("c"), org("d"))
-	}
-	h.clock.Advance(2 * time.Hour)
-	set(&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"c"}, ResourceType: "organization", ResourceId: "o", AccessRole: "editor", OnlyIfAbsent: true})
-	if org("c") != "editor" {
-		t.Fatalf("lapsed role not replaced: %q", org("c"))
-	}
-	// Without the flag the role is replaced, and is permanent.
-	set(&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"a"}, ResourceType: "organization", ResourceId: "o", AccessRole: "editor"})
-	if org("a") != "editor" {
-		t.Fatalf("role not replaced: %q", org("a"))
-	}
-	// Scoped by the request's key.
-	if got := h.get(k2, "o", []string{"a"}, nil, nil)["a"].GetOrganization(); len(got) != 0 {
-		t.Fatalf("k2 sees k1's roles: %v", got)
-	}
+	h.step("sets roles for the key in the request, without existence checks", func(t *testing.T) {
+		// Internal: no caller on the context, the tenant is in the request; no existence checks.
+		set(t, &accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"a", "b"}, ResourceType: "organization", ResourceId: "o", AccessRole: "viewer"})
+		set(t, &accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"a"}, ResourceType: "document", ResourceId: "restricted", AccessRole: "editor"})
+		if h.docs.callCount() != 0 {
+			t.Fatal("set roles asked the documents service")
+		}
+		h.wantEntry("document role", h.doc(k1, "o", "a", "restricted"), entry{role: "editor", accessType: "restricted"})
+		h.wantEntry("member role", h.doc(k1, "o", "b", "private"), entry{role: "viewer", accessType: "organizationPrivate"})
+	})
 
-	for _, c := range []struct {
-		req *accessv1.SetRolesRequest
-		msg string
-	}{
-		{&accessv1.SetRolesRequest{OrganizationId: "o", UserIds: []string{"x"}, ResourceType: "organization", ResourceId: "o", AccessRole: "editor"}, "apiKey is required."},
-		{&accessv1.SetRolesRequest{ApiKey: "k1", UserIds: []string{"x"}, ResourceType: "document", ResourceId: "d", AccessRole: "editor"}, "organizationId is required."},
-		{&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", ResourceType: "document", ResourceId: "d", AccessRole: "editor"}, "userIds must contain at least one id."},
-		{&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"x"}, ResourceType: "group", ResourceId: "d", AccessRole: "editor"}, "type must be one of organization, folder, document."},
-		{&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"x"}, ResourceType: "document", AccessRole: "editor"}, "id is required."},
-		{&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"x"}, ResourceType: "document", ResourceId: "d"}, "accessRole is required."},
-		{&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"x"}, ResourceType: "document", ResourceId: "d", AccessRole: "admin"}, "accessRole must be one of viewer, editor."},
-		{&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"x"}, ResourceType: "organization", ResourceId: "p", AccessRole: "editor"}, "id must equal organizationId for type organization."},
-	} {
-		_, err := h.srv.SetRoles(context.Background(), c.req)
-		wantStatus(t, err, codes.InvalidArgument, c.msg)
-	}
-	if got, _ := h.store.Grants(context.Background(), "k1", "o", []string{"x"}, h.clock.Now()); len(got) != 0 {
-		t.Fatalf("refused set roles wrote %+v", got)
-	}
+	h.step("only_if_absent keeps a role in effect and fills a missing or lapsed one", func(t *testing.T) {
+		// only_if_absent keeps a role in effect, and gives one where there is none or it lapsed.
+		exp := start.Add(time.Hour)
+		h.add(k1, "c", resource("organization", "o", "o", "viewer", exp))
+		set(t, &accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"a", "c", "d"}, ResourceType: "organization", ResourceId: "o", AccessRole: "editor", OnlyIfAbsent: true})
+		if org("a") != "viewer" || org("c") != "viewer" || org("d") != "editor" {
+			t.Fatalf("only if absent: a=%q c=%q d=%q", org("a"), org("c"), org("d"))
+		}
+		h.clock.Advance(2 * time.Hour)
+		set(t, &accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"c"}, ResourceType: "organization", ResourceId: "o", AccessRole: "editor", OnlyIfAbsent: true})
+		if org("c") != "editor" {
+			t.Fatalf("lapsed role not replaced: %q", org("c"))
+		}
+	})
+	h.step("without only_if_absent the role is replaced", func(t *testing.T) {
+		// Without the flag the role is replaced, and is permanent.
+		set(t, &accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"a"}, ResourceType: "organization", ResourceId: "o", AccessRole: "editor"})
+		if org("a") != "editor" {
+			t.Fatalf("role not replaced: %q", org("a"))
+		}
+	})
+	h.step("scoped by the request's key", func(t *testing.T) {
+		if got := h.get(k2, "o", []string{"a"}, nil, nil)["a"].GetOrganization(); len(got) != 0 {
+			t.Fatalf("k2 sees k1's roles: %v", got)
+		}
+	})
+
+	h.step("refusals write nothing", func(t *testing.T) {
+		for _, c := range []struct {
+			req *accessv1.SetRolesRequest
+			msg string
+		}{
+			{&accessv1.SetRolesRequest{OrganizationId: "o", UserIds: []string{"x"}, ResourceType: "organization", ResourceId: "o", AccessRole: "editor"}, "apiKey is required."},
+			{&accessv1.SetRolesRequest{ApiKey: "k1", UserIds: []string{"x"}, ResourceType: "document", ResourceId: "d", AccessRole: "editor"}, "organizationId is required."},
+			{&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", ResourceType: "document", ResourceId: "d", AccessRole: "editor"}, "userIds must contain at least one id."},
+			{&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"x"}, ResourceType: "group", ResourceId: "d", AccessRole: "editor"}, "type must be one of organization, folder, document."},
+			{&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"x"}, ResourceType: "document", AccessRole: "editor"}, "id is required."},
+			{&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"x"}, ResourceType: "document", ResourceId: "d"}, "accessRole is required."},
+			{&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"x"}, ResourceType: "document", ResourceId: "d", AccessRole: "admin"}, "accessRole must be one of viewer, editor."},
+			{&accessv1.SetRolesRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"x"}, ResourceType: "organization", ResourceId: "p", AccessRole: "editor"}, "id must equal organizationId for type organization."},
+		} {
+			t.Run(c.msg, func(t *testing.T) {
+				_, err := h.srv.SetRoles(context.Background(), c.req)
+				wantStatus(t, err, codes.InvalidArgument, c.msg)
+			})
+		}
+		if got, _ := h.store.Grants(context.Background(), "k1", "o", []string{"x"}, h.clock.Now()); len(got) != 0 {
+			t.Fatalf("refused set roles wrote %+v", got)
+		}
+	})
 }
 
 func TestNewRefusesBadConfiguration(t *testing.T) {
+	t.Parallel()
 	docs := newFakeDocs()
 	for _, c := range []struct {
 		name   string
@@ -976,9 +1079,11 @@ func TestNewRefusesBadConfiguration(t *testing.T) {
 		{"rotation not whole seconds", NewMemoryStore(), secret, docs, []Option{WithKeyRotation(time.Hour + time.Millisecond)}},
 		{"empty issuer", NewMemoryStore(), secret, docs, []Option{WithIssuer("")}},
 	} {
-		if _, err := New(c.store, c.secret, c.docs, c.opts...); err == nil {
-			t.Errorf("%s: accepted", c.name)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := New(c.store, c.secret, c.docs, c.opts...); err == nil {
+				t.Errorf("%s: accepted", c.name)
+			}
+		})
 	}
 	s, err := New(NewMemoryStore(), secret, docs)
 	if err != nil {
@@ -1024,36 +1129,42 @@ func BenchmarkGetPermissions(b *testing.B) {
 // of its chain, or the organization, made before the resource was deleted and made again, is
 // not one on the new resource; a late deletion of the old generation leaves the new one's.
 func TestGrantsFollowGenerations(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	h.docs.setGen("org", "k1", "o", "", "og1")
 	h.docs.setGen("document", "k1", "o", "restricted", "dg1")
 	h.docs.setGen("folder", "k1", "o", "f1", "fg1")
 	h.add(k1, "u", resource("document", "restricted", "o", "viewer"), resource("folder", "f1", "o", "viewer"), resource("organization", "o", "o", "editor"))
-	checkEntry(t, "before", h.doc(k1, "o", "u", "restricted"), entry{role: "viewer", accessType: "restricted"})
+	h.wantEntry("before", h.doc(k1, "o", "u", "restricted"), entry{role: "viewer", accessType: "restricted"})
 
-	h.docs.setGen("document", "k1", "o", "restricted", "dg2")
-	h.docs.setGen("folder", "k1", "o", "f1", "fg2")
-	checkEntry(t, "document made again", h.doc(k1, "o", "u", "restricted"), denied("restricted", "document"))
-	checkEntry(t, "folder made again", h.folder(k1, "o", "u", "f2"), denied("restricted", "folder"))
-	h.docs.setGen("org", "k1", "o", "", "og2")
-	if got := h.get(k1, "o", []string{"u"}, nil, nil)["u"].GetOrganization(); len(got) != 0 {
-		t.Fatalf("membership of the organization made again: %v", got)
-	}
+	h.step("resources made again have none of the old grants", func(t *testing.T) {
+		h.docs.setGen("document", "k1", "o", "restricted", "dg2")
+		h.docs.setGen("folder", "k1", "o", "f1", "fg2")
+		h.wantEntry("document made again", h.doc(k1, "o", "u", "restricted"), denied("restricted", "document"))
+		h.wantEntry("folder made again", h.folder(k1, "o", "u", "f2"), denied("restricted", "folder"))
+		h.docs.setGen("org", "k1", "o", "", "og2")
+		if got := h.get(k1, "o", []string{"u"}, nil, nil)["u"].GetOrganization(); len(got) != 0 {
+			t.Fatalf("membership of the organization made again: %v", got)
+		}
+	})
 
-	h.add(k1, "u", resource("document", "restricted", "o", "editor"))
-	late := &lifecyclev1.Event{Id: "late", Type: "document.deleted", ApiKey: "k1", OrganizationId: "o", OrganizationGeneration: "og1",
-		Payload: &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"restricted"}, Generations: []string{"dg1"}}}}
-	if err := h.srv.HandleEvent(context.Background(), late); err != nil {
-		t.Fatal(err)
-	}
-	checkEntry(t, "after a late deletion of the old generation", h.doc(k1, "o", "u", "restricted"), entry{role: "editor", accessType: "restricted"})
+	h.step("a late deletion of the old generation spares the new grant", func(t *testing.T) {
+		h.add(k1, "u", resource("document", "restricted", "o", "editor"))
+		late := &lifecyclev1.Event{Id: "late", Type: "document.deleted", ApiKey: "k1", OrganizationId: "o", OrganizationGeneration: "og1",
+			Payload: &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"restricted"}, Generations: []string{"dg1"}}}}
+		if err := h.srv.HandleEvent(context.Background(), late); err != nil {
+			t.Fatal(err)
+		}
+		h.wantEntry("after a late deletion of the old generation", h.doc(k1, "o", "u", "restricted"), entry{role: "editor", accessType: "restricted"})
+	})
 }
 
 // A document deleted and made again while permissions are added for it keeps no grant: Add
 // Permissions answers NOT_FOUND as if the deletion had come first, and the grant written under
 // the old generation is gone.
 func TestGrantsAddedDuringDeletionDoNotSurvive(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	h.docs.setGen("document", "k1", "o", "restricted", "dg1")
@@ -1069,7 +1180,7 @@ func TestGrantsAddedDuringDeletionDoNotSurvive(t *testing.T) {
 		t.Fatalf("add during deletion: %v", s)
 	}
 	h.docs.afterCall = nil
-	checkEntry(t, "the document made again", h.doc(k1, "o", "u", "restricted"), denied("restricted", "document"))
+	h.wantEntry("the document made again", h.doc(k1, "o", "u", "restricted"), denied("restricted", "document"))
 	grants, _ := h.store.Grants(context.Background(), "k1", "o", []string{"u"}, h.clock.Now())
 	if len(grants) != 0 {
 		t.Fatalf("grants left under the old generation: %+v", grants)
@@ -1094,6 +1205,7 @@ func (h *harness) readers(apiKey, org, doc string, users ...string) []string {
 // FilterReaders answers, for every document, the users Get Permissions gives a role there: the
 // same resolution, through every row of docs/permissions.md, grants lapsing included.
 func TestFilterReadersAgreesWithGetPermissions(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	h.docs.setGen("org", "k1", "o", "", "og")
@@ -1158,6 +1270,7 @@ func TestFilterReadersAgreesWithGetPermissions(t *testing.T) {
 }
 
 func TestFilterReadersOrderAndDuplicates(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	h.add(k1, "a", resource("organization", "o", "o", "viewer"))
@@ -1171,6 +1284,7 @@ func TestFilterReadersOrderAndDuplicates(t *testing.T) {
 }
 
 func TestFilterReadersBadInputAndNotFound(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	world(h, "k1")
 	many := make([]string, maxReaderUserIDs+1)
@@ -1190,38 +1304,51 @@ func TestFilterReadersBadInputAndNotFound(t *testing.T) {
 		{&accessv1.FilterReadersRequest{ApiKey: "k1", OrganizationId: "o", DocumentId: "public", UserIds: []string{"u\nv"}}, codes.InvalidArgument, "userIds[0] must not contain control characters."},
 	}
 	for _, c := range bad {
-		_, err := h.srv.FilterReaders(context.Background(), c.req)
-		wantStatus(t, err, c.code, c.msg)
+		t.Run(c.msg, func(t *testing.T) {
+			_, err := h.srv.FilterReaders(context.Background(), c.req)
+			wantStatus(t, err, c.code, c.msg)
+		})
 	}
-	if n := h.docs.callCount(); n != 0 {
-		t.Fatalf("refused requests called the documents service %d times", n)
-	}
-	for _, c := range []struct {
-		apiKey, org, doc, msg string
-	}{
-		{"k1", "nope", "public", "Organization does not exist."},
-		{"k2", "o", "public", "Organization does not exist."}, // another tenant's
-		{"k1", "o", "nope", "Document does not exist."},
-		{"k1", "o", "f1", "Document does not exist."}, // a folder is no document
-	} {
-		_, err := h.srv.FilterReaders(context.Background(), &accessv1.FilterReadersRequest{ApiKey: c.apiKey, OrganizationId: c.org, DocumentId: c.doc, UserIds: []string{"u"}})
-		wantStatus(t, err, codes.NotFound, c.msg)
-		// Even without users: the caller learns that the document is gone.
-		_, err = h.srv.FilterReaders(context.Background(), &accessv1.FilterReadersRequest{ApiKey: c.apiKey, OrganizationId: c.org, DocumentId: c.doc})
-		wantStatus(t, err, codes.NotFound, c.msg)
-	}
-	h.docs.omitMissing = true
-	_, err := h.srv.FilterReaders(context.Background(), &accessv1.FilterReadersRequest{ApiKey: "k1", OrganizationId: "o", DocumentId: "nope", UserIds: []string{"u"}})
-	wantStatus(t, err, codes.NotFound, "Document does not exist.")
+	h.step("refused requests call no other service", func(t *testing.T) {
+		if n := h.docs.callCount(); n != 0 {
+			t.Fatalf("refused requests called the documents service %d times", n)
+		}
+	})
+	h.step("missing organization or document, with users or without", func(t *testing.T) {
+		for _, c := range []struct {
+			apiKey, org, doc, msg string
+		}{
+			{"k1", "nope", "public", "Organization does not exist."},
+			{"k2", "o", "public", "Organization does not exist."}, // another tenant's
+			{"k1", "o", "nope", "Document does not exist."},
+			{"k1", "o", "f1", "Document does not exist."}, // a folder is no document
+		} {
+			t.Run(c.apiKey+" "+c.org+" "+c.doc, func(t *testing.T) {
+				_, err := h.srv.FilterReaders(context.Background(), &accessv1.FilterReadersRequest{ApiKey: c.apiKey, OrganizationId: c.org, DocumentId: c.doc, UserIds: []string{"u"}})
+				wantStatus(t, err, codes.NotFound, c.msg)
+				// Even without users: the caller learns that the document is gone.
+				_, err = h.srv.FilterReaders(context.Background(), &accessv1.FilterReadersRequest{ApiKey: c.apiKey, OrganizationId: c.org, DocumentId: c.doc})
+				wantStatus(t, err, codes.NotFound, c.msg)
+			})
+		}
+	})
+	h.step("a document left out of the answer is missing", func(t *testing.T) {
+		h.docs.omitMissing = true
+		_, err := h.srv.FilterReaders(context.Background(), &accessv1.FilterReadersRequest{ApiKey: "k1", OrganizationId: "o", DocumentId: "nope", UserIds: []string{"u"}})
+		wantStatus(t, err, codes.NotFound, "Document does not exist.")
+	})
 
-	h.docs.err = status.Error(codes.Unavailable, "documents are away")
-	_, err = h.srv.FilterReaders(context.Background(), &accessv1.FilterReadersRequest{ApiKey: "k1", OrganizationId: "o", DocumentId: "public", UserIds: []string{"u"}})
-	wantStatus(t, err, codes.Unavailable, "documents are away")
+	h.step("documents unavailable", func(t *testing.T) {
+		h.docs.err = status.Error(codes.Unavailable, "documents are away")
+		_, err := h.srv.FilterReaders(context.Background(), &accessv1.FilterReadersRequest{ApiKey: "k1", OrganizationId: "o", DocumentId: "public", UserIds: []string{"u"}})
+		wantStatus(t, err, codes.Unavailable, "documents are away")
+	})
 }
 
 // 10,000 users cost one call to the documents service and one narrowed grant read per
 // thousand users, never the per-user path nor a read of every grant they hold.
 func TestFilterReadersTenThousandUsers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.docs.addOrg("k1", "o").addFolder("k1", "o", "f0", "", "restricted").addFolder("k1", "o", "f1", "f0", "").
 		addDoc("k1", "o", "d", "f1", "organizationPrivate").addDoc("k1", "o", "other", "", "restricted")

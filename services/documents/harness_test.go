@@ -111,6 +111,21 @@ func (h *harness) start() {
 	h.srv = srv
 }
 
+// step runs one step of a scenario on h as a subtest, so that a failure names the step. The
+// harness's helpers report to the step while it runs. Steps share h and run in order: a step
+// after a failed one is skipped, since it would start from a state the story did not reach.
+func (h *harness) step(name string, f func(t *testing.T)) {
+	parent := h.t
+	parent.Run(name, func(t *testing.T) {
+		if parent.Failed() {
+			t.Skip("an earlier step failed")
+		}
+		h.t = t
+		defer func() { h.t = parent }()
+		f(t)
+	})
+}
+
 func (h *harness) failNext(errs ...error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -353,9 +353,23 @@ func dump(s *MemoryStore) string {
 	return strings.Join(lines, "\n")
 }
 
+// step runs one step of a scenario as a subtest of t, so that a failure names the step. Steps
+// share their test's state and run in order: a step after a failed one is skipped, since it
+// would start from a state the story did not reach.
+func step(t *testing.T, name string, f func(t *testing.T)) {
+	t.Helper()
+	t.Run(name, func(st *testing.T) {
+		if t.Failed() {
+			st.Skip("an earlier step failed")
+		}
+		f(st)
+	})
+}
+
 // ---- Tests ----
 
 func TestNewNeedsItsDependencies(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for name, f := range map[string]func() (*Server, error){
 		"store":  func() (*Server, error) { return New(nil, h.docs, h.access, h.events) },
@@ -363,9 +377,11 @@ func TestNewNeedsItsDependencies(t *testing.T) {
 		"access": func() (*Server, error) { return New(h.store, h.docs, nil, h.events) },
 		"events": func() (*Server, error) { return New(h.store, h.docs, h.access, nil) },
 	} {
-		if s, err := f(); err == nil || s != nil {
-			t.Errorf("without %s: %v %v", name, s, err)
-		}
+		t.Run("refuses no "+name, func(t *testing.T) {
+			if s, err := f(); err == nil || s != nil {
+				t.Errorf("without %s: %v %v", name, s, err)
+			}
+		})
 	}
 	if err := h.srv.Ping(bg); err != nil {
 		t.Fatalf("ping: %v", err)
@@ -373,109 +389,141 @@ func TestNewNeedsItsDependencies(t *testing.T) {
 }
 
 func TestCallsWithoutCallerAreRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
-	_, err := h.srv.AddUsers(bg, &usersv1.AddUsersRequest{OrganizationId: "o", Users: usersOf("u1")})
-	wantStatus(t, "add users without caller", err, codes.Internal, "Internal error.")
-	_, err = h.srv.GetUsers(bg, &usersv1.GetUsersRequest{OrganizationId: "o"})
-	wantStatus(t, "get users without caller", err, codes.Internal, "Internal error.")
-	_, err = h.srv.AddUsersToGroup(bg, &usersv1.AddUsersToGroupRequest{OrganizationId: "o", OrganizationUserGroupId: "g", UserIds: []string{"u1"}})
-	wantStatus(t, "group without caller", err, codes.Internal, "Internal error.")
-	if h.docs.callCount() != 0 || dump(h.store) != "" {
-		t.Fatal("a call without caller did something")
+	for _, c := range []struct {
+		name string
+		call func() error
+	}{
+		{"add users without caller", func() error {
+			_, err := h.srv.AddUsers(bg, &usersv1.AddUsersRequest{OrganizationId: "o", Users: usersOf("u1")})
+			return err
+		}},
+		{"get users without caller", func() error {
+			_, err := h.srv.GetUsers(bg, &usersv1.GetUsersRequest{OrganizationId: "o"})
+			return err
+		}},
+		{"group without caller", func() error {
+			_, err := h.srv.AddUsersToGroup(bg, &usersv1.AddUsersToGroupRequest{OrganizationId: "o", OrganizationUserGroupId: "g", UserIds: []string{"u1"}})
+			return err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			wantStatus(t, c.name, c.call(), codes.Internal, "Internal error.")
+		})
 	}
+	t.Run("refused calls did nothing", func(t *testing.T) {
+		if h.docs.callCount() != 0 || dump(h.store) != "" {
+			t.Fatal("a call without caller did something")
+		}
+	})
 }
 
 func TestAddUsers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	viewer := user("u2")
 	viewer.AccessRole = "viewer"
 	viewer.PhotoUrl = " https://img.example.com/u2.png "
-	resp, err := h.srv.AddUsers(k1, &usersv1.AddUsersRequest{
-		OrganizationId: "o", CreateOrganization: true, DocumentId: "d1", CreateDocument: true,
-		Users: []*usersv1.User{user("u1"), viewer},
+	step(t, "add to a new organization and document", func(t *testing.T) {
+		resp, err := h.srv.AddUsers(k1, &usersv1.AddUsersRequest{
+			OrganizationId: "o", CreateOrganization: true, DocumentId: "d1", CreateDocument: true,
+			Users: []*usersv1.User{user("u1"), viewer},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetStatus() != "success" || resp.GetMessage() != "User(s) processed successfully." || len(resp.GetData()) != 2 {
+			t.Fatalf("response %v", resp)
+		}
+		wantItem(t, resp.GetData(), "u1", true, "User added.")
+		wantItem(t, resp.GetData(), "u2", true, "User added.")
+		if got := h.docs.lastCall(); !proto.Equal(got, &documentsv1.EnsureResourcesRequest{ApiKey: "k1", OrganizationId: "o", CreateOrganization: true, DocumentId: "d1", CreateDocument: true}) {
+			t.Fatalf("EnsureResources %v", got)
+		}
+		// No role: editor, but only where the user has none. A role: set as given. Organization
+		// first, then the document.
+		wantRoles(t, h.access.take(),
+			role("k1", "o", "organization", "o", "editor", true, "u1"),
+			role("k1", "o", "document", "d1", "editor", true, "u1"),
+			role("k1", "o", "organization", "o", "viewer", false, "u2"),
+			role("k1", "o", "document", "d1", "viewer", false, "u2"),
+		)
+		got, _ := h.store.Users(bg, "k1", []string{"u1", "u2"})
+		if len(got) != 2 || *got[0] != (User{UserID: "u1", Name: "Name u1", Email: "u1@example.com"}) ||
+			*got[1] != (User{UserID: "u2", Name: "Name u2", Email: "u2@example.com", PhotoURL: "https://img.example.com/u2.png"}) {
+			t.Fatalf("identities %+v %+v", got[0], got[1])
+		}
+		members, _ := h.store.Members(bg, "k1", "o", nil, 0)
+		contacts, _ := h.store.DocumentContacts(bg, "k1", "o", "d1", nil)
+		if !slices.Equal(members, []string{"u1", "u2"}) || !slices.Equal(contacts, []string{"u1", "u2"}) {
+			t.Fatalf("members %v contacts %v", members, contacts)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.GetStatus() != "success" || resp.GetMessage() != "User(s) processed successfully." || len(resp.GetData()) != 2 {
-		t.Fatalf("response %v", resp)
-	}
-	wantItem(t, resp.GetData(), "u1", true, "User added.")
-	wantItem(t, resp.GetData(), "u2", true, "User added.")
-	if got := h.docs.lastCall(); !proto.Equal(got, &documentsv1.EnsureResourcesRequest{ApiKey: "k1", OrganizationId: "o", CreateOrganization: true, DocumentId: "d1", CreateDocument: true}) {
-		t.Fatalf("EnsureResources %v", got)
-	}
-	// No role: editor, but only where the user has none. A role: set as given. Organization
-	// first, then the document.
-	wantRoles(t, h.access.take(),
-		role("k1", "o", "organization", "o", "editor", true, "u1"),
-		role("k1", "o", "document", "d1", "editor", true, "u1"),
-		role("k1", "o", "organization", "o", "viewer", false, "u2"),
-		role("k1", "o", "document", "d1", "viewer", false, "u2"),
-	)
-	got, _ := h.store.Users(bg, "k1", []string{"u1", "u2"})
-	if len(got) != 2 || *got[0] != (User{UserID: "u1", Name: "Name u1", Email: "u1@example.com"}) ||
-		*got[1] != (User{UserID: "u2", Name: "Name u2", Email: "u2@example.com", PhotoURL: "https://img.example.com/u2.png"}) {
-		t.Fatalf("identities %+v %+v", got[0], got[1])
-	}
-	members, _ := h.store.Members(bg, "k1", "o", nil, 0)
-	contacts, _ := h.store.DocumentContacts(bg, "k1", "o", "d1", nil)
-	if !slices.Equal(members, []string{"u1", "u2"}) || !slices.Equal(contacts, []string{"u1", "u2"}) {
-		t.Fatalf("members %v contacts %v", members, contacts)
-	}
 
-	// Again, with only a name and no document: only the name changes, no document is touched.
-	if _, err := h.srv.AddUsers(k1, &usersv1.AddUsersRequest{OrganizationId: "o", Users: []*usersv1.User{{UserId: "u2", Name: "Second"}}}); err != nil {
-		t.Fatal(err)
-	}
-	got, _ = h.store.Users(bg, "k1", []string{"u2"})
-	if *got[0] != (User{UserID: "u2", Name: "Second", Email: "u2@example.com", PhotoURL: "https://img.example.com/u2.png"}) {
-		t.Fatalf("after second add %+v", got[0])
-	}
-	wantRoles(t, h.access.take(), role("k1", "o", "organization", "o", "editor", true, "u2"))
+	step(t, "again with only a name changes only the name", func(t *testing.T) {
+		// Again, with only a name and no document: only the name changes, no document is touched.
+		if _, err := h.srv.AddUsers(k1, &usersv1.AddUsersRequest{OrganizationId: "o", Users: []*usersv1.User{{UserId: "u2", Name: "Second"}}}); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := h.store.Users(bg, "k1", []string{"u2"})
+		if *got[0] != (User{UserID: "u2", Name: "Second", Email: "u2@example.com", PhotoURL: "https://img.example.com/u2.png"}) {
+			t.Fatalf("after second add %+v", got[0])
+		}
+		wantRoles(t, h.access.take(), role("k1", "o", "organization", "o", "editor", true, "u2"))
+	})
 
-	// Folder scope: the grant goes on the folder; folders have no contact list.
-	if _, err := h.srv.AddUsers(k1, &usersv1.AddUsersRequest{OrganizationId: "o", FolderId: "f1", CreateFolder: true, Users: []*usersv1.User{{UserId: "u3", AccessRole: "editor"}}}); err != nil {
-		t.Fatal(err)
-	}
-	if !h.docs.has("folder", "k1", "o", "f1") {
-		t.Fatal("createFolder did not reach the documents service")
-	}
-	wantRoles(t, h.access.take(),
-		role("k1", "o", "organization", "o", "editor", false, "u3"),
-		role("k1", "o", "folder", "f1", "editor", false, "u3"),
-	)
-	if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o"}); !slices.Equal(got, []string{"u1", "u2", "u3"}) {
-		t.Fatalf("organization users %v", got)
-	}
+	step(t, "folder scope grants on the folder", func(t *testing.T) {
+		// Folder scope: the grant goes on the folder; folders have no contact list.
+		if _, err := h.srv.AddUsers(k1, &usersv1.AddUsersRequest{OrganizationId: "o", FolderId: "f1", CreateFolder: true, Users: []*usersv1.User{{UserId: "u3", AccessRole: "editor"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if !h.docs.has("folder", "k1", "o", "f1") {
+			t.Fatal("createFolder did not reach the documents service")
+		}
+		wantRoles(t, h.access.take(),
+			role("k1", "o", "organization", "o", "editor", false, "u3"),
+			role("k1", "o", "folder", "f1", "editor", false, "u3"),
+		)
+		if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o"}); !slices.Equal(got, []string{"u1", "u2", "u3"}) {
+			t.Fatalf("organization users %v", got)
+		}
+	})
 }
 
 func TestAddUsersMissingResources(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.docs.addOrg("k1", "o")
 	h.docs.addFolder("k1", "o", "f1")
 	cases := []struct {
-		req *usersv1.AddUsersRequest
-		msg string
+		name string
+		req  *usersv1.AddUsersRequest
+		msg  string
 	}{
-		{&usersv1.AddUsersRequest{OrganizationId: "nope", Users: usersOf("u1")}, "Organization does not exist."},
-		{&usersv1.AddUsersRequest{OrganizationId: "nope", DocumentId: "d", CreateDocument: true, Users: usersOf("u1")}, "Organization does not exist."},
-		{&usersv1.AddUsersRequest{OrganizationId: "o", DocumentId: "nope", Users: usersOf("u1")}, "Document does not exist."},
-		{&usersv1.AddUsersRequest{OrganizationId: "o", FolderId: "nope", Users: usersOf("u1")}, "Folder does not exist."},
+		{"missing organization", &usersv1.AddUsersRequest{OrganizationId: "nope", Users: usersOf("u1")}, "Organization does not exist."},
+		{"createDocument in a missing organization", &usersv1.AddUsersRequest{OrganizationId: "nope", DocumentId: "d", CreateDocument: true, Users: usersOf("u1")}, "Organization does not exist."},
+		{"missing document", &usersv1.AddUsersRequest{OrganizationId: "o", DocumentId: "nope", Users: usersOf("u1")}, "Document does not exist."},
+		{"missing folder", &usersv1.AddUsersRequest{OrganizationId: "o", FolderId: "nope", Users: usersOf("u1")}, "Folder does not exist."},
 	}
 	for _, c := range cases {
-		_, err := h.srv.AddUsers(k1, c.req)
-		wantStatus(t, fmt.Sprint(c.req), err, codes.NotFound, c.msg)
+		t.Run(c.name, func(t *testing.T) {
+			_, err := h.srv.AddUsers(k1, c.req)
+			wantStatus(t, fmt.Sprint(c.req), err, codes.NotFound, c.msg)
+		})
 	}
-	if d := dump(h.store); d != "" {
-		t.Fatalf("refused adds wrote:\n%s", d)
-	}
-	if calls := h.access.take(); len(calls) != 0 {
-		t.Fatalf("refused adds called access: %v", calls)
-	}
+	t.Run("refused adds wrote nothing and called nothing", func(t *testing.T) {
+		if d := dump(h.store); d != "" {
+			t.Fatalf("refused adds wrote:\n%s", d)
+		}
+		if calls := h.access.take(); len(calls) != 0 {
+			t.Fatalf("refused adds called access: %v", calls)
+		}
+	})
 }
 
 func TestAddUsersAccessFailure(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.access.fail = func(r *accessv1.SetRolesRequest) bool {
 		return slices.Contains(r.GetUserIds(), "u2") || (r.GetResourceType() == "document" && slices.Contains(r.GetUserIds(), "u3"))
@@ -501,48 +549,54 @@ func TestAddUsersAccessFailure(t *testing.T) {
 // isAdmin is settable only by token generation: the users API has no such field, a JSON body
 // carrying it is read without it, and nothing of it is passed on or stored.
 func TestIsAdminIsIgnored(t *testing.T) {
+	t.Parallel()
 	for _, m := range []proto.Message{&usersv1.User{}, &usersv1.UserUpdate{}, &usersv1.AddUsersRequest{}, &usersv1.UpdateUsersRequest{}} {
-		fields := m.ProtoReflect().Descriptor().Fields()
-		if fields.ByJSONName("isAdmin") != nil || fields.ByName("is_admin") != nil {
-			t.Fatalf("%s has an isAdmin field", m.ProtoReflect().Descriptor().FullName())
+		t.Run(string(m.ProtoReflect().Descriptor().Name())+" has no isAdmin", func(t *testing.T) {
+			fields := m.ProtoReflect().Descriptor().Fields()
+			if fields.ByJSONName("isAdmin") != nil || fields.ByName("is_admin") != nil {
+				t.Fatalf("%s has an isAdmin field", m.ProtoReflect().Descriptor().FullName())
+			}
+		})
+	}
+	step(t, "a JSON body's isAdmin is dropped on add and update, nothing of it stored", func(t *testing.T) {
+		h := newHarness(t)
+		var add usersv1.AddUsersRequest
+		// The gateway reads bodies ignoring unknown fields; so does this.
+		body := `{"organizationId": "o", "createOrganization": true, "users": [{"userId": "u1", "name": "Ann", "isAdmin": true}]}`
+		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal([]byte(body), &add); err != nil {
+			t.Fatal(err)
 		}
-	}
-	h := newHarness(t)
-	var add usersv1.AddUsersRequest
-	// The gateway reads bodies ignoring unknown fields; so does this.
-	body := `{"organizationId": "o", "createOrganization": true, "users": [{"userId": "u1", "name": "Ann", "isAdmin": true}]}`
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal([]byte(body), &add); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := h.srv.AddUsers(k1, &add)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantItem(t, resp.GetData(), "u1", true, "User added.")
-	var update usersv1.UpdateUsersRequest
-	body = `{"organizationId": "o", "users": [{"userId": "u1", "isAdmin": true, "accessRole": "viewer"}]}`
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal([]byte(body), &update); err != nil {
-		t.Fatal(err)
-	}
-	up, err := h.srv.UpdateUsers(k1, &update)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantItem(t, up.GetData(), "u1", true, "User updated.")
-	wantRoles(t, h.access.take(),
-		role("k1", "o", "organization", "o", "editor", true, "u1"),
-		role("k1", "o", "organization", "o", "viewer", false, "u1"),
-	)
-	if d := dump(h.store); strings.Contains(strings.ToLower(d), "admin") {
-		t.Fatalf("admin stored:\n%s", d)
-	}
-	got, _ := h.store.Users(bg, "k1", []string{"u1"})
-	if *got[0] != (User{UserID: "u1", Name: "Ann"}) {
-		t.Fatalf("identity %+v", got[0])
-	}
+		resp, err := h.srv.AddUsers(k1, &add)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantItem(t, resp.GetData(), "u1", true, "User added.")
+		var update usersv1.UpdateUsersRequest
+		body = `{"organizationId": "o", "users": [{"userId": "u1", "isAdmin": true, "accessRole": "viewer"}]}`
+		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal([]byte(body), &update); err != nil {
+			t.Fatal(err)
+		}
+		up, err := h.srv.UpdateUsers(k1, &update)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantItem(t, up.GetData(), "u1", true, "User updated.")
+		wantRoles(t, h.access.take(),
+			role("k1", "o", "organization", "o", "editor", true, "u1"),
+			role("k1", "o", "organization", "o", "viewer", false, "u1"),
+		)
+		if d := dump(h.store); strings.Contains(strings.ToLower(d), "admin") {
+			t.Fatalf("admin stored:\n%s", d)
+		}
+		got, _ := h.store.Users(bg, "k1", []string{"u1"})
+		if *got[0] != (User{UserID: "u1", Name: "Ann"}) {
+			t.Fatalf("identity %+v", got[0])
+		}
+	})
 }
 
 func TestGetUsersFilters(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.add(t, k1, "o", "d1", "u1", "u2")
 	h.add(t, k1, "o", "", "u3", "u4")
@@ -571,296 +625,369 @@ func TestGetUsersFilters(t *testing.T) {
 		{"other organization", &usersv1.GetUsersRequest{OrganizationId: "other", DocumentId: "d1"}, []string{"u5"}},
 	}
 	for _, c := range cases {
-		if got := h.get(t, k1, c.req); !slices.Equal(got, c.want) {
-			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		t.Run(c.name, func(t *testing.T) {
+			if got := h.get(t, k1, c.req); !slices.Equal(got, c.want) {
+				t.Errorf("%s: %v, want %v", c.name, got, c.want)
+			}
+		})
+	}
+
+	step(t, "answers identities without creating anything", func(t *testing.T) {
+		resp, err := h.srv.GetUsers(k1, &usersv1.GetUsersRequest{OrganizationId: "o", UserIds: []string{"u2", "u1"}})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		want := []*usersv1.UserInfo{{UserId: "u1", Name: "Name u1", Email: "u1@example.com"}, {UserId: "u2", Name: "Name u2", Email: "u2@example.com"}}
+		if resp.GetStatus() != "success" || resp.GetMessage() != "Users retrieved successfully." || len(resp.GetData()) != 2 ||
+			!proto.Equal(resp.GetData()[0], want[0]) || !proto.Equal(resp.GetData()[1], want[1]) {
+			t.Fatalf("response %v", resp)
+		}
+		if got := h.docs.lastCall(); !proto.Equal(got, &documentsv1.EnsureResourcesRequest{ApiKey: "k1", OrganizationId: "o"}) {
+			t.Fatalf("EnsureResources %v", got)
+		}
+	})
 
-	resp, err := h.srv.GetUsers(k1, &usersv1.GetUsersRequest{OrganizationId: "o", UserIds: []string{"u2", "u1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []*usersv1.UserInfo{{UserId: "u1", Name: "Name u1", Email: "u1@example.com"}, {UserId: "u2", Name: "Name u2", Email: "u2@example.com"}}
-	if resp.GetStatus() != "success" || resp.GetMessage() != "Users retrieved successfully." || len(resp.GetData()) != 2 ||
-		!proto.Equal(resp.GetData()[0], want[0]) || !proto.Equal(resp.GetData()[1], want[1]) {
-		t.Fatalf("response %v", resp)
-	}
-	if got := h.docs.lastCall(); !proto.Equal(got, &documentsv1.EnsureResourcesRequest{ApiKey: "k1", OrganizationId: "o"}) {
-		t.Fatalf("EnsureResources %v", got)
-	}
-
-	_, err = h.srv.GetUsers(k1, &usersv1.GetUsersRequest{OrganizationId: "nope"})
-	wantStatus(t, "unknown organization", err, codes.NotFound, "Organization does not exist.")
+	step(t, "unknown organization", func(t *testing.T) {
+		_, err := h.srv.GetUsers(k1, &usersv1.GetUsersRequest{OrganizationId: "nope"})
+		wantStatus(t, "unknown organization", err, codes.NotFound, "Organization does not exist.")
+	})
 }
 
 func TestUpdateUsers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.add(t, k1, "o", "d1", "u1", "u2")
 	h.docs.addFolder("k1", "o", "f1")
 	h.access.take()
 
-	resp, err := h.srv.UpdateUsers(k1, &usersv1.UpdateUsersRequest{OrganizationId: "o", Users: []*usersv1.UserUpdate{
-		{UserId: "u1", Name: ptr("Renamed"), AccessRole: ptr("viewer")},
-		{UserId: "u2", Email: ptr(""), PhotoUrl: ptr("http://img.example.com/2")},
-		{UserId: "ghost", Name: ptr("x"), AccessRole: ptr("editor")},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.GetStatus() != "success" || resp.GetMessage() != "User(s) processed successfully." || len(resp.GetData()) != 3 {
-		t.Fatalf("response %v", resp)
-	}
-	wantItem(t, resp.GetData(), "u1", true, "User updated.")
-	wantItem(t, resp.GetData(), "u2", true, "User updated.")
-	wantItem(t, resp.GetData(), "ghost", false, "User does not exist.")
-	// Only u1 sent a role; the ghost gets nothing.
-	wantRoles(t, h.access.take(), role("k1", "o", "organization", "o", "viewer", false, "u1"))
-	got, _ := h.store.Users(bg, "k1", []string{"u1", "u2", "ghost"})
-	if len(got) != 2 || *got[0] != (User{UserID: "u1", Name: "Renamed", Email: "u1@example.com"}) ||
-		*got[1] != (User{UserID: "u2", Name: "Name u2", PhotoURL: "http://img.example.com/2"}) {
-		t.Fatalf("identities %+v", got)
-	}
+	step(t, "identities and organization roles; unknown users fail", func(t *testing.T) {
+		resp, err := h.srv.UpdateUsers(k1, &usersv1.UpdateUsersRequest{OrganizationId: "o", Users: []*usersv1.UserUpdate{
+			{UserId: "u1", Name: ptr("Renamed"), AccessRole: ptr("viewer")},
+			{UserId: "u2", Email: ptr(""), PhotoUrl: ptr("http://img.example.com/2")},
+			{UserId: "ghost", Name: ptr("x"), AccessRole: ptr("editor")},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetStatus() != "success" || resp.GetMessage() != "User(s) processed successfully." || len(resp.GetData()) != 3 {
+			t.Fatalf("response %v", resp)
+		}
+		wantItem(t, resp.GetData(), "u1", true, "User updated.")
+		wantItem(t, resp.GetData(), "u2", true, "User updated.")
+		wantItem(t, resp.GetData(), "ghost", false, "User does not exist.")
+		// Only u1 sent a role; the ghost gets nothing.
+		wantRoles(t, h.access.take(), role("k1", "o", "organization", "o", "viewer", false, "u1"))
+		got, _ := h.store.Users(bg, "k1", []string{"u1", "u2", "ghost"})
+		if len(got) != 2 || *got[0] != (User{UserID: "u1", Name: "Renamed", Email: "u1@example.com"}) ||
+			*got[1] != (User{UserID: "u2", Name: "Name u2", PhotoURL: "http://img.example.com/2"}) {
+			t.Fatalf("identities %+v", got)
+		}
+	})
 
-	// Document and folder scope.
-	if _, err := h.srv.UpdateUsers(k1, &usersv1.UpdateUsersRequest{OrganizationId: "o", DocumentId: "d1", Users: []*usersv1.UserUpdate{{UserId: "u1", AccessRole: ptr("editor")}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.srv.UpdateUsers(k1, &usersv1.UpdateUsersRequest{OrganizationId: "o", FolderId: "f1", Users: []*usersv1.UserUpdate{{UserId: "u2", AccessRole: ptr("viewer")}, {UserId: "u1", Name: ptr("No role")}}}); err != nil {
-		t.Fatal(err)
-	}
-	wantRoles(t, h.access.take(),
-		role("k1", "o", "document", "d1", "editor", false, "u1"),
-		role("k1", "o", "folder", "f1", "viewer", false, "u2"),
-	)
-	if got := h.docs.lastCall(); !proto.Equal(got, &documentsv1.EnsureResourcesRequest{ApiKey: "k1", OrganizationId: "o", FolderId: "f1"}) {
-		t.Fatalf("EnsureResources %v", got)
-	}
+	step(t, "document and folder scope", func(t *testing.T) {
+		if _, err := h.srv.UpdateUsers(k1, &usersv1.UpdateUsersRequest{OrganizationId: "o", DocumentId: "d1", Users: []*usersv1.UserUpdate{{UserId: "u1", AccessRole: ptr("editor")}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.srv.UpdateUsers(k1, &usersv1.UpdateUsersRequest{OrganizationId: "o", FolderId: "f1", Users: []*usersv1.UserUpdate{{UserId: "u2", AccessRole: ptr("viewer")}, {UserId: "u1", Name: ptr("No role")}}}); err != nil {
+			t.Fatal(err)
+		}
+		wantRoles(t, h.access.take(),
+			role("k1", "o", "document", "d1", "editor", false, "u1"),
+			role("k1", "o", "folder", "f1", "viewer", false, "u2"),
+		)
+		if got := h.docs.lastCall(); !proto.Equal(got, &documentsv1.EnsureResourcesRequest{ApiKey: "k1", OrganizationId: "o", FolderId: "f1"}) {
+			t.Fatalf("EnsureResources %v", got)
+		}
+	})
 
-	// A failing access call fails that user's item.
-	h.access.fail = func(*accessv1.SetRolesRequest) bool { return true }
-	resp, err = h.srv.UpdateUsers(k1, &usersv1.UpdateUsersRequest{OrganizationId: "o", Users: []*usersv1.UserUpdate{{UserId: "u1", AccessRole: ptr("editor")}, {UserId: "u2", Name: ptr("Fine")}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantItem(t, resp.GetData(), "u1", false, "Could not set the user's access role.")
-	wantItem(t, resp.GetData(), "u2", true, "User updated.")
-	h.access.fail = nil
+	step(t, "a failing access call fails that user's item", func(t *testing.T) {
+		h.access.fail = func(*accessv1.SetRolesRequest) bool { return true }
+		resp, err := h.srv.UpdateUsers(k1, &usersv1.UpdateUsersRequest{OrganizationId: "o", Users: []*usersv1.UserUpdate{{UserId: "u1", AccessRole: ptr("editor")}, {UserId: "u2", Name: ptr("Fine")}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantItem(t, resp.GetData(), "u1", false, "Could not set the user's access role.")
+		wantItem(t, resp.GetData(), "u2", true, "User updated.")
+		h.access.fail = nil
+	})
 
-	// The named organization, document or folder must exist; nothing is done otherwise.
-	h.access.take()
-	before := dump(h.store)
-	for _, c := range []struct {
-		req *usersv1.UpdateUsersRequest
-		msg string
-	}{
-		{&usersv1.UpdateUsersRequest{OrganizationId: "nope", Users: []*usersv1.UserUpdate{{UserId: "u1", Name: ptr("x")}}}, "Organization does not exist."},
-		{&usersv1.UpdateUsersRequest{OrganizationId: "o", DocumentId: "nope", Users: []*usersv1.UserUpdate{{UserId: "u1", Name: ptr("x")}}}, "Document does not exist."},
-		{&usersv1.UpdateUsersRequest{OrganizationId: "o", FolderId: "nope", Users: []*usersv1.UserUpdate{{UserId: "u1", AccessRole: ptr("editor")}}}, "Folder does not exist."},
-	} {
-		_, err := h.srv.UpdateUsers(k1, c.req)
-		wantStatus(t, fmt.Sprint(c.req), err, codes.NotFound, c.msg)
-	}
-	if dump(h.store) != before || len(h.access.take()) != 0 {
-		t.Fatal("an update of missing resources changed something")
-	}
-	if h.docs.has("org", "k1", "nope", "") {
-		t.Fatal("update created an organization")
-	}
+	step(t, "missing resources are refused and nothing is done", func(t *testing.T) {
+		// The named organization, document or folder must exist; nothing is done otherwise.
+		h.access.take()
+		before := dump(h.store)
+		for _, c := range []struct {
+			req *usersv1.UpdateUsersRequest
+			msg string
+		}{
+			{&usersv1.UpdateUsersRequest{OrganizationId: "nope", Users: []*usersv1.UserUpdate{{UserId: "u1", Name: ptr("x")}}}, "Organization does not exist."},
+			{&usersv1.UpdateUsersRequest{OrganizationId: "o", DocumentId: "nope", Users: []*usersv1.UserUpdate{{UserId: "u1", Name: ptr("x")}}}, "Document does not exist."},
+			{&usersv1.UpdateUsersRequest{OrganizationId: "o", FolderId: "nope", Users: []*usersv1.UserUpdate{{UserId: "u1", AccessRole: ptr("editor")}}}, "Folder does not exist."},
+		} {
+			t.Run(c.msg, func(t *testing.T) {
+				_, err := h.srv.UpdateUsers(k1, c.req)
+				wantStatus(t, fmt.Sprint(c.req), err, codes.NotFound, c.msg)
+			})
+		}
+		if dump(h.store) != before || len(h.access.take()) != 0 {
+			t.Fatal("an update of missing resources changed something")
+		}
+		if h.docs.has("org", "k1", "nope", "") {
+			t.Fatal("update created an organization")
+		}
+	})
 }
 
 func TestDeleteUsersFromTheOrganization(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.add(t, k1, "o", "d1", "u1", "u2", "u3")
 	h.add(t, k1, "o", "d2", "u1")
 	h.add(t, k1, "other", "d1", "u1")
 	h.group(t, k1, "o", "g1", "u1", "u2")
+	var e *lifecyclev1.Event
 
-	resp, err := h.srv.DeleteUsers(k1, &usersv1.DeleteUsersRequest{OrganizationId: "o", UserIds: []string{"u1", "ghost", "u2", "u1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.GetStatus() != "success" || resp.GetMessage() != "User(s) deleted successfully." || len(resp.GetData()) != 3 {
-		t.Fatalf("response %v", resp)
-	}
-	for id, want := range map[string]*usersv1.DeleteResult{
-		"u1": {Success: true, Message: "User removed."}, "u2": {Success: true, Message: "User removed."},
-		"ghost": {Success: false, Message: "User does not exist."},
-	} {
-		if !proto.Equal(resp.GetData()[id], want) {
-			t.Fatalf("%s: %v", id, resp.GetData()[id])
+	step(t, "answers each user once", func(t *testing.T) {
+		resp, err := h.srv.DeleteUsers(k1, &usersv1.DeleteUsersRequest{OrganizationId: "o", UserIds: []string{"u1", "ghost", "u2", "u1"}})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	// One event for the members only; the tenant and organization on it.
-	events := h.events.events()
-	if len(events) != 1 {
-		t.Fatalf("published %v", events)
-	}
-	e := events[0]
-	want := &lifecyclev1.UsersRemoved{UserIds: []string{"u1", "u2"}}
-	if e.GetType() != "users.removed" || e.GetApiKey() != "k1" || e.GetOrganizationId() != "o" ||
-		e.GetCreatedAt() != float64(t0.UnixMilli()) || !proto.Equal(e.GetUsersRemoved(), want) {
-		t.Fatalf("event %v", e)
-	}
-	// Delivered at once: gone from the organization, its documents and groups; not elsewhere.
-	for name, c := range map[string]struct {
-		req  *usersv1.GetUsersRequest
-		want []string
-	}{
-		"organization": {&usersv1.GetUsersRequest{OrganizationId: "o"}, []string{"u3"}},
-		"d1":           {&usersv1.GetUsersRequest{OrganizationId: "o", DocumentId: "d1"}, []string{"u3"}},
-		"g1":           {&usersv1.GetUsersRequest{OrganizationId: "o", OrganizationUserGroupIds: []string{"g1"}}, []string{}},
-		"other":        {&usersv1.GetUsersRequest{OrganizationId: "other", DocumentId: "d1"}, []string{"u1"}},
-	} {
-		if got := h.get(t, k1, c.req); !slices.Equal(got, c.want) {
-			t.Errorf("%s: %v, want %v", name, got, c.want)
+		if resp.GetStatus() != "success" || resp.GetMessage() != "User(s) deleted successfully." || len(resp.GetData()) != 3 {
+			t.Fatalf("response %v", resp)
 		}
-	}
-	if c, _ := h.store.DocumentContacts(bg, "k1", "o", "d2", nil); len(c) != 0 {
-		t.Fatalf("d2 keeps %v", c)
-	}
-	if u, _ := h.store.Users(bg, "k1", []string{"u1"}); len(u) != 1 {
-		t.Fatal("the identity belongs to the API key and stays")
-	}
-	if rec, err := h.box.Get(bg, e.GetId()); err != nil || rec.State() != "completed" {
-		t.Fatalf("event record %+v %v", rec, err)
-	}
+		for id, want := range map[string]*usersv1.DeleteResult{
+			"u1": {Success: true, Message: "User removed."}, "u2": {Success: true, Message: "User removed."},
+			"ghost": {Success: false, Message: "User does not exist."},
+		} {
+			t.Run(id, func(t *testing.T) {
+				if !proto.Equal(resp.GetData()[id], want) {
+					t.Fatalf("%s: %v", id, resp.GetData()[id])
+				}
+			})
+		}
+	})
+	step(t, "one event for the members only", func(t *testing.T) {
+		// One event for the members only; the tenant and organization on it.
+		events := h.events.events()
+		if len(events) != 1 {
+			t.Fatalf("published %v", events)
+		}
+		e = events[0]
+		want := &lifecyclev1.UsersRemoved{UserIds: []string{"u1", "u2"}}
+		if e.GetType() != "users.removed" || e.GetApiKey() != "k1" || e.GetOrganizationId() != "o" ||
+			e.GetCreatedAt() != float64(t0.UnixMilli()) || !proto.Equal(e.GetUsersRemoved(), want) {
+			t.Fatalf("event %v", e)
+		}
+	})
+	step(t, "delivered at once: gone from the organization, its documents and groups only", func(t *testing.T) {
+		// Delivered at once: gone from the organization, its documents and groups; not elsewhere.
+		for name, c := range map[string]struct {
+			req  *usersv1.GetUsersRequest
+			want []string
+		}{
+			"organization": {&usersv1.GetUsersRequest{OrganizationId: "o"}, []string{"u3"}},
+			"d1":           {&usersv1.GetUsersRequest{OrganizationId: "o", DocumentId: "d1"}, []string{"u3"}},
+			"g1":           {&usersv1.GetUsersRequest{OrganizationId: "o", OrganizationUserGroupIds: []string{"g1"}}, []string{}},
+			"other":        {&usersv1.GetUsersRequest{OrganizationId: "other", DocumentId: "d1"}, []string{"u1"}},
+		} {
+			t.Run(name, func(t *testing.T) {
+				if got := h.get(t, k1, c.req); !slices.Equal(got, c.want) {
+					t.Errorf("%s: %v, want %v", name, got, c.want)
+				}
+			})
+		}
+		if c, _ := h.store.DocumentContacts(bg, "k1", "o", "d2", nil); len(c) != 0 {
+			t.Fatalf("d2 keeps %v", c)
+		}
+		if u, _ := h.store.Users(bg, "k1", []string{"u1"}); len(u) != 1 {
+			t.Fatal("the identity belongs to the API key and stays")
+		}
+		if rec, err := h.box.Get(bg, e.GetId()); err != nil || rec.State() != "completed" {
+			t.Fatalf("event record %+v %v", rec, err)
+		}
+	})
 
-	// Nobody left to remove: no event.
-	resp, err = h.srv.DeleteUsers(k1, &usersv1.DeleteUsersRequest{OrganizationId: "o", UserIds: []string{"u1"}})
-	if err != nil || resp.GetData()["u1"].GetSuccess() {
-		t.Fatalf("second delete %v %v", resp, err)
-	}
-	if n := len(h.events.events()); n != 1 {
-		t.Fatalf("%d events after deleting non-members", n)
-	}
+	step(t, "nobody left to remove publishes nothing", func(t *testing.T) {
+		resp, err := h.srv.DeleteUsers(k1, &usersv1.DeleteUsersRequest{OrganizationId: "o", UserIds: []string{"u1"}})
+		if err != nil || resp.GetData()["u1"].GetSuccess() {
+			t.Fatalf("second delete %v %v", resp, err)
+		}
+		if n := len(h.events.events()); n != 1 {
+			t.Fatalf("%d events after deleting non-members", n)
+		}
+	})
 }
 
 func TestDeleteUsersFromADocumentOrFolder(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.add(t, k1, "o", "d1", "u1", "u2")
 	h.add(t, k1, "o", "d2", "u1")
 	h.docs.addFolder("k1", "o", "f1")
 	h.group(t, k1, "o", "g1", "u1")
 
-	resp, err := h.srv.DeleteUsers(k1, &usersv1.DeleteUsersRequest{OrganizationId: "o", DocumentId: "d1", UserIds: []string{"u1", "ghost"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !resp.GetData()["u1"].GetSuccess() || resp.GetData()["ghost"].GetSuccess() || resp.GetData()["ghost"].GetMessage() != "User does not exist." {
-		t.Fatalf("response %v", resp)
-	}
-	if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o", DocumentId: "d1"}); !slices.Equal(got, []string{"u2"}) {
-		t.Fatalf("d1 %v", got)
-	}
-	for name, req := range map[string]*usersv1.GetUsersRequest{
-		"organization": {OrganizationId: "o", UserIds: []string{"u1"}},
-		"d2":           {OrganizationId: "o", DocumentId: "d2"},
-		"g1":           {OrganizationId: "o", OrganizationUserGroupIds: []string{"g1"}},
-	} {
-		if got := h.get(t, k1, req); !slices.Equal(got, []string{"u1"}) {
-			t.Fatalf("%s lost u1: %v", name, got)
+	step(t, "from a document", func(t *testing.T) {
+		resp, err := h.srv.DeleteUsers(k1, &usersv1.DeleteUsersRequest{OrganizationId: "o", DocumentId: "d1", UserIds: []string{"u1", "ghost"}})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		if !resp.GetData()["u1"].GetSuccess() || resp.GetData()["ghost"].GetSuccess() || resp.GetData()["ghost"].GetMessage() != "User does not exist." {
+			t.Fatalf("response %v", resp)
+		}
+		if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o", DocumentId: "d1"}); !slices.Equal(got, []string{"u2"}) {
+			t.Fatalf("d1 %v", got)
+		}
+	})
+	step(t, "other lists keep the user", func(t *testing.T) {
+		for name, req := range map[string]*usersv1.GetUsersRequest{
+			"organization": {OrganizationId: "o", UserIds: []string{"u1"}},
+			"d2":           {OrganizationId: "o", DocumentId: "d2"},
+			"g1":           {OrganizationId: "o", OrganizationUserGroupIds: []string{"g1"}},
+		} {
+			t.Run(name+" keeps the user", func(t *testing.T) {
+				if got := h.get(t, k1, req); !slices.Equal(got, []string{"u1"}) {
+					t.Fatalf("%s lost u1: %v", name, got)
+				}
+			})
+		}
+	})
 
-	before := dump(h.store)
-	if _, err := h.srv.DeleteUsers(k1, &usersv1.DeleteUsersRequest{OrganizationId: "o", FolderId: "f1", UserIds: []string{"u1"}}); err != nil {
-		t.Fatal(err)
-	}
-	if dump(h.store) != before {
-		t.Fatal("a folder-scoped delete changed the users service's data (access removes the folder grants)")
-	}
-	events := h.events.events()
-	if len(events) != 2 || !proto.Equal(events[0].GetUsersRemoved(), &lifecyclev1.UsersRemoved{UserIds: []string{"u1"}, DocumentId: "d1"}) ||
-		!proto.Equal(events[1].GetUsersRemoved(), &lifecyclev1.UsersRemoved{UserIds: []string{"u1"}, FolderId: "f1"}) {
-		t.Fatalf("events %v", events)
-	}
+	step(t, "from a folder leaves this service's data to access", func(t *testing.T) {
+		before := dump(h.store)
+		if _, err := h.srv.DeleteUsers(k1, &usersv1.DeleteUsersRequest{OrganizationId: "o", FolderId: "f1", UserIds: []string{"u1"}}); err != nil {
+			t.Fatal(err)
+		}
+		if dump(h.store) != before {
+			t.Fatal("a folder-scoped delete changed the users service's data (access removes the folder grants)")
+		}
+	})
+	step(t, "one event per delete, naming its scope", func(t *testing.T) {
+		events := h.events.events()
+		if len(events) != 2 || !proto.Equal(events[0].GetUsersRemoved(), &lifecyclev1.UsersRemoved{UserIds: []string{"u1"}, DocumentId: "d1"}) ||
+			!proto.Equal(events[1].GetUsersRemoved(), &lifecyclev1.UsersRemoved{UserIds: []string{"u1"}, FolderId: "f1"}) {
+			t.Fatalf("events %v", events)
+		}
+	})
 
-	for _, c := range []struct {
-		req *usersv1.DeleteUsersRequest
-		msg string
-	}{
-		{&usersv1.DeleteUsersRequest{OrganizationId: "nope", UserIds: []string{"u1"}}, "Organization does not exist."},
-		{&usersv1.DeleteUsersRequest{OrganizationId: "o", DocumentId: "nope", UserIds: []string{"u1"}}, "Document does not exist."},
-		{&usersv1.DeleteUsersRequest{OrganizationId: "o", FolderId: "nope", UserIds: []string{"u1"}}, "Folder does not exist."},
-	} {
-		_, err := h.srv.DeleteUsers(k1, c.req)
-		wantStatus(t, fmt.Sprint(c.req), err, codes.NotFound, c.msg)
-	}
-	if len(h.events.events()) != 2 {
-		t.Fatal("a refused delete published")
-	}
+	step(t, "missing resources are refused and publish nothing", func(t *testing.T) {
+		for _, c := range []struct {
+			req *usersv1.DeleteUsersRequest
+			msg string
+		}{
+			{&usersv1.DeleteUsersRequest{OrganizationId: "nope", UserIds: []string{"u1"}}, "Organization does not exist."},
+			{&usersv1.DeleteUsersRequest{OrganizationId: "o", DocumentId: "nope", UserIds: []string{"u1"}}, "Document does not exist."},
+			{&usersv1.DeleteUsersRequest{OrganizationId: "o", FolderId: "nope", UserIds: []string{"u1"}}, "Folder does not exist."},
+		} {
+			t.Run(c.msg, func(t *testing.T) {
+				_, err := h.srv.DeleteUsers(k1, c.req)
+				wantStatus(t, fmt.Sprint(c.req), err, codes.NotFound, c.msg)
+			})
+		}
+		if len(h.events.events()) != 2 {
+			t.Fatal("a refused delete published")
+		}
+	})
 }
 
 func TestUserGroups(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.add(t, k1, "o", "", "u1", "u2", "u3")
 
-	resp, err := h.srv.AddUserGroups(k1, &usersv1.AddUserGroupsRequest{OrganizationId: "o", OrganizationUserGroups: []*usersv1.UserGroup{{GroupId: "g1", GroupName: "Team"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.GetStatus() != "success" || resp.GetMessage() != "Group(s) processed successfully." {
-		t.Fatalf("response %v", resp)
-	}
-	wantItem(t, resp.GetData(), "g1", true, "Group added.")
-	resp, err = h.srv.AddUserGroups(k1, &usersv1.AddUserGroupsRequest{OrganizationId: "o", OrganizationUserGroups: []*usersv1.UserGroup{{GroupId: "g1", GroupName: "Renamed"}, {GroupId: "g2", GroupName: "Other"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantItem(t, resp.GetData(), "g1", true, "Group updated.")
-	wantItem(t, resp.GetData(), "g2", true, "Group added.")
-	if g, _ := h.store.Group(bg, "k1", "o", "g1"); g.Name != "Renamed" {
-		t.Fatalf("group %+v", g)
-	}
-	_, err = h.srv.AddUserGroups(k1, &usersv1.AddUserGroupsRequest{OrganizationId: "nope", OrganizationUserGroups: []*usersv1.UserGroup{{GroupId: "g1"}}})
-	wantStatus(t, "groups of a missing organization", err, codes.NotFound, "Organization does not exist.")
+	step(t, "add a group", func(t *testing.T) {
+		resp, err := h.srv.AddUserGroups(k1, &usersv1.AddUserGroupsRequest{OrganizationId: "o", OrganizationUserGroups: []*usersv1.UserGroup{{GroupId: "g1", GroupName: "Team"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetStatus() != "success" || resp.GetMessage() != "Group(s) processed successfully." {
+			t.Fatalf("response %v", resp)
+		}
+		wantItem(t, resp.GetData(), "g1", true, "Group added.")
+	})
+	step(t, "adding an existing group renames it", func(t *testing.T) {
+		resp, err := h.srv.AddUserGroups(k1, &usersv1.AddUserGroupsRequest{OrganizationId: "o", OrganizationUserGroups: []*usersv1.UserGroup{{GroupId: "g1", GroupName: "Renamed"}, {GroupId: "g2", GroupName: "Other"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantItem(t, resp.GetData(), "g1", true, "Group updated.")
+		wantItem(t, resp.GetData(), "g2", true, "Group added.")
+		if g, _ := h.store.Group(bg, "k1", "o", "g1"); g.Name != "Renamed" {
+			t.Fatalf("group %+v", g)
+		}
+	})
+	step(t, "groups of a missing organization", func(t *testing.T) {
+		_, err := h.srv.AddUserGroups(k1, &usersv1.AddUserGroupsRequest{OrganizationId: "nope", OrganizationUserGroups: []*usersv1.UserGroup{{GroupId: "g1"}}})
+		wantStatus(t, "groups of a missing organization", err, codes.NotFound, "Organization does not exist.")
+	})
 
-	add, err := h.srv.AddUsersToGroup(k1, &usersv1.AddUsersToGroupRequest{OrganizationId: "o", OrganizationUserGroupId: "g1", UserIds: []string{"u1", "u2", "ghost", "u1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if add.GetStatus() != "success" || add.GetMessage() != "User(s) processed successfully." || len(add.GetData()) != 3 {
-		t.Fatalf("response %v", add)
-	}
-	wantItem(t, add.GetData(), "u1", true, "User added to group.")
-	wantItem(t, add.GetData(), "u2", true, "User added to group.")
-	wantItem(t, add.GetData(), "ghost", false, "User does not exist.")
-	if got, _ := h.store.GroupMembers(bg, "k1", "o", []string{"g1"}, nil); !slices.Equal(got, []string{"u1", "u2"}) {
-		t.Fatalf("g1 %v", got)
-	}
+	step(t, "add users to a group, once each; unknown users fail", func(t *testing.T) {
+		add, err := h.srv.AddUsersToGroup(k1, &usersv1.AddUsersToGroupRequest{OrganizationId: "o", OrganizationUserGroupId: "g1", UserIds: []string{"u1", "u2", "ghost", "u1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if add.GetStatus() != "success" || add.GetMessage() != "User(s) processed successfully." || len(add.GetData()) != 3 {
+			t.Fatalf("response %v", add)
+		}
+		wantItem(t, add.GetData(), "u1", true, "User added to group.")
+		wantItem(t, add.GetData(), "u2", true, "User added to group.")
+		wantItem(t, add.GetData(), "ghost", false, "User does not exist.")
+		if got, _ := h.store.GroupMembers(bg, "k1", "o", []string{"g1"}, nil); !slices.Equal(got, []string{"u1", "u2"}) {
+			t.Fatalf("g1 %v", got)
+		}
+	})
 
-	del, err := h.srv.DeleteUsersFromGroup(k1, &usersv1.DeleteUsersFromGroupRequest{OrganizationId: "o", OrganizationUserGroupId: "g1", UserIds: []string{"u1", "u3", "ghost"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if del.GetStatus() != "success" || del.GetMessage() != "User(s) processed successfully." {
-		t.Fatalf("response %v", del)
-	}
-	wantItem(t, del.GetData(), "u1", true, "User removed from group.")
-	wantItem(t, del.GetData(), "u3", false, "User is not in the group.")
-	wantItem(t, del.GetData(), "ghost", false, "User does not exist.")
-	if got, _ := h.store.GroupMembers(bg, "k1", "o", []string{"g1"}, nil); !slices.Equal(got, []string{"u2"}) {
-		t.Fatalf("g1 after delete %v", got)
-	}
-	if got, _ := h.store.Members(bg, "k1", "o", nil, 0); !slices.Equal(got, []string{"u1", "u2", "u3"}) {
-		t.Fatalf("leaving a group left the organization: %v", got)
-	}
+	step(t, "delete users from a group keeps them in the organization", func(t *testing.T) {
+		del, err := h.srv.DeleteUsersFromGroup(k1, &usersv1.DeleteUsersFromGroupRequest{OrganizationId: "o", OrganizationUserGroupId: "g1", UserIds: []string{"u1", "u3", "ghost"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if del.GetStatus() != "success" || del.GetMessage() != "User(s) processed successfully." {
+			t.Fatalf("response %v", del)
+		}
+		wantItem(t, del.GetData(), "u1", true, "User removed from group.")
+		wantItem(t, del.GetData(), "u3", false, "User is not in the group.")
+		wantItem(t, del.GetData(), "ghost", false, "User does not exist.")
+		if got, _ := h.store.GroupMembers(bg, "k1", "o", []string{"g1"}, nil); !slices.Equal(got, []string{"u2"}) {
+			t.Fatalf("g1 after delete %v", got)
+		}
+		if got, _ := h.store.Members(bg, "k1", "o", nil, 0); !slices.Equal(got, []string{"u1", "u2", "u3"}) {
+			t.Fatalf("leaving a group left the organization: %v", got)
+		}
+	})
 
-	before := dump(h.store)
-	_, err = h.srv.AddUsersToGroup(k1, &usersv1.AddUsersToGroupRequest{OrganizationId: "o", OrganizationUserGroupId: "nope", UserIds: []string{"u1"}})
-	wantStatus(t, "add to a missing group", err, codes.NotFound, "Group does not exist.")
-	_, err = h.srv.DeleteUsersFromGroup(k1, &usersv1.DeleteUsersFromGroupRequest{OrganizationId: "o", OrganizationUserGroupId: "nope", UserIds: []string{"u1"}})
-	wantStatus(t, "delete from a missing group", err, codes.NotFound, "Group does not exist.")
-	_, err = h.srv.AddUsersToGroup(k1, &usersv1.AddUsersToGroupRequest{OrganizationId: "nope", OrganizationUserGroupId: "g1", UserIds: []string{"u1"}})
-	wantStatus(t, "add in a missing organization", err, codes.NotFound, "Organization does not exist.")
-	if dump(h.store) != before {
-		t.Fatal("a refused group call changed something")
-	}
+	step(t, "a missing group or organization is refused and nothing changes", func(t *testing.T) {
+		before := dump(h.store)
+		for _, c := range []struct {
+			name string
+			call func() error
+			msg  string
+		}{
+			{"add to a missing group", func() error {
+				_, err := h.srv.AddUsersToGroup(k1, &usersv1.AddUsersToGroupRequest{OrganizationId: "o", OrganizationUserGroupId: "nope", UserIds: []string{"u1"}})
+				return err
+			}, "Group does not exist."},
+			{"delete from a missing group", func() error {
+				_, err := h.srv.DeleteUsersFromGroup(k1, &usersv1.DeleteUsersFromGroupRequest{OrganizationId: "o", OrganizationUserGroupId: "nope", UserIds: []string{"u1"}})
+				return err
+			}, "Group does not exist."},
+			{"add in a missing organization", func() error {
+				_, err := h.srv.AddUsersToGroup(k1, &usersv1.AddUsersToGroupRequest{OrganizationId: "nope", OrganizationUserGroupId: "g1", UserIds: []string{"u1"}})
+				return err
+			}, "Organization does not exist."},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				wantStatus(t, c.name, c.call(), codes.NotFound, c.msg)
+			})
+		}
+		if dump(h.store) != before {
+			t.Fatal("a refused group call changed something")
+		}
+	})
 }
 
 // Every refusal of bad input is INVALID_ARGUMENT with its message, and happens before anything
 // is written or any service called.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.add(t, k1, "o", "d1", "u1")
 	h.group(t, k1, "o", "g1", "u1")
@@ -986,98 +1113,129 @@ func TestBadInput(t *testing.T) {
 		{"from group: bad user id", fromGroup(&usersv1.DeleteUsersFromGroupRequest{OrganizationId: "o", OrganizationUserGroupId: "g1", UserIds: []string{"u1", "u\x01"}}), "userIds[1] must not contain control characters."},
 	}
 	for _, c := range cases {
-		wantStatus(t, c.name, c.call(), codes.InvalidArgument, c.msg)
-		if dump(h.store) != before {
-			t.Fatalf("%s: the store changed", c.name)
-		}
-		if n := h.docs.callCount(); n != docCalls {
-			t.Fatalf("%s: the documents service was called", c.name)
-		}
-		if calls := h.access.take(); len(calls) != 0 {
-			t.Fatalf("%s: the access service was called: %v", c.name, calls)
-		}
-		if n := len(h.events.events()); n != 0 {
-			t.Fatalf("%s: %d events published", c.name, n)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			wantStatus(t, c.name, c.call(), codes.InvalidArgument, c.msg)
+			if dump(h.store) != before {
+				t.Fatalf("%s: the store changed", c.name)
+			}
+			if n := h.docs.callCount(); n != docCalls {
+				t.Fatalf("%s: the documents service was called", c.name)
+			}
+			if calls := h.access.take(); len(calls) != 0 {
+				t.Fatalf("%s: the access service was called: %v", c.name, calls)
+			}
+			if n := len(h.events.events()); n != 0 {
+				t.Fatalf("%s: %d events published", c.name, n)
+			}
+		})
 	}
 }
 
 func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	k2 := as("k2")
 	h.add(t, k1, "o", "d1", "u1")
 	h.group(t, k1, "o", "g1", "u1")
 	mine := dump(h.store)
 
-	// k2 has no organization "o": everything about it is NOT_FOUND.
-	_, err := h.srv.GetUsers(k2, &usersv1.GetUsersRequest{OrganizationId: "o"})
-	wantStatus(t, "k2 reads k1's organization", err, codes.NotFound, "Organization does not exist.")
-	_, err = h.srv.DeleteUsers(k2, &usersv1.DeleteUsersRequest{OrganizationId: "o", UserIds: []string{"u1"}})
-	wantStatus(t, "k2 deletes in k1's organization", err, codes.NotFound, "Organization does not exist.")
-	if dump(h.store) != mine {
-		t.Fatal("k2 changed k1's data")
-	}
-
-	// k2's own organization "o", with the same user and group ids, is another world.
-	h.add(t, k2, "o", "d1", "u2")
-	h.access.take()
-	if got := h.get(t, k2, &usersv1.GetUsersRequest{OrganizationId: "o"}); !slices.Equal(got, []string{"u2"}) {
-		t.Fatalf("k2 sees %v", got)
-	}
-	if got := h.get(t, k2, &usersv1.GetUsersRequest{OrganizationId: "o", UserIds: []string{"u1"}}); len(got) != 0 {
-		t.Fatalf("k2 sees k1's user %v", got)
-	}
-	up, err := h.srv.UpdateUsers(k2, &usersv1.UpdateUsersRequest{OrganizationId: "o", Users: []*usersv1.UserUpdate{{UserId: "u1", Name: ptr("Hijacked"), AccessRole: ptr("viewer")}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantItem(t, up.GetData(), "u1", false, "User does not exist.")
-	del, err := h.srv.DeleteUsers(k2, &usersv1.DeleteUsersRequest{OrganizationId: "o", DocumentId: "d1", UserIds: []string{"u1"}})
-	if err != nil || del.GetData()["u1"].GetSuccess() {
-		t.Fatalf("k2 deletes k1's user: %v %v", del, err)
-	}
-	_, err = h.srv.AddUsersToGroup(k2, &usersv1.AddUsersToGroupRequest{OrganizationId: "o", OrganizationUserGroupId: "g1", UserIds: []string{"u2"}})
-	wantStatus(t, "k2 uses k1's group", err, codes.NotFound, "Group does not exist.")
-	if len(h.access.take()) != 0 {
-		t.Fatal("k2's refused update reached access")
-	}
-
-	if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o", DocumentId: "d1", OrganizationUserGroupIds: []string{"g1"}}); !slices.Equal(got, []string{"u1"}) {
-		t.Fatalf("k1 after k2's calls: %v", got)
-	}
-	if u, _ := h.store.Users(bg, "k1", []string{"u1"}); u[0].Name != "Name u1" {
-		t.Fatalf("k1's user renamed: %+v", u[0])
-	}
-	// k2's calls to other services name k2.
-	if c := h.docs.lastCall(); c.GetApiKey() != "k1" {
-		t.Fatalf("last EnsureResources %v", c)
-	}
-	h.add(t, k2, "o", "", "u3")
-	for _, c := range h.access.take() {
-		if c.GetApiKey() != "k2" {
-			t.Fatalf("k2's grant sent as %v", c)
+	step(t, "another key has no organization of that id", func(t *testing.T) {
+		// k2 has no organization "o": everything about it is NOT_FOUND.
+		_, err := h.srv.GetUsers(k2, &usersv1.GetUsersRequest{OrganizationId: "o"})
+		wantStatus(t, "k2 reads k1's organization", err, codes.NotFound, "Organization does not exist.")
+		_, err = h.srv.DeleteUsers(k2, &usersv1.DeleteUsersRequest{OrganizationId: "o", UserIds: []string{"u1"}})
+		wantStatus(t, "k2 deletes in k1's organization", err, codes.NotFound, "Organization does not exist.")
+		if dump(h.store) != mine {
+			t.Fatal("k2 changed k1's data")
 		}
-	}
+	})
+
+	step(t, "another key's own organization of that id is another world", func(t *testing.T) {
+		// k2's own organization "o", with the same user and group ids, is another world.
+		h.add(t, k2, "o", "d1", "u2")
+		h.access.take()
+		if got := h.get(t, k2, &usersv1.GetUsersRequest{OrganizationId: "o"}); !slices.Equal(got, []string{"u2"}) {
+			t.Fatalf("k2 sees %v", got)
+		}
+		if got := h.get(t, k2, &usersv1.GetUsersRequest{OrganizationId: "o", UserIds: []string{"u1"}}); len(got) != 0 {
+			t.Fatalf("k2 sees k1's user %v", got)
+		}
+		up, err := h.srv.UpdateUsers(k2, &usersv1.UpdateUsersRequest{OrganizationId: "o", Users: []*usersv1.UserUpdate{{UserId: "u1", Name: ptr("Hijacked"), AccessRole: ptr("viewer")}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantItem(t, up.GetData(), "u1", false, "User does not exist.")
+		del, err := h.srv.DeleteUsers(k2, &usersv1.DeleteUsersRequest{OrganizationId: "o", DocumentId: "d1", UserIds: []string{"u1"}})
+		if err != nil || del.GetData()["u1"].GetSuccess() {
+			t.Fatalf("k2 deletes k1's user: %v %v", del, err)
+		}
+		_, err = h.srv.AddUsersToGroup(k2, &usersv1.AddUsersToGroupRequest{OrganizationId: "o", OrganizationUserGroupId: "g1", UserIds: []string{"u2"}})
+		wantStatus(t, "k2 uses k1's group", err, codes.NotFound, "Group does not exist.")
+		if len(h.access.take()) != 0 {
+			t.Fatal("k2's refused update reached access")
+		}
+	})
+
+	step(t, "the first key's data is unchanged", func(t *testing.T) {
+		if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o", DocumentId: "d1", OrganizationUserGroupIds: []string{"g1"}}); !slices.Equal(got, []string{"u1"}) {
+			t.Fatalf("k1 after k2's calls: %v", got)
+		}
+		if u, _ := h.store.Users(bg, "k1", []string{"u1"}); u[0].Name != "Name u1" {
+			t.Fatalf("k1's user renamed: %+v", u[0])
+		}
+	})
+	step(t, "calls to other services name the caller's key", func(t *testing.T) {
+		// k2's calls to other services name k2.
+		if c := h.docs.lastCall(); c.GetApiKey() != "k1" {
+			t.Fatalf("last EnsureResources %v", c)
+		}
+		h.add(t, k2, "o", "", "u3")
+		for _, c := range h.access.take() {
+			if c.GetApiKey() != "k2" {
+				t.Fatalf("k2's grant sent as %v", c)
+			}
+		}
+	})
 }
 
 func TestPeerFailures(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
-	h.docs.err = status.Error(codes.Unavailable, "documents restarting")
-	_, err := h.srv.GetUsers(k1, &usersv1.GetUsersRequest{OrganizationId: "o"})
-	wantStatus(t, "documents unavailable", err, codes.Unavailable, "documents restarting")
-	h.docs.err = status.Error(codes.Internal, "mongo at 10.1.2.3 refused")
-	_, err = h.srv.AddUsers(k1, &usersv1.AddUsersRequest{OrganizationId: "o", Users: usersOf("u1")})
-	wantStatus(t, "documents broken", err, codes.Internal, "Internal error.")
-	h.docs.err = errors.New("not a status")
-	_, err = h.srv.DeleteUsers(k1, &usersv1.DeleteUsersRequest{OrganizationId: "o", UserIds: []string{"u1"}})
-	wantStatus(t, "documents failing oddly", err, codes.Internal, "Internal error.")
-	if dump(h.store) != "" {
-		t.Fatal("written despite the failure")
+	for _, c := range []struct {
+		name    string
+		docsErr error
+		call    func() error
+		code    codes.Code
+		msg     string
+	}{
+		{"documents unavailable", status.Error(codes.Unavailable, "documents restarting"), func() error {
+			_, err := h.srv.GetUsers(k1, &usersv1.GetUsersRequest{OrganizationId: "o"})
+			return err
+		}, codes.Unavailable, "documents restarting"},
+		{"documents broken", status.Error(codes.Internal, "mongo at 10.1.2.3 refused"), func() error {
+			_, err := h.srv.AddUsers(k1, &usersv1.AddUsersRequest{OrganizationId: "o", Users: usersOf("u1")})
+			return err
+		}, codes.Internal, "Internal error."},
+		{"documents failing oddly", errors.New("not a status"), func() error {
+			_, err := h.srv.DeleteUsers(k1, &usersv1.DeleteUsersRequest{OrganizationId: "o", UserIds: []string{"u1"}})
+			return err
+		}, codes.Internal, "Internal error."},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h.docs.err = c.docsErr
+			wantStatus(t, c.name, c.call(), c.code, c.msg)
+		})
 	}
+	t.Run("nothing written", func(t *testing.T) {
+		if dump(h.store) != "" {
+			t.Fatal("written despite the failure")
+		}
+	})
 }
 
 // Each event is applied twice: the second delivery must change nothing.
 func TestHandleEvent(t *testing.T) {
+	t.Parallel()
 	seed := func(t *testing.T) *harness {
 		h := newHarness(t)
 		for _, org := range []string{"o", "other"} {
@@ -1164,23 +1322,31 @@ func TestHandleEvent(t *testing.T) {
 	}
 
 	// Events this service cannot apply fail for good, not forever.
-	h := seed(t)
-	for _, e := range []*lifecyclev1.Event{
-		{Id: "x1", Type: "organization.deleted", ApiKey: "k1", Payload: &lifecyclev1.Event_OrganizationDeleted{OrganizationDeleted: &lifecyclev1.OrganizationDeleted{}}},
-		{Id: "x2", Type: "users.removed", OrganizationId: "o", Payload: &lifecyclev1.Event_UsersRemoved{UsersRemoved: &lifecyclev1.UsersRemoved{UserIds: []string{"u1"}}}},
-		{Id: "x3", Type: "document.migrated", ApiKey: "k1", OrganizationId: "o", Payload: &lifecyclev1.Event_DocumentMigrated{DocumentMigrated: &lifecyclev1.DocumentMigrated{FromDocumentId: "d1"}}},
-	} {
-		if err := h.srv.HandleEvent(bg, e); err == nil || !lifecycle.Permanent(err) {
-			t.Fatalf("%s: %v", e.GetId(), err)
+	t.Run("events that can never apply", func(t *testing.T) {
+		h := seed(t)
+		for _, c := range []struct {
+			name string
+			e    *lifecyclev1.Event
+		}{
+			{"organization.deleted without organization", &lifecyclev1.Event{Id: "x1", Type: "organization.deleted", ApiKey: "k1", Payload: &lifecyclev1.Event_OrganizationDeleted{OrganizationDeleted: &lifecyclev1.OrganizationDeleted{}}}},
+			{"users.removed without api key", &lifecyclev1.Event{Id: "x2", Type: "users.removed", OrganizationId: "o", Payload: &lifecyclev1.Event_UsersRemoved{UsersRemoved: &lifecyclev1.UsersRemoved{UserIds: []string{"u1"}}}}},
+			{"document.migrated without target", &lifecyclev1.Event{Id: "x3", Type: "document.migrated", ApiKey: "k1", OrganizationId: "o", Payload: &lifecyclev1.Event_DocumentMigrated{DocumentMigrated: &lifecyclev1.DocumentMigrated{FromDocumentId: "d1"}}}},
+		} {
+			t.Run(c.name+" fails for good", func(t *testing.T) {
+				if err := h.srv.HandleEvent(bg, c.e); err == nil || !lifecycle.Permanent(err) {
+					t.Fatalf("%s: %v", c.e.GetId(), err)
+				}
+			})
 		}
-	}
-	if got := list(h, "k1", "o"); got != untouched {
-		t.Fatalf("a refused event changed data: %s", got)
-	}
+		if got := list(h, "k1", "o"); got != untouched {
+			t.Fatalf("a refused event changed data: %s", got)
+		}
+	})
 }
 
 // A store failure while applying an event is retried: the error is not permanent.
 func TestHandleEventStoreFailureIsRetried(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	srv, err := New(failingStore{h.store}, h.docs, h.access, h.events, WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
@@ -1205,6 +1371,7 @@ func (failingStore) Ping(context.Context) error                               { 
 // Get Users is not paged: past its cap it refuses and says how to narrow the request, rather
 // than building an answer the transport cannot carry.
 func TestGetUsersIsBounded(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.docs.addOrg("k1", "o")
 	ids := make([]string, maxGetUsers+1)
@@ -1214,25 +1381,30 @@ func TestGetUsersIsBounded(t *testing.T) {
 	if err := h.store.AddMembers(bg, "k1", "o", ids); err != nil {
 		t.Fatal(err)
 	}
-	_, err := h.srv.GetUsers(k1, &usersv1.GetUsersRequest{OrganizationId: "o"})
-	wantStatus(t, "over the cap", err, codes.FailedPrecondition, msgTooManyUsers)
-	// Narrowed, the same organization answers.
-	if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o", UserIds: []string{"user-000007"}}); !slices.Equal(got, []string{"user-000007"}) {
-		t.Fatalf("narrowed: %v", got)
-	}
-	// At the cap it answers.
-	if err := h.store.RemoveUsers(bg, "k1", "o", ids[:1]); err != nil {
-		t.Fatal(err)
-	}
-	if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o"}); len(got) != maxGetUsers {
-		t.Fatalf("at the cap: %d users", len(got))
-	}
+	step(t, "over the cap: refused", func(t *testing.T) {
+		_, err := h.srv.GetUsers(k1, &usersv1.GetUsersRequest{OrganizationId: "o"})
+		wantStatus(t, "over the cap", err, codes.FailedPrecondition, msgTooManyUsers)
+	})
+	step(t, "narrowed: answers", func(t *testing.T) {
+		if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o", UserIds: []string{"user-000007"}}); !slices.Equal(got, []string{"user-000007"}) {
+			t.Fatalf("narrowed: %v", got)
+		}
+	})
+	step(t, "at the cap: answers", func(t *testing.T) {
+		if err := h.store.RemoveUsers(bg, "k1", "o", ids[:1]); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o"}); len(got) != maxGetUsers {
+			t.Fatalf("at the cap: %d users", len(got))
+		}
+	})
 }
 
 // A document deleted and made again while users are added to it keeps none of them: the add
 // answers NOT_FOUND as if the deletion had come first, the new document's contact list is
 // empty, and what was written under the old generation is gone too.
 func TestContactsAddedDuringDocumentDeletionDoNotSurvive(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.docs.recreate("org", "k1", "o", "", "og")
 	h.docs.recreate("document", "k1", "o", "d", "g1")
@@ -1263,36 +1435,41 @@ func TestContactsAddedDuringDocumentDeletionDoNotSurvive(t *testing.T) {
 // document deleted since is never seen, and a late deletion of the old generation leaves the
 // new one's records.
 func TestRecordsFollowGenerations(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.docs.recreate("org", "k1", "o", "", "og1")
 	h.docs.recreate("document", "k1", "o", "d", "dg1")
 	h.add(t, k1, "o", "d", "u1")
-	// Deleted and made again, the organization and the document start empty.
-	h.docs.recreate("org", "k1", "o", "", "og2")
-	h.docs.recreate("document", "k1", "o", "d", "dg2")
-	if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o"}); len(got) != 0 {
-		t.Fatalf("members of the new organization: %v", got)
-	}
-	h.add(t, k1, "o", "d", "u2")
-	if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o", DocumentId: "d"}); !slices.Equal(got, []string{"u2"}) {
-		t.Fatalf("contacts of the new document: %v", got)
-	}
-	for _, e := range []*lifecyclev1.Event{
-		{Id: "e1", Type: "document.deleted", ApiKey: "k1", OrganizationId: "o", OrganizationGeneration: "og1",
-			Payload: &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"d"}, Generations: []string{"dg1"}}}},
-		{Id: "e2", Type: "organization.deleted", ApiKey: "k1", OrganizationId: "o", OrganizationGeneration: "og1",
-			Payload: &lifecyclev1.Event_OrganizationDeleted{OrganizationDeleted: &lifecyclev1.OrganizationDeleted{}}},
-	} {
-		if err := h.srv.HandleEvent(bg, e); err != nil {
-			t.Fatal(err)
+	step(t, "made again, the organization and the document start empty", func(t *testing.T) {
+		// Deleted and made again, the organization and the document start empty.
+		h.docs.recreate("org", "k1", "o", "", "og2")
+		h.docs.recreate("document", "k1", "o", "d", "dg2")
+		if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o"}); len(got) != 0 {
+			t.Fatalf("members of the new organization: %v", got)
 		}
-	}
-	if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o", DocumentId: "d"}); !slices.Equal(got, []string{"u2"}) {
-		t.Fatalf("a late deletion of the old generation took the new one's contacts: %v", got)
-	}
-	if got, _ := h.store.Members(bg, "k1", lifecycle.Ref("o", "og1"), nil, 0); len(got) != 0 {
-		t.Fatalf("the old generation's members stayed after its deletion: %v", got)
-	}
+		h.add(t, k1, "o", "d", "u2")
+		if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o", DocumentId: "d"}); !slices.Equal(got, []string{"u2"}) {
+			t.Fatalf("contacts of the new document: %v", got)
+		}
+	})
+	step(t, "a late deletion of the old generation spares the new one", func(t *testing.T) {
+		for _, e := range []*lifecyclev1.Event{
+			{Id: "e1", Type: "document.deleted", ApiKey: "k1", OrganizationId: "o", OrganizationGeneration: "og1",
+				Payload: &lifecyclev1.Event_DocumentsDeleted{DocumentsDeleted: &lifecyclev1.DocumentsDeleted{DocumentIds: []string{"d"}, Generations: []string{"dg1"}}}},
+			{Id: "e2", Type: "organization.deleted", ApiKey: "k1", OrganizationId: "o", OrganizationGeneration: "og1",
+				Payload: &lifecyclev1.Event_OrganizationDeleted{OrganizationDeleted: &lifecyclev1.OrganizationDeleted{}}},
+		} {
+			if err := h.srv.HandleEvent(bg, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := h.get(t, k1, &usersv1.GetUsersRequest{OrganizationId: "o", DocumentId: "d"}); !slices.Equal(got, []string{"u2"}) {
+			t.Fatalf("a late deletion of the old generation took the new one's contacts: %v", got)
+		}
+		if got, _ := h.store.Members(bg, "k1", lifecycle.Ref("o", "og1"), nil, 0); len(got) != 0 {
+			t.Fatalf("the old generation's members stayed after its deletion: %v", got)
+		}
+	})
 }
 
 // listMembers calls ListMembers and returns the ids, the whole answer, and checks no error.
@@ -1312,115 +1489,146 @@ func (h *harness) listMembers(t *testing.T, req *usersv1.ListMembersRequest) ([]
 // ListMembers pages an organization's contact list in user-id order with names and emails,
 // under the organization's current generation, scoped to the API key it names.
 func TestListMembers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.docs.recreate("org", "k1", "o", "", "og1")
 	h.add(t, k1, "o", "", "u3", "u1", "u2", "u5", "u4")
 	h.add(t, as("k2"), "o", "", "other")
 	h.add(t, k1, "o2", "", "elsewhere")
 
-	got, resp := h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o"})
-	if !slices.Equal(got, []string{"u1", "u2", "u3", "u4", "u5"}) || resp.GetMore() {
-		t.Fatalf("all: %v more=%v", got, resp.GetMore())
-	}
-	if m := resp.GetMembers()[0]; m.GetName() != "Name u1" || m.GetEmail() != "u1@example.com" {
-		t.Fatalf("first member %v", m)
-	}
-	// Named members only: those who are members, in id order.
-	got, resp = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"u4", "nobody", "u2", "other"}})
-	if !slices.Equal(got, []string{"u2", "u4"}) || resp.GetMore() || resp.GetMembers()[1].GetEmail() != "u4@example.com" {
-		t.Fatalf("named: %v more=%v", got, resp.GetMore())
-	}
-	got, resp = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: 2})
-	if !slices.Equal(got, []string{"u1", "u2"}) || !resp.GetMore() {
-		t.Fatalf("first page: %v more=%v", got, resp.GetMore())
-	}
-	got, resp = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: 2, After: "u2"})
-	if !slices.Equal(got, []string{"u3", "u4"}) || !resp.GetMore() {
-		t.Fatalf("second page: %v more=%v", got, resp.GetMore())
-	}
-	got, resp = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: 2, After: "u4"})
-	if !slices.Equal(got, []string{"u5"}) || resp.GetMore() {
-		t.Fatalf("last page: %v more=%v", got, resp.GetMore())
-	}
-	// Exactly a page left: no more.
-	got, resp = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: 2, After: "u3"})
-	if !slices.Equal(got, []string{"u4", "u5"}) || resp.GetMore() {
-		t.Fatalf("a page that ends the list: %v more=%v", got, resp.GetMore())
-	}
-	got, resp = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", After: "u9"})
-	if len(got) != 0 || resp.GetMore() || resp.GetMembers() == nil {
-		t.Fatalf("after the last: %v", resp)
-	}
-	// A member without a stored identity still shows, without name or email.
-	must(t, h.store.AddMembers(bg, "k1", lifecycle.Ref("o", "og1"), []string{"u0"}))
-	_, resp = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: 1})
-	if m := resp.GetMembers()[0]; m.GetUserId() != "u0" || m.GetName() != "" || m.GetEmail() != "" {
-		t.Fatalf("identity-less member %v", m)
-	}
-	got, _ = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k2", OrganizationId: "o"})
-	if !slices.Equal(got, []string{"other"}) {
-		t.Fatalf("other tenant: %v", got)
-	}
-	// Deleted and made again, the organization starts empty.
-	h.docs.recreate("org", "k1", "o", "", "og2")
-	got, _ = h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o"})
-	if len(got) != 0 {
-		t.Fatalf("members of the new generation: %v", got)
-	}
-	if h.docs.callCount() != 3 { // the three adds
-		t.Fatalf("ListMembers created something: %d EnsureResources calls", h.docs.callCount())
-	}
+	step(t, "all members in id order with identities", func(t *testing.T) {
+		got, resp := h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o"})
+		if !slices.Equal(got, []string{"u1", "u2", "u3", "u4", "u5"}) || resp.GetMore() {
+			t.Fatalf("all: %v more=%v", got, resp.GetMore())
+		}
+		if m := resp.GetMembers()[0]; m.GetName() != "Name u1" || m.GetEmail() != "u1@example.com" {
+			t.Fatalf("first member %v", m)
+		}
+	})
+	step(t, "named members only", func(t *testing.T) {
+		// Named members only: those who are members, in id order.
+		got, resp := h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"u4", "nobody", "u2", "other"}})
+		if !slices.Equal(got, []string{"u2", "u4"}) || resp.GetMore() || resp.GetMembers()[1].GetEmail() != "u4@example.com" {
+			t.Fatalf("named: %v more=%v", got, resp.GetMore())
+		}
+	})
+	step(t, "pages", func(t *testing.T) {
+		for _, c := range []struct {
+			name  string
+			after string
+			want  []string
+			more  bool
+		}{
+			{"first page", "", []string{"u1", "u2"}, true},
+			{"second page", "u2", []string{"u3", "u4"}, true},
+			{"last page", "u4", []string{"u5"}, false},
+			{"exactly a page left: no more", "u3", []string{"u4", "u5"}, false},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				got, resp := h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: 2, After: c.after})
+				if !slices.Equal(got, c.want) || resp.GetMore() != c.more {
+					t.Fatalf("%s: %v more=%v", c.name, got, resp.GetMore())
+				}
+			})
+		}
+	})
+	step(t, "after the last: an empty list", func(t *testing.T) {
+		got, resp := h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", After: "u9"})
+		if len(got) != 0 || resp.GetMore() || resp.GetMembers() == nil {
+			t.Fatalf("after the last: %v", resp)
+		}
+	})
+	step(t, "a member without a stored identity shows without name or email", func(t *testing.T) {
+		// A member without a stored identity still shows, without name or email.
+		must(t, h.store.AddMembers(bg, "k1", lifecycle.Ref("o", "og1"), []string{"u0"}))
+		_, resp := h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: 1})
+		if m := resp.GetMembers()[0]; m.GetUserId() != "u0" || m.GetName() != "" || m.GetEmail() != "" {
+			t.Fatalf("identity-less member %v", m)
+		}
+	})
+	step(t, "another key sees its own", func(t *testing.T) {
+		got, _ := h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k2", OrganizationId: "o"})
+		if !slices.Equal(got, []string{"other"}) {
+			t.Fatalf("other tenant: %v", got)
+		}
+	})
+	step(t, "made again, the organization starts empty; nothing was created", func(t *testing.T) {
+		// Deleted and made again, the organization starts empty.
+		h.docs.recreate("org", "k1", "o", "", "og2")
+		got, _ := h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o"})
+		if len(got) != 0 {
+			t.Fatalf("members of the new generation: %v", got)
+		}
+		if h.docs.callCount() != 3 { // the three adds
+			t.Fatalf("ListMembers created something: %d EnsureResources calls", h.docs.callCount())
+		}
+	})
 
-	for _, bad := range []struct {
-		req  *usersv1.ListMembersRequest
-		code codes.Code
-		msg  string
-	}{
-		{&usersv1.ListMembersRequest{OrganizationId: "o"}, codes.InvalidArgument, "apiKey is required."},
-		{&usersv1.ListMembersRequest{ApiKey: "k1"}, codes.InvalidArgument, "organizationId is required."},
-		{&usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: -1}, codes.InvalidArgument, "limit must be between 1 and 5000."},
-		{&usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: 5001}, codes.InvalidArgument, "limit must be between 1 and 5000."},
-		{&usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", After: "a\x00b"}, codes.InvalidArgument, "after must not contain control characters."},
-		{&usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "nope"}, codes.NotFound, "Organization does not exist."},
-		{&usersv1.ListMembersRequest{ApiKey: "k3", OrganizationId: "o"}, codes.NotFound, "Organization does not exist."},
-	} {
-		_, err := h.srv.ListMembers(bg, bad.req)
-		wantStatus(t, fmt.Sprint(bad.req), err, bad.code, bad.msg)
-	}
-	h.docs.err = status.Error(codes.Unavailable, "documents restarting")
-	_, err := h.srv.ListMembers(bg, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o"})
-	wantStatus(t, "documents unavailable", err, codes.Unavailable, "documents restarting")
+	step(t, "refusals", func(t *testing.T) {
+		for _, bad := range []struct {
+			name string
+			req  *usersv1.ListMembersRequest
+			code codes.Code
+			msg  string
+		}{
+			{"no api key", &usersv1.ListMembersRequest{OrganizationId: "o"}, codes.InvalidArgument, "apiKey is required."},
+			{"no organization", &usersv1.ListMembersRequest{ApiKey: "k1"}, codes.InvalidArgument, "organizationId is required."},
+			{"limit -1", &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: -1}, codes.InvalidArgument, "limit must be between 1 and 5000."},
+			{"limit 5001", &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", Limit: 5001}, codes.InvalidArgument, "limit must be between 1 and 5000."},
+			{"after with a NUL", &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", After: "a\x00b"}, codes.InvalidArgument, "after must not contain control characters."},
+			{"unknown organization", &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "nope"}, codes.NotFound, "Organization does not exist."},
+			{"another key's organization", &usersv1.ListMembersRequest{ApiKey: "k3", OrganizationId: "o"}, codes.NotFound, "Organization does not exist."},
+		} {
+			t.Run(bad.name, func(t *testing.T) {
+				_, err := h.srv.ListMembers(bg, bad.req)
+				wantStatus(t, fmt.Sprint(bad.req), err, bad.code, bad.msg)
+			})
+		}
+	})
+	step(t, "documents unavailable", func(t *testing.T) {
+		h.docs.err = status.Error(codes.Unavailable, "documents restarting")
+		_, err := h.srv.ListMembers(bg, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o"})
+		wantStatus(t, "documents unavailable", err, codes.Unavailable, "documents restarting")
+	})
 }
 
 // CountMembers counts the contact list under the organization's current generation, scoped to
 // the API key it names.
 func TestCountMembers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.docs.recreate("org", "k1", "o", "", "og1")
 	h.add(t, k1, "o", "", "u3", "u1", "u2")
 	h.add(t, as("k2"), "o", "", "other")
-	count := func(what string, req *usersv1.CountMembersRequest, want int64) {
+	count := func(t *testing.T, what string, req *usersv1.CountMembersRequest, want int64) {
 		t.Helper()
 		resp, err := h.srv.CountMembers(bg, req)
 		if err != nil || resp.GetCount() != want {
 			t.Fatalf("%s: %v %v, want %d", what, resp, err, want)
 		}
 	}
-	count("k1", &usersv1.CountMembersRequest{ApiKey: "k1", OrganizationId: "o"}, 3)
-	count("k2", &usersv1.CountMembersRequest{ApiKey: "k2", OrganizationId: "o"}, 1)
-	h.docs.recreate("org", "k1", "o", "", "og2")
-	count("a new generation", &usersv1.CountMembersRequest{ApiKey: "k1", OrganizationId: "o"}, 0)
+	step(t, "each key counts its own", func(t *testing.T) {
+		count(t, "k1", &usersv1.CountMembersRequest{ApiKey: "k1", OrganizationId: "o"}, 3)
+		count(t, "k2", &usersv1.CountMembersRequest{ApiKey: "k2", OrganizationId: "o"}, 1)
+	})
+	step(t, "a new generation counts none", func(t *testing.T) {
+		h.docs.recreate("org", "k1", "o", "", "og2")
+		count(t, "a new generation", &usersv1.CountMembersRequest{ApiKey: "k1", OrganizationId: "o"}, 0)
+	})
 	for _, bad := range []struct {
+		name string
 		req  *usersv1.CountMembersRequest
 		code codes.Code
 		msg  string
 	}{
-		{&usersv1.CountMembersRequest{OrganizationId: "o"}, codes.InvalidArgument, "apiKey is required."},
-		{&usersv1.CountMembersRequest{ApiKey: "k1"}, codes.InvalidArgument, "organizationId is required."},
-		{&usersv1.CountMembersRequest{ApiKey: "k1", OrganizationId: "nope"}, codes.NotFound, "Organization does not exist."},
+		{"no api key", &usersv1.CountMembersRequest{OrganizationId: "o"}, codes.InvalidArgument, "apiKey is required."},
+		{"no organization", &usersv1.CountMembersRequest{ApiKey: "k1"}, codes.InvalidArgument, "organizationId is required."},
+		{"unknown organization", &usersv1.CountMembersRequest{ApiKey: "k1", OrganizationId: "nope"}, codes.NotFound, "Organization does not exist."},
 	} {
-		_, err := h.srv.CountMembers(bg, bad.req)
-		wantStatus(t, fmt.Sprint(bad.req), err, bad.code, bad.msg)
+		t.Run(bad.name, func(t *testing.T) {
+			_, err := h.srv.CountMembers(bg, bad.req)
+			wantStatus(t, fmt.Sprint(bad.req), err, bad.code, bad.msg)
+		})
 	}
 }
 
@@ -1428,42 +1636,50 @@ func TestCountMembers(t *testing.T) {
 // current generation and the API key it names, in user-id order, each once; it refuses an
 // empty or oversized list and an unknown organization.
 func TestMembersAmong(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.docs.recreate("org", "k1", "o", "", "og1")
 	h.add(t, k1, "o", "", "u3", "u1", "u2")
 	h.add(t, as("k2"), "o", "", "other")
 	h.add(t, k1, "o2", "", "elsewhere")
-	among := func(what string, req *usersv1.MembersAmongRequest, want ...string) {
+	among := func(t *testing.T, what string, req *usersv1.MembersAmongRequest, want ...string) {
 		t.Helper()
 		resp, err := h.srv.MembersAmong(bg, req)
 		if err != nil || !slices.Equal(resp.GetUserIds(), want) {
 			t.Fatalf("%s: %v %v, want %v", what, resp.GetUserIds(), err, want)
 		}
 	}
-	among("named", &usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"u3", "nobody", "other", "elsewhere", "u1", "u3"}}, "u1", "u3")
-	among("another key's", &usersv1.MembersAmongRequest{ApiKey: "k2", OrganizationId: "o", UserIds: []string{"u1", "other"}}, "other")
-	among("none", &usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"nobody"}})
-	h.docs.recreate("org", "k1", "o", "", "og2")
-	among("a new generation", &usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"u1"}})
+	step(t, "members among the named, in id order, once each", func(t *testing.T) {
+		among(t, "named", &usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"u3", "nobody", "other", "elsewhere", "u1", "u3"}}, "u1", "u3")
+		among(t, "another key's", &usersv1.MembersAmongRequest{ApiKey: "k2", OrganizationId: "o", UserIds: []string{"u1", "other"}}, "other")
+		among(t, "none", &usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"nobody"}})
+	})
+	step(t, "a new generation has none", func(t *testing.T) {
+		h.docs.recreate("org", "k1", "o", "", "og2")
+		among(t, "a new generation", &usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"u1"}})
+	})
 
 	many := make([]string, maxMembersAmong+1)
 	for i := range many {
 		many[i] = fmt.Sprintf("u%d", i)
 	}
 	for _, bad := range []struct {
+		name string
 		req  *usersv1.MembersAmongRequest
 		code codes.Code
 		msg  string
 	}{
-		{&usersv1.MembersAmongRequest{OrganizationId: "o", UserIds: []string{"u1"}}, codes.InvalidArgument, "apiKey is required."},
-		{&usersv1.MembersAmongRequest{ApiKey: "k1", UserIds: []string{"u1"}}, codes.InvalidArgument, "organizationId is required."},
-		{&usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o"}, codes.InvalidArgument, "userIds must contain at least one id."},
-		{&usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o", UserIds: many}, codes.InvalidArgument, "userIds must contain at most 1000 ids."},
-		{&usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"bad\x00id"}}, codes.InvalidArgument, "userIds[0] must not contain control characters."},
-		{&usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "nope", UserIds: []string{"u1"}}, codes.NotFound, "Organization does not exist."},
+		{"no api key", &usersv1.MembersAmongRequest{OrganizationId: "o", UserIds: []string{"u1"}}, codes.InvalidArgument, "apiKey is required."},
+		{"no organization", &usersv1.MembersAmongRequest{ApiKey: "k1", UserIds: []string{"u1"}}, codes.InvalidArgument, "organizationId is required."},
+		{"no user ids", &usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o"}, codes.InvalidArgument, "userIds must contain at least one id."},
+		{"too many user ids", &usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o", UserIds: many}, codes.InvalidArgument, "userIds must contain at most 1000 ids."},
+		{"user id with a NUL", &usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "o", UserIds: []string{"bad\x00id"}}, codes.InvalidArgument, "userIds[0] must not contain control characters."},
+		{"unknown organization", &usersv1.MembersAmongRequest{ApiKey: "k1", OrganizationId: "nope", UserIds: []string{"u1"}}, codes.NotFound, "Organization does not exist."},
 	} {
-		_, err := h.srv.MembersAmong(bg, bad.req)
-		wantStatus(t, fmt.Sprint(bad.req), err, bad.code, bad.msg)
+		t.Run(bad.name, func(t *testing.T) {
+			_, err := h.srv.MembersAmong(bg, bad.req)
+			wantStatus(t, fmt.Sprint(bad.req), err, bad.code, bad.msg)
+		})
 	}
 }
 
@@ -1471,6 +1687,7 @@ func TestMembersAmong(t *testing.T) {
 // order; a page of the largest ids, names and emails is cut short to fit a gRPC message and says
 // more follow.
 func TestListMembersLargeOrganization(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.docs.recreate("org", "k1", "o", "", "og")
 	ref := lifecycle.Ref("o", "og")
@@ -1481,62 +1698,66 @@ func TestListMembersLargeOrganization(t *testing.T) {
 	}
 	must(t, h.store.AddMembers(bg, "k1", ref, ids))
 	for _, limit := range []int32{0, 5000} {
-		var (
-			all   []string
-			after string
-			pages int
-		)
-		for {
-			got, resp := h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", After: after, Limit: limit})
-			pages++
-			all = append(all, got...)
-			if last := resp.GetMembers()[len(got)-1]; last.GetEmail() != last.GetUserId()+"@example.com" {
-				t.Fatalf("member %v", last)
+		t.Run(fmt.Sprint("limit ", limit), func(t *testing.T) {
+			var (
+				all   []string
+				after string
+				pages int
+			)
+			for {
+				got, resp := h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "o", After: after, Limit: limit})
+				pages++
+				all = append(all, got...)
+				if last := resp.GetMembers()[len(got)-1]; last.GetEmail() != last.GetUserId()+"@example.com" {
+					t.Fatalf("member %v", last)
+				}
+				if !resp.GetMore() {
+					break
+				}
+				after = got[len(got)-1]
 			}
+			want := 10
+			if limit == 5000 {
+				want = 2
+			}
+			if len(all) != 10_000 || !slices.IsSorted(all) || pages != want {
+				t.Fatalf("limit %d: %d members in %d pages", limit, len(all), pages)
+			}
+			if len(slices.Compact(slices.Clone(all))) != 10_000 {
+				t.Fatalf("limit %d: duplicates", limit)
+			}
+		})
+	}
+
+	step(t, "pages of the longest ids and names fit a message", func(t *testing.T) {
+		// 5000 members with the longest ids and names (4-byte characters) do not fit 8 MiB.
+		long := func(i int, n int) string { return fmt.Sprintf("%05d", i) + strings.Repeat("😀", n-5) }
+		big := make([]string, 5000)
+		for i := range big {
+			big[i] = long(i, 256)
+			must(t, h.store.UpsertUser(bg, "k1", UserPatch{UserID: big[i], Name: ptr(long(i, 200)), Email: ptr(fmt.Sprintf("u%d@example.com", i))}))
+		}
+		h.docs.recreate("org", "k1", "big", "", "bg")
+		must(t, h.store.AddMembers(bg, "k1", lifecycle.Ref("big", "bg"), big))
+		var all []string
+		after, pages := "", 0
+		for {
+			got, resp := h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "big", After: after, Limit: 5000})
+			pages++
+			if proto.Size(resp) > grpcserver.MaxMessageBytes {
+				t.Fatalf("a page of %d bytes", proto.Size(resp))
+			}
+			all = append(all, got...)
 			if !resp.GetMore() {
 				break
 			}
+			if len(got) == 5000 || len(got) == 0 {
+				t.Fatalf("a page of %d members says more follow", len(got))
+			}
 			after = got[len(got)-1]
 		}
-		want := 10
-		if limit == 5000 {
-			want = 2
+		if !slices.Equal(all, big) || pages < 2 {
+			t.Fatalf("paged %d of %d long members in %d pages", len(all), len(big), pages)
 		}
-		if len(all) != 10_000 || !slices.IsSorted(all) || pages != want {
-			t.Fatalf("limit %d: %d members in %d pages", limit, len(all), pages)
-		}
-		if len(slices.Compact(slices.Clone(all))) != 10_000 {
-			t.Fatalf("limit %d: duplicates", limit)
-		}
-	}
-
-	// 5000 members with the longest ids and names (4-byte characters) do not fit 8 MiB.
-	long := func(i int, n int) string { return fmt.Sprintf("%05d", i) + strings.Repeat("😀", n-5) }
-	big := make([]string, 5000)
-	for i := range big {
-		big[i] = long(i, 256)
-		must(t, h.store.UpsertUser(bg, "k1", UserPatch{UserID: big[i], Name: ptr(long(i, 200)), Email: ptr(fmt.Sprintf("u%d@example.com", i))}))
-	}
-	h.docs.recreate("org", "k1", "big", "", "bg")
-	must(t, h.store.AddMembers(bg, "k1", lifecycle.Ref("big", "bg"), big))
-	var all []string
-	after, pages := "", 0
-	for {
-		got, resp := h.listMembers(t, &usersv1.ListMembersRequest{ApiKey: "k1", OrganizationId: "big", After: after, Limit: 5000})
-		pages++
-		if proto.Size(resp) > grpcserver.MaxMessageBytes {
-			t.Fatalf("a page of %d bytes", proto.Size(resp))
-		}
-		all = append(all, got...)
-		if !resp.GetMore() {
-			break
-		}
-		if len(got) == 5000 || len(got) == 0 {
-			t.Fatalf("a page of %d members says more follow", len(got))
-		}
-		after = got[len(got)-1]
-	}
-	if !slices.Equal(all, big) || pages < 2 {
-		t.Fatalf("paged %d of %d long members in %d pages", len(all), len(big), pages)
-	}
+	})
 }
