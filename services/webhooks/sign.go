@@ -13,8 +13,11 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"hash"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // secretPrefix starts every signing secret (Standard Webhooks).
@@ -53,17 +56,11 @@ func signatures(secrets []string, id string, timestamp int64, body []byte) (stri
 
 // appendSignature appends signature's text to dst.
 func appendSignature(dst []byte, secret, id string, timestamp int64, body []byte) ([]byte, error) {
-	var keyBuf [64]byte
-	encoded := strings.TrimPrefix(secret, secretPrefix)
-	key := keyBuf[:0]
-	if base64.StdEncoding.DecodedLen(len(encoded)) > len(keyBuf) {
-		key = nil
-	}
-	key, err := base64.StdEncoding.AppendDecode(key, []byte(encoded))
+	mac, pool, err := keyedMAC(secret)
 	if err != nil {
-		return dst, fmt.Errorf("signing secret is not base64: %w", err)
+		return dst, err
 	}
-	mac := hmac.New(sha256.New, key)
+	defer pool.Put(mac)
 	var scratch [96]byte
 	head := append(scratch[:0], id...)
 	head = append(head, '.')
@@ -73,6 +70,38 @@ func appendSignature(dst []byte, secret, id string, timestamp int64, body []byte
 	mac.Write(body)
 	dst = append(dst, "v1,"...)
 	return base64.StdEncoding.AppendEncode(dst, mac.Sum(scratch[:0])), nil // Write has copied head
+}
+
+// keyedMACs holds, per signing secret seen, a pool of HMAC-SHA256 states keyed with it (Reset
+// returns one to its keyed state): keying one decodes the secret, hashes two blocks and
+// allocates five objects, which every attempt did. At most maxKeyedSecrets secrets are kept
+// (rotated ones stay until then); past that the cache starts again.
+var (
+	keyedMACs     sync.Map // secret → *sync.Pool of hash.Hash
+	keyedMACCount atomic.Int64
+)
+
+const maxKeyedSecrets = 4096
+
+// keyedMAC returns an HMAC-SHA256 keyed with the secret, ready to write, and the pool to put
+// it back in when done.
+func keyedMAC(secret string) (hash.Hash, *sync.Pool, error) {
+	p, ok := keyedMACs.Load(secret)
+	if !ok {
+		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, secretPrefix))
+		if err != nil {
+			return nil, nil, fmt.Errorf("signing secret is not base64: %w", err)
+		}
+		if keyedMACCount.Add(1) > maxKeyedSecrets {
+			keyedMACs.Clear()
+			keyedMACCount.Store(1)
+		}
+		p, _ = keyedMACs.LoadOrStore(secret, &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }})
+	}
+	pool := p.(*sync.Pool)
+	mac := pool.Get().(hash.Hash)
+	mac.Reset()
+	return mac, pool, nil
 }
 
 // parsePublicKey reads an RSA public key in PEM (PKIX "PUBLIC KEY" or PKCS#1 "RSA PUBLIC KEY").

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
@@ -104,5 +105,42 @@ func TestTimeIDSortsByTime(t *testing.T) {
 			t.Fatalf("%q sorts before %q, made earlier", id, prev)
 		}
 		prev = id
+	}
+}
+
+// TestKeyedMACsSignAsFreshOnes holds the pooled keyed states to what a fresh HMAC signs,
+// however they are reused, and the cache to its bound.
+func TestKeyedMACsSignAsFreshOnes(t *testing.T) {
+	fresh := func(secret, id string, ts int64, body string) string {
+		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, secretPrefix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mac := hmac.New(sha256.New, key)
+		fmt.Fprintf(mac, "%s.%d.%s", id, ts, body)
+		return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	}
+	a, b := newSecret(), newSecret()
+	for i := range 20 {
+		secret := a
+		if i%3 == 0 {
+			secret = b
+		}
+		body := strings.Repeat("x", i*37)
+		got, err := signature(secret, fmt.Sprint("msg_", i), int64(1731705121+i), []byte(body))
+		if err != nil || got != fresh(secret, fmt.Sprint("msg_", i), int64(1731705121+i), body) {
+			t.Fatalf("signature %d: %q, %v", i, got, err)
+		}
+	}
+	for range maxKeyedSecrets + 10 {
+		if _, err := signature(newSecret(), "msg", 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := keyedMACCount.Load(); n > maxKeyedSecrets {
+		t.Fatalf("%d secrets kept, at most %d", n, maxKeyedSecrets)
+	}
+	if _, err := signature("whsec_not base64!", "msg", 1, nil); err == nil {
+		t.Fatal("a secret that is not base64 signed")
 	}
 }
