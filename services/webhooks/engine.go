@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -267,14 +266,11 @@ func (s *Server) request(ctx context.Context, j *job, now time.Time) (*http.Requ
 		}
 		url, secrets = j.ep.URL, signingSecrets(j.ep, now)
 	}
-	body := []byte(j.msg.Payload)
-	if !j.isBasic() {
-		var err error
-		if body, err = transformBody(body, j.cfg); err != nil {
-			return nil, err.Error()
-		}
+	body, err := transformBody(j.msg.Payload, j.isBasic(), j.cfg)
+	if err != nil {
+		return nil, err.Error()
 	}
-	req, err := http.NewRequestWithContext(j.sendCtx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(j.sendCtx, http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		return nil, "bad endpoint url"
 	}
@@ -347,19 +343,29 @@ func errText(err error) string {
 	return "request failed"
 }
 
-// transformBody applies encodeData or encryptData to the payload.
-func transformBody(payload []byte, cfg *Config) ([]byte, error) {
+// transformBody applies encodeData or encryptData to the payload of an endpoint's delivery;
+// the basic config's target takes it as it is. The payload stays a string on the common path:
+// it is sent and signed without a copy.
+func transformBody(payload string, basic bool, cfg *Config) (string, error) {
+	var (
+		out []byte
+		err error
+	)
 	switch {
+	case basic:
+		return payload, nil
 	case cfg.EncryptData:
-		pub, err := parsePublicKey(cfg.PublicKey)
-		if err != nil {
-			return nil, fmt.Errorf("encryptData: the public key does not parse")
+		pub, perr := parsePublicKey(cfg.PublicKey)
+		if perr != nil {
+			return "", fmt.Errorf("encryptData: the public key does not parse")
 		}
-		return encryptedBody(payload, pub)
+		out, err = encryptedBody([]byte(payload), pub)
 	case cfg.EncodeData:
-		return encodedBody(payload)
+		out, err = encodedBody([]byte(payload))
+	default:
+		return payload, nil
 	}
-	return payload, nil
+	return string(out), err
 }
 
 // retry records a failed attempt and schedules the next one, or exhausts the delivery after

@@ -33,14 +33,14 @@ func newSecret() string {
 // signature is one v1 signature of a delivery: HMAC-SHA256 with the secret's key over
 // id.timestamp.body, base64.
 func signature(secret, id string, timestamp int64, body []byte) (string, error) {
-	b, err := appendSignature(nil, secret, id, timestamp, body)
+	b, err := appendSignature(nil, secret, id, timestamp, string(body))
 	return string(b), err
 }
 
 // signatures is the webhook-signature header: one signature per secret still signing,
 // space-separated (two during a rotation). It is built in one buffer: it is made for every
 // attempt.
-func signatures(secrets []string, id string, timestamp int64, body []byte) (string, error) {
+func signatures(secrets []string, id string, timestamp int64, body string) (string, error) {
 	buf := make([]byte, 0, len(secrets)*48)
 	for i, s := range secrets {
 		if i > 0 {
@@ -54,22 +54,27 @@ func signatures(secrets []string, id string, timestamp int64, body []byte) (stri
 	return string(buf), nil
 }
 
-// appendSignature appends signature's text to dst.
-func appendSignature(dst []byte, secret, id string, timestamp int64, body []byte) ([]byte, error) {
+// appendSignature appends signature's text to dst. The body is written through a pooled
+// buffer (answerBufs'), a piece at a time: a copy of it per attempt is what it saves.
+func appendSignature(dst []byte, secret, id string, timestamp int64, body string) ([]byte, error) {
 	mac, pool, err := keyedMAC(secret)
 	if err != nil {
 		return dst, err
 	}
 	defer pool.Put(mac)
-	var scratch [96]byte
-	head := append(scratch[:0], id...)
+	buf := answerBufs.Get().(*[responsePrefix]byte)
+	defer answerBufs.Put(buf)
+	head := append(buf[:0], id...)
 	head = append(head, '.')
 	head = strconv.AppendInt(head, timestamp, 10)
-	head = append(head, '.')
-	mac.Write(head)
-	mac.Write(body)
+	mac.Write(append(head, '.'))
+	for len(body) > 0 {
+		n := copy(buf[:], body)
+		mac.Write(buf[:n])
+		body = body[n:]
+	}
 	dst = append(dst, "v1,"...)
-	return base64.StdEncoding.AppendEncode(dst, mac.Sum(scratch[:0])), nil // Write has copied head
+	return base64.StdEncoding.AppendEncode(dst, mac.Sum(buf[:0])), nil
 }
 
 // keyedMACs holds, per signing secret seen, a pool of HMAC-SHA256 states keyed with it (Reset

@@ -23,7 +23,7 @@ func TestSignatureVector(t *testing.T) {
 	if err != nil || got != "v1,rAvfW3dJ/X/qxhsaXPOyyCGmRKsaKWcsNccKXlIktD0=" {
 		t.Fatalf("%q %v", got, err)
 	}
-	two, _ := signatures([]string{"whsec_plJ3nmyCDGBKInavdOK15jsl", newSecret()}, "msg_loFOjxBNrRLzqYUf", 1731705121, []byte(`{"event_type":"ping","data":{"success":true}}`))
+	two, _ := signatures([]string{"whsec_plJ3nmyCDGBKInavdOK15jsl", newSecret()}, "msg_loFOjxBNrRLzqYUf", 1731705121, `{"event_type":"ping","data":{"success":true}}`)
 	if parts := strings.Split(two, " "); len(parts) != 2 || parts[0] != got {
 		t.Fatalf("rotation header %q", two)
 	}
