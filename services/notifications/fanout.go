@@ -40,58 +40,47 @@ const (
 // record the fan-out writes is keyed by what it is about, and a finished fan-out is not run
 // again.
 func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
-	switch p := e.GetPayload().(type) {
-	case *lifecyclev1.Event_Domain:
-		if p.Domain.GetType() == eventNotificationAdd {
-			return s.fanOut(ctx, p.Domain)
-		}
-		return nil
-	case *lifecyclev1.Event_OrganizationDeleted:
-		apiKey, org, err := lifecycle.Scoped(e)
-		if err != nil {
-			return err
-		}
-		return s.store.DeleteOrganization(ctx, Scope{APIKey: apiKey, OrganizationID: org, OrgGen: e.GetOrganizationGeneration()})
-	case *lifecyclev1.Event_DocumentsDeleted:
-		apiKey, org, err := lifecycle.Scoped(e)
-		if err != nil {
-			return err
-		}
-		docs, err := lifecycle.DeletedDocuments(e, p.DocumentsDeleted)
-		if err != nil {
-			return err
-		}
-		scope := Scope{APIKey: apiKey, OrganizationID: org, OrgGen: e.GetOrganizationGeneration()}
-		for _, d := range docs {
-			if err := s.store.DeleteDocument(ctx, scope.withDoc(d.ID, d.Generation)); err != nil {
-				return err
-			}
-		}
-		return nil
-	case *lifecyclev1.Event_DocumentMigrated:
-		apiKey, org, err := lifecycle.Scoped(e)
-		if err != nil {
-			return err
-		}
-		m := p.DocumentMigrated
-		scope := Scope{APIKey: apiKey, OrganizationID: org, OrgGen: e.GetOrganizationGeneration()}
-		return s.store.MoveDocument(ctx, scope.withDoc(m.GetFromDocumentId(), m.GetGeneration()), m.GetToDocumentId())
-	case *lifecyclev1.Event_UsersRemoved:
-		apiKey, org, err := lifecycle.Scoped(e)
-		if err != nil {
-			return err
-		}
-		r := p.UsersRemoved
-		if r.GetFolderId() != "" && r.GetDocumentId() == "" {
-			return nil // a folder's grants: nothing of ours
-		}
-		scope := Scope{APIKey: apiKey, OrganizationID: org, OrgGen: e.GetOrganizationGeneration()}
-		if r.GetDocumentId() != "" {
-			scope = scope.withDoc(r.GetDocumentId(), r.GetDocumentGeneration())
-		}
-		return s.store.RemoveUsers(ctx, scope, r.GetUserIds())
+	_, err := lifecycle.Dispatch(ctx, e, s.lifecycleHandlers())
+	return err
+}
+
+// lifecycleHandlers are what the service does on each event it consumes.
+func (s *Server) lifecycleHandlers() lifecycle.Handlers {
+	scopeOf := func(l lifecycle.Scope) Scope {
+		return Scope{APIKey: l.APIKey, OrganizationID: l.OrganizationID, OrgGen: l.OrganizationGeneration}
 	}
-	return nil
+	return lifecycle.Handlers{
+		Domain: func(ctx context.Context, d *eventsv1.Event) error {
+			if d.GetType() == eventNotificationAdd {
+				return s.fanOut(ctx, d)
+			}
+			return nil
+		},
+		OrganizationDeleted: func(ctx context.Context, l lifecycle.Scope) error {
+			return s.store.DeleteOrganization(ctx, scopeOf(l))
+		},
+		DocumentsDeleted: func(ctx context.Context, l lifecycle.Scope, docs []lifecycle.Incarnation) error {
+			for _, d := range docs {
+				if err := s.store.DeleteDocument(ctx, scopeOf(l).withDoc(d.ID, d.Generation)); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		DocumentMigrated: func(ctx context.Context, l lifecycle.Scope, m lifecycle.Migration) error {
+			return s.store.MoveDocument(ctx, scopeOf(l).withDoc(m.From, m.Generation), m.To)
+		},
+		UsersRemoved: func(ctx context.Context, l lifecycle.Scope, r *lifecyclev1.UsersRemoved) error {
+			if r.GetFolderId() != "" && r.GetDocumentId() == "" {
+				return nil // a folder's grants: nothing of ours
+			}
+			scope := scopeOf(l)
+			if r.GetDocumentId() != "" {
+				scope = scope.withDoc(r.GetDocumentId(), r.GetDocumentGeneration())
+			}
+			return s.store.RemoveUsers(ctx, scope, r.GetUserIds())
+		},
+	}
 }
 
 // recipient is one resolved recipient.

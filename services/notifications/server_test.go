@@ -32,6 +32,7 @@ import (
 	"github.com/collab/collab/internal/clock"
 	"github.com/collab/collab/internal/egress"
 	"github.com/collab/collab/internal/email"
+	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/outbox"
 )
 
@@ -539,6 +540,29 @@ func TestUsersRemovedAndDocumentDeleted(t *testing.T) {
 	}
 	if got := h.inbox(t, "m00002"); len(got) != 1 || got[0].GetId() != "a" {
 		t.Fatalf("after e's deletion: %v", got)
+	}
+}
+
+// A migration moves a document's notifications to its new id; one without the new id is
+// refused for good and moves nothing (it moved them to the empty id before lifecycle.Dispatch).
+func TestDocumentMigrated(t *testing.T) {
+	h := newHarness(t, 2)
+	h.add(t, &notificationsv1.AddNotificationsRequest{NotificationId: "a"})
+	migrate := func(to string) error {
+		return h.srv.HandleEvent(context.Background(), &lifecyclev1.Event{Id: "m" + to, Type: "document.migrated", ApiKey: "k1", OrganizationId: "o", OrganizationGeneration: "g1",
+			Payload: &lifecyclev1.Event_DocumentMigrated{DocumentMigrated: &lifecyclev1.DocumentMigrated{FromDocumentId: "d", ToDocumentId: to, Generation: "dg-d"}}})
+	}
+	if err := migrate(""); !lifecycle.Permanent(err) {
+		t.Fatalf("a migration to no id: %v, want refused for good", err)
+	}
+	if got := h.inbox(t, "m00001"); len(got) != 1 || got[0].GetDocumentId() != "d" {
+		t.Fatalf("after the refused migration: %v", got)
+	}
+	if err := migrate("d2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.inbox(t, "m00001"); len(got) != 1 || got[0].GetDocumentId() != "d2" {
+		t.Fatalf("after the migration: %v", got)
 	}
 }
 
