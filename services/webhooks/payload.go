@@ -57,15 +57,24 @@ var contextKeys = []string{"actionUser", "channel", "documentId", "eventId", "or
 // order.
 func appendData(b []byte, d *eventsv1.Event, protect bool) ([]byte, error) {
 	fields := d.GetData().GetFields()
-	keys := make([]string, 0, len(fields)+len(contextKeys))
+	var extra []string
+	for _, k := range contextKeys {
+		if _, set := fields[k]; !set {
+			extra = append(extra, k)
+		}
+	}
+	return appendObject(b, fields, extra, func(b []byte, k string) ([]byte, error) { return appendContext(b, d, k, protect) }, protect)
+}
+
+// appendObject writes an object of fields and of the extra keys (written by extraValue), all
+// in key order, leaving out with protect every "email" and, when the object has a "userId",
+// its "name".
+func appendObject(b []byte, fields map[string]*structpb.Value, extra []string, extraValue func([]byte, string) ([]byte, error), protect bool) ([]byte, error) {
+	keys := make([]string, 0, len(fields)+len(extra))
 	for k := range fields {
 		keys = append(keys, k)
 	}
-	for _, k := range contextKeys {
-		if _, set := fields[k]; !set {
-			keys = append(keys, k)
-		}
-	}
+	keys = append(keys, extra...)
 	slices.Sort(keys)
 	_, isUser := fields["userId"]
 	b = append(b, '{')
@@ -83,7 +92,7 @@ func appendData(b []byte, d *eventsv1.Event, protect bool) ([]byte, error) {
 		if v, ok := fields[k]; ok {
 			b, err = appendValue(b, v, protect)
 		} else {
-			b, err = appendContext(b, d, k, protect)
+			b, err = extraValue(b, k)
 		}
 		if err != nil {
 			return nil, err
@@ -136,7 +145,7 @@ func appendValue(b []byte, v *structpb.Value, protect bool) ([]byte, error) {
 	case *structpb.Value_BoolValue:
 		return strconv.AppendBool(b, k.BoolValue), nil
 	case *structpb.Value_StructValue:
-		return appendStruct(b, k.StructValue, protect)
+		return appendObject(b, k.StructValue.GetFields(), nil, nil, protect)
 	case *structpb.Value_ListValue:
 		b = append(b, '[')
 		for i, e := range k.ListValue.GetValues() {
@@ -151,33 +160,6 @@ func appendValue(b []byte, v *structpb.Value, protect bool) ([]byte, error) {
 		return append(b, ']'), nil
 	}
 	return append(b, "null"...), nil // a null, or a value of no kind
-}
-
-// appendStruct writes an object of the event's data, its keys sorted.
-func appendStruct(b []byte, s *structpb.Struct, protect bool) ([]byte, error) {
-	fields := s.GetFields()
-	keys := make([]string, 0, len(fields))
-	for k := range fields {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	_, isUser := fields["userId"]
-	b = append(b, '{')
-	first := true
-	for _, k := range keys {
-		if protect && (k == "email" || isUser && k == "name") {
-			continue
-		}
-		if !first {
-			b = append(b, ',')
-		}
-		first = false
-		var err error
-		if b, err = appendValue(append(appendString(b, k), ':'), fields[k], protect); err != nil {
-			return nil, err
-		}
-	}
-	return append(b, '}'), nil
 }
 
 // appendFloat writes a number as encoding/json writes a float64: the shortest form that reads
