@@ -94,6 +94,53 @@ func TestImportsPointDown(t *testing.T) {
 	}
 }
 
+// A function's doc comment opens with its name and a sentence saying what it does
+// (docs/architecture.md): a comment that opens otherwise is usually one left above the wrong
+// function, or a note where the summary should be. Generated code is not read.
+func TestDocCommentsOpenWithTheirName(t *testing.T) {
+	checked := 0
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "proto", "tools", "testdata", "node_modules", ".bin":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || strings.HasSuffix(path, "store_observed.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		if ast.IsGenerated(f) {
+			return nil
+		}
+		for _, decl := range f.Decls {
+			fd, ok := decl.(*ast.FuncDecl)
+			if !ok || fd.Doc == nil {
+				continue
+			}
+			checked++
+			text, name := fd.Doc.Text(), fd.Name.Name
+			if !strings.HasPrefix(text, name+" ") && !strings.HasPrefix(text, name+"'") && !strings.HasPrefix(text, name+",") {
+				t.Errorf("%s: the doc comment of %s opens %q, not with its name", path, name, strings.SplitN(text, "\n", 2)[0])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 1000 {
+		t.Fatalf("only %d doc comments checked: the walk missed the sources", checked)
+	}
+}
+
 // Every module is complete and its name unique; what it consumes someone publishes.
 func TestModulesAreWellFormed(t *testing.T) {
 	seen := map[string]bool{}

@@ -41,7 +41,7 @@ func newOverHTTP() (*overHTTP, error) {
 	return h, nil
 }
 
-// The measurement is over by then; a failed stop changes none of it.
+// close stops the process. The measurement is over by then; a failed stop changes none of it.
 func (h *overHTTP) close() { _ = h.p.Shutdown(context.Background()) }
 
 func (h *overHTTP) call(path string, data map[string]any, out any) error {

@@ -129,7 +129,7 @@ type matrix struct {
 
 func (m *matrix) row(i int) []int8 { return m.q[i*m.cols : (i+1)*m.cols] }
 
-// quantized returns the matrix of an int8 tensor, or of a float32 one quantized the way
+// matrix returns the matrix of an int8 tensor, or of a float32 one quantized the way
 // scripts/convert-use-lite does it (max |row| / 127 per row, rounded to nearest).
 func (t *tensor) matrix() *matrix {
 	m := &matrix{rows: t.dims[0], cols: t.dims[1], q: t.q, scale: t.scales}

@@ -125,6 +125,8 @@ func (d *decoder) int() (int64, error) {
 	return int64(v), nil
 }
 
+// bytes reads a length-prefixed byte string (lib0 varUint8Array), sharing the input's bytes.
+//
 //nolint:gosec // G115: n is checked against the bytes left (an int) before int(n); the lengths are non-negative
 func (d *decoder) bytes() ([]byte, error) {
 	n, err := d.uint()

@@ -63,8 +63,6 @@ func (d *Doc) JSON(root string, k Kind) any {
 	return textString(t)
 }
 
-// KindOf guesses a root's kind from its content: XML nodes make xml, strings and formats
-// text, keyed entries map, other sequence content array. False when the root has nothing.
 // Shape reports what a root has ever held, deleted or not: items of a sequence (text, array or
 // XML), entries of a map. A root emptied by its clients keeps its items, so this tells a
 // cleared text from a map where KindOf, which reads what is visible, cannot.
@@ -76,6 +74,8 @@ func (d *Doc) Shape(root string) (sequence, entries bool) {
 	return t.start != nil, len(t.m) > 0
 }
 
+// KindOf guesses a root's kind from its content: XML nodes make xml, strings and formats
+// text, keyed entries map, other sequence content array. False when the root has nothing.
 func (d *Doc) KindOf(root string) (Kind, bool) {
 	t := d.roots[root]
 	if t == nil {
