@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -215,5 +217,72 @@ func TestATimingOutEndpointGetsOneWorker(t *testing.T) {
 	}
 	if n := dead.accepted() - start; n < 3 {
 		t.Fatalf("%d attempts in a second after the timeouts: the endpoint got no worker", n)
+	}
+}
+
+// Review of issue 20 (finding 3): an endpoint that answers 200 at once and then drips its body
+// forever holds a worker until the attempt's deadline, as one that never answers does; its
+// attempts must count as timeouts, so that its circuit opens too (one worker at a time).
+// Before, the status line counted as an answer and closed the circuit on every attempt: the
+// endpoint kept perEndpoint workers, each for the whole timeout.
+func TestADrippingAnswerOpensTheCircuit(t *testing.T) {
+	stop := make(chan struct{})
+	drip := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		for {
+			_, _ = w.Write([]byte("x"))
+			w.(http.Flusher).Flush()
+			select {
+			case <-stop:
+				return
+			case <-r.Context().Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}))
+	defer drip.Close()
+	defer close(stop)
+	srv, err := New(NewMemoryStore(), WithLogger(slog.New(slog.DiscardHandler)), WithPrivateTargets(true),
+		func(s *Server) { s.timeout = 200 * time.Millisecond })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := tenantCaller("keyA", "wsA")
+	if _, err := srv.UpdateAdvancedWebhookConfig(a, &webhooksv1.UpdateAdvancedWebhookConfigRequest{IsEnabled: new(true)}); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := srv.CreateEndpoint(a, &webhooksv1.CreateEndpointRequest{Url: drip.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ep.GetData().GetId()
+	data, _ := structpb.NewStruct(map[string]any{"text": "hello"})
+	for i := range 2 * perEndpoint {
+		ev := &eventsv1.Event{Id: fmt.Sprintf("a%d", i), Type: "comment.add", ApiKey: "keyA", WorkspaceId: "wsA", Timestamp: float64(time.Now().UnixMilli()), Data: data}
+		if err := srv.HandleEvent(context.Background(), lifecycle.Domain(ev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first round sends perEndpoint at once; each is cut at the deadline, mid-answer.
+	start := time.Now()
+	srv.SendDue(context.Background())
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("a dripping answer held its worker %v, past the attempt's timeout", took)
+	}
+	srv.engine.mu.Lock()
+	cap := endpointCap(srv.engine.endpoints[id], srv.clock.Now())
+	srv.engine.mu.Unlock()
+	if cap != 1 {
+		t.Fatalf("after %d attempts cut mid-answer at the deadline the endpoint may have %d in flight, want 1 (circuit open)", perEndpoint, cap)
+	}
+	// The next round sends one.
+	srv.SendDue(context.Background())
+	att, err := srv.ListAttempts(a, &webhooksv1.ListAttemptsRequest{EndpointId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(att.GetData().GetAttempts()); n != perEndpoint+1 {
+		t.Fatalf("%d attempts after two rounds, want %d", n, perEndpoint+1)
 	}
 }

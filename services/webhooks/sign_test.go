@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
@@ -67,7 +68,25 @@ func TestEncryptedBodyDecrypts(t *testing.T) {
 	}
 }
 
+// cutReader gives its text, then fails as a body read at the attempt's deadline does.
+type cutReader struct{ s *strings.Reader }
+
+func (c cutReader) Read(p []byte) (int, error) {
+	if c.s.Len() == 0 {
+		return 0, context.DeadlineExceeded
+	}
+	return c.s.Read(p)
+}
+
 func TestReadAnswer(t *testing.T) {
+	// An answer cut at the deadline keeps what came and says why it stopped (a timeout, which
+	// the circuit counts), before and after the prefix is full.
+	for _, body := range []string{"partial", strings.Repeat("z", 2*responsePrefix)} {
+		got, err := readAnswer(cutReader{strings.NewReader(body)})
+		if got != trimmed(body, responsePrefix) || !timedOut(err) {
+			t.Errorf("an answer cut at the deadline: read %q, %v", trimmed(got, 40), err)
+		}
+	}
 	for _, c := range []struct {
 		name     string
 		body     string
@@ -81,8 +100,9 @@ func TestReadAnswer(t *testing.T) {
 		{"draining stops at its limit", strings.Repeat("y", responsePrefix+drainLimit+5000), strings.Repeat("y", responsePrefix), 5000},
 	} {
 		r := strings.NewReader(c.body)
-		if got := readAnswer(r); got != c.want {
-			t.Errorf("%s: read %q, want %q", c.name, trimmed(got, 40), trimmed(c.want, 40))
+		got, err := readAnswer(r)
+		if got != c.want || err != nil {
+			t.Errorf("%s: read %q (%v), want %q", c.name, trimmed(got, 40), err, trimmed(c.want, 40))
 		}
 		// A reader of this size gives what was asked for in whole buffers: at most one
 		// buffer's worth past the limit is read.
