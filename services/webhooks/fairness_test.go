@@ -286,3 +286,100 @@ func TestADrippingAnswerOpensTheCircuit(t *testing.T) {
 		t.Fatalf("%d attempts after two rounds, want %d", n, perEndpoint+1)
 	}
 }
+
+// Review of issue 20 (finding 3): the memory store hands the engine its stored endpoints, so
+// every change must store a copy. Under -race (scripts/test runs it), a secret rotated and the
+// endpoint updated and marked failing while its deliveries are in flight race with nothing,
+// and the real Standard Webhooks receiver accepts every delivery: during the rotation each is
+// signed by the old secret too, and once the rotation is stored, by the new one.
+func TestEndpointChangesDuringDeliveries(t *testing.T) {
+	rcv := webhooktest.Start(t)
+	srv, err := New(NewMemoryStore(), WithLogger(slog.New(slog.DiscardHandler)), WithPrivateTargets(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := tenantCaller("keyA", "wsA")
+	if _, err := srv.UpdateAdvancedWebhookConfig(a, &webhooksv1.UpdateAdvancedWebhookConfigRequest{IsEnabled: new(true)}); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := srv.CreateEndpoint(a, &webhooksv1.CreateEndpointRequest{Url: rcv.URL("/r")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ep.GetData().GetId()
+	old, err := srv.GetEndpointSecret(a, &webhooksv1.GetEndpointSecretRequest{EndpointId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv.Configure(t, "/r", []string{old.GetData().GetSecret()})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.RunDeliveries(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	data, _ := structpb.NewStruct(map[string]any{"text": "hello"})
+	publish := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			ev := &eventsv1.Event{Id: fmt.Sprintf("e%d", i), Type: "comment.add", ApiKey: "keyA", WorkspaceId: "wsA", Timestamp: float64(time.Now().UnixMilli()), Data: data}
+			if err := srv.HandleEvent(context.Background(), lifecycle.Domain(ev)); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	const events = 120
+	var rotated string
+	var wg sync.WaitGroup
+	wg.Go(func() { publish(0, events) })
+	wg.Go(func() {
+		time.Sleep(40 * time.Millisecond)
+		r, err := srv.RotateEndpointSecret(a, &webhooksv1.RotateEndpointSecretRequest{EndpointId: id})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		rotated = r.GetData().GetSecret()
+		// The same secrets stored again and again: each store is a change the engine must not see
+		// half made.
+		e, err := srv.store.Endpoint(context.Background(), "keyA", id)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for range 60 {
+			if err := srv.store.SetSecrets(context.Background(), "keyA", id, e.Secrets, time.Now()); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	wg.Go(func() {
+		url := rcv.URL("/r")
+		for i := range 60 {
+			desc := fmt.Sprintf("change %d", i)
+			if _, err := srv.UpdateEndpoint(a, &webhooksv1.UpdateEndpointRequest{EndpointId: id, Description: &desc, Url: &url}); err != nil {
+				t.Error(err)
+				return
+			}
+			_ = srv.store.SetFailing(context.Background(), "keyA", id, time.Now())
+			_ = srv.store.ClearFailing(context.Background(), "keyA", id)
+			time.Sleep(time.Millisecond)
+		}
+	})
+	wg.Wait()
+	for _, d := range rcv.WaitFor(t, "/r", events, 20*time.Second) {
+		if !d.Verified {
+			t.Fatalf("delivery %s during the changes did not verify with the old secret: %s", d.ID, d.VerifyError)
+		}
+	}
+	rcv.Configure(t, "/r", []string{rotated})
+	publish(events, 10)
+	for _, d := range rcv.WaitFor(t, "/r", events+10, 10*time.Second)[events:] {
+		if !d.Verified {
+			t.Fatalf("delivery %s after the rotation did not verify with the new secret: %s", d.ID, d.VerifyError)
+		}
+	}
+}
