@@ -14,6 +14,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -162,5 +163,42 @@ func TestKeyedMACsSignAsFreshOnes(t *testing.T) {
 	}
 	if _, err := signature("whsec_not base64!", "msg", 1, nil); err == nil {
 		t.Fatal("a secret that is not base64 signed")
+	}
+}
+
+// The keyed-MAC cache is cleared while other attempts sign (review of issue 20, finding 3):
+// signers of many distinct secrets at once, past the bound, each keep signing as a fresh HMAC
+// does, and the cache holds at most its bound and one entry per signer being added.
+func TestKeyedMACsClearedWhileInUse(t *testing.T) {
+	want := func(secret, id string, ts int64, body string) string {
+		key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, secretPrefix))
+		mac := hmac.New(sha256.New, key)
+		fmt.Fprintf(mac, "%s.%d.%s", id, ts, body)
+		return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	}
+	const signers = 4
+	steady := newSecret()
+	var wg sync.WaitGroup
+	for g := range signers {
+		wg.Go(func() {
+			for i := range maxKeyedSecrets { // half of them new: 2 × the bound in all, so it is cleared
+				secret := newSecret()
+				if i%2 == 0 {
+					secret = steady // held in the cache while others clear it
+				}
+				body := strings.Repeat("b", (g*31+i)%2000)
+				got, err := signature(secret, "msg_x", int64(i), []byte(body))
+				if err != nil || got != want(secret, "msg_x", int64(i), body) {
+					t.Errorf("signer %d, signature %d: %q, %v", g, i, got, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	n := 0
+	keyedMACs.Range(func(any, any) bool { n++; return true })
+	if n > maxKeyedSecrets+signers {
+		t.Fatalf("%d secrets kept, at most %d", n, maxKeyedSecrets+signers)
 	}
 }
