@@ -177,15 +177,21 @@ func (s *Server) attempt(ctx context.Context, j *job) {
 	resp, err := s.send(req)
 	duration := time.Since(start)
 	if err != nil {
-		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		if timedOut(err) {
 			s.engine.timedOut(d.EndpointID)
 		}
 		s.retry(ctx, j, 0, "no answer: "+errText(err), duration, now)
 		return
 	}
-	s.engine.answered(d.EndpointID)
-	text := readAnswer(resp.Body)
+	text, err := readAnswer(resp.Body)
 	resp.Body.Close()
+	// An answer whose body is still coming at the deadline held its worker as long as no
+	// answer does: it counts toward the circuit as a timeout, not as an answer.
+	if timedOut(err) {
+		s.engine.timedOut(d.EndpointID)
+	} else {
+		s.engine.answered(d.EndpointID)
+	}
 	ep := j.ep
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
@@ -216,13 +222,13 @@ func (s *Server) attempt(ctx context.Context, j *job) {
 var answerBufs = sync.Pool{New: func() any { return new([responsePrefix]byte) }}
 
 // readAnswer returns the first responsePrefix bytes of an answer's body (valid UTF-8) and reads
-// up to drainLimit bytes more, so that the connection is reused. One pooled buffer serves
-// both: an answer is read for every attempt.
-func readAnswer(body io.Reader) string {
+// up to drainLimit bytes more, so that the connection is reused; err is why reading stopped
+// short of the body's end or the limit (nil when it did not). One pooled buffer serves both:
+// an answer is read for every attempt.
+func readAnswer(body io.Reader) (text string, err error) {
 	buf := answerBufs.Get().(*[responsePrefix]byte)
 	defer answerBufs.Put(buf)
 	n, err := io.ReadFull(body, buf[:])
-	text := ""
 	if n > 0 {
 		text = strings.ToValidUTF8(string(buf[:n]), "")
 	}
@@ -230,7 +236,20 @@ func readAnswer(body io.Reader) string {
 		n, err = body.Read(buf[:])
 		drained += n
 	}
-	return text
+	if err == io.EOF || err == io.ErrUnexpectedEOF { //nolint:errorlint // io.ReadFull and Read return them unwrapped
+		err = nil
+	}
+	return text, err
+}
+
+// timedOut reports whether an attempt's request or the reading of its answer ended at the
+// attempt's deadline (or the transport's wait for the answer's head).
+func timedOut(err error) bool {
+	if err == nil {
+		return false // every answer read whole comes here: errors.As's target would be an allocation
+	}
+	ne := net.Error(nil)
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // errRateLimited is request's reason when the endpoint's rate limit is spent this second.

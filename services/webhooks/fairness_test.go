@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -215,5 +217,169 @@ func TestATimingOutEndpointGetsOneWorker(t *testing.T) {
 	}
 	if n := dead.accepted() - start; n < 3 {
 		t.Fatalf("%d attempts in a second after the timeouts: the endpoint got no worker", n)
+	}
+}
+
+// Review of issue 20 (finding 3): an endpoint that answers 200 at once and then drips its body
+// forever holds a worker until the attempt's deadline, as one that never answers does; its
+// attempts must count as timeouts, so that its circuit opens too (one worker at a time).
+// Before, the status line counted as an answer and closed the circuit on every attempt: the
+// endpoint kept perEndpoint workers, each for the whole timeout.
+func TestADrippingAnswerOpensTheCircuit(t *testing.T) {
+	stop := make(chan struct{})
+	drip := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		for {
+			_, _ = w.Write([]byte("x"))
+			w.(http.Flusher).Flush()
+			select {
+			case <-stop:
+				return
+			case <-r.Context().Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}))
+	defer drip.Close()
+	defer close(stop)
+	srv, err := New(NewMemoryStore(), WithLogger(slog.New(slog.DiscardHandler)), WithPrivateTargets(true),
+		func(s *Server) { s.timeout = 200 * time.Millisecond })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := tenantCaller("keyA", "wsA")
+	if _, err := srv.UpdateAdvancedWebhookConfig(a, &webhooksv1.UpdateAdvancedWebhookConfigRequest{IsEnabled: new(true)}); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := srv.CreateEndpoint(a, &webhooksv1.CreateEndpointRequest{Url: drip.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ep.GetData().GetId()
+	data, _ := structpb.NewStruct(map[string]any{"text": "hello"})
+	for i := range 2 * perEndpoint {
+		ev := &eventsv1.Event{Id: fmt.Sprintf("a%d", i), Type: "comment.add", ApiKey: "keyA", WorkspaceId: "wsA", Timestamp: float64(time.Now().UnixMilli()), Data: data}
+		if err := srv.HandleEvent(context.Background(), lifecycle.Domain(ev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first round sends perEndpoint at once; each is cut at the deadline, mid-answer.
+	start := time.Now()
+	srv.SendDue(context.Background())
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("a dripping answer held its worker %v, past the attempt's timeout", took)
+	}
+	srv.engine.mu.Lock()
+	cap := endpointCap(srv.engine.endpoints[id], srv.clock.Now())
+	srv.engine.mu.Unlock()
+	if cap != 1 {
+		t.Fatalf("after %d attempts cut mid-answer at the deadline the endpoint may have %d in flight, want 1 (circuit open)", perEndpoint, cap)
+	}
+	// The next round sends one.
+	srv.SendDue(context.Background())
+	att, err := srv.ListAttempts(a, &webhooksv1.ListAttemptsRequest{EndpointId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(att.GetData().GetAttempts()); n != perEndpoint+1 {
+		t.Fatalf("%d attempts after two rounds, want %d", n, perEndpoint+1)
+	}
+}
+
+// Review of issue 20 (finding 3): the memory store hands the engine its stored endpoints, so
+// every change must store a copy. Under -race (scripts/test runs it), a secret rotated and the
+// endpoint updated and marked failing while its deliveries are in flight race with nothing,
+// and the real Standard Webhooks receiver accepts every delivery: during the rotation each is
+// signed by the old secret too, and once the rotation is stored, by the new one.
+func TestEndpointChangesDuringDeliveries(t *testing.T) {
+	rcv := webhooktest.Start(t)
+	srv, err := New(NewMemoryStore(), WithLogger(slog.New(slog.DiscardHandler)), WithPrivateTargets(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := tenantCaller("keyA", "wsA")
+	if _, err := srv.UpdateAdvancedWebhookConfig(a, &webhooksv1.UpdateAdvancedWebhookConfigRequest{IsEnabled: new(true)}); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := srv.CreateEndpoint(a, &webhooksv1.CreateEndpointRequest{Url: rcv.URL("/r")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ep.GetData().GetId()
+	old, err := srv.GetEndpointSecret(a, &webhooksv1.GetEndpointSecretRequest{EndpointId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv.Configure(t, "/r", []string{old.GetData().GetSecret()})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.RunDeliveries(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	data, _ := structpb.NewStruct(map[string]any{"text": "hello"})
+	publish := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			ev := &eventsv1.Event{Id: fmt.Sprintf("e%d", i), Type: "comment.add", ApiKey: "keyA", WorkspaceId: "wsA", Timestamp: float64(time.Now().UnixMilli()), Data: data}
+			if err := srv.HandleEvent(context.Background(), lifecycle.Domain(ev)); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	const events = 120
+	var rotated string
+	var wg sync.WaitGroup
+	wg.Go(func() { publish(0, events) })
+	wg.Go(func() {
+		time.Sleep(40 * time.Millisecond)
+		r, err := srv.RotateEndpointSecret(a, &webhooksv1.RotateEndpointSecretRequest{EndpointId: id})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		rotated = r.GetData().GetSecret()
+		// The same secrets stored again and again: each store is a change the engine must not see
+		// half made.
+		e, err := srv.store.Endpoint(context.Background(), "keyA", id)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for range 60 {
+			if err := srv.store.SetSecrets(context.Background(), "keyA", id, e.Secrets, time.Now()); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	wg.Go(func() {
+		url := rcv.URL("/r")
+		for i := range 60 {
+			desc := fmt.Sprintf("change %d", i)
+			if _, err := srv.UpdateEndpoint(a, &webhooksv1.UpdateEndpointRequest{EndpointId: id, Description: &desc, Url: &url}); err != nil {
+				t.Error(err)
+				return
+			}
+			_ = srv.store.SetFailing(context.Background(), "keyA", id, time.Now())
+			_ = srv.store.ClearFailing(context.Background(), "keyA", id)
+			time.Sleep(time.Millisecond)
+		}
+	})
+	wg.Wait()
+	for _, d := range rcv.WaitFor(t, "/r", events, 20*time.Second) {
+		if !d.Verified {
+			t.Fatalf("delivery %s during the changes did not verify with the old secret: %s", d.ID, d.VerifyError)
+		}
+	}
+	rcv.Configure(t, "/r", []string{rotated})
+	publish(events, 10)
+	for _, d := range rcv.WaitFor(t, "/r", events+10, 10*time.Second)[events:] {
+		if !d.Verified {
+			t.Fatalf("delivery %s after the rotation did not verify with the new secret: %s", d.ID, d.VerifyError)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
@@ -13,6 +14,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -67,7 +69,25 @@ func TestEncryptedBodyDecrypts(t *testing.T) {
 	}
 }
 
+// cutReader gives its text, then fails as a body read at the attempt's deadline does.
+type cutReader struct{ s *strings.Reader }
+
+func (c cutReader) Read(p []byte) (int, error) {
+	if c.s.Len() == 0 {
+		return 0, context.DeadlineExceeded
+	}
+	return c.s.Read(p)
+}
+
 func TestReadAnswer(t *testing.T) {
+	// An answer cut at the deadline keeps what came and says why it stopped (a timeout, which
+	// the circuit counts), before and after the prefix is full.
+	for _, body := range []string{"partial", strings.Repeat("z", 2*responsePrefix)} {
+		got, err := readAnswer(cutReader{strings.NewReader(body)})
+		if got != trimmed(body, responsePrefix) || !timedOut(err) {
+			t.Errorf("an answer cut at the deadline: read %q, %v", trimmed(got, 40), err)
+		}
+	}
 	for _, c := range []struct {
 		name     string
 		body     string
@@ -81,8 +101,9 @@ func TestReadAnswer(t *testing.T) {
 		{"draining stops at its limit", strings.Repeat("y", responsePrefix+drainLimit+5000), strings.Repeat("y", responsePrefix), 5000},
 	} {
 		r := strings.NewReader(c.body)
-		if got := readAnswer(r); got != c.want {
-			t.Errorf("%s: read %q, want %q", c.name, trimmed(got, 40), trimmed(c.want, 40))
+		got, err := readAnswer(r)
+		if got != c.want || err != nil {
+			t.Errorf("%s: read %q (%v), want %q", c.name, trimmed(got, 40), err, trimmed(c.want, 40))
 		}
 		// A reader of this size gives what was asked for in whole buffers: at most one
 		// buffer's worth past the limit is read.
@@ -142,5 +163,42 @@ func TestKeyedMACsSignAsFreshOnes(t *testing.T) {
 	}
 	if _, err := signature("whsec_not base64!", "msg", 1, nil); err == nil {
 		t.Fatal("a secret that is not base64 signed")
+	}
+}
+
+// The keyed-MAC cache is cleared while other attempts sign (review of issue 20, finding 3):
+// signers of many distinct secrets at once, past the bound, each keep signing as a fresh HMAC
+// does, and the cache holds at most its bound and one entry per signer being added.
+func TestKeyedMACsClearedWhileInUse(t *testing.T) {
+	want := func(secret, id string, ts int64, body string) string {
+		key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, secretPrefix))
+		mac := hmac.New(sha256.New, key)
+		fmt.Fprintf(mac, "%s.%d.%s", id, ts, body)
+		return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	}
+	const signers = 4
+	steady := newSecret()
+	var wg sync.WaitGroup
+	for g := range signers {
+		wg.Go(func() {
+			for i := range maxKeyedSecrets { // half of them new: 2 × the bound in all, so it is cleared
+				secret := newSecret()
+				if i%2 == 0 {
+					secret = steady // held in the cache while others clear it
+				}
+				body := strings.Repeat("b", (g*31+i)%2000)
+				got, err := signature(secret, "msg_x", int64(i), []byte(body))
+				if err != nil || got != want(secret, "msg_x", int64(i), body) {
+					t.Errorf("signer %d, signature %d: %q, %v", g, i, got, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	n := 0
+	keyedMACs.Range(func(any, any) bool { n++; return true })
+	if n > maxKeyedSecrets+signers {
+		t.Fatalf("%d secrets kept, at most %d", n, maxKeyedSecrets+signers)
 	}
 }
