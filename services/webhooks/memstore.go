@@ -582,6 +582,22 @@ func (s *MemoryStore) SetSecrets(_ context.Context, apiKey, id string, secrets [
 	})
 }
 
+func (s *MemoryStore) SwapSecrets(_ context.Context, apiKey, id string, old, secrets []Secret, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.endpoint(apiKey, id)
+	if e == nil {
+		return ErrNotFound
+	}
+	if !slices.EqualFunc(e.Secrets, old, func(a, b Secret) bool { return a.Value == b.Value && a.ExpiresAt.Equal(b.ExpiresAt) }) {
+		return ErrChanged
+	}
+	c := copyEndpoint(e) // stored endpoints are never changed in place (EndpointsByRef shares them)
+	c.Secrets, c.UpdatedAt = copySecrets(secrets), ms(now)
+	s.tenant(apiKey).endpoints[id] = c
+	return nil
+}
+
 func (s *MemoryStore) SetFailing(_ context.Context, apiKey, id string, since time.Time) error {
 	return s.changeEndpoint(apiKey, id, func(e *Endpoint) {
 		if e.FailingSince.IsZero() {

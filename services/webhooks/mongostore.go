@@ -547,6 +547,33 @@ func (s *MongoStore) SetSecrets(ctx context.Context, apiKey, id string, secrets 
 	return s.updateEndpoint(ctx, "set secrets", apiKey, id, bson.M{"$set": bson.M{"secrets": secrets, "updatedAt": now}})
 }
 
+// SwapSecrets writes only over the very secrets read: the filter holds them whole (the stored
+// array of {value, expiresAt}, as the driver wrote it from the same struct).
+func (s *MongoStore) SwapSecrets(ctx context.Context, apiKey, id string, old, secrets []Secret, now time.Time) error {
+	s.endpointMu.Lock()
+	defer s.endpointMu.Unlock()
+	key := tenantKey(apiKey, id)
+	filter := bson.M{"_id": key, "secrets": old}
+	if len(old) == 0 {
+		filter["secrets"] = bson.M{"$in": bson.A{nil, bson.A{}}}
+	}
+	res, err := s.endpoints.UpdateOne(ctx, filter, bson.M{"$set": bson.M{"secrets": secrets, "updatedAt": now}})
+	if err != nil {
+		return fmt.Errorf("webhooks store: swap secrets: %w", err)
+	}
+	if res.MatchedCount > 0 {
+		return nil
+	}
+	err = s.endpoints.FindOne(ctx, bson.M{"_id": key}, options.FindOne().SetProjection(bson.M{"_id": 1})).Err()
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return ErrNotFound
+	case err != nil:
+		return fmt.Errorf("webhooks store: swap secrets: %w", err)
+	}
+	return ErrChanged
+}
+
 func (s *MongoStore) SetFailing(ctx context.Context, apiKey, id string, since time.Time) error {
 	s.endpointMu.Lock()
 	defer s.endpointMu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -415,24 +416,40 @@ func (s *Server) RotateEndpointSecret(ctx context.Context, req *webhooksv1.Rotat
 	if err != nil {
 		return nil, err
 	}
-	e, err := s.endpoint(ctx, c.APIKey, req.GetEndpointId())
-	if err != nil {
-		return nil, err
-	}
-	now := s.now()
 	fresh := newSecret()
-	// The current secret signs beside the new one for 24 hours; older ones are dropped.
-	secrets := []Secret{{Value: fresh}}
-	if cur := currentSecret(e); cur != "" {
-		secrets = append(secrets, Secret{Value: cur, ExpiresAt: now.Add(rotationOverlap)})
+	// The secrets are swapped only over those read: a rotation beside another reads again, so
+	// that each caller's secret is current in its turn and signs for 24 hours after the next.
+	for try := 1; ; try++ {
+		e, err := s.endpoint(ctx, c.APIKey, req.GetEndpointId())
+		if err != nil {
+			return nil, err
+		}
+		now := s.now()
+		// The current secret signs beside the new one for 24 hours; older ones are dropped.
+		secrets := []Secret{{Value: fresh}}
+		if cur := currentSecret(e); cur != "" {
+			secrets = append(secrets, Secret{Value: cur, ExpiresAt: now.Add(rotationOverlap)})
+		}
+		err = s.store.SwapSecrets(ctx, c.APIKey, e.ID, e.Secrets, secrets, now)
+		switch {
+		case errors.Is(err, ErrChanged) && try < maxRotationTries:
+			continue
+		case errors.Is(err, ErrChanged):
+			return nil, apierr.New(codes.Aborted, "The endpoint's secret was changed by other calls meanwhile; try again.")
+		case errors.Is(err, ErrNotFound):
+			return nil, apierr.NotFound(msgEndpointMissing)
+		case err != nil:
+			return nil, fmt.Errorf("rotate secret: %w", err)
+		}
+		s.log.InfoContext(ctx, "webhook endpoint secret rotated", "endpoint_id", e.ID)
+		return &webhooksv1.EndpointSecretResponse{Status: statusSuccess, Message: msgRotated,
+			Data: &webhooksv1.EndpointSecret{EndpointId: e.ID, Secret: fresh}}, nil
 	}
-	if err := s.store.SetSecrets(ctx, c.APIKey, e.ID, secrets, now); err != nil {
-		return nil, fmt.Errorf("rotate secret: %w", err)
-	}
-	s.log.InfoContext(ctx, "webhook endpoint secret rotated", "endpoint_id", e.ID)
-	return &webhooksv1.EndpointSecretResponse{Status: statusSuccess, Message: msgRotated,
-		Data: &webhooksv1.EndpointSecret{EndpointId: e.ID, Secret: fresh}}, nil
 }
+
+// maxRotationTries is how many times a rotation reads and swaps the secrets while other
+// rotations of the endpoint win: more than that at once is refused (ABORTED), not left waiting.
+const maxRotationTries = 16
 
 // ---- Basic config ----
 

@@ -28,6 +28,7 @@ import (
 	"github.com/collab/collab/internal/clock"
 	"github.com/collab/collab/internal/egress"
 	"github.com/collab/collab/internal/lifecycle"
+	"github.com/collab/collab/internal/racetest"
 )
 
 // receiver is a local endpoint that answers with the statuses it is given, in order (the last
@@ -284,6 +285,37 @@ func TestRetriesRetryAfterGoneAndExhaustion(t *testing.T) {
 	h.srv.SendDue(ctx)
 	if ep, _ := h.store.Endpoint(ctx, "k1", ed.GetId()); !ep.Disabled {
 		t.Fatalf("an endpoint failing for days is enabled: %+v", ep)
+	}
+}
+
+// Two rotations at once both land: the secret each caller is given is stored, the later one
+// current and the earlier one signing beside it (before, one overwrote the other in about 1 of
+// 100 rounds, and its caller held a secret that never signed).
+func TestConcurrentRotationsBothLand(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	e := h.endpoint(t, &webhooksv1.CreateEndpointRequest{Url: "https://example.com/hook"})
+	for round := range 300 {
+		var got [2]string
+		racetest.N(2, func(i int) {
+			rot, err := h.srv.RotateEndpointSecret(k1, &webhooksv1.RotateEndpointSecretRequest{EndpointId: e.GetId()})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got[i] = rot.GetData().GetSecret()
+		})
+		ep, err := h.store.Endpoint(ctx, "k1", e.GetId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := map[string]bool{}
+		for _, sec := range ep.Secrets {
+			held[sec.Value] = true
+		}
+		if len(ep.Secrets) != 2 || !held[got[0]] || !held[got[1]] {
+			t.Fatalf("round %d: rotations answered %q and %q, the endpoint holds %+v", round, got[0], got[1], ep.Secrets)
+		}
 	}
 }
 

@@ -17,6 +17,8 @@ var (
 	// ErrLeaseLost is returned by FinishLeased when the delivery's lease is no longer the one
 	// the worker took: it ran out and another worker took it, or a resend changed it.
 	ErrLeaseLost = errors.New("lease lost")
+	// ErrChanged is SwapSecrets' answer when the endpoint's secrets are no longer those read.
+	ErrChanged = errors.New("changed since read")
 )
 
 // MaxEndpoints is how many endpoints one tenant (API key) may have: every event is fanned out
@@ -239,6 +241,10 @@ type Store interface {
 	Endpoints(ctx context.Context, apiKey string) ([]*Endpoint, error)
 	// EndpointsByRef returns the endpoints that exist of those named, by reference.
 	EndpointsByRef(ctx context.Context, refs []Ref) (map[Ref]*Endpoint, error)
+	// SwapSecrets replaces the endpoint's secrets with secrets if they are still old (the
+	// secrets the caller read), or returns ErrChanged: two rotations at once must not both be
+	// told their secret is current while one overwrites the other.
+	SwapSecrets(ctx context.Context, apiKey, id string, old, secrets []Secret, now time.Time) error
 	// SetSecrets replaces the endpoint's secrets.
 	SetSecrets(ctx context.Context, apiKey, id string, secrets []Secret, now time.Time) error
 	// SetFailing records the start of a run of failures (only when none is recorded); ClearFailing

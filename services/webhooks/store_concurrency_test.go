@@ -2,7 +2,10 @@ package webhooks
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +13,13 @@ import (
 	"github.com/collab/collab/internal/racetest"
 	"github.com/collab/collab/internal/testkit/mongotest"
 )
+
+// indexOfWinner reads back which swap wrote a secret "whsec_<round>_<i>".
+func indexOfWinner(secret string) int {
+	i := strings.LastIndexByte(secret, '_')
+	n, _ := strconv.Atoi(secret[i+1:])
+	return n
+}
 
 // replicas returns two stores on the same data, as two processes of one deployment have: the
 // memory store's one instance twice, or two MongoDB stores on one database (each with its own
@@ -42,6 +52,36 @@ func mongoReplicas(t *testing.T) [2]Store {
 // processes, which the stores' in-process locks do not cover).
 func runConcurrencySuite(t *testing.T, newReplicas replicas) {
 	ctx := context.Background()
+	t.Run("secrets swapped over the same read: exactly one swap lands, across replicas", func(t *testing.T) {
+		t.Parallel()
+		r := newReplicas(t)
+		for round := range 10 {
+			id := fmt.Sprint("s", round)
+			must(t, r[0].CreateEndpoint(ctx, endpoint("k1", id)))
+			read, err := r[1].Endpoint(ctx, "k1", id)
+			must(t, err)
+			var won atomic.Int64
+			errs := make([]error, 4)
+			racetest.N(len(errs), func(i int) {
+				errs[i] = r[i%2].SwapSecrets(ctx, "k1", id, read.Secrets, []Secret{{Value: fmt.Sprint("whsec_", round, "_", i)}}, at(sec))
+				if errs[i] == nil {
+					won.Add(1)
+				}
+			})
+			for i, err := range errs {
+				if err != nil && !errors.Is(err, ErrChanged) {
+					t.Fatalf("round %d, swap %d: %v", round, i, err)
+				}
+			}
+			got, err := r[0].Endpoint(ctx, "k1", id)
+			must(t, err)
+			if won.Load() != 1 || len(got.Secrets) != 1 || errs[indexOfWinner(got.Secrets[0].Value)] != nil {
+				t.Fatalf("round %d: %d swaps over the same read landed (stored %v, errors %v): want exactly one", round, won.Load(), got.Secrets, errs)
+			}
+		}
+		wantErr(t, "swap of no endpoint", r[0].SwapSecrets(ctx, "k1", "nope", nil, nil, t0), ErrNotFound)
+	})
+
 	t.Run("concurrent updates of one endpoint's fields all land across replicas", func(t *testing.T) {
 		t.Parallel()
 		r := newReplicas(t)

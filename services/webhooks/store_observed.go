@@ -30,6 +30,7 @@ type observedOps struct {
 	ListEndpoints     *storeobserve.Op
 	Endpoints         *storeobserve.Op
 	EndpointsByRef    *storeobserve.Op
+	SwapSecrets       *storeobserve.Op
 	SetSecrets        *storeobserve.Op
 	SetFailing        *storeobserve.Op
 	ClearFailing      *storeobserve.Op
@@ -72,6 +73,7 @@ func observeStore(s Store, o *storeobserve.Observer) Store {
 		ListEndpoints:     o.Op("ListEndpoints", observedOutcome),
 		Endpoints:         o.Op("Endpoints", observedOutcome),
 		EndpointsByRef:    o.Op("EndpointsByRef", observedOutcome),
+		SwapSecrets:       o.Op("SwapSecrets", observedOutcome),
 		SetSecrets:        o.Op("SetSecrets", observedOutcome),
 		SetFailing:        o.Op("SetFailing", observedOutcome),
 		ClearFailing:      o.Op("ClearFailing", observedOutcome),
@@ -111,7 +113,7 @@ func observedOutcome(err error) storeobserve.Outcome {
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return storeobserve.NotFound
-	case errors.Is(err, ErrExists), errors.Is(err, ErrLeaseLost), errors.Is(err, ErrLimit):
+	case errors.Is(err, ErrChanged), errors.Is(err, ErrExists), errors.Is(err, ErrLeaseLost), errors.Is(err, ErrLimit):
 		return storeobserve.Refused
 	}
 	return storeobserve.Failed
@@ -192,6 +194,13 @@ func (s *observedStore) EndpointsByRef(ctx context.Context, refs []Ref) (map[Ref
 	r0, err := s.inner.EndpointsByRef(ctx, refs)
 	call.End(err)
 	return r0, err
+}
+
+func (s *observedStore) SwapSecrets(ctx context.Context, apiKey string, id string, old []Secret, secrets []Secret, now time.Time) error {
+	ctx, call := s.ops.SwapSecrets.Start(ctx)
+	err := s.inner.SwapSecrets(ctx, apiKey, id, old, secrets, now)
+	call.End(err)
+	return err
 }
 
 func (s *observedStore) SetSecrets(ctx context.Context, apiKey string, id string, secrets []Secret, now time.Time) error {
