@@ -82,8 +82,11 @@ func DialNATS(cfg NATSConfig, m *Metrics) (*NATS, error) {
 		nats.ReconnectBufSize(cfg.ReconnectBuffer),
 		nats.ConnectHandler(func(*nats.Conn) { m.Up.Set(1) }),
 		nats.ReconnectHandler(func(*nats.Conn) { m.Up.Set(1); b.log.Info("wake-ups: engine reconnected") }),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
 			m.Up.Set(0)
+			if c.IsClosed() {
+				return // Close: not an outage
+			}
 			b.log.Warn("wake-ups: engine unreachable; rooms follow the store at the safety poll", "err", err)
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
