@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +42,7 @@ import (
 	"github.com/collab/collab/internal/service"
 	"github.com/collab/collab/internal/tlsfiles"
 	"github.com/collab/collab/internal/tracing"
+	"github.com/collab/collab/internal/wakeup"
 )
 
 // Deps replaces parts of the process for tests; zero values mean the real ones.
@@ -69,6 +71,10 @@ type Process struct {
 	tls processTLS
 	// tracing is the process's tracer provider, nil when tracing is off.
 	tracing trace.TracerProvider
+	// wakeup is the process's wake-up bus (startWakeup), nil before the services phase; engine
+	// is set when it is on NATS (--wakeup-url).
+	wakeup wakeup.Bus
+	engine bool
 
 	log *slog.Logger
 	// embedded is the embedded MongoDB-wire server of a --data-dir run.
@@ -246,6 +252,9 @@ func (p *Process) startServices(ctx context.Context, cfg Config, deps Deps, obs 
 	}
 	out.health = grpcserver.NewHealth()
 	healthpb.RegisterHealthServer(local, out.health)
+	if err := p.startWakeup(cfg, obs); err != nil {
+		return out, err
+	}
 	reflection.Register(srv)
 	b, err := p.newBuilder(cfg, deps, obs, store, internal)
 	if err != nil {
@@ -266,6 +275,28 @@ func (p *Process) startServices(ctx context.Context, cfg Config, deps Deps, obs 
 	// The relays stop before the gRPC server they deliver through.
 	b.startRelays()
 	return out, nil
+}
+
+// startWakeup opens the process's wake-up bus: on the NATS engine of --wakeup-url, or in
+// process. An engine that does not answer is no error (the bus reconnects in the background,
+// and /readyz says so meanwhile); a malformed address or CA file is.
+func (p *Process) startWakeup(cfg Config, obs observability) error {
+	m, err := wakeup.NewMetrics(obs.reg.Registerer())
+	if err != nil {
+		return fmt.Errorf("wake-up metrics: %w", err)
+	}
+	if cfg.WakeupURL == "" {
+		p.wakeup = wakeup.NewInProcess(m)
+		return nil
+	}
+	bus, err := wakeup.DialNATS(wakeup.NATSConfig{URL: cfg.WakeupURL, Token: cfg.WakeupToken, CAFile: cfg.WakeupCAFile,
+		Name: "collabd " + strings.Join(cfg.Services, ","), Logger: p.log}, m)
+	if err != nil {
+		return fmt.Errorf("--wakeup-url: %w", err)
+	}
+	p.wakeup, p.engine = bus, true
+	p.closers = append(p.closers, func(context.Context) error { bus.Close(); return nil })
+	return nil
 }
 
 // newBuilder returns the builder of the local services, on the process's storage, internal
@@ -455,7 +486,7 @@ func (p *Process) serveMetrics(cfg Config, obs observability, health *grpcserver
 	if cfg.MetricsAddr == "" {
 		return nil
 	}
-	addr, stop, err := obs.reg.Serve(cfg.MetricsAddr, p.log, p.errs, probes(health)...)
+	addr, stop, err := obs.reg.Serve(cfg.MetricsAddr, p.log, p.errs, probes(health, p.wakeupDown)...)
 	if err != nil {
 		return err
 	}
@@ -662,6 +693,10 @@ func (b *builder) build(ctx context.Context, m service.Module) (*service.Instanc
 		Conn:    func(name string) grpc.ClientConnInterface { return b.internal[name] },
 		Metrics: b.metrics.Registerer(),
 		Tracing: b.tracing,
+		Wakeup:  b.p.wakeup,
+	}
+	if b.p.engine {
+		env.WakeupSafetyPoll = b.cfg.WakeupSafetyPoll
 	}
 	if len(m.Publishes) > 0 {
 		ob, err := b.outbox(ctx, m, env)
@@ -784,11 +819,15 @@ func (b *builder) startRelays() {
 	})
 }
 
+// wakeupDown reports whether the process's wake-up engine is configured and unreachable.
+func (p *Process) wakeupDown() bool { return p.engine && !p.wakeup.Connected() }
+
 // probes are the metrics listener's /healthz (the process serves) and, where the process runs
 // services, /readyz (every local service and its store answer): probes that need neither the
 // API's port nor the gRPC port, which under mutual TLS takes no caller without a certificate
-// (a kubelet's gRPC probe).
-func probes(health *grpcserver.Health) []metrics.Route {
+// (a kubelet's gRPC probe). The wake-up engine down leaves the process ready (everything works
+// at the safety poll's latency), and /readyz says so (wakeupDown; nil: no engine).
+func probes(health *grpcserver.Health, wakeupDown func() bool) []metrics.Route {
 	out := []metrics.Route{{Pattern: "GET /healthz", Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		probeAnswer(w, http.StatusOK, "alive")
 	})}}
@@ -797,6 +836,12 @@ func probes(health *grpcserver.Health) []metrics.Route {
 			resp, err := health.Check(r.Context(), &healthpb.HealthCheckRequest{})
 			if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 				probeAnswer(w, http.StatusServiceUnavailable, "not ready")
+				return
+			}
+			if wakeupDown != nil && wakeupDown() {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusOK)
+				_, _ = w.Write([]byte(`{"status":"ready","wakeup":"The wake-up engine (--wakeup-url) is unreachable: replicas follow the store at the safety poll (--wakeup-safety-poll)."}`))
 				return
 			}
 			probeAnswer(w, http.StatusOK, "ready")

@@ -83,6 +83,14 @@ type Config struct {
 	// empty: no tracing. TraceSampleRatio is the share of new traces recorded.
 	OTLPEndpoint     string
 	TraceSampleRatio float64
+
+	// WakeupURL is the NATS server (or cluster seeds) replicas send each other wake-ups through
+	// (internal/wakeup); empty: wake-ups stay in the process and rooms poll the store as
+	// without replicas. WakeupToken authenticates to it, WakeupCAFile verifies its certificate
+	// (tls:// URLs). WakeupSafetyPoll is how often, with an engine, a loaded room still reads
+	// the store in case a wake-up was lost.
+	WakeupURL, WakeupToken, WakeupCAFile string
+	WakeupSafetyPoll                     time.Duration
 }
 
 // HTTPS reports whether the HTTP listener serves TLS.
@@ -150,7 +158,7 @@ func ParseFlags(modules []service.Module, args []string, getenv func(string) str
 func (c *Config) declareFlags(getenv func(string) string) (*flag.FlagSet, *service.Flags, func() error) {
 	fs := flag.NewFlagSet("collabd", flag.ContinueOnError)
 	f := service.NewFlags(fs, getenv)
-	copies := []func() error{c.declareListenFlags(f), c.declareSecretFlags(f), c.declareTopologyFlags(f), c.declareMailAndLogFlags(f)}
+	copies := []func() error{c.declareListenFlags(f), c.declareSecretFlags(f), c.declareTopologyFlags(f), c.declareMailAndLogFlags(f), c.declareWakeupFlags(f)}
 	for _, m := range c.Modules {
 		if m.Setup != nil {
 			c.builds[m.Name] = m.Setup(f)
@@ -277,6 +285,44 @@ func (c *Config) declareTopologyFlags(f *service.Flags) func() error {
 		}
 		return nil
 	}
+}
+
+// declareWakeupFlags declares the wake-up engine replicas share (docs/operations.md,
+// "Wake-ups between replicas").
+func (c *Config) declareWakeupFlags(f *service.Flags) func() error {
+	addr := f.String("wakeup-url", "", "NATS server replicas send each other wake-ups through (nats://host:4222 or tls://host:4222; several comma-separated for a cluster's seeds): an edit on one replica reaches the clients of the others at once instead of at their next poll of the store; empty: wake-ups stay in this process and live-sync rooms poll the store every 250ms")
+	token := f.Secret("wakeup-token", "", "authorization token of the --wakeup-url server; empty: none")
+	ca := f.String("wakeup-tls-ca-file", "", "PEM CA bundle that verifies the --wakeup-url server's certificate (tls:// URLs); empty: the system's roots")
+	poll := f.Duration("wakeup-safety-poll", 5*time.Second, "with --wakeup-url, how often a loaded live-sync room still reads the store in case a wake-up was lost (its finds are counted: collab_wakeup_safety_poll_finds_total); 1s to 10m")
+	return func() error {
+		c.WakeupURL, c.WakeupToken, c.WakeupCAFile, c.WakeupSafetyPoll = strings.TrimSpace(*addr), *token, *ca, *poll
+		return c.checkWakeup()
+	}
+}
+
+// checkWakeup refuses an engine's address that is not one, credentials or a CA for no engine,
+// and a safety poll that would hammer the store or leave lost wake-ups unnoticed.
+func (c Config) checkWakeup() error {
+	if c.WakeupURL == "" {
+		if c.WakeupToken != "" || c.WakeupCAFile != "" {
+			return fmt.Errorf("--wakeup-token (%s) and --wakeup-tls-ca-file (%s) need --wakeup-url (%s)",
+				service.EnvName("wakeup-token"), service.EnvName("wakeup-tls-ca-file"), service.EnvName("wakeup-url"))
+		}
+		return nil
+	}
+	for _, raw := range strings.Split(c.WakeupURL, ",") {
+		u, err := url.Parse(strings.TrimSpace(raw))
+		switch {
+		case err != nil || u.Host == "" || (u.Scheme != "nats" && u.Scheme != "tls"):
+			return fmt.Errorf("--wakeup-url (%s): %q is not a NATS address: want nats://host:port or tls://host:port", service.EnvName("wakeup-url"), raw)
+		case u.User != nil:
+			return fmt.Errorf("--wakeup-url (%s): credentials do not go in the address; give the token with --wakeup-token (%s)", service.EnvName("wakeup-url"), service.EnvName("wakeup-token"))
+		}
+	}
+	if p := c.WakeupSafetyPoll; p < time.Second || p > 10*time.Minute {
+		return fmt.Errorf("--wakeup-safety-poll (%s): %s; want 1s to 10m", service.EnvName("wakeup-safety-poll"), p)
+	}
+	return nil
 }
 
 // declareMailAndLogFlags declares how emails are sent and how the process logs.

@@ -40,7 +40,7 @@ func TestMetricsListenerServesProbes(t *testing.T) {
 	h := grpcserver.NewHealth()
 	h.Add("collab.documents.v1.DocumentsService", func(context.Context) error { return errors.New("store down") })
 	mux := http.NewServeMux()
-	for _, r := range probes(h) {
+	for _, r := range probes(h, nil) {
 		mux.Handle(r.Pattern, r.Handler)
 	}
 	srv := httptest.NewServer(mux)
@@ -52,7 +52,7 @@ func TestMetricsListenerServesProbes(t *testing.T) {
 		t.Errorf("/healthz with a failing store: %d", code)
 	}
 	// A process without services (a gateway) has no /readyz there: its own is on the API's port.
-	if n := len(probes(nil)); n != 1 {
+	if n := len(probes(nil, nil)); n != 1 {
 		t.Errorf("probes of a process without services: %d", n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +28,7 @@ import (
 	"github.com/collab/collab/internal/mongodb"
 	"github.com/collab/collab/internal/outbox"
 	"github.com/collab/collab/internal/storeobserve"
+	"github.com/collab/collab/internal/wakeup"
 )
 
 // Module describes one service.
@@ -105,6 +107,12 @@ type Env struct {
 	// Tracing is where the service starts its own spans (OpenTelemetry); nil when tracing is
 	// off. Services take tracers through Tracer, which is a no-op then.
 	Tracing trace.TracerProvider
+	// Wakeup carries wake-up hints between the processes of the deployment (internal/wakeup):
+	// on the NATS engine of --wakeup-url, or in this process only; never nil in a process
+	// collabd builds. WakeupSafetyPoll is how often, with an engine, what waits for wake-ups
+	// still reads the store in case one was lost; zero without an engine (poll as before).
+	Wakeup           wakeup.Bus
+	WakeupSafetyPoll time.Duration
 }
 
 // Tracer returns the named tracer of the process's provider, or a no-op one when tracing is

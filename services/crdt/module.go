@@ -84,6 +84,10 @@ func build(ctx context.Context, env service.Env, recheck time.Duration) (*servic
 		// The limits of Apply CRDT Update: one size for the data on every path.
 		Limits:  untrusted,
 		Recheck: recheck,
+		// Wake-ups between replicas; with an engine, the store is read at the safety poll
+		// only (docs/operations.md, "Wake-ups between replicas").
+		Wakeup:     env.Wakeup,
+		SafetyPoll: env.WakeupSafetyPoll,
 	})
 	hub := sync.hub
 	if err := registerGauges(env.Metrics,

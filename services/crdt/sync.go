@@ -207,6 +207,8 @@ func (l *liveSync) broadcast(m *Meta, seq int64, update []byte) {
 	key := roomKey(m.Editor)
 	if update == nil {
 		l.hub.Gone(func(k string) bool { return k == key })
+		// The other replicas' rooms find the deletion in the log at once.
+		l.hub.Wake(key, live.Cursor{})
 		return
 	}
 	l.hub.Publish(key, live.Cursor{Version: m.Stream, Seq: uint64(seq)}, update) //nolint:gosec // G115: sequence numbers count up from 0: non-negative

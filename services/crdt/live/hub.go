@@ -30,6 +30,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/collab/collab/internal/wakeup"
 	"github.com/collab/collab/internal/yjs"
 )
 
@@ -100,8 +101,15 @@ type Config struct {
 	Logger  *slog.Logger
 	// Prefix is the route: /v2/crdt/sync/ followed by organizationId/documentId/editorId.
 	Prefix string
-	// Poll is how often a loaded room reads the log for other replicas' updates.
+	// Poll is how often a loaded room reads the log for other replicas' updates, and does its
+	// periodic work (access checks, change events, unloading).
 	Poll time.Duration
+	// Wakeup, when set, carries wake-ups between replicas (wake.go): a replica that appends to
+	// a room's log says so, and the replicas holding the room catch up at once. SafetyPoll is
+	// then how often a room still reads the log in case a wake-up was lost (its finds are
+	// counted: Wakeup.Missed); zero: every Poll, as without a bus.
+	Wakeup     wakeup.Bus
+	SafetyPoll time.Duration
 	// Idle is how long an empty room stays loaded.
 	Idle time.Duration
 	// EventEvery spaces Changed calls of one room.
@@ -288,7 +296,8 @@ func (h *Hub) Rooms() int {
 func (h *Hub) Conns() int { return int(h.conns.Load()) }
 
 // Publish applies an update stored by someone else on this replica (a REST change) to the
-// document's room, when it is loaded, and relays it to the room's clients.
+// document's room, when it is loaded, and relays it to the room's clients; the other replicas
+// are woken (Wake).
 func (h *Hub) Publish(key string, at Cursor, update []byte) {
 	h.mu.Lock()
 	r := h.rms[key]
@@ -296,6 +305,7 @@ func (h *Hub) Publish(key string, at Cursor, update []byte) {
 	if r != nil {
 		r.applyStored(at, update)
 	}
+	h.Wake(key, at)
 }
 
 // Gone closes the loaded rooms whose keys match, their data deleted or moved: their clients
@@ -578,6 +588,8 @@ func (h *Hub) join(ctx context.Context, key string) (*room, error) {
 			h.mu.Unlock()
 			r.loadErr = r.load(ctx)
 			if r.loadErr == nil {
+				r.lastFollow = time.Now()
+				r.subscribe()
 				r.timer = time.AfterFunc(h.cfg.Poll, r.tick)
 			}
 			r.mu.Unlock()

@@ -81,7 +81,7 @@ func newServer(t *testing.T, log Log, changed func(Grant, []byte)) (*Hub, string
 
 // client is a minimal y-websocket peer on a yjs.Doc.
 type client struct {
-	t   *testing.T
+	t   testing.TB
 	ws  *websocket.Conn
 	doc *yjs.Doc
 	mu  sync.Mutex
@@ -90,7 +90,7 @@ type client struct {
 	end error
 }
 
-func dial(t *testing.T, url, token string) *client {
+func dial(t testing.TB, url, token string) *client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -57,6 +57,16 @@ type room struct {
 
 	// broken: the document holds an update the log refused; the room must not serve again.
 	broken atomic.Bool
+
+	// Following the log (wake.go): followMu makes catch-ups one at a time (it is taken before
+	// flushMu); lastFollow (under mu) is when the last began; unsub ends the room's wake-up
+	// subscription; woken is set while a wake-up's catch-up waits to run, wakeAt holds the
+	// cursor the last wake-up announced (nil: unknown).
+	followMu   sync.Mutex
+	lastFollow time.Time
+	unsub      func()
+	woken      atomic.Bool
+	wakeAt     atomic.Pointer[Cursor]
 	// Pending change event: the grant of the last writer since the last event.
 	dirty     bool
 	lastGrant Grant
@@ -403,6 +413,7 @@ func (r *room) store(batch []batched, held bool) {
 		lock()
 		ok := r.appendedLocked(at, created, err)
 		if ok {
+			r.hub.Wake(r.key, at)
 			r.broadcastLocked(yjs.SyncFrame(yjs.SyncUpdate, u), from)
 			r.dirty, r.lastGrant = true, batch[len(batch)-1].from.grant
 		}
@@ -581,24 +592,26 @@ func (r *room) markSeen(seq uint64) {
 }
 
 // applyStored applies an update stored elsewhere on this replica, or found in the log, and
-// relays it. An update of another incarnation of the data, or the one that created it (seq
-// 0), is applied whatever the room has seen: applying twice changes nothing.
-func (r *room) applyStored(at Cursor, update []byte) {
+// relays it, and reports whether the room had not applied it yet. An update of another
+// incarnation of the data, or the one that created it (seq 0), is applied whatever the room
+// has seen: applying twice changes nothing.
+func (r *room) applyStored(at Cursor, update []byte) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	same := at.Version == r.at.Version && at.Seq > 0
 	if r.doc == nil || (same && (at.Seq <= r.seq || r.seen[at.Seq])) {
-		return
+		return false
 	}
 	changed, err := r.doc.ApplyChanged(update)
 	if same {
 		r.markSeen(at.Seq)
 	}
 	if err != nil || !changed {
-		return
+		return same
 	}
 	r.recountLocked()
 	r.broadcastLocked(yjs.SyncFrame(yjs.SyncUpdate, update), nil)
+	return true
 }
 
 // broadcastLocked queues one frame, shared, to every connection but except.
@@ -671,9 +684,12 @@ func (r *room) tick() {
 		r.finish()
 		return
 	}
-	r.catchUp()
-	r.flushEvent(false)
 	now := time.Now()
+	if r.safetyPollDue(now) && r.catchUp() > 0 && h.cfg.Wakeup != nil && h.cfg.SafetyPoll > 0 {
+		// Entries no wake-up announced: one was lost (or is a moment late).
+		h.cfg.Wakeup.Missed()
+	}
+	r.flushEvent(false)
 	r.mu.Lock()
 	for c := range r.conns {
 		c.recheckDue(now, h.log)
@@ -705,6 +721,11 @@ func (r *room) pruneUsersLocked() {
 // finish ends the room: what is batched is stored, the last change event goes, the hub's
 // counts forget it.
 func (r *room) finish() {
+	if r.unsub != nil {
+		r.unsub()
+	}
+	r.followMu.Lock()
+	defer r.followMu.Unlock()
 	r.flushMu.Lock()
 	r.mu.Lock()
 	r.closed = true
@@ -717,8 +738,17 @@ func (r *room) finish() {
 	r.hub.wg.Done()
 }
 
-func (r *room) catchUp() {
+// catchUp reads the log after what the room holds and applies what it finds, one catch-up at
+// a time; it returns how many entries were new to the room.
+func (r *room) catchUp() int {
+	r.followMu.Lock()
+	defer r.followMu.Unlock()
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return 0
+	}
+	r.lastFollow = time.Now()
 	at := Cursor{Version: r.at.Version, Seq: r.seq}
 	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -727,19 +757,25 @@ func (r *room) catchUp() {
 	if errors.Is(err, ErrGone) {
 		r.broken.Store(true)
 		r.closeAll(statusGone, msgGone)
-		return
+		return 0
 	}
 	if err != nil {
 		r.hub.log.Warn("crdt sync: follow the log", "err", err)
-		return
+		return 0
 	}
 	if reset {
+		// Not counted: a reload follows deletions and compactions, which lifecycle events
+		// (not wake-ups) announce.
 		r.reload(ctx)
-		return
+		return 0
 	}
+	found := 0
 	for _, e := range entries {
-		r.applyStored(Cursor{Version: at.Version, Seq: e.Seq}, e.Update)
+		if r.applyStored(Cursor{Version: at.Version, Seq: e.Seq}, e.Update) {
+			found++
+		}
 	}
+	return found
 }
 
 // reload loads the state again when the log restarted (new data) or moved past a compaction,
