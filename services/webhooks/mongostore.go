@@ -557,44 +557,36 @@ func (s *MongoStore) SwapSecrets(ctx context.Context, apiKey, id string, old, se
 	if len(old) == 0 {
 		filter["secrets"] = bson.M{"$in": bson.A{nil, bson.A{}}}
 	}
-	res, err := s.endpoints.UpdateOne(ctx, filter, bson.M{"$set": bson.M{"secrets": secrets, "updatedAt": now}})
+	return s.updateIfStill(ctx, "swap secrets", filter, bson.M{"$set": bson.M{"secrets": secrets, "updatedAt": now}}, ErrChanged)
+}
+
+// updateIfStill applies update to the endpoint filter names (by _id and a condition) and
+// returns nil; when the condition no longer holds it returns otherwise, or ErrNotFound when
+// there is no such endpoint.
+func (s *MongoStore) updateIfStill(ctx context.Context, what string, filter, update bson.M, otherwise error) error {
+	res, err := s.endpoints.UpdateOne(ctx, filter, update)
 	if err != nil {
-		return fmt.Errorf("webhooks store: swap secrets: %w", err)
+		return fmt.Errorf("webhooks store: %s: %w", what, err)
 	}
 	if res.MatchedCount > 0 {
 		return nil
 	}
-	err = s.endpoints.FindOne(ctx, bson.M{"_id": key}, options.FindOne().SetProjection(bson.M{"_id": 1})).Err()
+	err = s.endpoints.FindOne(ctx, bson.M{"_id": filter["_id"]}, options.FindOne().SetProjection(bson.M{"_id": 1})).Err()
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
 		return ErrNotFound
 	case err != nil:
-		return fmt.Errorf("webhooks store: swap secrets: %w", err)
+		return fmt.Errorf("webhooks store: %s: %w", what, err)
 	}
-	return ErrChanged
+	return otherwise
 }
 
 func (s *MongoStore) SetFailing(ctx context.Context, apiKey, id string, since time.Time) error {
 	s.endpointMu.Lock()
 	defer s.endpointMu.Unlock()
-	key := tenantKey(apiKey, id)
-	res, err := s.endpoints.UpdateOne(ctx, bson.M{"_id": key, "failingSince": time.Time{}},
-		bson.M{"$set": bson.M{"failingSince": since}})
-	if err != nil {
-		return fmt.Errorf("webhooks store: set failing: %w", err)
-	}
-	if res.MatchedCount > 0 {
-		return nil
-	}
-	// A run of failures is recorded already, or there is no such endpoint.
-	err = s.endpoints.FindOne(ctx, bson.M{"_id": key}, options.FindOne().SetProjection(bson.M{"_id": 1})).Err()
-	switch {
-	case errors.Is(err, mongo.ErrNoDocuments):
-		return ErrNotFound
-	case err != nil:
-		return fmt.Errorf("webhooks store: set failing: %w", err)
-	}
-	return nil
+	// Only when no run of failures is recorded yet; one that is stays (nil).
+	return s.updateIfStill(ctx, "set failing", bson.M{"_id": tenantKey(apiKey, id), "failingSince": time.Time{}},
+		bson.M{"$set": bson.M{"failingSince": since}}, nil)
 }
 
 func (s *MongoStore) ClearFailing(ctx context.Context, apiKey, id string) error {
