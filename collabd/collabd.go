@@ -793,6 +793,9 @@ func (b *builder) outbox(ctx context.Context, m service.Module, env service.Env)
 	if b.tracing != nil {
 		opts = append(opts, outbox.WithTracer(b.tracing))
 	}
+	if b.p.engine { // the producer's lanes in the other processes run at once (issue 23)
+		opts = append(opts, outbox.WithWakeups(env.Wakeup))
+	}
 	ob := outbox.New(m.Name, store, outbox.GRPCDeliverer{Clients: clients}, routes, opts...)
 	b.outboxes = append(b.outboxes, ob)
 	return ob, nil

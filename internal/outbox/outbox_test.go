@@ -20,6 +20,7 @@ import (
 
 	"github.com/collab/collab/internal/clock"
 	"github.com/collab/collab/internal/testkit/mongotest"
+	"github.com/collab/collab/internal/wakeup"
 )
 
 func TestMain(m *testing.M) { os.Exit(mongotest.Run(m)) }
@@ -576,5 +577,36 @@ func TestEventsGoWhereTheirTypeIsRouted(t *testing.T) {
 	slices.Sort(got)
 	if want := []string{"access:f", "access:u", "documents:f", "users:u"}; !slices.Equal(got, want) {
 		t.Fatalf("deliveries %v", got)
+	}
+}
+
+// With wake-ups, an event stored by one process's outbox is delivered by the lanes of the same
+// producer in another process at once, not at their next poll (a second): here the other
+// outbox on the same store and bus delivers each of five events well within it.
+func TestWakeupsRunTheLanesOfOtherProcesses(t *testing.T) {
+	store := NewMemoryStore()
+	bus := wakeup.NewInProcess(nil)
+	quiet := WithLogger(slog.New(slog.DiscardHandler))
+	// a stores events and runs no lane (a process that only publishes); b's lanes deliver.
+	a := New("events", store, &fakeDeliverer{fail: map[string]error{}}, To("activity"), quiet, WithWakeups(bus))
+	d := &fakeDeliverer{fail: map[string]error{}}
+	b := New("events", store, d, To("activity"), quiet, WithWakeups(bus))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(50 * time.Millisecond) // b's first round and subscriptions
+	for i := range 5 {
+		id := fmt.Sprint("w", i)
+		start := time.Now()
+		if _, err := a.PublishAsync(ctx, &lifecyclev1.Event{Id: id, Type: "comment.add"}); err != nil {
+			t.Fatal(err)
+		}
+		for !slices.Contains(d.deliveries(), "activity:"+id) {
+			if time.Since(start) > 300*time.Millisecond {
+				t.Fatalf("event %s reached the other process's lane only after %v: no wake-up", id, time.Since(start))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/storeobserve"
 	"github.com/collab/collab/internal/tracing"
+	"github.com/collab/collab/internal/wakeup"
 )
 
 // Deliverer hands an event to one subscribing service.
@@ -76,6 +77,9 @@ type Outbox struct {
 	observer *storeobserve.Observer
 
 	wake map[string]chan struct{} // per lane
+	// bus carries the lanes' wake-ups to this producer's outboxes in the other processes
+	// (WithWakeups); nil: in-process only.
+	bus wakeup.Bus
 	// slots keeps one delivery of an event to a subscriber at a time in this process: a fixed set
 	// of one-place channels, an (event, subscriber) taking the one its hash names, so waiting
 	// for one can be bounded by a context and the set never grows. Two
@@ -101,6 +105,14 @@ func WithTracer(tp trace.TracerProvider) Option {
 func WithStoreObserver(obs *storeobserve.Observer) Option {
 	return func(o *Outbox) { o.observer = obs }
 }
+
+// WithWakeups announces on bus the lanes an event is pending for, so that this producer's lanes
+// in every process run at once instead of at their next poll (a second); Run subscribes each
+// lane. A lost wake-up costs that second, never an event: the lanes still poll.
+func WithWakeups(bus wakeup.Bus) Option { return func(o *Outbox) { o.bus = bus } }
+
+// laneSubject is the wake-up subject of a producer's lane to a subscriber (service names).
+func laneSubject(producer, sub string) string { return "collab.outbox." + producer + "." + sub }
 
 // WithRetention sets how long finished events are kept (default 7 days): a migration's status
 // is readable that long, and a repeated event id is recognised that long.
@@ -240,17 +252,39 @@ func (o *Outbox) Get(ctx context.Context, id string) (*Record, error) { return o
 
 func (o *Outbox) notify(subs []string) {
 	for _, s := range subs {
-		select {
-		case o.wake[s] <- struct{}{}:
-		default:
+		o.wakeLane(s)
+		if o.bus != nil {
+			o.bus.Publish(laneSubject(o.producer, s), nil)
 		}
+	}
+}
+
+// wakeLane makes the lane of sub in this process run now (at most one wake-up waits).
+func (o *Outbox) wakeLane(sub string) {
+	select {
+	case o.wake[sub] <- struct{}{}:
+	default:
 	}
 }
 
 // Run runs every lane until ctx ends, and prunes finished events hourly.
 func (o *Outbox) Run(ctx context.Context) {
 	var wg sync.WaitGroup
+	var unsubscribes []func()
+	defer func() {
+		for _, u := range unsubscribes {
+			u()
+		}
+	}()
 	for _, s := range o.routes.All {
+		if o.bus != nil {
+			unsubscribe, err := o.bus.Subscribe(laneSubject(o.producer, s), func([]byte) { o.wakeLane(s) })
+			if err != nil {
+				o.log.ErrorContext(ctx, "outbox: subscribing to a lane's wake-ups; it polls only", "subscriber", s, "error", err)
+			} else {
+				unsubscribes = append(unsubscribes, unsubscribe)
+			}
+		}
 		wg.Go(func() { o.runLane(ctx, s) })
 	}
 	wg.Go(func() { o.prune(ctx) })
