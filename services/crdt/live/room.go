@@ -239,8 +239,12 @@ func (r *room) handle(ctx context.Context, c *conn, frame []byte) (int, bool) {
 			var err error
 			onOwnStack(func() { work, err = r.write(ctx, c, m.Payload) })
 			if err != nil {
+				// The work is charged before the close goes out (readOne charges the frame's
+				// bytes after): a client that sees its update refused and connects again must
+				// find the debt already there, as TestReview19RefusedWorkIsCharged found under load.
+				c.user.charge(work, &r.hub.cfg)
 				c.close(closeCode(err), err.Error())
-				return work, false
+				return 0, false
 			}
 			return work, true
 		}
