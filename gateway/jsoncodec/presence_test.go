@@ -3,6 +3,7 @@ package jsoncodec
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 
@@ -242,7 +243,11 @@ func TestPresenceAllocatesNothingToRecord(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		if whole != decodeOnly {
+		slack := 0.0
+		if raceEnabled {
+			slack = 1 // pooled buffers dropped by the race detector, in either measurement
+		}
+		if math.Abs(whole-decodeOnly) > slack {
 			t.Errorf("%s: Unmarshal allocates %.0f, decoding alone %.0f", c.body, whole, decodeOnly)
 		}
 	}

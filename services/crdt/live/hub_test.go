@@ -356,10 +356,13 @@ func waitDenied(t *testing.T, c *client, outlived string) {
 
 // Deleted data closes its room's connections with 4410, which y-websocket does not retry.
 func TestGoneClosesWith4410(t *testing.T) {
-	h, url := newServer(t, &memLog{}, nil)
+	log := &memLog{}
+	h, url := newServer(t, log, nil)
 	c := dial(t, url+"o/d/e", "edit")
 	c.edit("x")
-	eventually(t, "room loaded", func() bool { return h.Rooms() == 1 })
+	// The edit stored: c has joined the room (a room loaded while c was still joining would
+	// refuse c as reloading rather than close it as gone).
+	eventually(t, "c in the room, its edit stored", func() bool { return h.Rooms() == 1 && log.count("o/d/e") > 0 })
 	h.Gone(func(k string) bool { return k == "o/d/e" })
 	if _, _, err := readUntilClose(c); websocket.CloseStatus(err) != statusGone {
 		t.Fatalf("close = %v", err)
