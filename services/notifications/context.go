@@ -32,29 +32,18 @@ func contextOf(n *Notification) *structpb.Struct {
 // An error, an older access service's included, is returned for the fan-out to be retried:
 // delivering without the filter would reach whom the context excludes.
 func (s *Server) grantedByContext(ctx context.Context, n *Notification, access *structpb.Struct, out []recipient) ([]recipient, error) {
-	granted := make(map[string]bool, len(out))
-	for start := 0; start < len(out); start += contextBatch {
-		batch := out[start:min(start+contextBatch, len(out))]
-		userIDs := make([]string, len(batch))
-		for i, r := range batch {
-			userIDs[i] = r.user.UserID
-		}
+	return keepAllowed(out, contextBatch, func(userIDs []string) ([]string, error) {
 		res, err := s.peers.Access.MatchContexts(ctx, &accessv1.MatchContextsRequest{ApiKey: n.APIKey, OrganizationId: n.OrganizationID,
 			OrganizationGeneration: n.OrgGen, UserIds: userIDs, Contexts: []*structpb.Struct{access}})
 		if err != nil {
 			return nil, fmt.Errorf("match contexts: %w", err)
 		}
+		granted := make([]string, 0, len(res.GetMatches()))
 		for _, m := range res.GetMatches() {
-			granted[m.GetUserId()] = true
+			granted = append(granted, m.GetUserId())
 		}
-	}
-	kept := out[:0]
-	for _, r := range out {
-		if granted[r.user.UserID] {
-			kept = append(kept, r)
-		}
-	}
-	return kept, nil
+		return granted, nil
+	})
 }
 
 // hiddenByContext returns the notifications of ns that carry a context the reader's access

@@ -287,22 +287,34 @@ func (s *Server) fillNamed(ctx context.Context, n *Notification, out []recipient
 // readersAmong keeps the recipients who can read the notification's document
 // (verifyUserPermissions), asking the access service in batches.
 func (s *Server) readersAmong(ctx context.Context, n *Notification, out []recipient) ([]recipient, error) {
-	allowed := map[string]bool{}
-	for start := 0; start < len(out); start += readersBatch {
-		batch := out[start:min(start+readersBatch, len(out))]
-		userIDs := make([]string, len(batch))
-		for i, r := range batch {
-			userIDs[i] = r.user.UserID
-		}
+	return keepAllowed(out, readersBatch, func(userIDs []string) ([]string, error) {
 		res, err := s.peers.Access.FilterReaders(ctx, &accessv1.FilterReadersRequest{ApiKey: n.APIKey, OrganizationId: n.OrganizationID, DocumentId: n.DocumentID, UserIds: userIDs})
 		if err != nil {
 			return nil, fmt.Errorf("filter readers: %w", err)
 		}
-		for _, u := range res.GetUserIds() {
-			allowed[u] = true
+		return res.GetUserIds(), nil
+	})
+}
+
+// keepAllowed keeps the recipients allowed answers for: it asks about batch recipients at a
+// time (the peer's bound) and keeps those whose ids any answer named.
+func keepAllowed(out []recipient, batch int, allowed func(userIDs []string) ([]string, error)) ([]recipient, error) {
+	keep := make(map[string]bool, len(out))
+	for start := 0; start < len(out); start += batch {
+		part := out[start:min(start+batch, len(out))]
+		userIDs := make([]string, len(part))
+		for i, r := range part {
+			userIDs[i] = r.user.UserID
+		}
+		ids, err := allowed(userIDs)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range ids {
+			keep[u] = true
 		}
 	}
-	return slices.DeleteFunc(out, func(r recipient) bool { return !allowed[r.user.UserID] }), nil
+	return slices.DeleteFunc(out, func(r recipient) bool { return !keep[r.user.UserID] }), nil
 }
 
 func allows(v string, involved bool) bool { return v == All || v == Mine && involved }
