@@ -30,6 +30,9 @@ func TestReview19NewConnectionPaysTheUsersDebt(t *testing.T) {
 	if code, reason := closedWith(t, costly); code != statusTooMany {
 		t.Fatalf("closed with %d %q, want %d", code, reason, statusTooMany)
 	}
+	// The costly frame was within what one update may cost, so it is applied; its flush comes
+	// after the close, so wait for it (the log's count read before it raced the flush).
+	eventually(t, "the costly frame to reach the other client", func() bool { return len([]rune(keep.text())) == 4000 })
 	n := log.count("o/d/e")
 	// The same user again, at once: another costly frame.
 	again := rawDial(t, url+"o/d/e", "edit")
