@@ -56,7 +56,7 @@ func (s *Server) organizationDeleted(ctx context.Context, sc lifecycle.Scope) er
 	if err := s.store.DeleteOrganization(ctx, apiKey, org, gen); err != nil {
 		return err
 	}
-	s.reloadWhere(func(e Editor) bool { return e.APIKey == apiKey && e.OrganizationID == org })
+	s.reloadWhere(Scope{APIKey: apiKey, Org: org})
 	return nil
 }
 
@@ -73,7 +73,7 @@ func (s *Server) documentsDeleted(ctx context.Context, sc lifecycle.Scope, docs 
 		if err := s.store.DeleteDocument(ctx, doc); err != nil {
 			return err
 		}
-		s.reloadWhere(func(e Editor) bool { return e.APIKey == apiKey && e.OrganizationID == org && e.DocumentID == d.ID })
+		s.reloadWhere(Scope{APIKey: apiKey, Org: org, Doc: d.ID})
 	}
 	return nil
 }
@@ -88,7 +88,7 @@ func (s *Server) documentMigrated(ctx context.Context, sc lifecycle.Scope, m lif
 		return err
 	}
 	// Clients of the old id reconnect, and find the document gone from there.
-	s.reloadWhere(func(e Editor) bool { return e.APIKey == apiKey && e.OrganizationID == org && e.DocumentID == m.From })
+	s.reloadWhere(Scope{APIKey: apiKey, Org: org, Doc: m.From})
 	return nil
 }
 

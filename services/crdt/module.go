@@ -90,6 +90,12 @@ func build(ctx context.Context, env service.Env, recheck time.Duration) (*servic
 		SafetyPoll: env.WakeupSafetyPoll,
 	})
 	hub := sync.hub
+	stopGone := func() {}
+	if env.Wakeup != nil {
+		if stopGone, err = sync.followGone(env.Wakeup); err != nil {
+			return nil, fmt.Errorf("crdt: follow lifecycle closings: %w", err)
+		}
+	}
 	if err := registerGauges(env.Metrics,
 		gauge{"collab_crdt_rooms", "Documents loaded for live sync on this process (rooms with connected clients, or idle ones not yet unloaded).", func() float64 { return float64(hub.Rooms()) }},
 		gauge{"collab_crdt_connections", "Live-sync clients (WebSockets) connected to this process.", func() float64 { return float64(hub.Conns()) }},
@@ -103,6 +109,7 @@ func build(ctx context.Context, env service.Env, recheck time.Duration) (*servic
 		Routes:   []service.Route{{Prefix: SyncPrefix, Handler: sync.hub}},
 		Run: func(ctx context.Context) {
 			<-ctx.Done()
+			stopGone()
 			sync.hub.Close()
 		},
 	}, nil

@@ -57,7 +57,7 @@ type Server struct {
 	origin     string
 	compaction Compaction
 	broadcast  Broadcast
-	reload     func(match func(Editor) bool)
+	reload     func(Scope)
 
 	// liveBytes counts what live appends added to each stream since this process compacted it.
 	liveMu    sync.Mutex
@@ -80,12 +80,21 @@ func WithCompaction(c Compaction) Option { return func(s *Server) { s.compaction
 func WithBroadcast(b Broadcast) Option { return func(s *Server) { s.broadcast = b } }
 
 // WithReload sets the hook told of editors a lifecycle event deleted or moved (live sync
-// closes their rooms).
-func WithReload(r func(match func(Editor) bool)) Option { return func(s *Server) { s.reload = r } }
+// closes their rooms, in every replica).
+func WithReload(r func(Scope)) Option { return func(s *Server) { s.reload = r } }
 
-func (s *Server) reloadWhere(match func(Editor) bool) {
+// Scope is what a lifecycle event took from live sync: an organization's editors, or (with
+// Doc) one document's.
+type Scope struct{ APIKey, Org, Doc string }
+
+// Matches reports whether the editor is in the scope.
+func (sc Scope) Matches(e Editor) bool {
+	return e.APIKey == sc.APIKey && e.OrganizationID == sc.Org && (sc.Doc == "" || e.DocumentID == sc.Doc)
+}
+
+func (s *Server) reloadWhere(sc Scope) {
 	if s.reload != nil {
-		s.reload(match)
+		s.reload(sc)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/validate"
+	"github.com/collab/collab/internal/wakeup"
 	"github.com/collab/collab/internal/yjs"
 	"github.com/collab/collab/services/crdt/live"
 )
@@ -39,6 +40,8 @@ type liveSync struct {
 	access accessv1.AccessServiceClient
 	hub    *live.Hub
 	log    *slog.Logger
+	// bus tells the other replicas of lifecycle closings (followGone); nil: this process only.
+	bus wakeup.Bus
 }
 
 // grantInfo is what a connection's grant carries for events.
@@ -212,12 +215,4 @@ func (l *liveSync) broadcast(m *Meta, seq int64, update []byte) {
 		return
 	}
 	l.hub.Publish(key, live.Cursor{Version: m.Stream, Seq: uint64(seq)}, update) //nolint:gosec // G115: sequence numbers count up from 0: non-negative
-}
-
-// reload closes the rooms of the editors a lifecycle event deleted or moved.
-func (l *liveSync) reload(match func(Editor) bool) {
-	l.hub.Gone(func(k string) bool {
-		e, err := editorOf(k)
-		return err == nil && match(e)
-	})
 }
