@@ -88,7 +88,7 @@ func crossProcessLags(b *testing.B, sa, sb Store, ba, bb wakeup.Bus) {
 	lags := make([]float64, 0, b.N)
 	b.ResetTimer()
 	for i := range b.N {
-		time.Sleep(time.Duration(rand.Int64N(int64(time.Second)))) //nolint:gosec // G404: a moment in the poll's period, not a secret
+		time.Sleep(time.Duration(rand.Int64N(int64(time.Second)))) // a moment in the poll's period
 		id := fmt.Sprint("x", i)
 		start := time.Now()
 		if _, err := a.PublishAsync(ctx, &lifecyclev1.Event{Id: id, Type: "comment.add"}); err != nil {
