@@ -102,7 +102,9 @@ type Config struct {
 	// Prefix is the route: /v2/crdt/sync/ followed by organizationId/documentId/editorId.
 	Prefix string
 	// Poll is how often a loaded room reads the log for other replicas' updates, and does its
-	// periodic work (access checks, change events, unloading).
+	// periodic work (access checks, change events, unloading). With wake-ups and a safety
+	// poll, the default is DefaultWakeTick: the room reads the log when woken, so its timer
+	// only does the periodic work.
 	Poll time.Duration
 	// Wakeup, when set, carries wake-ups between replicas (wake.go): a replica that appends to
 	// a room's log says so, and the replicas holding the room catch up at once. SafetyPoll is
@@ -151,7 +153,10 @@ type Config struct {
 
 // Defaults of Config's zero fields.
 const (
-	DefaultPoll       = 250 * time.Millisecond
+	DefaultPoll = 250 * time.Millisecond
+	// DefaultWakeTick is the rooms' tick with wake-ups: a quarter of the timers' CPU of
+	// DefaultPoll (10,000 idle rooms: docs/benchmarks.md, "Replicas that push").
+	DefaultWakeTick   = time.Second
 	DefaultIdle       = 30 * time.Second
 	DefaultEventEvery = 5 * time.Second
 	DefaultFlushEvery = 5 * time.Millisecond
@@ -204,6 +209,9 @@ type Hub struct {
 func New(cfg Config) *Hub {
 	if cfg.Poll <= 0 {
 		cfg.Poll = DefaultPoll
+		if cfg.Wakeup != nil && cfg.SafetyPoll > 0 {
+			cfg.Poll = DefaultWakeTick
+		}
 	}
 	if cfg.Idle <= 0 {
 		cfg.Idle = DefaultIdle
