@@ -236,7 +236,7 @@ func TestComposeRunsEveryService(t *testing.T) {
 		t.Errorf("gateway: %d HTTP addresses, want one per service with routes %v", httpVars, routeServices())
 	}
 	for name := range compose.Services {
-		if name != "mongo" && name != "gateway" && name != "prometheus" && name != "jaeger" && !slices.Contains(names(), name) {
+		if name != "mongo" && name != "nats" && name != "gateway" && name != "prometheus" && name != "jaeger" && !slices.Contains(names(), name) {
 			t.Errorf("compose service %q is not a collab service", name)
 		}
 	}

@@ -194,7 +194,7 @@ func composeService(m service.Module) string {
 %[3]s    environment:
       <<: *service-env
       %[2]s: ""   # runs here
-    depends_on: *depends-on-mongo
+    depends_on: *service-depends-on
 
 `, m.Name, addr(m), expose)
 }

@@ -4,6 +4,9 @@ package natstest
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,6 +61,51 @@ func Cluster(t testing.TB, n int) []*server.Server {
 	}
 	return out
 }
+
+// Start starts a server from options of the caller's: a deployment's configuration file read
+// with server.ProcessConfigFile, its listeners moved to loopback ports. The server logs
+// nothing and ignores signals, whatever the options say.
+func Start(t testing.TB, o *server.Options) *server.Server {
+	t.Helper()
+	o.NoLog, o.NoSigs = true, true
+	return start(t, o)
+}
+
+// ConfigFile reads a NATS configuration file (a deployment's) as a server would with env as its
+// environment: each $VAR the file names takes env's value, put in where the reference stands
+// and so read as a configuration value, as the server reads one from its environment. A
+// variable env lacks fails the test, as the server refuses to start without it. The process's
+// own environment is not read, so parallel tests may give the same file different values.
+func ConfigFile(t testing.TB, path string, env map[string]string) *server.Options {
+	t.Helper()
+	b, err := os.ReadFile(path) //nolint:gosec // G304: a file of the repository the test names
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	var missing []string
+	text := envRef.ReplaceAllStringFunc(string(b), func(ref string) string {
+		v, ok := env[ref[1:]]
+		if !ok {
+			missing = append(missing, ref)
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		t.Fatalf("natstest: %s names %v, which its environment lacks: the server would not start", path, missing)
+	}
+	resolved := filepath.Join(t.TempDir(), "nats-server.conf")
+	if err := os.WriteFile(resolved, []byte(text), 0o600); err != nil { //nolint:gosec // G703: a file of the test's own temporary directory
+		t.Fatalf("natstest: %v", err)
+	}
+	o, err := server.ProcessConfigFile(resolved)
+	if err != nil {
+		t.Fatalf("natstest: %s: %v", path, err)
+	}
+	return o
+}
+
+// envRef is a variable reference of a NATS configuration file.
+var envRef = regexp.MustCompile(`\$[A-Za-z_][A-Za-z0-9_]*`)
 
 // URLs joins the servers' client URLs, as a client's seed list.
 func URLs(ss ...*server.Server) string {
