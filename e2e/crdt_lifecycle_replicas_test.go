@@ -17,8 +17,8 @@ import (
 
 // A document deleted or migrated away closes its live-sync clients on every replica at once,
 // not only on the replica whose crdt service ran the lifecycle event: it tells the others on
-// the wake-up engine (docs/crdt.md, "REST and lifecycle"). With the access recheck off and a
-// safety poll of ten minutes, nothing else would close the other replica's clients in time (a
+// the wake-up engine (docs/crdt.md, "Live sync (`services/crdt/live`)"). With the access
+// recheck off and a safety poll of ten minutes, nothing else would close the other replica's clients in time (a
 // migrated document's data is still found under its generation, so no poll ever would).
 func TestLifecycleClosesRoomsOnEveryReplica(t *testing.T) {
 	t.Parallel()

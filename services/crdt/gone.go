@@ -10,8 +10,8 @@ import (
 )
 
 // goneSubject is where a replica that applied a lifecycle deletion or move tells the others to
-// close the rooms it took away (docs/crdt.md, "REST and lifecycle"): one process runs the
-// lifecycle event, and the rooms of the other replicas would otherwise notice only at their
+// close the rooms it took away (docs/crdt.md, "Live sync (`services/crdt/live`)"): one process
+// runs the lifecycle event, and the rooms of the other replicas would otherwise notice only at their
 // access recheck (a moved document's data is still found under its generation, so the log
 // never says it is gone).
 const goneSubject = "collab.crdt.gone"
