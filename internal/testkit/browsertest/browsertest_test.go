@@ -1,0 +1,55 @@
+package browsertest
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// A started browser loads a page from a loopback server, runs its script, and has its dialogs
+// accepted (the page would block on the alert otherwise) and counted.
+func TestStartAndDialogs(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!DOCTYPE html><title>t</title><p id=p>before</p><script>
+			alert("first"); document.getElementById("p").textContent = confirm("second") ? "accepted" : "dismissed";
+		</script>`)
+	}))
+	defer srv.Close()
+	ctx := Start(t, time.Minute)
+	dialogs := AcceptDialogs(ctx)
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL)); err != nil {
+		t.Fatal(err)
+	}
+	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("p")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text != "accepted" {
+		t.Errorf("the page says %q, want accepted (the confirm dialog accepted)", text)
+	}
+	if n, msgs := dialogs.Count(), dialogs.Messages(); n != 2 || !slices.Equal(msgs, []string{"alert: first", "confirm: second"}) {
+		t.Errorf("dialogs: %d %q, want 2: alert first, confirm second", n, msgs)
+	}
+}
+
+// Without a browser the error names the script that installs one.
+func TestPathMissing(t *testing.T) {
+	t.Setenv(EnvPath, "/nonexistent/chromium")
+	_, err := Path()
+	if err == nil || !strings.Contains(err.Error(), EnsureScript) {
+		t.Errorf("Path() = %v, want an error naming %s", err, EnsureScript)
+	}
+	t.Setenv(EnvPath, "")
+	t.Setenv("PATH", t.TempDir())
+	_, err = Path()
+	if err == nil || !strings.Contains(err.Error(), EnsureScript) {
+		t.Errorf("Path() with an empty PATH = %v, want an error naming %s", err, EnsureScript)
+	}
+}
