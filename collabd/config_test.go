@@ -77,7 +77,7 @@ func TestNeedsDeriveFromModules(t *testing.T) {
 	}
 	want := map[string][]string{
 		"workspace": nil,
-		"documents": {"workspace", "users", "access", "activity", "notifications", "memory", "crdt"},
+		"documents": {"workspace", "users", "access", "activity", "notifications", "memory", "crdt", "comments"},
 		"users":     {"workspace", "documents", "access", "notifications"},
 		"access":    {"workspace", "documents"},
 		// events publishes every domain type; activity and webhooks consume them.
@@ -90,6 +90,8 @@ func TestNeedsDeriveFromModules(t *testing.T) {
 		"memory": {"workspace", "documents"},
 		// crdt publishes crdt.update_data, which activity records and webhooks sends.
 		"crdt": {"workspace", "documents", "access", "activity", "webhooks"},
+		// comments publishes an event per change, which activity records and webhooks sends.
+		"comments": {"workspace", "documents", "activity", "webhooks"},
 	}
 	written := func(names []string) []string {
 		return slices.DeleteFunc(slices.Clone(names), func(n string) bool { _, ok := want[n]; return !ok })
@@ -113,7 +115,7 @@ func TestNeedsDeriveFromModules(t *testing.T) {
 		"users.removed":     {"users", "access", "notifications"},
 		"comment.add":       {"activity", "webhooks"},
 		"crdt.update_data":  {"activity", "webhooks"},
-		"document.migrated": {"documents", "users", "access", "activity", "notifications", "memory", "crdt"},
+		"document.migrated": {"documents", "users", "access", "activity", "notifications", "memory", "crdt", "comments"},
 		"huddle.join":       {"webhooks"},
 	} {
 		if got := written(c.Consumers(event)); !slices.Equal(got, w) {

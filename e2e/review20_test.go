@@ -81,7 +81,7 @@ func truncate(s string) string {
 // three addresses connect through the gateway.
 func TestReview20PerAddressCapBehindTheGateway(t *testing.T) {
 	t.Parallel()
-	back := start(t, config(t, "--services=workspace,documents,users,access,events,activity,notifications,memory,crdt,webhooks",
+	back := start(t, config(t, "--services="+strings.Join(serviceNames(), ","),
 		"--internal-token="+testInternalToken, "--http-max-conns-per-address=2"))
 	args := []string{"--services=gateway", "--internal-token=" + testInternalToken, "--crdt-http-addr=" + back.proc.HTTPAddr}
 	for _, m := range services.All() {

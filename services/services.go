@@ -7,6 +7,7 @@ import (
 	"github.com/collab/collab/internal/service"
 	"github.com/collab/collab/services/access"
 	"github.com/collab/collab/services/activity"
+	"github.com/collab/collab/services/comments"
 	"github.com/collab/collab/services/crdt"
 	"github.com/collab/collab/services/documents"
 	"github.com/collab/collab/services/events"
@@ -32,5 +33,6 @@ func All() []service.Module {
 		memory.Module(),
 		crdt.Module(),
 		webhooks.Module(),
+		comments.Module(),
 	}
 }

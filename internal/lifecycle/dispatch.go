@@ -36,6 +36,10 @@ type Handlers struct {
 	FolderDeleted    func(ctx context.Context, s Scope, folder Incarnation) error
 	DocumentMigrated func(ctx context.Context, s Scope, m Migration) error
 	UsersRemoved     func(ctx context.Context, s Scope, r *lifecyclev1.UsersRemoved) error
+	// LocationDataDeleted gets the location whose feature data goes (Delete Data by Location):
+	// a document id ("" for every document of the organization), and the location's id, else
+	// its name.
+	LocationDataDeleted func(ctx context.Context, s Scope, l Location) error
 	// Domain gets a domain event riding the relay, as it is: unlike the others, it needs no
 	// scope in the envelope, so its handler checks what it needs.
 	Domain func(ctx context.Context, e *eventsv1.Event) error
@@ -109,6 +113,20 @@ func (h Handlers) scoped(e *lifecyclev1.Event) func(context.Context, Scope) erro
 			return nil
 		}
 		return func(ctx context.Context, s Scope) error { return h.UsersRemoved(ctx, s, p.UsersRemoved) }
+	case *lifecyclev1.Event_LocationDataDeleted:
+		if h.LocationDataDeleted == nil {
+			return nil
+		}
+		return func(ctx context.Context, s Scope) error {
+			l := p.LocationDataDeleted
+			if l.GetLocationId() == "" && l.GetLocationName() == "" {
+				return Invalid(e, "location id or name")
+			}
+			return h.LocationDataDeleted(ctx, s, Location{DocumentID: l.GetDocumentId(), ID: l.GetLocationId(), Name: l.GetLocationName()})
+		}
 	}
 	return nil
 }
+
+// Location is a location of Delete Data by Location.
+type Location struct{ DocumentID, ID, Name string }

@@ -38,6 +38,9 @@ func recording(log *[]string) Handlers {
 			return add("users %s %v", s.OrganizationID, r.GetUserIds())
 		},
 		Domain: func(_ context.Context, d *eventsv1.Event) error { return add("domain %s", d.GetType()) },
+		LocationDataDeleted: func(_ context.Context, s Scope, l Location) error {
+			return add("location %s %s/%s/%s", s.OrganizationID, l.DocumentID, l.ID, l.Name)
+		},
 	}
 }
 
@@ -79,7 +82,8 @@ func TestDispatchCallsTheHandlerOfThePayload(t *testing.T) {
 		{scoped(&eventsv1.Event{Type: "comment.add"}), "domain comment.add"},
 		// A domain event needs no scope in the envelope: its handler checks what it needs.
 		{&lifecyclev1.Event{Id: "e1", Payload: &lifecyclev1.Event_Domain{Domain: &eventsv1.Event{Type: "x.y"}}}, "domain x.y"},
-		{scoped(&lifecyclev1.LocationDataDeleted{LocationId: "l"}), ""}, // no handler field
+		{scoped(&lifecyclev1.LocationDataDeleted{LocationId: "l"}), "location o /l/"},
+		{scoped(&lifecyclev1.LocationDataDeleted{DocumentId: "d", LocationName: "n"}), "location o d//n"},
 		{scoped(nil), ""}, // no payload (one this version does not know)
 	} {
 		var log []string
@@ -111,6 +115,7 @@ func TestDispatchRefusesIncompleteEvents(t *testing.T) {
 		{scoped(&lifecyclev1.FolderDeleted{Generation: "fg"}), "folder id"},
 		{scoped(&lifecyclev1.DocumentMigrated{FromDocumentId: "a", Generation: "g"}), "document ids"},
 		{scoped(&lifecyclev1.DocumentMigrated{ToDocumentId: "b", Generation: "g"}), "document ids"},
+		{scoped(&lifecyclev1.LocationDataDeleted{DocumentId: "d"}), "location id or name"},
 	} {
 		var log []string
 		handled, err := Dispatch(ctx, c.e, recording(&log))

@@ -7,6 +7,7 @@ import (
 
 	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 	activityv1 "github.com/collab/collab/proto/collab/activity/v1"
+	commentsv1 "github.com/collab/collab/proto/collab/comments/v1"
 	crdtv1 "github.com/collab/collab/proto/collab/crdt/v1"
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
 	eventsv1 "github.com/collab/collab/proto/collab/events/v1"
@@ -23,6 +24,7 @@ import (
 var files = []protoreflect.FileDescriptor{
 	accessv1.File_collab_access_v1_access_proto,                      // collab/access/v1/access.proto
 	activityv1.File_collab_activity_v1_activity_proto,                // collab/activity/v1/activity.proto
+	commentsv1.File_collab_comments_v1_comments_proto,                // collab/comments/v1/comments.proto
 	crdtv1.File_collab_crdt_v1_crdt_proto,                            // collab/crdt/v1/crdt.proto
 	documentsv1.File_collab_documents_v1_documents_proto,             // collab/documents/v1/documents.proto
 	eventsv1.File_collab_events_v1_events_proto,                      // collab/events/v1/events.proto

@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+)
+
+// The comments operations over HTTP, on both stores: a thread added with its organization and
+// document created, read back, its priority and assignee cleared with null, a reply with
+// mentions replaced through a JSON list, a reaction, counts with unread; the changes reach the
+// activity log as comment events.
+func TestCommentsOverHTTP(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, testCommentsOverHTTP)
+}
+
+func testCommentsOverHTTP(t *testing.T, s *system) {
+	k := s.devKey()
+	s.call("/v2/workspace/activityconfig/update", k, map[string]any{"isEnabled": true}).data(t, "")
+	loc := map[string]any{"organizationId": "o", "documentId": "d"}
+	with := func(extra map[string]any) map[string]any {
+		out := map[string]any{}
+		for k, v := range loc {
+			out[k] = v
+		}
+		for k, v := range extra {
+			out[k] = v
+		}
+		return out
+	}
+	added := s.call("/v2/commentannotations/add", k, with(map[string]any{"createOrganization": true, "createDocument": true,
+		"commentAnnotations": []any{map[string]any{"annotationId": "a1", "from": map[string]any{"userId": "u1", "name": "Ann"},
+			"priority": map[string]any{"id": "P1", "name": "High"}, "assignedTo": map[string]any{"userId": "u2"},
+			"commentData": []any{map[string]any{"commentText": "first", "from": map[string]any{"userId": "u1"}}}}}})).data(t, "Comment annotation(s) added successfully.")
+	if fmt.Sprint(added["a1"]) != "map[id:a1 message:Comment annotation added. success:true]" {
+		t.Fatalf("added %v", added)
+	}
+	s.call("/v2/commentannotations/add", k, with(map[string]any{"commentAnnotations": []any{map[string]any{"annotationId": "a1",
+		"from": map[string]any{"userId": "u1"}, "commentData": []any{map[string]any{"commentText": "again", "from": map[string]any{"userId": "u1"}}}}}})).
+		data(t, "Comment annotation(s) added successfully.")
+	got := s.call("/v2/commentannotations/get", k, loc).ok(t)["data"].([]any)
+	if len(got) != 1 || got[0].(map[string]any)["priority"] == nil || got[0].(map[string]any)["status"].(map[string]any)["id"] != "OPEN" {
+		t.Fatalf("got %v", got)
+	}
+	// null clears the priority and the assignee.
+	upd := s.call("/v2/commentannotations/update", k, with(map[string]any{"annotations": []any{map[string]any{"annotationId": "a1", "priority": nil, "assignedTo": nil}}})).
+		data(t, "Comment annotation(s) updated successfully.")
+	if upd["a1"].(map[string]any)["success"] != true {
+		t.Fatalf("update %v", upd)
+	}
+	a := s.call("/v2/commentannotations/get", k, loc).ok(t)["data"].([]any)[0].(map[string]any)
+	if a["priority"] != nil || a["assignedTo"] != nil {
+		t.Fatalf("after null: priority %v assignee %v", a["priority"], a["assignedTo"])
+	}
+	ids := s.call("/v2/commentannotations/comments/add", k, with(map[string]any{"annotationId": "a1",
+		"commentData": []any{map[string]any{"commentText": "reply", "from": map[string]any{"userId": "u2"}}}})).ok(t)["data"].([]any)
+	if len(ids) != 1 || ids[0] != float64(2) {
+		t.Fatalf("new comment ids %v, want [2]", ids)
+	}
+	s.call("/v2/commentannotations/comments/update", k, with(map[string]any{"annotationId": "a1", "commentIds": []any{2},
+		"updatedData": map[string]any{"taggedUserContacts": []any{map[string]any{"userId": "u3", "contact": map[string]any{"userId": "u3", "email": "u3@example.com"}}}}})).
+		data(t, "Comment updated successfully.")
+	s.call("/v2/commentannotations/comments/reactions/add", k, with(map[string]any{"annotationId": "a1", "commentId": 2, "emoji": "👍", "user": map[string]any{"userId": "u1"}})).
+		data(t, "Reaction added successfully.")
+	cs := s.call("/v2/commentannotations/comments/get", k, with(map[string]any{"annotationId": "a1", "commentIds": []any{2}})).ok(t)["data"].([]any)
+	c := cs[0].(map[string]any)
+	mention := c["taggedUserContacts"].([]any)[0].(map[string]any)
+	if mention["userId"] != "u3" || mention["contact"].(map[string]any)["email"] != "u3@example.com" || fmt.Sprint(c["reactions"]) != "[map[emoji:👍 userIds:[u1]]]" {
+		t.Fatalf("comment %v", c)
+	}
+	s.call("/v2/commentannotations/read", k, with(map[string]any{"userId": "u1", "annotationIds": []any{"a1"}})).data(t, "Comment annotation(s) marked as read.")
+	counts := s.call("/v2/commentannotations/count", k, map[string]any{"organizationId": "o", "documentIds": []any{"d"}, "userId": "u1"}).ok(t)["data"]
+	if fmt.Sprint(counts) != "map[d:map[total:1 unread:0]]" {
+		t.Fatalf("counts %v", counts)
+	}
+	// Refusals in the envelope.
+	s.call("/v2/commentannotations/comments/add", k, with(map[string]any{"annotationId": "nope",
+		"commentData": []any{map[string]any{"commentText": "x", "from": map[string]any{"userId": "u"}}}})).fails(t, 404, "NOT_FOUND", "Comment annotation does not exist in this document.")
+	s.call("/v2/commentannotations/comments/reactions/add", k, with(map[string]any{"annotationId": "a1", "commentId": 1.5, "emoji": "x", "user": map[string]any{"userId": "u1"}})).
+		fails(t, 400, "INVALID_ARGUMENT", "")
+	s.call("/v2/commentannotations/get", k, map[string]any{"organizationId": "o"}).fails(t, 400, "INVALID_ARGUMENT", "documentId or documentIds is required.")
+	// The comment events are in the activity log, filed under the thread.
+	eventually(t, "the comment events in the activity log", func() bool {
+		ids, _ := s.activityIDs(t, k, map[string]any{"organizationId": "o", "targetEntityId": "a1", "featureTypes": []any{"comment"}})
+		return len(ids) >= 3
+	})
+}

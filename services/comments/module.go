@@ -1,0 +1,59 @@
+package comments
+
+import (
+	"context"
+	"errors"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+
+	commentsv1 "github.com/collab/collab/proto/collab/comments/v1"
+	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
+
+	"github.com/collab/collab/internal/service"
+)
+
+// Module describes the comments service to the process that runs it. It asks documents for
+// generations (and to create organizations and documents), publishes an event per change,
+// and consumes the lifecycle events its threads follow.
+func Module() service.Module {
+	return service.Module{
+		Name:        "comments",
+		GRPCService: commentsv1.CommentsService_ServiceDesc.ServiceName,
+		Gateway: func(ctx context.Context, mux *runtime.ServeMux, conn grpc.ClientConnInterface) error {
+			return commentsv1.RegisterCommentsServiceHandlerClient(ctx, mux, commentsv1.NewCommentsServiceClient(conn))
+		},
+		Calls:     []string{"documents"},
+		Publishes: publishes,
+		Consumes:  consumes,
+		Setup:     func(*service.Flags) service.BuildFunc { return build },
+	}
+}
+
+func build(ctx context.Context, env service.Env) (*service.Instance, error) {
+	if env.Outbox == nil {
+		return nil, errors.New("comments: the process gave no outbox")
+	}
+	var store Store = NewMemoryStore()
+	if env.Mongo != nil {
+		s, err := NewMongoStore(ctx, env.Mongo.Database("comments"))
+		if err != nil {
+			return nil, err
+		}
+		store = s
+	}
+	o, err := env.ObserveStore(Module().Name)
+	if err != nil {
+		return nil, err
+	}
+	store = observeStore(store, o) // after choosing it, so both kinds are observed
+	s, err := New(store, documentsv1.NewDocumentsServiceClient(env.Conn("documents")), env.Outbox, env.Secret, WithClock(env.Clock), WithLogger(env.Log))
+	if err != nil {
+		return nil, err
+	}
+	return &service.Instance{
+		Register: func(r grpc.ServiceRegistrar) { commentsv1.RegisterCommentsServiceServer(r, s) },
+		Ping:     s.Ping,
+		Events:   s,
+	}, nil
+}

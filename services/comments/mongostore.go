@@ -1,0 +1,344 @@
+package comments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/collab/collab/internal/lifecycle"
+	"github.com/collab/collab/internal/mongodb"
+)
+
+// MongoStore keeps the comments service's data in MongoDB without transactions
+// (docs/comments.md, "Storage"):
+//
+//   - annotations: a thread with its comments, reactions and read marks; _id = (apiKey, org,
+//     orgGen, id). Every change replaces it on the version it was read at (Swap), atomic on
+//     any MongoDB-wire server.
+//   - counts: the annotations of a document incarnation; _id = (apiKey, org, orgGen, docGen).
+//     A new thread takes one ($inc under the limit in one findAndModify) before it is
+//     inserted, and gives it back when the insert is refused or the thread deleted: the
+//     per-document limit holds under concurrent inserts, and Count's total is one read.
+//   - tombstones: buried generations and migration marks (lifecycle.MongoMarkers, ByID).
+type MongoStore struct {
+	*lifecycle.MongoMarkers
+	annotations *mongo.Collection
+	counts      *mongo.Collection
+}
+
+var _ Store = (*MongoStore)(nil)
+
+// NewMongoStore returns a store on db and creates its indexes.
+func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error) {
+	s := &MongoStore{
+		MongoMarkers: lifecycle.NewMongoMarkers(db.Collection("tombstones"), lifecycle.ByID),
+		annotations:  db.Collection("annotations"),
+		counts:       db.Collection("counts"),
+	}
+	index := mongodb.Index
+	if err := mongodb.EnsureIndexes(ctx, s.annotations,
+		index("document_updated", "apiKey", "organizationId", "orgGen", "documentId", "docGen", "lastUpdated", "id"),
+		index("document_read", "apiKey", "organizationId", "orgGen", "docGen", "readBy"),
+		index("location", "apiKey", "organizationId", "location.id"),
+	); err != nil {
+		return nil, fmt.Errorf("comments store: %w", err)
+	}
+	return s, nil
+}
+
+// annotationDoc is an annotation as stored: its fields and its compound _id.
+type annotationDoc struct {
+	Key         string `bson:"_id"`
+	*Annotation `bson:",inline"`
+}
+
+func annotationKey(apiKey, org, orgGen, id string) string {
+	return mongodb.Key(apiKey, org, orgGen, id)
+}
+
+func countKey(r Ref) string { return mongodb.Key(r.APIKey, r.OrganizationID, r.OrgGen, r.DocGen) }
+
+// docFilter selects a document incarnation's annotations.
+func docFilter(r Ref) bson.D {
+	return bson.D{{Key: "apiKey", Value: r.APIKey}, {Key: "organizationId", Value: r.OrganizationID}, {Key: "orgGen", Value: r.OrgGen},
+		{Key: "documentId", Value: r.DocumentID}, {Key: "docGen", Value: r.DocGen}}
+}
+
+func (s *MongoStore) Insert(ctx context.Context, a *Annotation, limit int) error {
+	ck := countKey(a.Ref)
+	err := s.counts.FindOneAndUpdate(ctx, bson.M{"_id": ck, "n": bson.M{"$lt": limit}}, bson.M{"$inc": bson.M{"n": 1}},
+		options.FindOneAndUpdate().SetUpsert(true)).Err()
+	switch {
+	case mongodb.IsDuplicateKey(err):
+		// The count exists and is at the limit: the upsert tried to make a second one.
+		return ErrFull
+	case err != nil && !errors.Is(err, mongo.ErrNoDocuments):
+		return fmt.Errorf("comments store: take a place: %w", err)
+	}
+	_, err = s.annotations.InsertOne(ctx, annotationDoc{Key: annotationKey(a.APIKey, a.OrganizationID, a.OrgGen, a.ID), Annotation: a})
+	if err == nil {
+		return nil
+	}
+	s.giveBack(ctx, a.Ref)
+	if mongodb.IsDuplicateKey(err) {
+		return ErrExists
+	}
+	return fmt.Errorf("comments store: insert: %w", err)
+}
+
+// giveBack returns a document's place. A failure leaves the count one high (the limit errs
+// toward refusing), logged by the caller's error only when it matters: it is not returned.
+func (s *MongoStore) giveBack(ctx context.Context, r Ref) {
+	_, _ = s.counts.UpdateOne(ctx, bson.M{"_id": countKey(r), "n": bson.M{"$gt": 0}}, bson.M{"$inc": bson.M{"n": -1}})
+}
+
+func (s *MongoStore) Get(ctx context.Context, doc Ref, ids []string) (map[string]*Annotation, error) {
+	out := map[string]*Annotation{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = annotationKey(doc.APIKey, doc.OrganizationID, doc.OrgGen, id)
+	}
+	q := append(docFilter(doc), bson.E{Key: "_id", Value: bson.M{"$in": keys}})
+	var as []*Annotation
+	if err := s.find(ctx, q, nil, &as); err != nil {
+		return nil, fmt.Errorf("comments store: get: %w", err)
+	}
+	for _, a := range as {
+		out[a.ID] = a
+	}
+	return out, nil
+}
+
+func (s *MongoStore) find(ctx context.Context, q any, opts *options.FindOptionsBuilder, out *[]*Annotation) error {
+	cur, err := s.annotations.Find(ctx, q, opts)
+	if err != nil {
+		return err
+	}
+	return cur.All(ctx, out)
+}
+
+func (s *MongoStore) List(ctx context.Context, f Filter, after *Position, desc bool, limit int) ([]*Annotation, error) {
+	out := []*Annotation{}
+	if len(f.Documents) == 0 {
+		return out, nil
+	}
+	first := f.Documents[0]
+	q := bson.D{{Key: "apiKey", Value: first.APIKey}, {Key: "organizationId", Value: first.OrganizationID}, {Key: "orgGen", Value: first.OrgGen}}
+	docs := bson.A{}
+	for _, d := range f.Documents {
+		docs = append(docs, bson.D{{Key: "documentId", Value: d.DocumentID}, {Key: "docGen", Value: d.DocGen}})
+	}
+	q = append(q, bson.E{Key: "$or", Value: docs})
+	for _, c := range []struct {
+		field string
+		vs    []string
+	}{{"id", f.IDs}, {"location.id", f.LocationIDs}, {"authors", f.UserIDs}, {"status.id", f.StatusIDs}} {
+		if len(c.vs) > 0 {
+			q = append(q, bson.E{Key: c.field, Value: bson.M{"$in": c.vs}})
+		}
+	}
+	bounds := bson.M{}
+	if f.UpdatedAfter > 0 {
+		bounds["$gt"] = f.UpdatedAfter
+	}
+	if f.UpdatedBefore > 0 {
+		bounds["$lt"] = f.UpdatedBefore
+	}
+	if len(bounds) > 0 {
+		q = append(q, bson.E{Key: "lastUpdated", Value: bounds})
+	}
+	dir, beyond := 1, "$gt"
+	if desc {
+		dir, beyond = -1, "$lt"
+	}
+	if after != nil {
+		q = append(q, bson.E{Key: "$and", Value: bson.A{bson.M{"$or": bson.A{
+			bson.M{"lastUpdated": bson.M{beyond: after.LastUpdated}},
+			bson.D{{Key: "lastUpdated", Value: after.LastUpdated}, {Key: "id", Value: bson.M{beyond: after.ID}}},
+		}}}})
+	}
+	opts := options.Find().SetSort(bson.D{{Key: "lastUpdated", Value: dir}, {Key: "id", Value: dir}})
+	if limit > 0 {
+		opts.SetLimit(int64(limit))
+	}
+	if err := s.find(ctx, q, opts, &out); err != nil {
+		return nil, fmt.Errorf("comments store: list: %w", err)
+	}
+	return out, nil
+}
+
+func (s *MongoStore) Swap(ctx context.Context, old, next *Annotation) error {
+	key := annotationKey(old.APIKey, old.OrganizationID, old.OrgGen, old.ID)
+	q := append(docFilter(old.Ref), bson.E{Key: "_id", Value: key}, bson.E{Key: "version", Value: old.Version})
+	res, err := s.annotations.ReplaceOne(ctx, q, annotationDoc{Key: key, Annotation: next})
+	if err != nil {
+		return fmt.Errorf("comments store: swap: %w", err)
+	}
+	if res.MatchedCount > 0 {
+		return nil
+	}
+	return s.why(ctx, old)
+}
+
+// why tells why a conditional write of a matched nothing: ErrNotFound when it is gone (or
+// moved to another document), else ErrConflict.
+func (s *MongoStore) why(ctx context.Context, a *Annotation) error {
+	q := append(docFilter(a.Ref), bson.E{Key: "_id", Value: annotationKey(a.APIKey, a.OrganizationID, a.OrgGen, a.ID)})
+	n, err := s.annotations.CountDocuments(ctx, q)
+	switch {
+	case err != nil:
+		return fmt.Errorf("comments store: read annotation: %w", err)
+	case n == 0:
+		return ErrNotFound
+	}
+	return ErrConflict
+}
+
+func (s *MongoStore) Delete(ctx context.Context, a *Annotation) error {
+	key := annotationKey(a.APIKey, a.OrganizationID, a.OrgGen, a.ID)
+	q := append(docFilter(a.Ref), bson.E{Key: "_id", Value: key}, bson.E{Key: "version", Value: a.Version})
+	res, err := s.annotations.DeleteOne(ctx, q)
+	if err != nil {
+		return fmt.Errorf("comments store: delete: %w", err)
+	}
+	if res.DeletedCount == 0 {
+		return s.why(ctx, a)
+	}
+	s.giveBack(ctx, a.Ref)
+	return nil
+}
+
+func (s *MongoStore) DeleteAtLocation(ctx context.Context, apiKey, orgID, docID string, loc Location) ([]*Annotation, error) {
+	q := bson.D{{Key: "apiKey", Value: apiKey}, {Key: "organizationId", Value: orgID}}
+	if docID != "" {
+		q = append(q, bson.E{Key: "documentId", Value: docID})
+	}
+	if loc.ID != "" {
+		q = append(q, bson.E{Key: "location.id", Value: loc.ID})
+	} else {
+		q = append(q, bson.E{Key: "location.name", Value: loc.Name})
+	}
+	var as []*Annotation
+	if err := s.find(ctx, q, nil, &as); err != nil {
+		return nil, fmt.Errorf("comments store: delete at location: %w", err)
+	}
+	var gone []*Annotation
+	for _, a := range as {
+		// One by one, each with its place given back; a partial run is finished by the next
+		// (the event is delivered again until it succeeds).
+		res, err := s.annotations.DeleteOne(ctx, bson.M{"_id": annotationKey(a.APIKey, a.OrganizationID, a.OrgGen, a.ID)})
+		if err != nil {
+			return gone, fmt.Errorf("comments store: delete at location: %w", err)
+		}
+		if res.DeletedCount > 0 {
+			s.giveBack(ctx, a.Ref)
+			gone = append(gone, a)
+		}
+	}
+	return gone, nil
+}
+
+func (s *MongoStore) Count(ctx context.Context, docs []Ref, statusIDs []string, userID string) ([]int, []int, error) {
+	total, unread := make([]int, len(docs)), make([]int, len(docs))
+	for i, d := range docs {
+		q := docFilter(d)
+		if len(statusIDs) > 0 {
+			q = append(q, bson.E{Key: "status.id", Value: bson.M{"$in": statusIDs}})
+			n, err := s.annotations.CountDocuments(ctx, q)
+			if err != nil {
+				return nil, nil, fmt.Errorf("comments store: count: %w", err)
+			}
+			total[i] = int(n)
+		} else {
+			var c struct {
+				N int `bson:"n"`
+			}
+			err := s.counts.FindOne(ctx, bson.M{"_id": countKey(d)}).Decode(&c)
+			if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+				return nil, nil, fmt.Errorf("comments store: count: %w", err)
+			}
+			total[i] = c.N
+		}
+		if userID == "" {
+			continue
+		}
+		read, err := s.annotations.CountDocuments(ctx, append(q, bson.E{Key: "readBy", Value: userID}))
+		if err != nil {
+			return nil, nil, fmt.Errorf("comments store: count unread: %w", err)
+		}
+		unread[i] = max(0, total[i]-int(read))
+	}
+	return total, unread, nil
+}
+
+func (s *MongoStore) MarkRead(ctx context.Context, doc Ref, userID string, ids []string) ([]string, error) {
+	var found []string
+	for _, id := range ids {
+		q := append(docFilter(doc), bson.E{Key: "_id", Value: annotationKey(doc.APIKey, doc.OrganizationID, doc.OrgGen, id)})
+		res, err := s.annotations.UpdateOne(ctx, q, bson.M{"$addToSet": bson.M{"readBy": userID}})
+		if err != nil {
+			return found, fmt.Errorf("comments store: mark read: %w", err)
+		}
+		if res.MatchedCount > 0 {
+			found = append(found, id)
+		}
+	}
+	return found, nil
+}
+
+// ofGeneration matches the generation gen and the empty one.
+func ofGeneration(gen string) bson.M { return bson.M{"$in": bson.A{gen, ""}} }
+
+func (s *MongoStore) DeleteOrganization(ctx context.Context, apiKey, orgID, gen string) error {
+	q := bson.D{{Key: "apiKey", Value: apiKey}, {Key: "organizationId", Value: orgID}, {Key: "orgGen", Value: ofGeneration(gen)}}
+	if _, err := s.annotations.DeleteMany(ctx, q); err != nil {
+		return fmt.Errorf("comments store: delete organization: %w", err)
+	}
+	// The counts go after the threads: a run cut short between them leaves counts of threads
+	// no longer there, which the next run (the event is delivered again) removes.
+	prefix := mongodb.Key(apiKey, orgID, gen) + "\x1f"
+	if _, err := s.counts.DeleteMany(ctx, bson.M{"_id": bson.M{"$gte": prefix, "$lt": prefix + "\x7f"}}); err != nil {
+		return fmt.Errorf("comments store: delete organization counts: %w", err)
+	}
+	return nil
+}
+
+func (s *MongoStore) DeleteDocument(ctx context.Context, apiKey, orgID, docID, gen string) error {
+	q := bson.D{{Key: "apiKey", Value: apiKey}, {Key: "organizationId", Value: orgID}, {Key: "documentId", Value: docID}, {Key: "docGen", Value: ofGeneration(gen)}}
+	// The counts of the document's incarnations: one per organization generation it has
+	// threads under (a document belongs to one, but its threads' reads do not say which).
+	var orgGens []string
+	if err := s.annotations.Distinct(ctx, "orgGen", q).Decode(&orgGens); err != nil {
+		return fmt.Errorf("comments store: delete document: %w", err)
+	}
+	if _, err := s.annotations.DeleteMany(ctx, q); err != nil {
+		return fmt.Errorf("comments store: delete document: %w", err)
+	}
+	for _, og := range orgGens {
+		_, _ = s.counts.DeleteOne(ctx, bson.M{"_id": countKey(Ref{APIKey: apiKey, OrganizationID: orgID, OrgGen: og, DocGen: gen})})
+	}
+	return nil
+}
+
+func (s *MongoStore) MoveDocument(ctx context.Context, apiKey, orgID, from, to, gen string) error {
+	if from == "" || from == to {
+		return nil
+	}
+	// Counts are keyed by the document's generation, which a migration keeps.
+	q := bson.D{{Key: "apiKey", Value: apiKey}, {Key: "organizationId", Value: orgID}, {Key: "documentId", Value: from}, {Key: "docGen", Value: ofGeneration(gen)}}
+	if _, err := s.annotations.UpdateMany(ctx, q, bson.M{"$set": bson.M{"documentId": to}}); err != nil {
+		return fmt.Errorf("comments store: move document: %w", err)
+	}
+	return nil
+}
+
+func (s *MongoStore) Ping(ctx context.Context) error {
+	return s.annotations.Database().Client().Ping(ctx, nil)
+}
