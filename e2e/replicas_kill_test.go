@@ -93,9 +93,9 @@ func goBuild(t *testing.T, dir, name, pkg string) string {
 	return bin
 }
 
-// replicaOf is one collabd replica: its process and the loopback addresses it always listens
+// replicaProc is one collabd replica: its process and the loopback addresses it always listens
 // on.
-type replicaOf struct {
+type replicaProc struct {
 	*realProc
 	sys               *system // its HTTP API
 	httpAddr, metrics string
@@ -104,7 +104,7 @@ type replicaOf struct {
 
 // readyz answers the replica's /readyz (its metrics listener): the status and body, or an
 // error while it does not listen.
-func (r *replicaOf) readyz() (int, string, error) {
+func (r *replicaProc) readyz() (int, string, error) {
 	c := http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get("http://" + r.metrics + "/readyz")
 	if err != nil {
@@ -117,7 +117,7 @@ func (r *replicaOf) readyz() (int, string, error) {
 
 // waitReadyz waits until /readyz answers 200 and says the wake-up engine is unreachable
 // (engineDown) or does not; it returns how long that took.
-func (r *replicaOf) waitReadyz(t *testing.T, engineDown bool) time.Duration {
+func (r *replicaProc) waitReadyz(t *testing.T, engineDown bool) time.Duration {
 	t.Helper()
 	start := time.Now()
 	deadline := start.Add(60 * time.Second)
@@ -302,9 +302,9 @@ func TestReplicasKillEngineAndReplica(t *testing.T) {
 
 	// The replicas: every service each, one store, one engine; the development workspace is
 	// made by the first (the others find it in the store).
-	var replicas []*replicaOf
+	var replicas []*replicaProc
 	for i := range 3 {
-		r := &replicaOf{httpAddr: freeAddr(t), grpcAddr: freeAddr(t), metrics: freeAddr(t)}
+		r := &replicaProc{httpAddr: freeAddr(t), grpcAddr: freeAddr(t), metrics: freeAddr(t)}
 		r.realProc = &realProc{name: fmt.Sprintf("replica %d", i+1), bin: collabdBin, log: &lockedBuffer{},
 			env: processEnv("COLLAB_INTERNAL_TOKEN="+testInternalToken, "COLLAB_WAKEUP_TOKEN="+natsToken),
 			args: []string{"--mongo-uri=" + db.URI(), "--http-addr=" + r.httpAddr, "--grpc-addr=" + r.grpcAddr, "--metrics-addr=" + r.metrics,
@@ -422,8 +422,8 @@ func TestReplicasKillEngineAndReplica(t *testing.T) {
 	t.Logf("the run: %d, %d, %d edits; %d events", len(markers[0]), len(markers[1]), len(markers[2]), len(acked))
 
 	checkConverged(t, s, k, clients, names, markers)
-	checkDelivered(t, s, k, rcv, "/events", events, acked)
-	checkDelivered(t, s, k, rcv, "/live", live, nil)
+	checkDelivered(t, s, k, rcv, "/events", events, acked, killedAt)
+	checkDelivered(t, s, k, rcv, "/live", live, nil, killedAt)
 	logWakeupSeries(t, replicas)
 	t.Logf("whole test: %v", time.Since(began))
 }
@@ -486,20 +486,30 @@ func checkConverged(t *testing.T, s *system, k map[string]string, clients []*yjs
 // that the messages are one per event of want (nil: whatever events the messages are of), and
 // that each reached the receiver, verified by standardwebhooks, under one webhook-id, and was
 // answered. It logs the duplicates: deliveries cut by the kill, sent again under the same id.
-func checkDelivered(t *testing.T, s *system, k map[string]string, rcv *webhooktest.Receiver, path, endpoint string, want []string) {
+func checkDelivered(t *testing.T, s *system, k map[string]string, rcv *webhooktest.Receiver, path, endpoint string, want []string, killedAt time.Time) {
 	t.Helper()
 	start := time.Now()
 	deadline := start.Add(90 * time.Second)
 	var msgs []map[string]any
+	var received []webhooktest.Delivery
+	list := func() []map[string]any {
+		return pageOf(t, s, k, "/v2/workspace/advancedwebhook/messages/get", "messages", map[string]any{"endpointId": endpoint})
+	}
 	for {
-		msgs = pageOf(t, s, k, "/v2/workspace/advancedwebhook/messages/get", "messages", map[string]any{"endpointId": endpoint})
+		msgs = list()
 		ok := pageOf(t, s, k, "/v2/workspace/advancedwebhook/attempts/get", "attempts", map[string]any{"endpointId": endpoint, "status": "success"})
 		done := map[string]bool{}
 		for _, a := range ok {
 			done[a["messageId"].(string)] = true
 		}
 		if len(msgs) >= len(want) && len(done) == len(msgs) {
-			break
+			// The receiver's deliveries are of these messages unless one was made meanwhile
+			// (the crdt service announces live edits a few seconds after them): read them,
+			// then list again.
+			received = rcv.Received(t, path)
+			if len(list()) == len(msgs) {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s after 90 s: %d messages for %d events, %d with a successful attempt", path, len(msgs), len(want), len(done))
@@ -526,7 +536,7 @@ func checkDelivered(t *testing.T, s *system, k map[string]string, rcv *webhookte
 	perID := map[string]int{}
 	answered := map[string]bool{}
 	cut := 0
-	for _, dl := range rcv.Received(t, path) {
+	for _, dl := range received {
 		p := payloadOf(t, dl) // verified by standardwebhooks, or the test fails
 		ev, _ := p["data"].(map[string]any)["eventId"].(string)
 		if prev, seen := idOf[ev]; seen && prev != dl.ID {
@@ -559,12 +569,22 @@ func checkDelivered(t *testing.T, s *system, k map[string]string, rcv *webhookte
 		dups += n - 1
 	}
 	t.Logf("%s: %d events, %d distinct webhook-ids, %d duplicate deliveries (%d cut by the kill)", path, len(want), len(perID), dups, cut)
+	for _, dl := range received {
+		if perID[dl.ID] > 1 {
+			at := func(ms int64) string { return time.UnixMilli(ms).Sub(killedAt).Round(time.Millisecond).String() }
+			answer := "cut"
+			if !dl.ClientClosed {
+				answer = fmt.Sprintf("answered %d at %s", dl.AnsweredStatus, at(dl.AnsweredAtMs))
+			}
+			t.Logf("  %s: received at %s from the kill, %s", dl.ID, at(dl.ReceivedAtMs), answer)
+		}
+	}
 }
 
 // logWakeupSeries logs each replica's wake-up series (docs/operations.md, "Metrics"): what it
 // published, received and dropped, and what its safety poll found (lost wake-ups). The third
 // replica's count from its restart.
-func logWakeupSeries(t *testing.T, replicas []*replicaOf) {
+func logWakeupSeries(t *testing.T, replicas []*replicaProc) {
 	t.Helper()
 	c := http.Client{Timeout: 5 * time.Second}
 	for _, r := range replicas {
