@@ -48,6 +48,10 @@ type NATS struct {
 	mu    sync.Mutex
 	done  chan struct{}
 	wg    sync.WaitGroup
+	// refused is why the last attempt to connect failed, as logged ("" once connected).
+	refused   string
+	refusedMu sync.Mutex
+	statuses  chan nats.Status // the RECONNECTING events watchRefusals reads
 }
 
 type outMsg struct {
@@ -80,8 +84,8 @@ func DialNATS(cfg NATSConfig, m *Metrics) (*NATS, error) {
 		nats.ReconnectWait(500 * time.Millisecond),
 		nats.ReconnectJitter(250*time.Millisecond, time.Second),
 		nats.ReconnectBufSize(cfg.ReconnectBuffer),
-		nats.ConnectHandler(func(*nats.Conn) { m.Up.Set(1) }),
-		nats.ReconnectHandler(func(*nats.Conn) { m.Up.Set(1); b.log.Info("wake-ups: engine reconnected") }),
+		nats.ConnectHandler(func(*nats.Conn) { m.Up.Set(1); b.connected() }),
+		nats.ReconnectHandler(func(*nats.Conn) { m.Up.Set(1); b.connected(); b.log.Info("wake-ups: engine reconnected") }),
 		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
 			m.Up.Set(0)
 			if c.IsClosed() {
@@ -89,6 +93,8 @@ func DialNATS(cfg NATSConfig, m *Metrics) (*NATS, error) {
 			}
 			b.log.Warn("wake-ups: engine unreachable; rooms follow the store at the safety poll", "err", err)
 		}),
+		// The first connection's failure, and reconnects that fail to dial.
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { b.refusedBy(err) }),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrSlowConsumer) {
 				m.Dropped.Inc()
@@ -111,9 +117,46 @@ func DialNATS(cfg NATSConfig, m *Metrics) (*NATS, error) {
 		m.Up.Set(1)
 	}
 	b.nc = nc
-	b.wg.Add(1)
+	b.wg.Add(2)
 	go b.send()
+	b.statuses = nc.StatusChanged(nats.RECONNECTING)
+	go b.watchRefusals(b.statuses)
 	return b, nil
+}
+
+// watchRefusals logs why reconnects fail after the server answered: a certificate that does
+// not verify, a server without TLS. The library reports those to no handler: it keeps the
+// error (LastError) and goes back to reconnecting, which statuses tells. It returns when Close
+// removes statuses.
+func (b *NATS) watchRefusals(statuses chan nats.Status) {
+	defer b.wg.Done()
+	for range statuses {
+		b.refusedBy(b.nc.LastError())
+	}
+}
+
+// refusedBy logs why the engine could not be reached, once per reason until the bus connects
+// (attempts repeat every half second or so; an operator needs the reason, not each attempt):
+// without it a wrong CA or token looks like an engine that is down.
+func (b *NATS) refusedBy(err error) {
+	if err == nil {
+		return
+	}
+	why := err.Error()
+	b.refusedMu.Lock()
+	same := why == b.refused
+	b.refused = why
+	b.refusedMu.Unlock()
+	if !same {
+		b.log.Warn("wake-ups: cannot connect to the engine; retrying, rooms follow the store at the safety poll", "err", err)
+	}
+}
+
+// connected forgets the last refusal: the next one is news.
+func (b *NATS) connected() {
+	b.refusedMu.Lock()
+	b.refused = ""
+	b.refusedMu.Unlock()
 }
 
 // Publish queues the message for the engine, or drops it when the queue is full.
@@ -179,6 +222,7 @@ func (b *NATS) Close() {
 		close(b.done)
 	}
 	b.mu.Unlock()
+	b.nc.RemoveStatusListener(b.statuses)
 	b.wg.Wait()
 	b.nc.Close()
 }

@@ -19,12 +19,29 @@ import (
 type Options struct {
 	// Token, when set, is the authorization token clients must present.
 	Token string
+	// TLSCert and TLSKey, when set, are the PEM files of the server's certificate and key: the
+	// server then requires TLS of every client (its ClientURL says tls://).
+	TLSCert, TLSKey string
+}
+
+// options are the server options of o on a loopback port (-1: a random one).
+func options(t testing.TB, o Options, port int) *server.Options {
+	t.Helper()
+	so := &server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true, Authorization: o.Token}
+	if o.TLSCert != "" || o.TLSKey != "" {
+		c, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: o.TLSCert, KeyFile: o.TLSKey})
+		if err != nil {
+			t.Fatalf("natstest: TLS: %v", err)
+		}
+		so.TLSConfig, so.TLS, so.TLSTimeout = c, true, 5
+	}
+	return so
 }
 
 // Server starts one server and returns it; its ClientURL is where to connect.
 func Server(t testing.TB, o Options) *server.Server {
 	t.Helper()
-	return start(t, &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, Authorization: o.Token})
+	return start(t, options(t, o, -1))
 }
 
 // ServerOn starts one server on a given loopback port (a server coming back where clients
@@ -35,7 +52,7 @@ func ServerOn(t testing.TB, o Options, port string) *server.Server {
 	if err != nil {
 		t.Fatalf("natstest: port %q: %v", port, err)
 	}
-	return start(t, &server.Options{Host: "127.0.0.1", Port: p, NoLog: true, NoSigs: true, Authorization: o.Token})
+	return start(t, options(t, o, p))
 }
 
 // Cluster starts n servers routed to each other and waits until each sees the others; a
