@@ -30,7 +30,7 @@ type operation struct {
 // caller writes; internal operations are not on the HTTP API.
 func (o operation) auth() Auth {
 	switch o.Class {
-	case optionsv1.Auth_AUTH_KEY, optionsv1.Auth_AUTH_KEY_AND_BODY:
+	case optionsv1.Auth_AUTH_KEY, optionsv1.Auth_AUTH_KEY_AND_BODY, optionsv1.Auth_AUTH_KEY_OR_USER:
 		return AuthKey
 	case optionsv1.Auth_AUTH_WORKSPACE:
 		return AuthWorkspace

@@ -91,7 +91,7 @@ func TestNeedsDeriveFromModules(t *testing.T) {
 		// crdt publishes crdt.update_data, which activity records and webhooks sends.
 		"crdt": {"workspace", "documents", "access", "activity", "webhooks"},
 		// comments publishes an event per change, which activity records and webhooks sends.
-		"comments": {"workspace", "documents", "activity", "webhooks"},
+		"comments": {"workspace", "documents", "access", "activity", "webhooks"},
 	}
 	written := func(names []string) []string {
 		return slices.DeleteFunc(slices.Clone(names), func(n string) bool { _, ok := want[n]; return !ok })

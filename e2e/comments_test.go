@@ -85,3 +85,48 @@ func testCommentsOverHTTP(t *testing.T, s *system) {
 		return len(ids) >= 3
 	})
 }
+
+// End users call the comments operations with the JWT of Generate Token as Authorization:
+// Bearer, without K headers: the token's user is the author, a viewer comments but does not
+// resolve, another's comment cannot be edited, and after the API key's auth token is reset the
+// old JWT is refused (docs/comments.md, "End users").
+func TestCommentsForEndUsers(t *testing.T) {
+	t.Parallel()
+	s := newSystem(t)
+	wsID, wsToken := s.newWorkspace("comments-users@example.com")
+	key, auth := s.newKey(wsID, wsToken)
+	k := keyHeaders(key, auth)
+	s.call("/v2/users/add", k, map[string]any{"organizationId": "o", "createOrganization": true, "documentId": "d", "createDocument": true, "users": users("ed", "vi")}).data(t, "")
+	bearer := func(user, role string) map[string]string {
+		body := map[string]any{"userId": user, "userProperties": map[string]any{"name": "Name " + user, "email": user + "@example.com"},
+			"permissions": map[string]any{"resources": []any{map[string]any{"type": "document", "id": "d", "organizationId": "o", "accessRole": role}}}}
+		token := s.call("/v2/auth/generate_token", k, body).data(t, "Token generated successfully.")["token"].(string)
+		return map[string]string{"Authorization": "Bearer " + token}
+	}
+	ed, vi := bearer("ed", "editor"), bearer("vi", "viewer")
+	loc := func(extra map[string]any) map[string]any {
+		out := map[string]any{"organizationId": "o", "documentId": "d"}
+		for k, v := range extra {
+			out[k] = v
+		}
+		return out
+	}
+	s.call("/v2/commentannotations/add", vi, loc(map[string]any{"commentAnnotations": []any{map[string]any{"annotationId": "a1",
+		"commentData": []any{map[string]any{"commentText": "a viewer's question"}}}}})).data(t, "Comment annotation(s) added successfully.")
+	got := s.call("/v2/commentannotations/comments/get", ed, loc(map[string]any{"annotationId": "a1"})).ok(t)["data"].([]any)
+	if from := got[0].(map[string]any)["from"].(map[string]any); from["userId"] != "vi" || from["email"] != "vi@example.com" {
+		t.Fatalf("from %v, want the token's user", from)
+	}
+	s.call("/v2/commentannotations/update", vi, loc(map[string]any{"annotations": []any{map[string]any{"annotationId": "a1", "status": map[string]any{"id": "DONE", "type": "terminal"}}}})).
+		fails(t, 403, "PERMISSION_DENIED", "Changing a comment annotation's status, priority, assignee, context or location needs the editor role.")
+	s.call("/v2/commentannotations/comments/update", ed, loc(map[string]any{"annotationId": "a1", "commentIds": []any{1}, "updatedData": map[string]any{"commentText": "hijacked"}})).
+		fails(t, 403, "PERMISSION_DENIED", "You may change only your own comments.")
+	s.call("/v2/commentannotations/update", ed, loc(map[string]any{"annotations": []any{map[string]any{"annotationId": "a1", "status": map[string]any{"id": "DONE", "type": "terminal"}}}})).
+		data(t, "Comment annotation(s) updated successfully.")
+	// A tampered token, then every token of the key after its auth token is reset.
+	s.call("/v2/commentannotations/get", map[string]string{"Authorization": tampered(ed["Authorization"])}, loc(nil)).fails(t, 403, "PERMISSION_DENIED", "")
+	s.call("/v2/workspace/authtoken/reset", workspaceHeaders(wsID, wsToken), map[string]any{"apiKey": key}).data(t, "Auth token reset successfully.")
+	s.call("/v2/commentannotations/get", ed, loc(nil)).fails(t, 403, "PERMISSION_DENIED", "")
+	// Neither credential: the K refusal.
+	s.call("/v2/commentannotations/get", nil, loc(nil)).fails(t, 400, "INVALID_ARGUMENT", "API key not found in headers.")
+}

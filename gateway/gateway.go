@@ -231,6 +231,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	// slice serves both, under the canonical key that Set would compute each time.
 	ids := []string{id}
 	r.Header[requestIDKey] = ids
+	// An end user's JWT in Authorization: Bearer travels as x-service-user-token, which only
+	// the operations that take end users read (docs/api.md, "Authentication").
+	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && r.Header.Get(authn.HeaderUserToken) == "" {
+		r.Header.Set(authn.HeaderUserToken, strings.TrimSpace(v))
+	}
 	// grpc-gateway forwards these whatever the header matcher says; the API's credentials are
 	// the x-service-* headers, and deadlines and forwarding hosts are not the caller's to set.
 	for _, h := range []string{"Authorization", "Grpc-Timeout", "X-Forwarded-Host"} {

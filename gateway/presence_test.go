@@ -43,7 +43,7 @@ func TestPresenceOptionsOfTheAPI(t *testing.T) {
 		walk(fd.Messages())
 	}
 	if fmt.Sprint(required) != "[collab.notifications.v1.AddNotificationsRequest.notify_users]" ||
-		fmt.Sprint(nulls) != "[collab.webhooks.v1.UpdateEndpointRequest.clear_fields]" {
+		fmt.Sprint(nulls) != "[collab.comments.v1.AnnotationUpdate.null_fields collab.comments.v1.CommentChanges.null_fields collab.webhooks.v1.UpdateEndpointRequest.clear_fields]" {
 		t.Fatalf("required on %v, json_nulls on %v: docs/api.md (\"Presence\") lists them", required, nulls)
 	}
 }

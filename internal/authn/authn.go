@@ -43,6 +43,13 @@ const (
 	// HTTP caller's address, which services rate-limit by). It grants nothing else: internal
 	// methods still need HeaderInternalToken.
 	HeaderForwarder = "x-collab-forwarder-token"
+	// HeaderUserToken carries an end user's JWT (Generate Token) on the operations that accept
+	// one (class AUTH_KEY_OR_USER): the gateway moves an HTTP caller's Authorization: Bearer
+	// here; gRPC callers send either.
+	HeaderUserToken = "x-service-user-token"
+	// headerAuthorization is the standard header, whose Bearer value gRPC callers may send
+	// instead of HeaderUserToken.
+	headerAuthorization = "authorization"
 	// headerForwardedFor is the client addresses a trusted forwarder passes on.
 	headerForwardedFor = "x-forwarded-for"
 )
@@ -70,6 +77,22 @@ type Caller struct {
 }
 
 type callerKey struct{}
+
+type userTokenKey struct{}
+
+// UserToken returns the end user's token a call of class AUTH_KEY_OR_USER carried instead of K
+// headers. It is not verified: the service verifies it (the access service's VerifyToken)
+// before acting, and finds no Caller on the context until it has.
+func UserToken(ctx context.Context) (string, bool) {
+	t, ok := ctx.Value(userTokenKey{}).(string)
+	return t, ok && t != ""
+}
+
+// WithUserToken returns ctx carrying an end user's unverified token (tests, and the
+// interceptor).
+func WithUserToken(ctx context.Context, token string) context.Context {
+	return context.WithValue(ctx, userTokenKey{}, token)
+}
 
 // WithCaller returns ctx carrying c.
 func WithCaller(ctx context.Context, c Caller) context.Context {
@@ -257,54 +280,83 @@ func (i *Interceptor) Authenticate(ctx context.Context, fullMethod string, req a
 		return ctx, nil
 	case optionsv1.Auth_AUTH_KEY:
 		return i.key(ctx, md)
+	case optionsv1.Auth_AUTH_KEY_OR_USER:
+		return i.keyOrUser(ctx, md)
 	case optionsv1.Auth_AUTH_KEY_AND_BODY:
-		// The headers are required first; the data may then only repeat them.
-		if first(md, HeaderAPIKey) == "" || first(md, HeaderAuthToken) == "" {
-			return i.key(ctx, md)
-		}
-		if body, ok := req.(bodyCredentials); ok {
-			if k := body.GetApiKey(); k != "" && k != first(md, HeaderAPIKey) {
-				return nil, apierr.InvalidArgument("apiKey in data does not match the %s header.", HeaderAPIKey)
-			}
-			if t := body.GetAuthToken(); t != "" && t != first(md, HeaderAuthToken) {
-				return nil, apierr.InvalidArgument("authToken in data does not match the %s header.", HeaderAuthToken)
-			}
-		}
-		return i.key(ctx, md)
+		return i.keyAndBody(ctx, md, req)
 	case optionsv1.Auth_AUTH_BODY:
-		body, ok := req.(bodyCredentials)
-		if !ok {
-			return nil, apierr.Internal(authError("body-credential method without apiKey/authToken fields: " + fullMethod))
-		}
-		if body.GetApiKey() == "" {
-			return nil, apierr.InvalidArgument("apiKey is required.")
-		}
-		if body.GetAuthToken() == "" {
-			return nil, apierr.InvalidArgument("authToken is required.")
-		}
-		c, err := i.auth.AuthenticateKey(ctx, body.GetApiKey(), body.GetAuthToken())
-		if err != nil {
-			return nil, err
-		}
-		return WithCaller(ctx, c), nil
+		return i.body(ctx, fullMethod, req)
 	case optionsv1.Auth_AUTH_WORKSPACE:
-		id := first(md, HeaderWorkspaceID)
-		if id == "" {
-			return nil, apierr.InvalidArgument("Workspace ID not found in headers.")
-		}
-		token := first(md, HeaderWorkspaceToken)
-		if token == "" {
-			return nil, apierr.InvalidArgument("Auth Token not found in headers.")
-		}
-		c, err := i.auth.AuthenticateWorkspace(ctx, id, token)
-		if err != nil {
-			return nil, err
-		}
-		return WithCaller(ctx, c), nil
+		return i.workspace(ctx, md)
 	default:
 		// A method without a declared class is refused rather than guessed at.
 		return nil, apierr.Internal(authError("method has no auth class: " + fullMethod))
 	}
+}
+
+// keyOrUser authenticates AUTH_KEY_OR_USER: K headers, else an end user's token left on the
+// context for the service to verify.
+func (i *Interceptor) keyOrUser(ctx context.Context, md metadata.MD) (context.Context, error) {
+	// K headers win: a backend acts as itself even when it passes a user's token along.
+	if first(md, HeaderAPIKey) == "" {
+		if token := userToken(md); token != "" {
+			return WithUserToken(ctx, token), nil
+		}
+	}
+	return i.key(ctx, md)
+}
+
+// keyAndBody authenticates AUTH_KEY_AND_BODY: the headers are required first; the data may
+// then only repeat them.
+func (i *Interceptor) keyAndBody(ctx context.Context, md metadata.MD, req any) (context.Context, error) {
+	if first(md, HeaderAPIKey) == "" || first(md, HeaderAuthToken) == "" {
+		return i.key(ctx, md)
+	}
+	if body, ok := req.(bodyCredentials); ok {
+		if k := body.GetApiKey(); k != "" && k != first(md, HeaderAPIKey) {
+			return nil, apierr.InvalidArgument("apiKey in data does not match the %s header.", HeaderAPIKey)
+		}
+		if t := body.GetAuthToken(); t != "" && t != first(md, HeaderAuthToken) {
+			return nil, apierr.InvalidArgument("authToken in data does not match the %s header.", HeaderAuthToken)
+		}
+	}
+	return i.key(ctx, md)
+}
+
+// body authenticates AUTH_BODY: apiKey and authToken in the request's data.
+func (i *Interceptor) body(ctx context.Context, fullMethod string, req any) (context.Context, error) {
+	body, ok := req.(bodyCredentials)
+	if !ok {
+		return nil, apierr.Internal(authError("body-credential method without apiKey/authToken fields: " + fullMethod))
+	}
+	if body.GetApiKey() == "" {
+		return nil, apierr.InvalidArgument("apiKey is required.")
+	}
+	if body.GetAuthToken() == "" {
+		return nil, apierr.InvalidArgument("authToken is required.")
+	}
+	c, err := i.auth.AuthenticateKey(ctx, body.GetApiKey(), body.GetAuthToken())
+	if err != nil {
+		return nil, err
+	}
+	return WithCaller(ctx, c), nil
+}
+
+// workspace authenticates AUTH_WORKSPACE: the workspace id and its token in the headers.
+func (i *Interceptor) workspace(ctx context.Context, md metadata.MD) (context.Context, error) {
+	id := first(md, HeaderWorkspaceID)
+	if id == "" {
+		return nil, apierr.InvalidArgument("Workspace ID not found in headers.")
+	}
+	token := first(md, HeaderWorkspaceToken)
+	if token == "" {
+		return nil, apierr.InvalidArgument("Auth Token not found in headers.")
+	}
+	c, err := i.auth.AuthenticateWorkspace(ctx, id, token)
+	if err != nil {
+		return nil, err
+	}
+	return WithCaller(ctx, c), nil
 }
 
 func (i *Interceptor) key(ctx context.Context, md metadata.MD) (context.Context, error) {
@@ -321,6 +373,18 @@ func (i *Interceptor) key(ctx context.Context, md metadata.MD) (context.Context,
 		return nil, err
 	}
 	return WithCaller(ctx, c), nil
+}
+
+// userToken is the end user's token of the call: HeaderUserToken, else a Bearer
+// Authorization.
+func userToken(md metadata.MD) string {
+	if t := first(md, HeaderUserToken); t != "" {
+		return t
+	}
+	if v, ok := strings.CutPrefix(first(md, headerAuthorization), "Bearer "); ok {
+		return strings.TrimSpace(v)
+	}
+	return ""
 }
 
 func first(md metadata.MD, key string) string {

@@ -74,6 +74,7 @@ func TestInterceptorClasses(t *testing.T) {
 	i.classes.Store("/t/WS", optionsv1.Auth_AUTH_WORKSPACE)
 	i.classes.Store("/t/Public", optionsv1.Auth_AUTH_PUBLIC)
 	i.classes.Store("/t/Internal", optionsv1.Auth_AUTH_INTERNAL)
+	i.classes.Store("/t/User", optionsv1.Auth_AUTH_KEY_OR_USER)
 
 	cases := []struct {
 		name   string
@@ -104,6 +105,13 @@ func TestInterceptorClasses(t *testing.T) {
 		{"internal without token", "/t/Internal", incoming(), nil, codes.PermissionDenied, "This operation is for internal callers.", ""},
 		{"internal wrong token", "/t/Internal", incoming(HeaderInternalToken, "nope"), nil, codes.PermissionDenied, "", ""},
 		{"internal ok", "/t/Internal", incoming(HeaderInternalToken, "internal-secret"), nil, codes.OK, "", "none"},
+		{"key or user: key", "/t/User", incoming(HeaderAPIKey, "k", HeaderAuthToken, "t"), nil, codes.OK, "", "k|w"},
+		{"key or user: key wins over a token", "/t/User", incoming(HeaderAPIKey, "k", HeaderAuthToken, "t", HeaderUserToken, "jwt"), nil, codes.OK, "", "k|w"},
+		{"key or user: a wrong key is not excused by a token", "/t/User", incoming(HeaderAPIKey, "x", HeaderAuthToken, "t", HeaderUserToken, "jwt"), nil, codes.PermissionDenied, "Invalid API key.", ""},
+		{"key or user: a user token, no caller until the service verifies it", "/t/User", incoming(HeaderUserToken, "jwt"), nil, codes.OK, "", "none"},
+		{"key or user: a Bearer authorization", "/t/User", incoming("authorization", "Bearer jwt"), nil, codes.OK, "", "none"},
+		{"key or user: neither", "/t/User", incoming("authorization", "Basic x"), nil, codes.InvalidArgument, "API key not found in headers.", ""},
+		{"key headers only: a user token opens nothing", "/t/Key", incoming(HeaderUserToken, "jwt"), nil, codes.InvalidArgument, "API key not found in headers.", ""},
 		{"unannotated method fails closed", "/collab.nothing.v1.X/Y", incoming(), nil, codes.Internal, "Internal error.", ""},
 		{"body class on a message without credentials", "/t/Body", incoming(), struct{}{}, codes.Internal, "Internal error.", ""},
 	}

@@ -11,7 +11,6 @@ import (
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
 
 	"github.com/collab/collab/internal/apierr"
-	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/cursor"
 	"github.com/collab/collab/internal/ids"
 	"github.com/collab/collab/internal/validate"
@@ -20,12 +19,15 @@ import (
 // AddCommentAnnotations adds threads, each with its first comments; an id that is taken is
 // that item's success: false.
 func (s *Server) AddCommentAnnotations(ctx context.Context, req *commentsv1.AddCommentAnnotationsRequest) (*commentsv1.ItemResultsResponse, error) {
-	c, err := authn.RequireCaller(ctx)
+	news, err := checkAddAnnotations(req)
 	if err != nil {
 		return nil, err
 	}
-	news, err := checkAddAnnotations(req)
+	c, err := s.actorFor(ctx, req.GetOrganizationId(), req.GetDocumentId())
 	if err != nil {
+		return nil, err
+	}
+	if err := c.adopt(req, news); err != nil {
 		return nil, err
 	}
 	gens, err := s.docs.EnsureResources(ctx, &documentsv1.EnsureResourcesRequest{
@@ -57,9 +59,46 @@ func (s *Server) AddCommentAnnotations(ctx context.Context, req *commentsv1.AddC
 		return nil, err
 	}
 	for _, a := range added {
-		s.publish(ctx, c, eventAnnotationAdd, a, nil, nil)
+		s.publish(ctx, c.Caller, eventAnnotationAdd, a, nil, nil)
 	}
 	return &commentsv1.ItemResultsResponse{Status: statusSuccess, Message: msgAnnotationsAdded, Data: data}, nil
+}
+
+// adopt holds new threads to what the actor may do: an end user creates no organization or
+// document, writes as themselves, and sets status, priority or assignee only as an editor.
+func (a actor) adopt(req *commentsv1.AddCommentAnnotationsRequest, news []*Annotation) error {
+	if a.user == nil {
+		for i, n := range news {
+			if n.From.UserID == "" {
+				return apierr.InvalidArgument("commentAnnotations[%d].from is required.", i)
+			}
+			for j, cm := range n.Comments {
+				if cm.From.UserID == "" {
+					return apierr.InvalidArgument("commentAnnotations[%d].commentData[%d].from is required.", i, j)
+				}
+			}
+		}
+		return nil
+	}
+	if req.GetCreateOrganization() || req.GetCreateDocument() {
+		return apierr.PermissionDenied(msgNoCreate)
+	}
+	for _, n := range news {
+		var err error
+		if n.From, err = a.as(n.From); err != nil {
+			return err
+		}
+		for i := range n.Comments {
+			if n.Comments[i].From, err = a.as(n.Comments[i].From); err != nil {
+				return err
+			}
+		}
+		if (n.Status != defaultStatus || n.Priority != nil || n.AssignedTo != nil) && !a.canEdit() {
+			return apierr.PermissionDenied(msgNeedsEditor)
+		}
+		n.Authors = nil // recomputed by stamp from the adopted authors
+	}
+	return nil
 }
 
 // stamp files a new annotation under the document and gives it and its comments their ids
@@ -122,7 +161,8 @@ func checkNewAnnotation(field string, it *commentsv1.NewAnnotation) (*Annotation
 	if err = validate.TokenID(field+".annotationId", a.ID); err != nil {
 		return nil, err
 	}
-	if a.From, err = checkUser(field+".from", it.GetFrom(), true); err != nil {
+	// from may be left out by an end user, whose token names them (actor.adopt).
+	if a.From, err = checkUser(field+".from", it.GetFrom(), false); err != nil {
 		return nil, err
 	}
 	if a.Location, err = checkLocation(field+".location", it.GetLocation()); err != nil {
@@ -178,11 +218,11 @@ type tokenPosition struct {
 // GetCommentAnnotations lists a document's (or up to 30 documents') annotations by
 // lastUpdated, in keyset pages (docs/comments.md, "Paging").
 func (s *Server) GetCommentAnnotations(ctx context.Context, req *commentsv1.GetCommentAnnotationsRequest) (*commentsv1.GetCommentAnnotationsResponse, error) {
-	c, err := authn.RequireCaller(ctx)
+	l, err := checkGet(req)
 	if err != nil {
 		return nil, err
 	}
-	l, err := checkGet(req)
+	c, err := s.actorFor(ctx, l.org, l.docs...)
 	if err != nil {
 		return nil, err
 	}
@@ -205,11 +245,18 @@ func (s *Server) GetCommentAnnotations(ctx context.Context, req *commentsv1.GetC
 	resp := &commentsv1.GetCommentAnnotationsResponse{Status: statusSuccess, Message: msgAnnotationsFetched, Data: []*commentsv1.CommentAnnotation{}}
 	more := len(as) > l.size
 	as = as[:min(len(as), l.size)]
-	for _, a := range as {
+	var last *Annotation
+	if len(as) > 0 {
+		last = as[len(as)-1] // the page's position, also when the end user may not see it
+	}
+	shown, err := s.visible(ctx, c, l.filter.Documents[0].OrgGen, as)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range shown {
 		resp.Data = append(resp.Data, annotationProto(a))
 	}
 	if more {
-		last := as[len(as)-1]
 		tok, err := s.pages.Seal(scope, tokenPosition{LastUpdated: last.LastUpdated, ID: last.ID})
 		if err != nil {
 			return nil, err

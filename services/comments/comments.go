@@ -9,7 +9,6 @@ import (
 	commentsv1 "github.com/collab/collab/proto/collab/comments/v1"
 
 	"github.com/collab/collab/internal/apierr"
-	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/validate"
 )
 
@@ -20,17 +19,17 @@ type threadRequest interface {
 	GetAnnotationId() string
 }
 
-// thread checks the thread's ids and resolves its document.
-func (s *Server) thread(ctx context.Context, req threadRequest) (authn.Caller, Ref, error) {
-	c, err := authn.RequireCaller(ctx)
-	if err != nil {
-		return c, Ref{}, err
-	}
+// thread checks the thread's ids, authenticates the actor for its document and resolves it.
+func (s *Server) thread(ctx context.Context, req threadRequest) (actor, Ref, error) {
 	if err := checkDocument(req.GetOrganizationId(), req.GetDocumentId()); err != nil {
-		return c, Ref{}, err
+		return actor{}, Ref{}, err
 	}
 	if err := validate.ID("annotationId", req.GetAnnotationId()); err != nil {
-		return c, Ref{}, err
+		return actor{}, Ref{}, err
+	}
+	c, err := s.actorFor(ctx, req.GetOrganizationId(), req.GetDocumentId())
+	if err != nil {
+		return actor{}, Ref{}, err
 	}
 	r, err := s.ref(ctx, c.APIKey, req.GetOrganizationId(), req.GetDocumentId())
 	return c, r, err
@@ -69,6 +68,14 @@ func (s *Server) AddComments(ctx context.Context, req *commentsv1.AddCommentsReq
 	if err != nil {
 		return nil, err
 	}
+	for i := range news {
+		if news[i].From, err = c.as(news[i].From); err != nil {
+			return nil, err
+		}
+		if news[i].From.UserID == "" {
+			return nil, apierr.InvalidArgument("commentData[%d].from is required.", i)
+		}
+	}
 	var added []Comment
 	_, after, err := s.change(ctx, r, req.GetAnnotationId(), func(a *Annotation) error {
 		now := s.now()
@@ -97,7 +104,7 @@ func (s *Server) AddComments(ctx context.Context, req *commentsv1.AddCommentsReq
 	resp := &commentsv1.AddCommentsResponse{Status: statusSuccess, Message: msgCommentsAdded}
 	for i := range added {
 		resp.Data = append(resp.Data, float64(added[i].ID))
-		s.publish(ctx, c, eventCommentAdd, after, &added[i], nil)
+		s.publish(ctx, c.Caller, eventCommentAdd, after, &added[i], nil)
 	}
 	return resp, nil
 }
@@ -110,7 +117,7 @@ func (s *Server) GetComments(ctx context.Context, req *commentsv1.GetCommentsReq
 	if err != nil {
 		return nil, err
 	}
-	_, r, err := s.thread(ctx, req)
+	c, r, err := s.thread(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +126,16 @@ func (s *Server) GetComments(ctx context.Context, req *commentsv1.GetCommentsReq
 		return nil, fmt.Errorf("read annotation: %w", err)
 	}
 	a := got[req.GetAnnotationId()]
+	if a != nil {
+		// A thread an end user may not see is not there for them.
+		shown, err := s.visible(ctx, c, r.OrgGen, []*Annotation{a})
+		if err != nil {
+			return nil, err
+		}
+		if len(shown) == 0 {
+			a = nil
+		}
+	}
 	if a == nil {
 		return nil, apierr.NotFound(msgItemMissing)
 	}
@@ -229,6 +246,9 @@ func (s *Server) UpdateComments(ctx context.Context, req *commentsv1.UpdateComme
 			if i < 0 {
 				continue
 			}
+			if !c.canChange(a.Comments[i].From.UserID, false) {
+				return errNotYours
+			}
 			if err := edit.apply(&a.Comments[i]); err != nil {
 				return err
 			}
@@ -242,6 +262,8 @@ func (s *Server) UpdateComments(ctx context.Context, req *commentsv1.UpdateComme
 		return nil
 	})
 	switch {
+	case errors.Is(err, errNotYours):
+		return nil, apierr.PermissionDenied(msgNotYours)
 	case errors.Is(err, errEmptyComment):
 		return nil, apierr.InvalidArgument("%s", errEmptyComment.msg)
 	case errors.Is(err, errNoComments):
@@ -258,7 +280,7 @@ func (s *Server) UpdateComments(ctx context.Context, req *commentsv1.UpdateComme
 		}
 	}
 	for _, id := range changed {
-		s.publish(ctx, c, eventCommentUpdate, after, after.comment(id), nil)
+		s.publish(ctx, c.Caller, eventCommentUpdate, after, after.comment(id), nil)
 	}
 	return &commentsv1.ItemResultsResponse{Status: statusSuccess, Message: msgCommentsUpdated, Data: data}, nil
 }
@@ -289,6 +311,11 @@ func (s *Server) DeleteComments(ctx context.Context, req *commentsv1.DeleteComme
 	var gone []Comment
 	before, after, err := s.change(ctx, r, req.GetAnnotationId(), func(a *Annotation) error {
 		gone = gone[:0]
+		for _, o := range a.Comments {
+			if slices.Contains(idList, o.ID) && !c.canChange(o.From.UserID, true) {
+				return errNotYours
+			}
+		}
 		a.Comments = slices.DeleteFunc(a.Comments, func(o Comment) bool {
 			if slices.Contains(idList, o.ID) {
 				gone = append(gone, o)
@@ -306,6 +333,8 @@ func (s *Server) DeleteComments(ctx context.Context, req *commentsv1.DeleteComme
 		return nil
 	})
 	switch {
+	case errors.Is(err, errNotYours):
+		return nil, apierr.PermissionDenied(msgNotYours)
 	case errors.Is(err, errLastComment):
 		return nil, apierr.FailedPrecondition(msgLastComment)
 	case errors.Is(err, errNoComments):
@@ -324,12 +353,15 @@ func (s *Server) DeleteComments(ctx context.Context, req *commentsv1.DeleteComme
 		}
 	}
 	for i := range gone {
-		s.publish(ctx, c, eventCommentDelete, after, &gone[i], nil)
+		s.publish(ctx, c.Caller, eventCommentDelete, after, &gone[i], nil)
 	}
 	return &commentsv1.ItemResultsResponse{Status: statusSuccess, Message: msgCommentsDeleted, Data: data}, nil
 }
 
-var errLastComment = &itemError{msgLastComment}
+var (
+	errLastComment = &itemError{msgLastComment}
+	errNotYours    = &itemError{msgNotYours}
+)
 
 // authorsOf recomputes the thread's authors from its author and comments.
 func authorsOf(a *Annotation) []string {
@@ -369,13 +401,19 @@ func (s *Server) react(ctx context.Context, req reactionRequest, add bool) (*com
 	if err := checkEmoji(req.GetEmoji()); err != nil {
 		return nil, err
 	}
-	user, err := checkUser("user", req.GetUser(), true)
+	user, err := checkUser("user", req.GetUser(), false)
 	if err != nil {
 		return nil, err
 	}
 	c, r, err := s.thread(ctx, req)
 	if err != nil {
 		return nil, err
+	}
+	if user, err = c.as(user); err != nil {
+		return nil, err
+	}
+	if user.UserID == "" {
+		return nil, apierr.InvalidArgument("user is required.")
 	}
 	_, after, err := s.change(ctx, r, req.GetAnnotationId(), func(a *Annotation) error {
 		cm := a.comment(id)
@@ -400,7 +438,7 @@ func (s *Server) react(ctx context.Context, req reactionRequest, add bool) (*com
 	case err != nil:
 		return nil, missing(err)
 	}
-	s.publish(ctx, c, event, after, after.comment(id), map[string]any{"emoji": req.GetEmoji(), "userId": user.UserID})
+	s.publish(ctx, c.Caller, event, after, after.comment(id), map[string]any{"emoji": req.GetEmoji(), "userId": user.UserID})
 	return &commentsv1.ReactionResponse{Status: statusSuccess, Message: msg, Data: &commentsv1.ItemResult{Success: true, Id: key, Message: msg}}, nil
 }
 

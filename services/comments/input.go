@@ -232,14 +232,14 @@ func mentionsOf(field string, l *structpb.ListValue) ([]Mention, error) {
 	return checkMentions(field, ms)
 }
 
-// checkNewComment checks a comment to add; from is required unless the caller is a user
-// (then the token's user, given as caller).
+// checkNewComment checks a comment to add; from may be left out here: an end user's is the
+// token's, and a backend must name it (actor.as with required).
 func checkNewComment(field string, c *commentsv1.NewComment) (Comment, error) {
 	id, err := commentID(field+".commentId", c.GetCommentId())
 	if err != nil {
 		return Comment{}, err
 	}
-	from, err := checkUser(field+".from", c.GetFrom(), true)
+	from, err := checkUser(field+".from", c.GetFrom(), false)
 	if err != nil {
 		return Comment{}, err
 	}

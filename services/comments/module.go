@@ -7,6 +7,7 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
 
+	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 	commentsv1 "github.com/collab/collab/proto/collab/comments/v1"
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
 
@@ -14,8 +15,8 @@ import (
 )
 
 // Module describes the comments service to the process that runs it. It asks documents for
-// generations (and to create organizations and documents), publishes an event per change,
-// and consumes the lifecycle events its threads follow.
+// generations (and to create organizations and documents) and access to verify end users,
+// publishes an event per change, and consumes the lifecycle events its threads follow.
 func Module() service.Module {
 	return service.Module{
 		Name:        "comments",
@@ -23,7 +24,7 @@ func Module() service.Module {
 		Gateway: func(ctx context.Context, mux *runtime.ServeMux, conn grpc.ClientConnInterface) error {
 			return commentsv1.RegisterCommentsServiceHandlerClient(ctx, mux, commentsv1.NewCommentsServiceClient(conn))
 		},
-		Calls:     []string{"documents"},
+		Calls:     []string{"documents", "access"},
 		Publishes: publishes,
 		Consumes:  consumes,
 		Setup:     func(*service.Flags) service.BuildFunc { return build },
@@ -47,7 +48,8 @@ func build(ctx context.Context, env service.Env) (*service.Instance, error) {
 		return nil, err
 	}
 	store = observeStore(store, o) // after choosing it, so both kinds are observed
-	s, err := New(store, documentsv1.NewDocumentsServiceClient(env.Conn("documents")), env.Outbox, env.Secret, WithClock(env.Clock), WithLogger(env.Log))
+	s, err := New(store, documentsv1.NewDocumentsServiceClient(env.Conn("documents")), accessv1.NewAccessServiceClient(env.Conn("access")),
+		env.Outbox, env.Secret, WithClock(env.Clock), WithLogger(env.Log))
 	if err != nil {
 		return nil, err
 	}

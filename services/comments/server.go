@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	accessv1 "github.com/collab/collab/proto/collab/access/v1"
 	commentsv1 "github.com/collab/collab/proto/collab/comments/v1"
 	documentsv1 "github.com/collab/collab/proto/collab/documents/v1"
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
@@ -71,6 +72,7 @@ type Server struct {
 
 	store  Store
 	docs   documentsv1.DocumentsServiceClient
+	access accessv1.AccessServiceClient
 	events Publisher
 	pages  *cursor.Sealer
 	clock  clock.Clock
@@ -84,12 +86,13 @@ func WithClock(c clock.Clock) Option   { return func(s *Server) { s.clock = c } 
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
 // New returns a Server on store. docs resolves organizations and documents to their
-// generations; events publishes the changes; secret keys the page tokens.
-func New(store Store, docs documentsv1.DocumentsServiceClient, events Publisher, secret []byte, opts ...Option) (*Server, error) {
-	if store == nil || docs == nil || events == nil {
-		return nil, errors.New("comments: a store, a documents client and an outbox are required")
+// generations; access verifies end users' tokens and roles; events publishes the changes;
+// secret keys the page tokens.
+func New(store Store, docs documentsv1.DocumentsServiceClient, access accessv1.AccessServiceClient, events Publisher, secret []byte, opts ...Option) (*Server, error) {
+	if store == nil || docs == nil || access == nil || events == nil {
+		return nil, errors.New("comments: a store, documents and access clients and an outbox are required")
 	}
-	s := &Server{store: store, docs: docs, events: events, clock: clock.Real(), log: slog.Default()}
+	s := &Server{store: store, docs: docs, access: access, events: events, clock: clock.Real(), log: slog.Default()}
 	for _, o := range opts {
 		o(s)
 	}

@@ -67,7 +67,7 @@ var k1 = authn.WithCaller(context.Background(), authn.Caller{APIKey: "k1", Works
 func newServer(t *testing.T, store Store) (*Server, *events) {
 	t.Helper()
 	ev := &events{}
-	s, err := New(store, fakeDocs{}, ev, []byte("0123456789abcdef0123456789abcdef"))
+	s, err := New(store, fakeDocs{}, newFakeAccess(), ev, []byte("0123456789abcdef0123456789abcdef"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	commentsv1 "github.com/collab/collab/proto/collab/comments/v1"
 
 	"github.com/collab/collab/internal/apierr"
-	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/validate"
 )
 
@@ -33,13 +32,16 @@ type annotationEdit struct {
 // each change publishes its event (a status change, a priority change, an assignment, or an
 // update for context and location).
 func (s *Server) UpdateCommentAnnotations(ctx context.Context, req *commentsv1.UpdateCommentAnnotationsRequest) (*commentsv1.ItemResultsResponse, error) {
-	c, err := authn.RequireCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	edits, err := checkUpdateAnnotations(req)
 	if err != nil {
 		return nil, err
+	}
+	c, err := s.actorFor(ctx, req.GetOrganizationId(), req.GetDocumentId())
+	if err != nil {
+		return nil, err
+	}
+	if !c.canEdit() {
+		return nil, apierr.PermissionDenied(msgNeedsEditor)
 	}
 	r, err := s.ref(ctx, c.APIKey, req.GetOrganizationId(), req.GetDocumentId())
 	if err != nil {
@@ -47,6 +49,7 @@ func (s *Server) UpdateCommentAnnotations(ctx context.Context, req *commentsv1.U
 	}
 	data := map[string]*commentsv1.ItemResult{}
 	for _, e := range edits {
+		e.actor = c.id()
 		before, after, err := s.change(ctx, r, e.id, e.apply)
 		res, err := itemResult(e.id, msgItemUpdated, err)
 		if err != nil {
@@ -54,7 +57,7 @@ func (s *Server) UpdateCommentAnnotations(ctx context.Context, req *commentsv1.U
 		}
 		data[e.id] = res
 		if after != nil {
-			s.publishEdits(ctx, c, before, after)
+			s.publishEdits(ctx, c.Caller, before, after)
 		}
 	}
 	return &commentsv1.ItemResultsResponse{Status: statusSuccess, Message: msgAnnotationsUpdated, Data: data}, nil
@@ -186,10 +189,6 @@ func checkDocument(org, doc string) error {
 
 // DeleteCommentAnnotations deletes threads with their comments, reactions and read marks.
 func (s *Server) DeleteCommentAnnotations(ctx context.Context, req *commentsv1.DeleteCommentAnnotationsRequest) (*commentsv1.ItemResultsResponse, error) {
-	c, err := authn.RequireCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	if err := checkDocument(req.GetOrganizationId(), req.GetDocumentId()); err != nil {
 		return nil, err
 	}
@@ -197,9 +196,26 @@ func (s *Server) DeleteCommentAnnotations(ctx context.Context, req *commentsv1.D
 	if err != nil {
 		return nil, err
 	}
+	c, err := s.actorFor(ctx, req.GetOrganizationId(), req.GetDocumentId())
+	if err != nil {
+		return nil, err
+	}
 	r, err := s.ref(ctx, c.APIKey, req.GetOrganizationId(), req.GetDocumentId())
 	if err != nil {
 		return nil, err
+	}
+	if c.user != nil {
+		// All or nothing: an end user may delete only their own threads (an admin any), and a
+		// thread's author never changes, so the check holds until the deletion.
+		got, err := s.store.Get(ctx, r, idList)
+		if err != nil {
+			return nil, fmt.Errorf("read annotations: %w", err)
+		}
+		for _, a := range got {
+			if !c.canChange(a.From.UserID, true) {
+				return nil, apierr.PermissionDenied(msgNotYourThread)
+			}
+		}
 	}
 	data := map[string]*commentsv1.ItemResult{}
 	for _, id := range idList {
@@ -210,7 +226,7 @@ func (s *Server) DeleteCommentAnnotations(ctx context.Context, req *commentsv1.D
 		}
 		data[id] = res
 		if gone != nil {
-			s.publish(ctx, c, eventAnnotationDelete, gone, nil, nil)
+			s.publish(ctx, c.Caller, eventAnnotationDelete, gone, nil, nil)
 		}
 	}
 	return &commentsv1.ItemResultsResponse{Status: statusSuccess, Message: msgAnnotationsDeleted, Data: data}, nil
@@ -242,10 +258,6 @@ func (s *Server) remove(ctx context.Context, r Ref, id string) (*Annotation, err
 // CountCommentAnnotations counts each document's annotations, and with a user, those the user
 // has not read since they last changed.
 func (s *Server) CountCommentAnnotations(ctx context.Context, req *commentsv1.CountCommentAnnotationsRequest) (*commentsv1.CountCommentAnnotationsResponse, error) {
-	c, err := authn.RequireCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	if err := validate.ID("organizationId", req.GetOrganizationId()); err != nil {
 		return nil, err
 	}
@@ -259,6 +271,15 @@ func (s *Server) CountCommentAnnotations(ctx context.Context, req *commentsv1.Co
 	}
 	if err := validate.OptionalID("userId", req.GetUserId()); err != nil {
 		return nil, err
+	}
+	c, err := s.actorFor(ctx, req.GetOrganizationId(), docs...)
+	if err != nil {
+		return nil, err
+	}
+	if u := req.GetUserId(); u != "" {
+		if _, err := c.as(User{UserID: u}); err != nil {
+			return nil, err
+		}
 	}
 	refs, err := s.refs(ctx, c.APIKey, req.GetOrganizationId(), docs)
 	if err != nil {
@@ -282,25 +303,32 @@ func (s *Server) CountCommentAnnotations(ctx context.Context, req *commentsv1.Co
 
 // MarkRead records that a user has read threads as they are now (Count's unread).
 func (s *Server) MarkRead(ctx context.Context, req *commentsv1.MarkReadRequest) (*commentsv1.ItemResultsResponse, error) {
-	c, err := authn.RequireCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	if err := checkDocument(req.GetOrganizationId(), req.GetDocumentId()); err != nil {
 		return nil, err
 	}
-	if err := validate.ID("userId", req.GetUserId()); err != nil {
+	if err := validate.OptionalID("userId", req.GetUserId()); err != nil {
 		return nil, err
 	}
 	idList, err := validate.IDs("annotationIds", req.GetAnnotationIds(), true, maxItems)
 	if err != nil {
 		return nil, err
 	}
+	c, err := s.actorFor(ctx, req.GetOrganizationId(), req.GetDocumentId())
+	if err != nil {
+		return nil, err
+	}
+	reader, err := c.as(User{UserID: req.GetUserId()})
+	if err != nil {
+		return nil, err
+	}
+	if reader.UserID == "" {
+		return nil, apierr.InvalidArgument("userId is required.")
+	}
 	r, err := s.ref(ctx, c.APIKey, req.GetOrganizationId(), req.GetDocumentId())
 	if err != nil {
 		return nil, err
 	}
-	found, err := s.store.MarkRead(ctx, r, req.GetUserId(), idList)
+	found, err := s.store.MarkRead(ctx, r, reader.UserID, idList)
 	if err != nil {
 		return nil, fmt.Errorf("mark read: %w", err)
 	}

@@ -2598,18 +2598,18 @@ const file_collab_comments_v1_comments_proto_rawDesc = "" +
 	"\x0eannotation_ids\x18\x04 \x03(\tR\rannotationIds2\xeb\n" +
 	"\n" +
 	"\x0fCommentsService\x12x\n" +
-	"\x15AddCommentAnnotations\x120.collab.comments.v1.AddCommentAnnotationsRequest\x1a'.collab.comments.v1.ItemResultsResponse\"\x04\xc8\xf3\x18\x01\x12\x82\x01\n" +
-	"\x15GetCommentAnnotations\x120.collab.comments.v1.GetCommentAnnotationsRequest\x1a1.collab.comments.v1.GetCommentAnnotationsResponse\"\x04\xc8\xf3\x18\x01\x12~\n" +
-	"\x18UpdateCommentAnnotations\x123.collab.comments.v1.UpdateCommentAnnotationsRequest\x1a'.collab.comments.v1.ItemResultsResponse\"\x04\xc8\xf3\x18\x01\x12~\n" +
-	"\x18DeleteCommentAnnotations\x123.collab.comments.v1.DeleteCommentAnnotationsRequest\x1a'.collab.comments.v1.ItemResultsResponse\"\x04\xc8\xf3\x18\x01\x12\x88\x01\n" +
-	"\x17CountCommentAnnotations\x122.collab.comments.v1.CountCommentAnnotationsRequest\x1a3.collab.comments.v1.CountCommentAnnotationsResponse\"\x04\xc8\xf3\x18\x01\x12d\n" +
-	"\vAddComments\x12&.collab.comments.v1.AddCommentsRequest\x1a'.collab.comments.v1.AddCommentsResponse\"\x04\xc8\xf3\x18\x01\x12d\n" +
-	"\vGetComments\x12&.collab.comments.v1.GetCommentsRequest\x1a'.collab.comments.v1.GetCommentsResponse\"\x04\xc8\xf3\x18\x01\x12j\n" +
-	"\x0eUpdateComments\x12).collab.comments.v1.UpdateCommentsRequest\x1a'.collab.comments.v1.ItemResultsResponse\"\x04\xc8\xf3\x18\x01\x12j\n" +
-	"\x0eDeleteComments\x12).collab.comments.v1.DeleteCommentsRequest\x1a'.collab.comments.v1.ItemResultsResponse\"\x04\xc8\xf3\x18\x01\x12a\n" +
-	"\vAddReaction\x12&.collab.comments.v1.AddReactionRequest\x1a$.collab.comments.v1.ReactionResponse\"\x04\xc8\xf3\x18\x01\x12g\n" +
-	"\x0eDeleteReaction\x12).collab.comments.v1.DeleteReactionRequest\x1a$.collab.comments.v1.ReactionResponse\"\x04\xc8\xf3\x18\x01\x12^\n" +
-	"\bMarkRead\x12#.collab.comments.v1.MarkReadRequest\x1a'.collab.comments.v1.ItemResultsResponse\"\x04\xc8\xf3\x18\x01B>Z<github.com/collab/collab/proto/collab/comments/v1;commentsv1b\x06proto3"
+	"\x15AddCommentAnnotations\x120.collab.comments.v1.AddCommentAnnotationsRequest\x1a'.collab.comments.v1.ItemResultsResponse\"\x04\xc8\xf3\x18\a\x12\x82\x01\n" +
+	"\x15GetCommentAnnotations\x120.collab.comments.v1.GetCommentAnnotationsRequest\x1a1.collab.comments.v1.GetCommentAnnotationsResponse\"\x04\xc8\xf3\x18\a\x12~\n" +
+	"\x18UpdateCommentAnnotations\x123.collab.comments.v1.UpdateCommentAnnotationsRequest\x1a'.collab.comments.v1.ItemResultsResponse\"\x04\xc8\xf3\x18\a\x12~\n" +
+	"\x18DeleteCommentAnnotations\x123.collab.comments.v1.DeleteCommentAnnotationsRequest\x1a'.collab.comments.v1.ItemResultsResponse\"\x04\xc8\xf3\x18\a\x12\x88\x01\n" +
+	"\x17CountCommentAnnotations\x122.collab.comments.v1.CountCommentAnnotationsRequest\x1a3.collab.comments.v1.CountCommentAnnotationsResponse\"\x04\xc8\xf3\x18\a\x12d\n" +
+	"\vAddComments\x12&.collab.comments.v1.AddCommentsRequest\x1a'.collab.comments.v1.AddCommentsResponse\"\x04\xc8\xf3\x18\a\x12d\n" +
+	"\vGetComments\x12&.collab.comments.v1.GetCommentsRequest\x1a'.collab.comments.v1.GetCommentsResponse\"\x04\xc8\xf3\x18\a\x12j\n" +
+	"\x0eUpdateComments\x12).collab.comments.v1.UpdateCommentsRequest\x1a'.collab.comments.v1.ItemResultsResponse\"\x04\xc8\xf3\x18\a\x12j\n" +
+	"\x0eDeleteComments\x12).collab.comments.v1.DeleteCommentsRequest\x1a'.collab.comments.v1.ItemResultsResponse\"\x04\xc8\xf3\x18\a\x12a\n" +
+	"\vAddReaction\x12&.collab.comments.v1.AddReactionRequest\x1a$.collab.comments.v1.ReactionResponse\"\x04\xc8\xf3\x18\a\x12g\n" +
+	"\x0eDeleteReaction\x12).collab.comments.v1.DeleteReactionRequest\x1a$.collab.comments.v1.ReactionResponse\"\x04\xc8\xf3\x18\a\x12^\n" +
+	"\bMarkRead\x12#.collab.comments.v1.MarkReadRequest\x1a'.collab.comments.v1.ItemResultsResponse\"\x04\xc8\xf3\x18\aB>Z<github.com/collab/collab/proto/collab/comments/v1;commentsv1b\x06proto3"
 
 var (
 	file_collab_comments_v1_comments_proto_rawDescOnce sync.Once

@@ -44,6 +44,10 @@ const (
 	Auth_AUTH_INTERNAL Auth = 5
 	// K headers, and when the data also carries apiKey/authToken they must name the same key.
 	Auth_AUTH_KEY_AND_BODY Auth = 6
+	// K headers, or an end user's JWT (Generate Token) in Authorization: Bearer (metadata
+	// x-service-user-token): the interceptor puts the token on the context unverified, and the
+	// service verifies it (authn.UserToken); with neither, the K refusals.
+	Auth_AUTH_KEY_OR_USER Auth = 7
 )
 
 // Enum value maps for Auth.
@@ -56,6 +60,7 @@ var (
 		4: "AUTH_PUBLIC",
 		5: "AUTH_INTERNAL",
 		6: "AUTH_KEY_AND_BODY",
+		7: "AUTH_KEY_OR_USER",
 	}
 	Auth_value = map[string]int32{
 		"AUTH_UNSPECIFIED":  0,
@@ -65,6 +70,7 @@ var (
 		"AUTH_PUBLIC":       4,
 		"AUTH_INTERNAL":     5,
 		"AUTH_KEY_AND_BODY": 6,
+		"AUTH_KEY_OR_USER":  7,
 	}
 )
 
@@ -149,7 +155,7 @@ var File_collab_options_v1_options_proto protoreflect.FileDescriptor
 
 const file_collab_options_v1_options_proto_rawDesc = "" +
 	"\n" +
-	"\x1fcollab/options/v1/options.proto\x12\x11collab.options.v1\x1a google/protobuf/descriptor.proto*\x88\x01\n" +
+	"\x1fcollab/options/v1/options.proto\x12\x11collab.options.v1\x1a google/protobuf/descriptor.proto*\x9e\x01\n" +
 	"\x04Auth\x12\x14\n" +
 	"\x10AUTH_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bAUTH_KEY\x10\x01\x12\r\n" +
@@ -157,7 +163,8 @@ const file_collab_options_v1_options_proto_rawDesc = "" +
 	"\x0eAUTH_WORKSPACE\x10\x03\x12\x0f\n" +
 	"\vAUTH_PUBLIC\x10\x04\x12\x11\n" +
 	"\rAUTH_INTERNAL\x10\x05\x12\x15\n" +
-	"\x11AUTH_KEY_AND_BODY\x10\x06:M\n" +
+	"\x11AUTH_KEY_AND_BODY\x10\x06\x12\x14\n" +
+	"\x10AUTH_KEY_OR_USER\x10\a:M\n" +
 	"\x04auth\x12\x1e.google.protobuf.MethodOptions\x18\xb9\x8e\x03 \x01(\x0e2\x17.collab.options.v1.AuthR\x04auth:;\n" +
 	"\brequired\x12\x1d.google.protobuf.FieldOptions\x18\xba\x8e\x03 \x01(\bR\brequired:>\n" +
 	"\n" +
