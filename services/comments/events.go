@@ -91,6 +91,7 @@ func (s *Server) publish(ctx context.Context, c authn.Caller, typ string, a *Ann
 	if _, err := s.events.PublishAsync(ctx, lifecycle.Domain(e)); err != nil {
 		s.log.ErrorContext(ctx, typ+" not published", "annotation_id", a.ID, "error", err)
 	}
+	s.feed(ctx, typ, a, cm)
 }
 
 // jsonOf is a message as a JSON value for an event's data.

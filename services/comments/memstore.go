@@ -20,13 +20,14 @@ type MemoryStore struct {
 	mu    sync.RWMutex
 	byKey map[annKey]*Annotation
 	docs  map[Ref][]*Annotation // sorted by (LastUpdated, ID)
+	feeds map[feedKey]*feed
 }
 
 var _ Store = (*MemoryStore)(nil)
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{MemoryMarkers: lifecycle.NewMemoryMarkers(lifecycle.ByID), byKey: map[annKey]*Annotation{}, docs: map[Ref][]*Annotation{}}
+	return &MemoryStore{MemoryMarkers: lifecycle.NewMemoryMarkers(lifecycle.ByID), byKey: map[annKey]*Annotation{}, docs: map[Ref][]*Annotation{}, feeds: map[feedKey]*feed{}}
 }
 
 func keyOf(a *Annotation) annKey { return annKey{a.APIKey, a.OrganizationID, a.OrgGen, a.ID} }
@@ -264,15 +265,24 @@ func (m *MemoryStore) DeleteOrganization(_ context.Context, apiKey, orgID, gen s
 	m.removeWhere(func(a *Annotation) bool {
 		return a.APIKey == apiKey && a.OrganizationID == orgID && (a.OrgGen == gen || a.OrgGen == "")
 	})
+	m.dropFeeds(func(k feedKey) bool {
+		return k.apiKey == apiKey && k.org == orgID && (k.orgGen == gen || k.orgGen == "")
+	})
 	return nil
 }
 
 func (m *MemoryStore) DeleteDocument(_ context.Context, apiKey, orgID, docID, gen string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.removeWhere(func(a *Annotation) bool {
+	gone := m.removeWhere(func(a *Annotation) bool {
 		return a.APIKey == apiKey && a.OrganizationID == orgID && a.DocumentID == docID && (a.DocGen == gen || a.DocGen == "")
 	})
+	if gen != "" {
+		m.dropFeeds(func(k feedKey) bool { return k.apiKey == apiKey && k.org == orgID && k.docGen == gen })
+	}
+	for _, a := range gone {
+		delete(m.feeds, feedOf(a.Ref))
+	}
 	return nil
 }
 
@@ -320,4 +330,60 @@ func (a *Annotation) clone() *Annotation {
 		c.Comments[i] = cm
 	}
 	return &c
+}
+
+// feedKey names a document incarnation's feed: by generation, so a migration keeps it.
+type feedKey struct{ apiKey, org, orgGen, docGen string }
+
+func feedOf(r Ref) feedKey { return feedKey{r.APIKey, r.OrganizationID, r.OrgGen, r.DocGen} }
+
+// feed is a document's changes: changes[i] has Seq base+i.
+type feed struct {
+	base    int64
+	changes []Change
+}
+
+func (m *MemoryStore) AppendChange(_ context.Context, doc Ref, c Change) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.feeds[feedOf(doc)]
+	if f == nil {
+		f = &feed{base: 1}
+		m.feeds[feedOf(doc)] = f
+	}
+	c.Seq = f.base + int64(len(f.changes))
+	f.changes = append(f.changes, c)
+	if drop := len(f.changes) - FeedWindow; drop > 0 {
+		f.changes = slices.Delete(f.changes, 0, drop)
+		f.base += int64(drop)
+	}
+	return c.Seq, nil
+}
+
+func (m *MemoryStore) Changes(_ context.Context, doc Ref, after int64, limit int) ([]Change, int64, int64, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	f := m.feeds[feedOf(doc)]
+	if f == nil || len(f.changes) == 0 {
+		return nil, 0, 0, nil
+	}
+	newest := f.base + int64(len(f.changes)) - 1
+	start := max(after+1-f.base, 0)
+	if start >= int64(len(f.changes)) {
+		return nil, f.base, newest, nil
+	}
+	out := f.changes[start:]
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return slices.Clone(out), f.base, newest, nil
+}
+
+// dropFeeds removes the feeds that match.
+func (m *MemoryStore) dropFeeds(match func(feedKey) bool) {
+	for k := range m.feeds {
+		if match(k) {
+			delete(m.feeds, k)
+		}
+	}
 }

@@ -27,7 +27,10 @@ func Module() service.Module {
 		Calls:     []string{"documents", "access"},
 		Publishes: publishes,
 		Consumes:  consumes,
-		Setup:     func(*service.Flags) service.BuildFunc { return build },
+		// The live stream, Server-Sent Events per document (build's Instance.Routes serves it).
+		Routes:     []string{StreamPrefix},
+		RoutesName: "The comments stream",
+		Setup:      func(*service.Flags) service.BuildFunc { return build },
 	}
 }
 
@@ -49,13 +52,19 @@ func build(ctx context.Context, env service.Env) (*service.Instance, error) {
 	}
 	store = observeStore(store, o) // after choosing it, so both kinds are observed
 	s, err := New(store, documentsv1.NewDocumentsServiceClient(env.Conn("documents")), accessv1.NewAccessServiceClient(env.Conn("access")),
-		env.Outbox, env.Secret, WithClock(env.Clock), WithLogger(env.Log))
+		env.Outbox, env.Secret, WithClock(env.Clock), WithLogger(env.Log), WithWakeups(env.Wakeup, env.WakeupSafetyPoll))
 	if err != nil {
 		return nil, err
 	}
+	streams := newStreamHub(s)
 	return &service.Instance{
 		Register: func(r grpc.ServiceRegistrar) { commentsv1.RegisterCommentsServiceServer(r, s) },
 		Ping:     s.Ping,
 		Events:   s,
+		Routes:   []service.Route{{Prefix: StreamPrefix, Handler: streams}},
+		Run: func(ctx context.Context) {
+			<-ctx.Done()
+			streams.Close()
+		},
 	}, nil
 }

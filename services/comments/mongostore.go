@@ -23,11 +23,15 @@ import (
 //     A new thread takes one ($inc under the limit in one findAndModify) before it is
 //     inserted, and gives it back when the insert is refused or the thread deleted: the
 //     per-document limit holds under concurrent inserts, and Count's total is one read.
+//   - changes: a document incarnation's feed; _id = (apiKey, org, orgGen, docGen, seq). A
+//     change takes the number after the feed's last by inserting it: the unique _id refuses a
+//     second taker, who reads again.
 //   - tombstones: buried generations and migration marks (lifecycle.MongoMarkers, ByID).
 type MongoStore struct {
 	*lifecycle.MongoMarkers
 	annotations *mongo.Collection
 	counts      *mongo.Collection
+	changes     *mongo.Collection
 }
 
 var _ Store = (*MongoStore)(nil)
@@ -38,6 +42,7 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 		MongoMarkers: lifecycle.NewMongoMarkers(db.Collection("tombstones"), lifecycle.ByID),
 		annotations:  db.Collection("annotations"),
 		counts:       db.Collection("counts"),
+		changes:      db.Collection("changes"),
 	}
 	index := mongodb.Index
 	if err := mongodb.EnsureIndexes(ctx, s.annotations,
@@ -45,6 +50,9 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 		index("document_read", "apiKey", "organizationId", "orgGen", "docGen", "readBy"),
 		index("location", "apiKey", "organizationId", "location.id"),
 	); err != nil {
+		return nil, fmt.Errorf("comments store: %w", err)
+	}
+	if err := mongodb.EnsureIndexes(ctx, s.changes, index("feed_seq", "apiKey", "organizationId", "orgGen", "docGen", "seq")); err != nil {
 		return nil, fmt.Errorf("comments store: %w", err)
 	}
 	return s, nil
@@ -307,6 +315,9 @@ func (s *MongoStore) DeleteOrganization(ctx context.Context, apiKey, orgID, gen 
 	if _, err := s.counts.DeleteMany(ctx, bson.M{"_id": bson.M{"$gte": prefix, "$lt": prefix + "\x7f"}}); err != nil {
 		return fmt.Errorf("comments store: delete organization counts: %w", err)
 	}
+	if _, err := s.changes.DeleteMany(ctx, bson.D{{Key: "apiKey", Value: apiKey}, {Key: "organizationId", Value: orgID}, {Key: "orgGen", Value: ofGeneration(gen)}}); err != nil {
+		return fmt.Errorf("comments store: delete organization feeds: %w", err)
+	}
 	return nil
 }
 
@@ -323,6 +334,11 @@ func (s *MongoStore) DeleteDocument(ctx context.Context, apiKey, orgID, docID, g
 	}
 	for _, og := range orgGens {
 		_, _ = s.counts.DeleteOne(ctx, bson.M{"_id": countKey(Ref{APIKey: apiKey, OrganizationID: orgID, OrgGen: og, DocGen: gen})})
+	}
+	if gen != "" {
+		if _, err := s.changes.DeleteMany(ctx, bson.D{{Key: "apiKey", Value: apiKey}, {Key: "organizationId", Value: orgID}, {Key: "docGen", Value: gen}}); err != nil {
+			return fmt.Errorf("comments store: delete document feed: %w", err)
+		}
 	}
 	return nil
 }
@@ -341,4 +357,87 @@ func (s *MongoStore) MoveDocument(ctx context.Context, apiKey, orgID, from, to, 
 
 func (s *MongoStore) Ping(ctx context.Context) error {
 	return s.annotations.Database().Client().Ping(ctx, nil)
+}
+
+// changeDoc is a change as stored: its feed and number in the _id and beside it.
+type changeDoc struct {
+	Key            string `bson:"_id"`
+	APIKey         string `bson:"apiKey"`
+	OrganizationID string `bson:"organizationId"`
+	OrgGen         string `bson:"orgGen"`
+	DocGen         string `bson:"docGen"`
+	Change         `bson:",inline"`
+}
+
+func feedFilter(r Ref) bson.D {
+	return bson.D{{Key: "apiKey", Value: r.APIKey}, {Key: "organizationId", Value: r.OrganizationID}, {Key: "orgGen", Value: r.OrgGen}, {Key: "docGen", Value: r.DocGen}}
+}
+
+// maxAppends bounds the retries of an append racing other appends of the same feed.
+const maxAppends = 64
+
+// pruneEvery is how often (in appended changes) an append drops what the window no longer holds.
+const pruneEvery = 64
+
+func (s *MongoStore) AppendChange(ctx context.Context, doc Ref, c Change) (int64, error) {
+	for range maxAppends {
+		last, err := s.feedEnd(ctx, doc, -1)
+		if err != nil {
+			return 0, err
+		}
+		c.Seq = last + 1
+		key := mongodb.Key(doc.APIKey, doc.OrganizationID, doc.OrgGen, doc.DocGen, fmt.Sprintf("%016x", c.Seq))
+		_, err = s.changes.InsertOne(ctx, changeDoc{Key: key, APIKey: doc.APIKey, OrganizationID: doc.OrganizationID, OrgGen: doc.OrgGen, DocGen: doc.DocGen, Change: c})
+		if mongodb.IsDuplicateKey(err) {
+			continue // another writer took the number
+		}
+		if err != nil {
+			return 0, fmt.Errorf("comments store: append change: %w", err)
+		}
+		if c.Seq%pruneEvery == 0 && c.Seq > FeedWindow {
+			// Best effort: a failed prune leaves older changes a while longer.
+			_, _ = s.changes.DeleteMany(ctx, append(feedFilter(doc), bson.E{Key: "seq", Value: bson.M{"$lte": c.Seq - FeedWindow}}))
+		}
+		return c.Seq, nil
+	}
+	return 0, errors.New("comments store: append change: the feed keeps changing")
+}
+
+// feedEnd reads the Seq at one end of a feed (dir 1: the oldest, -1: the newest); 0 when empty.
+func (s *MongoStore) feedEnd(ctx context.Context, doc Ref, dir int) (int64, error) {
+	var end struct {
+		Seq int64 `bson:"seq"`
+	}
+	err := s.changes.FindOne(ctx, feedFilter(doc), options.FindOne().SetSort(bson.D{{Key: "seq", Value: dir}}).SetProjection(bson.M{"seq": 1})).Decode(&end)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("comments store: read feed: %w", err)
+	}
+	return end.Seq, nil
+}
+
+func (s *MongoStore) Changes(ctx context.Context, doc Ref, after int64, limit int) ([]Change, int64, int64, error) {
+	oldest, err := s.feedEnd(ctx, doc, 1)
+	if err != nil || oldest == 0 {
+		return nil, 0, 0, err
+	}
+	newest, err := s.feedEnd(ctx, doc, -1)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	opts := options.Find().SetSort(bson.D{{Key: "seq", Value: 1}})
+	if limit > 0 {
+		opts.SetLimit(int64(limit))
+	}
+	cur, err := s.changes.Find(ctx, append(feedFilter(doc), bson.E{Key: "seq", Value: bson.M{"$gt": after}}), opts)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("comments store: read feed: %w", err)
+	}
+	var out []Change
+	if err := cur.All(ctx, &out); err != nil {
+		return nil, 0, 0, fmt.Errorf("comments store: read feed: %w", err)
+	}
+	return out, oldest, newest, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/collab/collab/internal/cursor"
 	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/outbox"
+	"github.com/collab/collab/internal/wakeup"
 )
 
 const statusSuccess = "success"
@@ -77,6 +79,10 @@ type Server struct {
 	pages  *cursor.Sealer
 	clock  clock.Clock
 	log    *slog.Logger
+	// bus wakes the live streams of every process when a document's feed grows (feed.go);
+	// poll is how often a stream's document reads its feed all the same.
+	bus  wakeup.Bus
+	poll time.Duration
 }
 
 // Option configures a Server.
@@ -85,6 +91,17 @@ type Option func(*Server)
 func WithClock(c clock.Clock) Option   { return func(s *Server) { s.clock = c } }
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
+// WithWakeups sets the bus the live streams are woken on, and how often a document with
+// streams reads its feed all the same (the safety poll; default DefaultStreamPoll).
+func WithWakeups(bus wakeup.Bus, poll time.Duration) Option {
+	return func(s *Server) {
+		s.bus = bus
+		if poll > 0 {
+			s.poll = poll
+		}
+	}
+}
+
 // New returns a Server on store. docs resolves organizations and documents to their
 // generations; access verifies end users' tokens and roles; events publishes the changes;
 // secret keys the page tokens.
@@ -92,7 +109,7 @@ func New(store Store, docs documentsv1.DocumentsServiceClient, access accessv1.A
 	if store == nil || docs == nil || access == nil || events == nil {
 		return nil, errors.New("comments: a store, documents and access clients and an outbox are required")
 	}
-	s := &Server{store: store, docs: docs, access: access, events: events, clock: clock.Real(), log: slog.Default()}
+	s := &Server{store: store, docs: docs, access: access, events: events, clock: clock.Real(), log: slog.Default(), poll: DefaultStreamPoll}
 	for _, o := range opts {
 		o(s)
 	}

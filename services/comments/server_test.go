@@ -64,7 +64,7 @@ func (e *events) got() []string {
 
 var k1 = authn.WithCaller(context.Background(), authn.Caller{APIKey: "k1", WorkspaceID: "w"})
 
-func newServer(t *testing.T, store Store) (*Server, *events) {
+func newServer(t testing.TB, store Store) (*Server, *events) {
 	t.Helper()
 	ev := &events{}
 	s, err := New(store, fakeDocs{}, newFakeAccess(), ev, []byte("0123456789abcdef0123456789abcdef"))
@@ -98,7 +98,7 @@ func thread(id string, texts ...string) *commentsv1.NewAnnotation {
 	return a
 }
 
-func add(t *testing.T, s *Server, doc string, as ...*commentsv1.NewAnnotation) *commentsv1.ItemResultsResponse {
+func add(t testing.TB, s *Server, doc string, as ...*commentsv1.NewAnnotation) *commentsv1.ItemResultsResponse {
 	t.Helper()
 	res, err := s.AddCommentAnnotations(k1, &commentsv1.AddCommentAnnotationsRequest{OrganizationId: "o", DocumentId: doc, CommentAnnotations: as})
 	if err != nil {

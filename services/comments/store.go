@@ -129,6 +129,26 @@ type Filter struct {
 	UpdatedAfter, UpdatedBefore int64
 }
 
+// Change is one change of a document's threads in its feed, what the live stream sends
+// (docs/comments.md, "Live stream").
+type Change struct {
+	// Seq is the change's number in the document's feed, from 1, in the order appended.
+	Seq          int64  `bson:"seq"`
+	Type         string `bson:"type"`
+	AnnotationID string `bson:"annotationId"`
+	// Data is the event's JSON: its type, the annotation after the change (before it, for a
+	// deletion), and the comment's id for comment events.
+	Data string `bson:"data"`
+	// Access is the thread's context.access as JSON, "" when it has none: the stream shows the
+	// change only to users it grants.
+	Access string `bson:"access,omitempty"`
+	At     int64  `bson:"at"`
+}
+
+// FeedWindow is how many of a document's latest changes its feed keeps: a stream resumed with
+// a Last-Event-ID older than that is told to read the threads again.
+const FeedWindow = 1000
+
 // Store keeps comment annotations and read marks. Annotations are unique by id within their
 // tenant, organization and organization generation; they are read under the current
 // generations only (Ref). Every write is a single-document operation.
@@ -159,6 +179,14 @@ type Store interface {
 	// MarkRead adds the user to the ReadBy of the document's annotations among ids, without
 	// changing them otherwise (their Version stays), and returns the ids it found.
 	MarkRead(ctx context.Context, doc Ref, userID string, ids []string) (found []string, err error)
+
+	// AppendChange adds a change to the document's feed and returns its Seq: one more than the
+	// feed's last (concurrent appends get distinct numbers, by a unique insert). The feed keeps
+	// about the last FeedWindow changes.
+	AppendChange(ctx context.Context, doc Ref, c Change) (int64, error)
+	// Changes returns up to limit changes of the document's feed after seq, oldest first, and
+	// the Seqs of the oldest and the newest change the feed holds (0, 0 when it holds none).
+	Changes(ctx context.Context, doc Ref, after int64, limit int) (changes []Change, oldest, newest int64, err error)
 
 	// The annotations follow their organization's and document's deletions and migrations by
 	// the generations they were written under (lifecycle.MarkedHandlers, lifecycle.Settle).

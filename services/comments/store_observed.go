@@ -26,6 +26,8 @@ type observedOps struct {
 	DeleteAtLocation   *storeobserve.Op
 	Count              *storeobserve.Op
 	MarkRead           *storeobserve.Op
+	AppendChange       *storeobserve.Op
+	Changes            *storeobserve.Op
 	Ping               *storeobserve.Op
 	DeleteOrganization *storeobserve.Op
 	DeleteDocument     *storeobserve.Op
@@ -48,6 +50,8 @@ func observeStore(s Store, o *storeobserve.Observer) Store {
 		DeleteAtLocation:   o.Op("DeleteAtLocation", observedOutcome),
 		Count:              o.Op("Count", observedOutcome),
 		MarkRead:           o.Op("MarkRead", observedOutcome),
+		AppendChange:       o.Op("AppendChange", observedOutcome),
+		Changes:            o.Op("Changes", observedOutcome),
 		Ping:               o.Op("Ping", observedOutcome),
 		DeleteOrganization: o.Op("DeleteOrganization", observedOutcome),
 		DeleteDocument:     o.Op("DeleteDocument", observedOutcome),
@@ -126,6 +130,20 @@ func (s *observedStore) MarkRead(ctx context.Context, doc Ref, userID string, id
 	r0, err := s.inner.MarkRead(ctx, doc, userID, ids)
 	call.End(err)
 	return r0, err
+}
+
+func (s *observedStore) AppendChange(ctx context.Context, doc Ref, c Change) (int64, error) {
+	ctx, call := s.ops.AppendChange.Start(ctx)
+	r0, err := s.inner.AppendChange(ctx, doc, c)
+	call.End(err)
+	return r0, err
+}
+
+func (s *observedStore) Changes(ctx context.Context, doc Ref, after int64, limit int) ([]Change, int64, int64, error) {
+	ctx, call := s.ops.Changes.Start(ctx)
+	r0, r1, r2, err := s.inner.Changes(ctx, doc, after, limit)
+	call.End(err)
+	return r0, r1, r2, err
 }
 
 func (s *observedStore) Ping(ctx context.Context) error {

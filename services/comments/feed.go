@@ -1,0 +1,48 @@
+package comments
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// feedSubject is the wake-up subject of a document's feed: a digest of its incarnation, as ids
+// hold characters subjects may not (docs/comments.md, "Live stream").
+func feedSubject(r Ref) string {
+	b, _ := json.Marshal([]string{r.APIKey, r.OrganizationID, r.OrgGen, r.DocGen})
+	sum := sha256.Sum256(b)
+	return "collab.comments.feed." + hex.EncodeToString(sum[:16])
+}
+
+// feed appends a change to its document's feed and wakes the streams of the document in every
+// process. The change is stored already: a failure here is logged, and the streams miss the
+// event (their clients read the threads with Get when they reconnect past the window).
+func (s *Server) feed(ctx context.Context, typ string, a *Annotation, cm *Comment) {
+	ev := map[string]any{"type": typ, "annotationId": a.ID, "annotation": jsonOf(annotationProto(a))}
+	if cm != nil {
+		ev["commentId"] = float64(cm.ID)
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		s.log.ErrorContext(ctx, "comments feed", "annotation_id", a.ID, "error", err)
+		return
+	}
+	c := Change{Type: typ, AnnotationID: a.ID, Data: string(data), At: s.now()}
+	if acc := accessOf(a); acc != nil {
+		if b, err := protojson.Marshal(acc); err == nil {
+			c.Access = string(b)
+		}
+	}
+	seq, err := s.store.AppendChange(ctx, a.Ref, c)
+	if err != nil {
+		s.log.ErrorContext(ctx, "comments feed: append", "annotation_id", a.ID, "error", err)
+		return
+	}
+	if s.bus != nil {
+		s.bus.Publish(feedSubject(a.Ref), []byte(strconv.FormatInt(seq, 10)))
+	}
+}
