@@ -78,7 +78,9 @@ func docFilter(r Ref) bson.D {
 
 func (s *MongoStore) Insert(ctx context.Context, a *Annotation, limit int) error {
 	ck := countKey(a.Ref)
-	err := s.counts.FindOneAndUpdate(ctx, bson.M{"_id": ck, "n": bson.M{"$lt": limit}}, bson.M{"$inc": bson.M{"n": 1}},
+	// The incarnation's fields beside the count let lifecycle deletions find it.
+	fields := bson.M{"apiKey": a.APIKey, "organizationId": a.OrganizationID, "orgGen": a.OrgGen, "docGen": a.DocGen}
+	err := s.counts.FindOneAndUpdate(ctx, bson.M{"_id": ck, "n": bson.M{"$lt": limit}}, bson.M{"$inc": bson.M{"n": 1}, "$setOnInsert": fields},
 		options.FindOneAndUpdate().SetUpsert(true)).Err()
 	switch {
 	case mongodb.IsDuplicateKey(err):
@@ -311,8 +313,7 @@ func (s *MongoStore) DeleteOrganization(ctx context.Context, apiKey, orgID, gen 
 	}
 	// The counts go after the threads: a run cut short between them leaves counts of threads
 	// no longer there, which the next run (the event is delivered again) removes.
-	prefix := mongodb.Key(apiKey, orgID, gen) + "\x1f"
-	if _, err := s.counts.DeleteMany(ctx, bson.M{"_id": bson.M{"$gte": prefix, "$lt": prefix + "\x7f"}}); err != nil {
+	if _, err := s.counts.DeleteMany(ctx, q); err != nil {
 		return fmt.Errorf("comments store: delete organization counts: %w", err)
 	}
 	if _, err := s.changes.DeleteMany(ctx, bson.D{{Key: "apiKey", Value: apiKey}, {Key: "organizationId", Value: orgID}, {Key: "orgGen", Value: ofGeneration(gen)}}); err != nil {
@@ -323,19 +324,14 @@ func (s *MongoStore) DeleteOrganization(ctx context.Context, apiKey, orgID, gen 
 
 func (s *MongoStore) DeleteDocument(ctx context.Context, apiKey, orgID, docID, gen string) error {
 	q := bson.D{{Key: "apiKey", Value: apiKey}, {Key: "organizationId", Value: orgID}, {Key: "documentId", Value: docID}, {Key: "docGen", Value: ofGeneration(gen)}}
-	// The counts of the document's incarnations: one per organization generation it has
-	// threads under (a document belongs to one, but its threads' reads do not say which).
-	var orgGens []string
-	if err := s.annotations.Distinct(ctx, "orgGen", q).Decode(&orgGens); err != nil {
-		return fmt.Errorf("comments store: delete document: %w", err)
-	}
 	if _, err := s.annotations.DeleteMany(ctx, q); err != nil {
 		return fmt.Errorf("comments store: delete document: %w", err)
 	}
-	for _, og := range orgGens {
-		_, _ = s.counts.DeleteOne(ctx, bson.M{"_id": countKey(Ref{APIKey: apiKey, OrganizationID: orgID, OrgGen: og, DocGen: gen})})
-	}
 	if gen != "" {
+		// The incarnation's count and feed, found by its generation.
+		if _, err := s.counts.DeleteMany(ctx, bson.D{{Key: "apiKey", Value: apiKey}, {Key: "organizationId", Value: orgID}, {Key: "docGen", Value: gen}}); err != nil {
+			return fmt.Errorf("comments store: delete document count: %w", err)
+		}
 		if _, err := s.changes.DeleteMany(ctx, bson.D{{Key: "apiKey", Value: apiKey}, {Key: "organizationId", Value: orgID}, {Key: "docGen", Value: gen}}); err != nil {
 			return fmt.Errorf("comments store: delete document feed: %w", err)
 		}
