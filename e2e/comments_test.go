@@ -79,6 +79,15 @@ func testCommentsOverHTTP(t *testing.T, s *system) {
 	s.call("/v2/commentannotations/comments/reactions/add", k, with(map[string]any{"annotationId": "a1", "commentId": 1.5, "emoji": "x", "user": map[string]any{"userId": "u1"}})).
 		fails(t, 400, "INVALID_ARGUMENT", "")
 	s.call("/v2/commentannotations/get", k, map[string]any{"organizationId": "o"}).fails(t, 400, "INVALID_ARGUMENT", "documentId or documentIds is required.")
+	// Delete Data by Location takes the threads at the location.
+	s.call("/v2/commentannotations/add", k, with(map[string]any{"commentAnnotations": []any{map[string]any{"annotationId": "at-l1",
+		"location": map[string]any{"id": "L1"}, "from": map[string]any{"userId": "u1"}, "commentData": []any{map[string]any{"commentText": "here", "from": map[string]any{"userId": "u1"}}}}}})).
+		data(t, "Comment annotation(s) added successfully.")
+	s.call("/v1/organizations/documents/locations/data/delete", k, map[string]any{"organizationId": "o", "documentId": "d", "location": map[string]any{"id": "L1"}}).ok(t)
+	eventually(t, "the location's thread deleted", func() bool {
+		res := s.call("/v2/commentannotations/get", k, with(map[string]any{"annotationIds": []any{"at-l1"}}))
+		return res.status == 200 && len(res.body["result"].(map[string]any)["data"].([]any)) == 0
+	})
 	// The comment events are in the activity log, filed under the thread.
 	eventually(t, "the comment events in the activity log", func() bool {
 		ids, _ := s.activityIDs(t, k, map[string]any{"organizationId": "o", "targetEntityId": "a1", "featureTypes": []any{"comment"}})

@@ -38,7 +38,8 @@ type Handlers struct {
 	UsersRemoved     func(ctx context.Context, s Scope, r *lifecyclev1.UsersRemoved) error
 	// LocationDataDeleted gets the location whose feature data goes (Delete Data by Location):
 	// a document id ("" for every document of the organization), and the location's id, else
-	// its name.
+	// its name. Its Scope's organization is "" when the location goes in every organization
+	// of the key.
 	LocationDataDeleted func(ctx context.Context, s Scope, l Location) error
 	// Domain gets a domain event riding the relay, as it is: unlike the others, it needs no
 	// scope in the envelope, so its handler checks what it needs.
@@ -63,6 +64,11 @@ func Dispatch(ctx context.Context, e *lifecyclev1.Event, h Handlers) (handled bo
 		return false, nil
 	}
 	apiKey, org, err := Scoped(e)
+	if _, ok := e.GetPayload().(*lifecyclev1.Event_LocationDataDeleted); ok && err != nil && e.GetApiKey() != "" {
+		// Delete Data by Location without an organization: the location goes in every
+		// organization of the key (docs/api.md, "Delete Data by Location").
+		apiKey, org, err = e.GetApiKey(), "", nil
+	}
 	if err != nil {
 		return true, err
 	}

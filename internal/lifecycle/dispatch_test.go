@@ -84,6 +84,11 @@ func TestDispatchCallsTheHandlerOfThePayload(t *testing.T) {
 		{&lifecyclev1.Event{Id: "e1", Payload: &lifecyclev1.Event_Domain{Domain: &eventsv1.Event{Type: "x.y"}}}, "domain x.y"},
 		{scoped(&lifecyclev1.LocationDataDeleted{LocationId: "l"}), "location o /l/"},
 		{scoped(&lifecyclev1.LocationDataDeleted{DocumentId: "d", LocationName: "n"}), "location o d//n"},
+		{func() *lifecyclev1.Event {
+			e := scoped(&lifecyclev1.LocationDataDeleted{LocationId: "l"})
+			e.OrganizationId = ""
+			return e
+		}(), "location  /l/"},
 		{scoped(nil), ""}, // no payload (one this version does not know)
 	} {
 		var log []string

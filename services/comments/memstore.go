@@ -207,7 +207,7 @@ func (m *MemoryStore) DeleteAtLocation(_ context.Context, apiKey, orgID, docID s
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.removeWhere(func(a *Annotation) bool {
-		return a.APIKey == apiKey && a.OrganizationID == orgID && (docID == "" || a.DocumentID == docID) && loc.holds(a.Location)
+		return a.APIKey == apiKey && (orgID == "" || a.OrganizationID == orgID) && (docID == "" || a.DocumentID == docID) && loc.holds(a.Location)
 	}), nil
 }
 

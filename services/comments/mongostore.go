@@ -226,7 +226,10 @@ func (s *MongoStore) Delete(ctx context.Context, a *Annotation) error {
 }
 
 func (s *MongoStore) DeleteAtLocation(ctx context.Context, apiKey, orgID, docID string, loc Location) ([]*Annotation, error) {
-	q := bson.D{{Key: "apiKey", Value: apiKey}, {Key: "organizationId", Value: orgID}}
+	q := bson.D{{Key: "apiKey", Value: apiKey}}
+	if orgID != "" {
+		q = append(q, bson.E{Key: "organizationId", Value: orgID})
+	}
 	if docID != "" {
 		q = append(q, bson.E{Key: "documentId", Value: docID})
 	}

@@ -170,7 +170,8 @@ type Store interface {
 	// meanwhile, ErrNotFound when it is gone. Its read marks go with it.
 	Delete(ctx context.Context, a *Annotation) error
 	// DeleteAtLocation removes the document's annotations at the location (by its id, else
-	// its name; docID "" for every document of the organization) and returns them.
+	// its name; docID "" for every document of the organization, orgID "" for every
+	// organization of the key) and returns them.
 	DeleteAtLocation(ctx context.Context, apiKey, orgID, docID string, loc Location) ([]*Annotation, error)
 	// Count returns how many annotations each document has (with statusIDs, in those
 	// statuses), and with a user, how many of them are not read by the user since they last
