@@ -27,6 +27,9 @@ func (s *Server) AddCommentAnnotations(ctx context.Context, req *commentsv1.AddC
 	if err != nil {
 		return nil, err
 	}
+	if err := s.writes.spend(c); err != nil {
+		return nil, err
+	}
 	if err := c.adopt(req, news); err != nil {
 		return nil, err
 	}

@@ -68,6 +68,9 @@ func (s *Server) AddComments(ctx context.Context, req *commentsv1.AddCommentsReq
 	if err != nil {
 		return nil, err
 	}
+	if err := s.writes.spend(c); err != nil {
+		return nil, err
+	}
 	for i := range news {
 		if news[i].From, err = c.as(news[i].From); err != nil {
 			return nil, err
@@ -236,6 +239,9 @@ func (s *Server) UpdateComments(ctx context.Context, req *commentsv1.UpdateComme
 	if err != nil {
 		return nil, err
 	}
+	if err := s.writes.spend(c); err != nil {
+		return nil, err
+	}
 	data := map[string]*commentsv1.ItemResult{}
 	var changed []int64
 	_, after, err := s.change(ctx, r, req.GetAnnotationId(), func(a *Annotation) error {
@@ -308,6 +314,9 @@ func (s *Server) DeleteComments(ctx context.Context, req *commentsv1.DeleteComme
 	if err != nil {
 		return nil, err
 	}
+	if err := s.writes.spend(c); err != nil {
+		return nil, err
+	}
 	var gone []Comment
 	before, after, err := s.change(ctx, r, req.GetAnnotationId(), func(a *Annotation) error {
 		gone = gone[:0]
@@ -359,8 +368,9 @@ func (s *Server) DeleteComments(ctx context.Context, req *commentsv1.DeleteComme
 }
 
 var (
-	errLastComment = &itemError{msgLastComment}
-	errNotYours    = &itemError{msgNotYours}
+	errTooManyKinds = &itemError{"A comment holds at most 50 different reactions."}
+	errLastComment  = &itemError{msgLastComment}
+	errNotYours     = &itemError{msgNotYours}
 )
 
 // authorsOf recomputes the thread's authors from its author and comments.
@@ -409,6 +419,9 @@ func (s *Server) react(ctx context.Context, req reactionRequest, add bool) (*com
 	if err != nil {
 		return nil, err
 	}
+	if err := s.writes.spend(c); err != nil {
+		return nil, err
+	}
 	if user, err = c.as(user); err != nil {
 		return nil, err
 	}
@@ -420,7 +433,11 @@ func (s *Server) react(ctx context.Context, req reactionRequest, add bool) (*com
 		if cm == nil {
 			return errNoComments
 		}
-		if !toggle(cm, req.GetEmoji(), user.UserID, add) {
+		changed, err := toggle(cm, req.GetEmoji(), user.UserID, add)
+		if err != nil {
+			return err
+		}
+		if !changed {
 			return errNoChange
 		}
 		return nil
@@ -433,6 +450,8 @@ func (s *Server) react(ctx context.Context, req reactionRequest, add bool) (*com
 	switch {
 	case errors.Is(err, errNoComments):
 		return nil, apierr.NotFound(msgCommentMissing)
+	case errors.Is(err, errTooManyKinds):
+		return nil, apierr.FailedPrecondition("%s", errTooManyKinds.msg)
 	case errors.Is(err, errNoChange):
 		return &commentsv1.ReactionResponse{Status: statusSuccess, Message: msg, Data: &commentsv1.ItemResult{Success: true, Id: key, Message: msgReactionNoop}}, nil
 	case err != nil:
@@ -443,25 +462,28 @@ func (s *Server) react(ctx context.Context, req reactionRequest, add bool) (*com
 }
 
 // toggle adds or removes the user's reaction; false when it was already so.
-func toggle(c *Comment, emoji, user string, add bool) bool {
+func toggle(c *Comment, emoji, user string, add bool) (bool, error) {
 	i := slices.IndexFunc(c.Reactions, func(r Reaction) bool { return r.Emoji == emoji })
 	if add {
+		if i < 0 && len(c.Reactions) >= maxReactionKinds {
+			return false, errTooManyKinds
+		}
 		if i < 0 {
 			c.Reactions = append(c.Reactions, Reaction{Emoji: emoji, UserIDs: []string{user}})
-			return true
+			return true, nil
 		}
 		if slices.Contains(c.Reactions[i].UserIDs, user) {
-			return false
+			return false, nil
 		}
 		c.Reactions[i].UserIDs = append(c.Reactions[i].UserIDs, user)
-		return true
+		return true, nil
 	}
 	if i < 0 || !slices.Contains(c.Reactions[i].UserIDs, user) {
-		return false
+		return false, nil
 	}
 	c.Reactions[i].UserIDs = slices.DeleteFunc(c.Reactions[i].UserIDs, func(u string) bool { return u == user })
 	if len(c.Reactions[i].UserIDs) == 0 {
 		c.Reactions = slices.Delete(c.Reactions, i, i+1)
 	}
-	return true
+	return true, nil
 }

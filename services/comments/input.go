@@ -29,8 +29,14 @@ const (
 	MaxThreadsPerDocument = 100_000
 	maxNameLength         = 256
 	maxEmojiBytes         = 32
-	maxContextBytes       = 16 << 10
-	maxMentions           = 100
+	// maxReactionKinds bounds the different emoji on one comment, so that reactions cannot
+	// take a thread's whole content budget (MaxThreadBytes) from its comments.
+	maxReactionKinds = 50
+	// maxReaders bounds a thread's read marks (ReadBy): past it, Mark Read records no more
+	// readers until the thread changes (which empties them).
+	maxReaders      = 10_000
+	maxContextBytes = 16 << 10
+	maxMentions     = 100
 	// maxCommentID is the largest whole number a JSON number holds exactly (2^53-1).
 	maxCommentID = 1<<53 - 1
 )

@@ -250,7 +250,7 @@ func (m *MemoryStore) MarkRead(_ context.Context, doc Ref, userID string, ids []
 			continue
 		}
 		found = append(found, id)
-		if !slices.Contains(a.ReadBy, userID) {
+		if !slices.Contains(a.ReadBy, userID) && len(a.ReadBy) < maxReaders {
 			// Copied, not appended in place: readers hold clones, but a clone shares nothing
 			// only if the stored slice is never written in place.
 			a.ReadBy = append(slices.Clip(a.ReadBy), userID)

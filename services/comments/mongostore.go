@@ -295,13 +295,24 @@ func (s *MongoStore) MarkRead(ctx context.Context, doc Ref, userID string, ids [
 	var found []string
 	for _, id := range ids {
 		q := append(docFilter(doc), bson.E{Key: "_id", Value: annotationKey(doc.APIKey, doc.OrganizationID, doc.OrgGen, id)})
-		res, err := s.annotations.UpdateOne(ctx, q, bson.M{"$addToSet": bson.M{"readBy": userID}})
+		// At most maxReaders marks: the condition holds the array under it (a reader already
+		// there matches the first clause and changes nothing).
+		capped := append(q, bson.E{Key: "$or", Value: bson.A{bson.M{"readBy": userID}, bson.M{fmt.Sprintf("readBy.%d", maxReaders-1): bson.M{"$exists": false}}}})
+		res, err := s.annotations.UpdateOne(ctx, capped, bson.M{"$addToSet": bson.M{"readBy": userID}})
 		if err != nil {
 			return found, fmt.Errorf("comments store: mark read: %w", err)
 		}
-		if res.MatchedCount > 0 {
-			found = append(found, id)
+		if res.MatchedCount == 0 {
+			// Full, or not there: found only when it exists.
+			n, err := s.annotations.CountDocuments(ctx, q)
+			if err != nil {
+				return found, fmt.Errorf("comments store: mark read: %w", err)
+			}
+			if n == 0 {
+				continue
+			}
 		}
+		found = append(found, id)
 	}
 	return found, nil
 }

@@ -83,6 +83,8 @@ type Server struct {
 	// poll is how often a stream's document reads its feed all the same.
 	bus  wakeup.Bus
 	poll time.Duration
+	// writes are the end users' write budgets (budget.go).
+	writes writeBudgets
 }
 
 // Option configures a Server.

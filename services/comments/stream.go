@@ -219,6 +219,14 @@ func (st *stream) serve(after int64) {
 	if !st.write(fmt.Sprintf("retry: 2000\n: stream of %s\n\n", st.ref.DocumentID)) {
 		return
 	}
+	if pos > newest {
+		// An id this feed never gave (the document was deleted and made anew since, or the
+		// client made it up): the client reads the threads again and goes on from here.
+		if !st.reset(newest) {
+			return
+		}
+		pos = newest
+	}
 	beat, recheck := time.NewTicker(heartbeat), time.NewTicker(streamRecheck)
 	defer beat.Stop()
 	defer recheck.Stop()
@@ -261,10 +269,7 @@ func (st *stream) send(room *feedRoom, pos int64) (int64, bool) {
 			}
 			if oldest > pos+1 {
 				// The window moved past the client's position: it reads the threads again.
-				if !st.write(fmt.Sprintf("id: %d\nevent: reset\ndata: {\"reason\":\"The stream's window (the last %d changes) has moved past your position: read the annotations again.\"}\n\n", newest, FeedWindow)) {
-					return pos, false
-				}
-				return newest, true
+				return newest, st.reset(newest)
 			}
 		}
 		if len(cs) == 0 {
@@ -277,6 +282,12 @@ func (st *stream) send(room *feedRoom, pos int64) (int64, bool) {
 			pos = c.Seq
 		}
 	}
+}
+
+// reset tells the client to read the threads again: its position is not in the feed. The
+// stream goes on after newest.
+func (st *stream) reset(newest int64) bool {
+	return st.write(fmt.Sprintf("id: %d\nevent: reset\ndata: {\"reason\":\"Your position is not in the stream's window (the last %d changes): read the annotations again.\"}\n\n", newest, FeedWindow))
 }
 
 // shows reports whether the stream's user may see the change's thread (context.access).

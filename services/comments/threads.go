@@ -40,6 +40,9 @@ func (s *Server) UpdateCommentAnnotations(ctx context.Context, req *commentsv1.U
 	if err != nil {
 		return nil, err
 	}
+	if err := s.writes.spend(c); err != nil {
+		return nil, err
+	}
 	if !c.canEdit() {
 		return nil, apierr.PermissionDenied(msgNeedsEditor)
 	}
@@ -200,6 +203,9 @@ func (s *Server) DeleteCommentAnnotations(ctx context.Context, req *commentsv1.D
 	if err != nil {
 		return nil, err
 	}
+	if err := s.writes.spend(c); err != nil {
+		return nil, err
+	}
 	r, err := s.ref(ctx, c.APIKey, req.GetOrganizationId(), req.GetDocumentId())
 	if err != nil {
 		return nil, err
@@ -315,6 +321,9 @@ func (s *Server) MarkRead(ctx context.Context, req *commentsv1.MarkReadRequest) 
 	}
 	c, err := s.actorFor(ctx, req.GetOrganizationId(), req.GetDocumentId())
 	if err != nil {
+		return nil, err
+	}
+	if err := s.writes.spend(c); err != nil {
 		return nil, err
 	}
 	reader, err := c.as(User{UserID: req.GetUserId()})
