@@ -221,7 +221,7 @@ func (s *Server) UpdateComments(ctx context.Context, req *commentsv1.UpdateComme
 	}
 	data := map[string]*commentsv1.ItemResult{}
 	var changed []int64
-	_, after, err := s.change(ctx, r, req.GetAnnotationId(), func(a *Annotation) error {
+	before, after, err := s.change(ctx, r, req.GetAnnotationId(), func(a *Annotation) error {
 		changed = changed[:0]
 		now := s.now()
 		for _, id := range idList {
@@ -258,7 +258,7 @@ func (s *Server) UpdateComments(ctx context.Context, req *commentsv1.UpdateComme
 		}
 	}
 	for _, id := range changed {
-		s.publish(ctx, c, eventCommentUpdate, after, after.comment(id), nil)
+		s.publish(ctx, c, eventCommentUpdate, after, after.comment(id), previousComment(before.comment(id)))
 	}
 	return &commentsv1.ItemResultsResponse{Status: statusSuccess, Message: msgCommentsUpdated, Data: data}, nil
 }

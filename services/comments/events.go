@@ -93,6 +93,16 @@ func (s *Server) publish(ctx context.Context, c authn.Caller, typ string, a *Ann
 	}
 }
 
+// previousComment is the extra data of comment.update: the comment before the edit, in which
+// notifications find the mentions that are new and activity the text's change
+// (docs/comments.md, "Notifications and activity").
+func previousComment(c *Comment) map[string]any {
+	if c == nil {
+		return nil
+	}
+	return map[string]any{"previousComment": jsonOf(commentProto(c))}
+}
+
 // jsonOf is a message as a JSON value for an event's data.
 func jsonOf(m proto.Message) any {
 	b, err := protojson.Marshal(m)
