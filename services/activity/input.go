@@ -367,7 +367,7 @@ func triggerAction(feature, event string) (string, error) {
 	}
 	f, action, ok := featureOf(whole)
 	// One word: the stores keep actions as keys, where a dot would mean nesting.
-	if !ok || strings.Contains(action, ".") || validate.EventType("", whole) != nil {
+	if !ok || action == "" || strings.Contains(action, ".") || validate.EventType("", whole) != nil {
 		return "", apierr.InvalidArgument("triggers.%s has an invalid event name %q: use the action (e.g. add) or the whole type (e.g. %s.add).", feature, event, feature)
 	}
 	if f != feature {
