@@ -257,6 +257,8 @@ func TestCommentEventTriggers(t *testing.T) {
 			`triggers.reaction names comment_annotation.add, an event of the feature comment: name it in triggers.comment.`},
 		{map[string]any{"comment": map[string]any{"comment_annotation.x.y": true}},
 			`triggers.comment has an invalid event name "comment_annotation.x.y": use the action (e.g. add) or the whole type (e.g. comment.add).`},
+		{map[string]any{"comment": map[string]any{"reaction_add": true}},
+			`triggers.comment names comment.reaction_add, an event of the feature reaction: name it in triggers.reaction.`},
 		{map[string]any{"reaction": map[string]any{"comment.reaction_": true}},
 			`triggers.reaction has an invalid event name "comment.reaction_": use the action (e.g. add) or the whole type (e.g. reaction.add).`},
 		{map[string]any{"comment": map[string]any{"annotation_add": true, "comment_annotation.add": false}},
