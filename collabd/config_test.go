@@ -80,8 +80,9 @@ func TestNeedsDeriveFromModules(t *testing.T) {
 		"documents": {"workspace", "users", "access", "activity", "notifications", "memory", "crdt", "comments"},
 		"users":     {"workspace", "documents", "access", "notifications"},
 		"access":    {"workspace", "documents"},
-		// events publishes every domain type; activity and webhooks consume them.
-		"events":   {"workspace", "documents", "activity", "webhooks"},
+		// events publishes every domain type; activity and webhooks consume them, notifications
+		// the comment events that notify.
+		"events":   {"workspace", "documents", "activity", "notifications", "webhooks"},
 		"activity": {"workspace", "documents"},
 		// notifications fans out its own notification.add, then webhooks sends it.
 		"notifications": {"workspace", "documents", "users", "access", "webhooks"},
@@ -90,8 +91,9 @@ func TestNeedsDeriveFromModules(t *testing.T) {
 		"memory": {"workspace", "documents"},
 		// crdt publishes crdt.update_data, which activity records and webhooks sends.
 		"crdt": {"workspace", "documents", "access", "activity", "webhooks"},
-		// comments publishes an event per change, which activity records and webhooks sends.
-		"comments": {"workspace", "documents", "access", "activity", "webhooks"},
+		// comments publishes an event per change, which activity records, notifications turns
+		// into notifications (mentions, assignments, replies) and webhooks sends.
+		"comments": {"workspace", "documents", "access", "activity", "notifications", "webhooks"},
 	}
 	written := func(names []string) []string {
 		return slices.DeleteFunc(slices.Clone(names), func(n string) bool { _, ok := want[n]; return !ok })
@@ -111,12 +113,15 @@ func TestNeedsDeriveFromModules(t *testing.T) {
 		}
 	}
 	for event, w := range map[string][]string{
-		"folder.deleted":    {"documents", "access"},
-		"users.removed":     {"users", "access", "notifications"},
-		"comment.add":       {"activity", "webhooks"},
-		"crdt.update_data":  {"activity", "webhooks"},
-		"document.migrated": {"documents", "users", "access", "activity", "notifications", "memory", "crdt", "comments"},
-		"huddle.join":       {"webhooks"},
+		"folder.deleted":            {"documents", "access"},
+		"users.removed":             {"users", "access", "notifications"},
+		"comment.add":               {"activity", "notifications", "webhooks"},
+		"comment.delete":            {"activity", "webhooks"},
+		"comment_annotation.assign": {"activity", "notifications", "webhooks"},
+		"comment.reaction_add":      {"activity", "webhooks"},
+		"crdt.update_data":          {"activity", "webhooks"},
+		"document.migrated":         {"documents", "users", "access", "activity", "notifications", "memory", "crdt", "comments"},
+		"huddle.join":               {"webhooks"},
 	} {
 		if got := written(c.Consumers(event)); !slices.Equal(got, w) {
 			t.Errorf("%s goes to %v, want %v", event, got, w)

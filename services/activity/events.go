@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -17,10 +15,11 @@ import (
 )
 
 // consumes are the event types the activity service takes: the lifecycle events its records
-// follow, and the domain events of every feature an activity record can have.
+// follow, and the domain events of every feature an activity record can have (the comments
+// service's thread events, comment_annotation.*, are of the feature comment: featureOf).
 var consumes = []string{
 	lifecycle.OrganizationDeleted, lifecycle.DocumentDeleted, lifecycle.DocumentMigrated,
-	"comment.*", "reaction.*", "recorder.*", "crdt.*", "custom.*",
+	"comment.*", "comment_annotation.*", "reaction.*", "recorder.*", "crdt.*", "custom.*",
 }
 
 // HandleEvent files a domain event as an activity record when the tenant's config records it,
@@ -38,8 +37,8 @@ func (s *Server) HandleEvent(ctx context.Context, e *lifecyclev1.Event) error {
 // record files one domain event, unless its feature has no activity, the config is off, or its
 // trigger is switched off.
 func (s *Server) record(ctx context.Context, e *eventsv1.Event) error {
-	feature, action, ok := strings.Cut(e.GetType(), ".")
-	if !ok || !slices.Contains(featureTypes, feature) {
+	feature, action, ok := featureOf(e.GetType())
+	if !ok {
 		return nil
 	}
 	if e.GetId() == "" || e.GetApiKey() == "" || e.GetOrganizationId() == "" {
@@ -72,10 +71,11 @@ func (s *Server) record(ctx context.Context, e *eventsv1.Event) error {
 
 // fromEvent is the record of a domain event. The event's data may carry the record's display
 // fields (displayMessageTemplate, displayMessageTemplateData, changes, entityData,
-// entityTargetData, actionIcon); without a template the record gets the default one, filled
-// from the event's data with actionUser and actionType added (docs/events.md).
+// entityTargetData, actionIcon); without a template, an event of the comments service reads as
+// commentDisplay writes it, and any other gets the default one, filled from the event's data
+// with actionUser and actionType added (docs/events.md).
 func fromEvent(e *eventsv1.Event) *Record {
-	feature, _, _ := strings.Cut(e.GetType(), ".")
+	feature, _, _ := featureOf(e.GetType())
 	r := &Record{
 		APIKey: e.GetApiKey(), OrganizationID: e.GetOrganizationId(), ID: e.GetId(),
 		OrganizationGeneration: e.GetOrganizationGeneration(), DocumentID: e.GetDocumentId(), DocumentGeneration: e.GetDocumentGeneration(),
@@ -83,34 +83,41 @@ func fromEvent(e *eventsv1.Event) *Record {
 		TargetEntityID: e.GetTargetEntityId(), Timestamp: int64(e.GetTimestamp()),
 	}
 	data := e.GetData().GetFields()
-	text := func(v *structpb.Value) string {
-		if v == nil {
-			return ""
-		}
-		b, err := protojson.Marshal(v)
-		if err != nil || len(b) > maxJSONBytes {
-			return ""
-		}
-		return string(b)
+	t, explicit := data["displayMessageTemplate"].GetKind().(*structpb.Value_StringValue)
+	if !explicit && commentDisplay(e, r) {
+		return r
 	}
-	if t, ok := data["displayMessageTemplate"].GetKind().(*structpb.Value_StringValue); ok && len(t.StringValue) <= maxTemplateLength {
+	if explicit && len(t.StringValue) <= maxTemplateLength {
 		r.DisplayMessageTemplate = t.StringValue
 	} else {
 		r.DisplayMessageTemplate = defaultTemplate
 	}
 	if v := data["displayMessageTemplateData"]; v.GetStructValue() != nil {
-		r.DisplayMessageTemplateData = text(v)
+		r.DisplayMessageTemplateData = jsonField(v)
 	} else {
-		r.DisplayMessageTemplateData = text(structpb.NewStructValue(templateData(e)))
+		r.DisplayMessageTemplateData = jsonField(structpb.NewStructValue(templateData(e)))
 	}
 	if v := data["changes"]; v.GetStructValue() != nil && checkChanges("changes", v.GetStructValue()) == nil {
-		r.Changes = text(v)
+		r.Changes = jsonField(v)
 	}
-	r.EntityData, r.EntityTargetData = text(data["entityData"]), text(data["entityTargetData"])
+	r.EntityData, r.EntityTargetData = jsonField(data["entityData"]), jsonField(data["entityTargetData"])
 	if icon, ok := data["actionIcon"].GetKind().(*structpb.Value_StringValue); ok && len(icon.StringValue) <= maxIconLength {
 		r.ActionIcon = icon.StringValue
 	}
 	return r
+}
+
+// jsonField is a value as a record's JSON field: "" for none, and for one past maxJSONBytes
+// (left out of the record).
+func jsonField(v *structpb.Value) string {
+	if v == nil {
+		return ""
+	}
+	b, err := protojson.Marshal(v)
+	if err != nil || len(b) > maxJSONBytes {
+		return ""
+	}
+	return string(b)
 }
 
 // defaultTemplate reads, for comment.add by Ada, "Ada: comment.add".

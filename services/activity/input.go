@@ -323,7 +323,8 @@ func userOf(u *eventsv1.ActionUser) User {
 }
 
 // checkTriggers reads the triggers object: feature (one of the five), then event (the action,
-// "add", or the whole type, "comment.add"), then a boolean. Events are stored by action.
+// "add", or the whole type, "comment.add"), then a boolean. Events are stored by action, as
+// featureOf names it (comment_annotation.add: annotation_add under comment).
 func checkTriggers(s *structpb.Struct) (map[string]map[string]bool, error) {
 	out := map[string]map[string]bool{}
 	for feature, v := range s.GetFields() {
@@ -339,10 +340,9 @@ func checkTriggers(s *structpb.Struct) (map[string]map[string]bool, error) {
 		}
 		out[feature] = map[string]bool{}
 		for event, on := range events.GetFields() {
-			action := strings.TrimPrefix(event, feature+".")
-			// One word: the stores keep actions as keys, where a dot would mean nesting.
-			if strings.Contains(action, ".") || validate.EventType("", feature+"."+action) != nil {
-				return nil, apierr.InvalidArgument("triggers.%s has an invalid event name %q: use the action (e.g. add) or the whole type (e.g. %s.add).", feature, event, feature)
+			action, err := triggerAction(feature, event)
+			if err != nil {
+				return nil, err
 			}
 			if _, dup := out[feature][action]; dup {
 				return nil, apierr.InvalidArgument("triggers.%s names the event %s twice.", feature, action)
@@ -355,4 +355,23 @@ func checkTriggers(s *structpb.Struct) (map[string]map[string]bool, error) {
 		}
 	}
 	return out, nil
+}
+
+// triggerAction is the action an event name of triggers.<feature> stands for: the name itself
+// when it is one word, else the action of the whole type it names (featureOf). A type of
+// another feature (comment.reaction_add under comment) is refused, saying where it belongs.
+func triggerAction(feature, event string) (string, error) {
+	whole := event
+	if !strings.Contains(event, ".") {
+		whole = feature + "." + event
+	}
+	f, action, ok := featureOf(whole)
+	// One word: the stores keep actions as keys, where a dot would mean nesting.
+	if !ok || action == "" || strings.Contains(action, ".") || validate.EventType("", whole) != nil {
+		return "", apierr.InvalidArgument("triggers.%s has an invalid event name %q: use the action (e.g. add) or the whole type (e.g. %s.add).", feature, event, feature)
+	}
+	if f != feature {
+		return "", apierr.InvalidArgument("triggers.%s names %s, an event of the feature %s: name it in triggers.%s.", feature, whole, f, f)
+	}
+	return action, nil
 }

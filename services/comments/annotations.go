@@ -62,7 +62,7 @@ func (s *Server) AddCommentAnnotations(ctx context.Context, req *commentsv1.AddC
 		return nil, err
 	}
 	for _, a := range added {
-		s.publish(ctx, c.Caller, eventAnnotationAdd, a, nil, nil)
+		s.publish(ctx, c.Caller, &a.From, eventAnnotationAdd, a, nil, nil)
 	}
 	return &commentsv1.ItemResultsResponse{Status: statusSuccess, Message: msgAnnotationsAdded, Data: data}, nil
 }

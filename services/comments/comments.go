@@ -107,7 +107,7 @@ func (s *Server) AddComments(ctx context.Context, req *commentsv1.AddCommentsReq
 	resp := &commentsv1.AddCommentsResponse{Status: statusSuccess, Message: msgCommentsAdded}
 	for i := range added {
 		resp.Data = append(resp.Data, float64(added[i].ID))
-		s.publish(ctx, c.Caller, eventCommentAdd, after, &added[i], nil)
+		s.publish(ctx, c.Caller, c.whoWrote(&added[i]), eventCommentAdd, after, &added[i], nil)
 	}
 	return resp, nil
 }
@@ -244,7 +244,7 @@ func (s *Server) UpdateComments(ctx context.Context, req *commentsv1.UpdateComme
 	}
 	data := map[string]*commentsv1.ItemResult{}
 	var changed []int64
-	_, after, err := s.change(ctx, r, req.GetAnnotationId(), func(a *Annotation) error {
+	before, after, err := s.change(ctx, r, req.GetAnnotationId(), func(a *Annotation) error {
 		changed = changed[:0]
 		now := s.now()
 		for _, id := range idList {
@@ -286,7 +286,7 @@ func (s *Server) UpdateComments(ctx context.Context, req *commentsv1.UpdateComme
 		}
 	}
 	for _, id := range changed {
-		s.publish(ctx, c.Caller, eventCommentUpdate, after, after.comment(id), nil)
+		s.publish(ctx, c.Caller, c.whoWrote(after.comment(id)), eventCommentUpdate, after, after.comment(id), previousComment(before.comment(id)))
 	}
 	return &commentsv1.ItemResultsResponse{Status: statusSuccess, Message: msgCommentsUpdated, Data: data}, nil
 }
@@ -362,7 +362,7 @@ func (s *Server) DeleteComments(ctx context.Context, req *commentsv1.DeleteComme
 		}
 	}
 	for i := range gone {
-		s.publish(ctx, c.Caller, eventCommentDelete, after, &gone[i], nil)
+		s.publish(ctx, c.Caller, c.whoWrote(&gone[i]), eventCommentDelete, after, &gone[i], nil)
 	}
 	return &commentsv1.ItemResultsResponse{Status: statusSuccess, Message: msgCommentsDeleted, Data: data}, nil
 }
@@ -457,7 +457,7 @@ func (s *Server) react(ctx context.Context, req reactionRequest, add bool) (*com
 	case err != nil:
 		return nil, missing(err)
 	}
-	s.publish(ctx, c.Caller, event, after, after.comment(id), map[string]any{"emoji": req.GetEmoji(), "userId": user.UserID})
+	s.publish(ctx, c.Caller, &user, event, after, after.comment(id), map[string]any{"emoji": req.GetEmoji(), "userId": user.UserID})
 	return &commentsv1.ReactionResponse{Status: statusSuccess, Message: msg, Data: &commentsv1.ItemResult{Success: true, Id: key, Message: msg}}, nil
 }
 

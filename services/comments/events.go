@@ -41,19 +41,56 @@ var consumes = []string{lifecycle.OrganizationDeleted, lifecycle.DocumentDeleted
 
 // publishEdits publishes what an Update Comment Annotations item changed: a status change, a
 // priority change, an assignment, and an update for the rest (context, location).
-func (s *Server) publishEdits(ctx context.Context, c authn.Caller, before, after *Annotation) {
+func (s *Server) publishEdits(ctx context.Context, c actor, before, after *Annotation) {
+	who := c.who()
 	if before.Status != after.Status {
-		s.publish(ctx, c, eventStatusChange, after, nil, map[string]any{"from": before.Status.ID, "to": after.Status.ID})
+		s.publish(ctx, c.Caller, who, eventStatusChange, after, nil, map[string]any{"from": before.Status.ID, "to": after.Status.ID})
 	}
 	if !samePtr(before.Priority, after.Priority) {
-		s.publish(ctx, c, eventPriorityChange, after, nil, nil)
+		s.publish(ctx, c.Caller, who, eventPriorityChange, after, nil, map[string]any{"previousPriority": jsonOrNil(priorityProto(before.Priority))})
 	}
 	if !samePtr(before.AssignedTo, after.AssignedTo) {
-		s.publish(ctx, c, eventAssign, after, nil, nil)
+		s.publish(ctx, c.Caller, who, eventAssign, after, nil, map[string]any{"previousAssignee": jsonOrNil(userProto(before.AssignedTo))})
 	}
 	if before.Context != after.Context || !samePtr(before.Location, after.Location) {
-		s.publish(ctx, c, eventAnnotationUpdate, after, nil, nil)
+		s.publish(ctx, c.Caller, who, eventAnnotationUpdate, after, nil, nil)
 	}
+}
+
+// who is the acting end user, nil for a backend.
+func (a actor) who() *User {
+	if a.user == nil {
+		return nil
+	}
+	return &a.user.User
+}
+
+// whoWrote is the actor of a comment's change: the end user, else (a backend) the comment's
+// author.
+func (a actor) whoWrote(cm *Comment) *User {
+	if a.user != nil {
+		return &a.user.User
+	}
+	return &cm.From
+}
+
+func priorityProto(p *Priority) *commentsv1.Priority {
+	if p == nil {
+		return nil
+	}
+	return &commentsv1.Priority{Id: p.ID, Name: p.Name}
+}
+
+// jsonOrNil is a message as a JSON value for an event's data, nil for a nil message.
+func jsonOrNil[M interface {
+	comparable
+	proto.Message
+}](m M) any {
+	var zero M
+	if m == zero {
+		return nil
+	}
+	return jsonOf(m)
 }
 
 func samePtr[T comparable](a, b *T) bool {
@@ -66,7 +103,9 @@ func samePtr[T comparable](a, b *T) bool {
 // publish stores a domain event of the change in the outbox: activity records it, webhooks
 // deliver it. The change is stored already: a failure to publish is logged, not answered (a
 // retry of the request would not publish it either).
-func (s *Server) publish(ctx context.Context, c authn.Caller, typ string, a *Annotation, cm *Comment, extra map[string]any) {
+// who is the event's actionUser: the acting end user, else for a backend the comment's author
+// (or the thread's, for a new thread), the reacting user for reactions; nil when none is known.
+func (s *Server) publish(ctx context.Context, c authn.Caller, who *User, typ string, a *Annotation, cm *Comment, extra map[string]any) {
 	data := map[string]any{"annotation": jsonOf(annotationProto(a))}
 	if cm != nil {
 		data["comment"] = jsonOf(commentProto(cm))
@@ -85,13 +124,23 @@ func (s *Server) publish(ctx context.Context, c authn.Caller, typ string, a *Ann
 		OrganizationId: a.OrganizationID, DocumentId: a.DocumentID, Timestamp: float64(s.now()),
 		TargetEntityId: a.ID, Data: st, OrganizationGeneration: a.OrgGen, DocumentGeneration: a.DocGen,
 	}
-	if cm != nil {
-		e.ActionUser = &eventsv1.ActionUser{UserId: cm.From.UserID, Name: cm.From.Name, Email: cm.From.Email}
+	if who != nil && who.UserID != "" {
+		e.ActionUser = &eventsv1.ActionUser{UserId: who.UserID, Name: who.Name, Email: who.Email}
 	}
 	if _, err := s.events.PublishAsync(ctx, lifecycle.Domain(e)); err != nil {
 		s.log.ErrorContext(ctx, typ+" not published", "annotation_id", a.ID, "error", err)
 	}
 	s.feed(ctx, typ, a, cm)
+}
+
+// previousComment is the extra data of comment.update: the comment before the edit, in which
+// notifications find the mentions that are new and activity the text's change
+// (docs/comments.md, "Notifications and activity").
+func previousComment(c *Comment) map[string]any {
+	if c == nil {
+		return nil
+	}
+	return map[string]any{"previousComment": jsonOf(commentProto(c))}
 }
 
 // jsonOf is a message as a JSON value for an event's data.
@@ -122,7 +171,7 @@ func (s *Server) locationDataDeleted(ctx context.Context, sc lifecycle.Scope, l 
 	}
 	c := authn.Caller{APIKey: sc.APIKey}
 	for _, a := range gone {
-		s.publish(ctx, c, eventAnnotationDelete, a, nil, nil)
+		s.publish(ctx, c, nil, eventAnnotationDelete, a, nil, nil)
 	}
 	return nil
 }

@@ -60,7 +60,7 @@ func (s *Server) UpdateCommentAnnotations(ctx context.Context, req *commentsv1.U
 		}
 		data[e.id] = res
 		if after != nil {
-			s.publishEdits(ctx, c.Caller, before, after)
+			s.publishEdits(ctx, c, before, after)
 		}
 	}
 	return &commentsv1.ItemResultsResponse{Status: statusSuccess, Message: msgAnnotationsUpdated, Data: data}, nil
@@ -232,7 +232,7 @@ func (s *Server) DeleteCommentAnnotations(ctx context.Context, req *commentsv1.D
 		}
 		data[id] = res
 		if gone != nil {
-			s.publish(ctx, c.Caller, eventAnnotationDelete, gone, nil, nil)
+			s.publish(ctx, c.Caller, c.who(), eventAnnotationDelete, gone, nil, nil)
 		}
 	}
 	return &commentsv1.ItemResultsResponse{Status: statusSuccess, Message: msgAnnotationsDeleted, Data: data}, nil

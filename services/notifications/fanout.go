@@ -25,8 +25,10 @@ import (
 )
 
 // consumes are the event types the notifications service takes: its own notification.add
-// (the fan-out), and the lifecycle events its records follow.
-var consumes = []string{eventNotificationAdd, lifecycle.OrganizationDeleted, lifecycle.DocumentDeleted, lifecycle.DocumentMigrated, lifecycle.UsersRemoved}
+// (the fan-out), the comment events that notify (commentEvents), and the lifecycle events its
+// records follow.
+var consumes = append([]string{eventNotificationAdd, lifecycle.OrganizationDeleted, lifecycle.DocumentDeleted, lifecycle.DocumentMigrated, lifecycle.UsersRemoved},
+	commentEvents...)
 
 // Batch sizes of the fan-out.
 const (
@@ -53,6 +55,9 @@ func (s *Server) lifecycleHandlers() lifecycle.Handlers {
 		Domain: func(ctx context.Context, d *eventsv1.Event) error {
 			if d.GetType() == eventNotificationAdd {
 				return s.fanOut(ctx, d)
+			}
+			if slices.Contains(commentEvents, d.GetType()) {
+				return s.notifyComment(ctx, d)
 			}
 			return nil
 		},
@@ -86,7 +91,7 @@ func (s *Server) lifecycleHandlers() lifecycle.Handlers {
 // recipient is one resolved recipient.
 type recipient struct {
 	user     User
-	involved bool // named in notifyUsers
+	involved bool // named in notifyUsers, of a notification that is not Incidental
 }
 
 // fanOut stores the notification, resolves its recipients once, and writes what each one's
@@ -124,19 +129,38 @@ func (s *Server) fanOut(ctx context.Context, e *eventsv1.Event) error {
 	if gone, err := s.gone(ctx, org, doc); err != nil || gone {
 		return err
 	}
-	if err := s.store.AddNotification(ctx, n); errors.Is(err, ErrExists) {
-		stored, err := s.store.Notification(ctx, org, n.ID)
-		if err != nil {
-			return err
-		}
-		if stored.FannedOut {
-			return nil // delivered before
-		}
-		n = stored
-	} else if err != nil {
+	n, _, err = s.addOrResume(ctx, org, n)
+	if err != nil || n == nil {
 		return err
 	}
+	return s.fanOutStored(ctx, n, org, doc)
+}
 
+// addOrResume stores n, or, when its id is taken (a redelivery of its event), returns the
+// stored notification to finish its fan-out: nil when that fan-out is done. added reports
+// whether this call stored it.
+func (s *Server) addOrResume(ctx context.Context, org Scope, n *Notification) (_ *Notification, added bool, err error) {
+	err = s.store.AddNotification(ctx, n)
+	if err == nil {
+		return n, true, nil
+	}
+	if !errors.Is(err, ErrExists) {
+		return nil, false, err
+	}
+	stored, err := s.store.Notification(ctx, org, n.ID)
+	if err != nil {
+		return nil, false, err
+	}
+	if stored.FannedOut {
+		return nil, false, nil // delivered before
+	}
+	return stored, false, nil
+}
+
+// fanOutStored resolves the recipients of a stored notification once, writes what each one's
+// config asks for, records the fan-out as done, and drops it all when the organization or
+// document went meanwhile.
+func (s *Server) fanOutStored(ctx context.Context, n *Notification, org, doc Scope) error {
 	recipients, err := s.recipients(ctx, n)
 	if status.Code(err) == codes.NotFound {
 		return nil // the organization or document went meanwhile: its deletion removes the record
@@ -212,7 +236,7 @@ func (s *Server) recipients(ctx context.Context, n *Notification) ([]recipient, 
 	index := map[string]int{}
 	for _, u := range n.NotifyUsers {
 		index[u.UserID] = len(out)
-		out = append(out, recipient{user: u, involved: true})
+		out = append(out, recipient{user: u, involved: !n.Incidental})
 	}
 	var err error
 	if n.NotifyAll {

@@ -3,6 +3,7 @@ package notifications
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -125,4 +126,67 @@ func (s *Server) countMembers(ctx context.Context, org Scope) (int, error) {
 		}
 		after = page.GetMembers()[len(page.GetMembers())-1].GetUserId()
 	}
+}
+
+// takeCommentQuotas counts a comment notification in the quotas as takeQuotas counts an added
+// one, but a comment event has no caller to refuse: a recipient whose inbox is full is left out
+// of n (that inbox takes no more), and a workspace past its recipients of the minute is
+// RESOURCE_EXHAUSTED, which the outbox retries later
+// (docs/comments.md, "Notifications and activity"). giveBack takes back what was counted.
+func (s *Server) takeCommentQuotas(ctx context.Context, org Scope, n *Notification) (giveBack func(), err error) {
+	var named []string
+	for {
+		if named = userIDs(n.NotifyUsers); len(named) == 0 {
+			return func() {}, nil
+		}
+		full, err := s.store.TakeInbox(ctx, org, false, named, s.quotas.InboxSize)
+		if err != nil {
+			return nil, fmt.Errorf("take the inbox quota: %w", err)
+		}
+		if full == nil {
+			break
+		}
+		s.metrics.refusals.WithLabelValues(quotaInbox).Inc()
+		s.log.WarnContext(ctx, "notifications: an inbox is full, a comment notification leaves its user out",
+			"organization_id", org.OrganizationID, "user_id", full.UserID, "notification_id", n.ID)
+		n.NotifyUsers = slices.DeleteFunc(n.NotifyUsers, func(u User) bool { return u.UserID == full.UserID || full.UserID == "" })
+	}
+	returnInbox := func(ctx context.Context) {
+		if err := s.store.ReturnInbox(ctx, org, false, named); err != nil {
+			s.log.ErrorContext(ctx, "notifications: giving back the inbox quota", "error", err)
+		}
+	}
+	minute, limit := s.clock.Now().Unix()/60, s.quotas.RecipientsPerMinute
+	if limit > 0 && len(named) > limit {
+		// It would never pass: no retry can help.
+		returnInbox(context.WithoutCancel(ctx))
+		s.metrics.refusals.WithLabelValues(quotaRecipients).Inc()
+		s.log.WarnContext(ctx, "notifications: a comment notification reaches more than the recipients of a minute, not sent",
+			"organization_id", org.OrganizationID, "notification_id", n.ID, "recipients", len(named), "limit", limit)
+		n.NotifyUsers = nil
+		return func() {}, nil
+	}
+	if limit > 0 {
+		ok, err := s.store.TakeRecipients(ctx, n.WorkspaceID, minute, len(named), limit)
+		if err != nil || !ok {
+			returnInbox(context.WithoutCancel(ctx))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("take the fan-out quota: %w", err)
+		}
+		if !ok {
+			s.metrics.refusals.WithLabelValues(quotaRecipients).Inc()
+			return nil, apierr.ResourceExhausted("The notifications of workspace %s may reach at most %d recipients a minute: the notification of this comment (to %d) waits for the next minute.",
+				n.WorkspaceID, limit, len(named))
+		}
+	}
+	return func() {
+		ctx := context.WithoutCancel(ctx)
+		returnInbox(ctx)
+		if limit > 0 {
+			if err := s.store.ReturnRecipients(ctx, n.WorkspaceID, minute, len(named)); err != nil {
+				s.log.ErrorContext(ctx, "notifications: giving back the fan-out quota", "error", err)
+			}
+		}
+	}, nil
 }

@@ -66,7 +66,10 @@ type Notification struct {
 	ResolverUsed     bool   `bson:"resolverUsed"`
 	NotifyUsers      []User `bson:"notifyUsers"` // as named by the caller
 	NotifyAll        bool   `bson:"notifyAll"`
-	VerifyAccess     bool   `bson:"verifyAccess"`
+	// Incidental: the notification does not involve the users it names (a reply to a comment
+	// thread they took part in), so a MINE config leaves it out.
+	Incidental   bool `bson:"incidental,omitempty"`
+	VerifyAccess bool `bson:"verifyAccess"`
 	// Recipients are the resolved user ids, set once the fan-out is done (FannedOut).
 	Recipients []string `bson:"recipients"`
 	FannedOut  bool     `bson:"fannedOut"`
