@@ -106,7 +106,7 @@ func samePtr[T comparable](a, b *T) bool {
 // who is the event's actionUser: the acting end user, else for a backend the comment's author
 // (or the thread's, for a new thread), the reacting user for reactions; nil when none is known.
 func (s *Server) publish(ctx context.Context, c authn.Caller, who *User, typ string, a *Annotation, cm *Comment, extra map[string]any) {
-	data := map[string]any{"annotation": jsonOf(annotationProto(a))}
+	data := map[string]any{"annotation": eventAnnotation(a, typ)}
 	if cm != nil {
 		data["comment"] = jsonOf(commentProto(cm))
 		data["commentId"] = float64(cm.ID)
@@ -141,6 +141,21 @@ func previousComment(c *Comment) map[string]any {
 		return nil
 	}
 	return map[string]any{"previousComment": jsonOf(commentProto(c))}
+}
+
+// eventAnnotation is the annotation as events and the live stream carry it
+// (docs/comments.md, "Events"): whole for a new thread; for every other change its fields
+// and its comments by id and author only (the changed comment comes whole beside it), so that
+// an event's size does not grow with its thread (a reaction to a thread of 1 MiB would weigh
+// 1 MiB in every webhook delivery and stream).
+func eventAnnotation(a *Annotation, typ string) any {
+	p := annotationProto(a)
+	if typ != eventAnnotationAdd {
+		for i, c := range p.GetComments() {
+			p.Comments[i] = &commentsv1.Comment{CommentId: c.GetCommentId(), From: c.GetFrom(), CreatedAt: c.GetCreatedAt(), LastUpdated: c.GetLastUpdated()}
+		}
+	}
+	return jsonOf(p)
 }
 
 // jsonOf is a message as a JSON value for an event's data.

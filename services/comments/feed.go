@@ -22,9 +22,10 @@ func feedSubject(r Ref) string {
 // process. The change is stored already: a failure here is logged, and the streams miss the
 // event (their clients read the threads with Get when they reconnect past the window).
 func (s *Server) feed(ctx context.Context, typ string, a *Annotation, cm *Comment) {
-	ev := map[string]any{"type": typ, "annotationId": a.ID, "annotation": jsonOf(annotationProto(a))}
+	ev := map[string]any{"type": typ, "annotationId": a.ID, "annotation": eventAnnotation(a, typ)}
 	if cm != nil {
 		ev["commentId"] = float64(cm.ID)
+		ev["comment"] = jsonOf(commentProto(cm))
 	}
 	data, err := json.Marshal(ev)
 	if err != nil {

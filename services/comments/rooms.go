@@ -12,8 +12,12 @@ import (
 const DefaultStreamPoll = 2 * time.Second
 
 // recentChanges is how many of a document's latest changes its room keeps for its streams, so
-// that one read of the store serves every stream that is up to date.
-const recentChanges = 256
+// that one read of the store serves every stream that is up to date; recentBytes bounds their
+// size (a stream that fell behind what is kept reads the store itself).
+const (
+	recentChanges = 256
+	recentBytes   = 8 << 20
+)
 
 // feedRoom follows one document's feed for the streams of this process: it reads the store
 // once per wake-up (or poll) and signals its streams, which take the changes from its recent
@@ -175,6 +179,13 @@ func (rs *rooms) read(room *feedRoom) {
 		room.recent = append(room.recent, cs...)
 		if drop := len(room.recent) - recentChanges; drop > 0 {
 			room.recent = room.recent[drop:]
+		}
+		size := 0
+		for i := len(room.recent) - 1; i >= 0; i-- {
+			if size += len(room.recent[i].Data); size > recentBytes {
+				room.recent = room.recent[i+1:]
+				break
+			}
 		}
 	}
 	if newest > room.newest {

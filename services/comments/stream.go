@@ -230,7 +230,10 @@ func (st *stream) serve(after int64) {
 	beat, recheck := time.NewTicker(heartbeat), time.NewTicker(streamRecheck)
 	defer beat.Stop()
 	defer recheck.Stop()
-	sub <- struct{}{} // send what is newer than pos at once
+	select { // send what is newer than pos at once (unless the room signalled already)
+	case sub <- struct{}{}:
+	default:
+	}
 	for {
 		select {
 		case <-st.ctx.Done():
