@@ -230,7 +230,12 @@ func (st *stream) serve(after int64) {
 	beat, recheck := time.NewTicker(heartbeat), time.NewTicker(streamRecheck)
 	defer beat.Stop()
 	defer recheck.Stop()
-	sub <- struct{}{} // send what is newer than pos at once
+	// Send what is newer than pos at once. The room may have signalled sub already (it joined
+	// before the first bytes were written): a blocking send would then wait for ever.
+	select {
+	case sub <- struct{}{}:
+	default:
+	}
 	for {
 		select {
 		case <-st.ctx.Done():
