@@ -78,3 +78,36 @@ func TestReview24StreamWokenWhileOpening(t *testing.T) {
 		t.Fatalf("%d streams still counted", hub.total)
 	}
 }
+
+// A client resuming at the feed's newest change on a process whose room has not read it yet
+// (the room reads at a wake-up or the poll; a reconnect often reaches another replica) is not
+// told to reset, and gets no change twice (review of issue 24).
+func TestReview24StreamResumedAheadOfItsRoom(t *testing.T) {
+	s, _ := newServer(t, NewMemoryStore())
+	s.bus, s.poll = nil, time.Hour // the room reads only when the test signals it
+	hub := newStreamHub(s)
+	srv := httptest.NewServer(hub)
+	t.Cleanup(func() { hub.Close(); srv.Close() })
+	url := srv.URL + StreamPrefix
+	add(t, s, "d", thread("a1", "first")) // change 1
+	first, _ := openStream(t, url, "t:vi", "")
+	reply(t, s, "second") // change 2, which the room does not know yet
+	second, code := openStream(t, url, "t:ed", "2")
+	if code != http.StatusOK {
+		t.Fatalf("resume: %d", code)
+	}
+	reply(t, s, "third") // change 3
+	hub.rooms.mu.Lock()
+	for _, room := range hub.rooms.byFeed {
+		room.signal()
+	}
+	hub.rooms.mu.Unlock()
+	if ev := second.next(t); ev.event != "comment.add" || ev.id != "3" {
+		t.Fatalf("the resumed stream got %+v first, want change 3", ev)
+	}
+	for _, want := range []string{"2", "3"} {
+		if ev := first.next(t); ev.id != want {
+			t.Fatalf("the first stream got %+v, want change %s", ev, want)
+		}
+	}
+}

@@ -220,12 +220,21 @@ func (st *stream) serve(after int64) {
 		return
 	}
 	if pos > newest {
-		// An id this feed never gave (the document was deleted and made anew since, or the
-		// client made it up): the client reads the threads again and goes on from here.
-		if !st.reset(newest) {
+		// Ahead of the room, which reads the feed at a wake-up or the poll: the store tells
+		// whether the feed gave that id (a client resuming on another replica often is).
+		_, _, stored, err := st.h.s.store.Changes(st.ctx, st.ref, pos, 1)
+		if err != nil {
+			st.fail(err)
 			return
 		}
-		pos = newest
+		if pos > stored {
+			// An id this feed never gave (the document was deleted and made anew since, or
+			// the client made it up): the client reads the threads again and goes on from here.
+			if !st.reset(newest) {
+				return
+			}
+			pos = newest
+		}
 	}
 	beat, recheck := time.NewTicker(heartbeat), time.NewTicker(streamRecheck)
 	defer beat.Stop()
