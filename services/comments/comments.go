@@ -80,7 +80,7 @@ func (s *Server) AddComments(ctx context.Context, req *commentsv1.AddCommentsReq
 		}
 	}
 	var added []Comment
-	_, after, err := s.change(ctx, r, req.GetAnnotationId(), func(a *Annotation) error {
+	_, after, err := s.change(ctx, r, req.GetAnnotationId(), s.seen(ctx, c, func(a *Annotation) error {
 		now := s.now()
 		added = added[:0]
 		for _, cm := range news {
@@ -97,7 +97,7 @@ func (s *Server) AddComments(ctx context.Context, req *commentsv1.AddCommentsReq
 		}
 		a.ReadBy = nil
 		return nil
-	})
+	}))
 	if errors.Is(err, errIDTaken) {
 		return nil, apierr.AlreadyExists(msgCommentIDTaken)
 	}
@@ -244,7 +244,7 @@ func (s *Server) UpdateComments(ctx context.Context, req *commentsv1.UpdateComme
 	}
 	data := map[string]*commentsv1.ItemResult{}
 	var changed []int64
-	before, after, err := s.change(ctx, r, req.GetAnnotationId(), func(a *Annotation) error {
+	before, after, err := s.change(ctx, r, req.GetAnnotationId(), s.seen(ctx, c, func(a *Annotation) error {
 		changed = changed[:0]
 		now := s.now()
 		for _, id := range idList {
@@ -266,7 +266,7 @@ func (s *Server) UpdateComments(ctx context.Context, req *commentsv1.UpdateComme
 		}
 		a.ReadBy = nil
 		return nil
-	})
+	}))
 	switch {
 	case errors.Is(err, errNotYours):
 		return nil, apierr.PermissionDenied(msgNotYours)
@@ -318,7 +318,7 @@ func (s *Server) DeleteComments(ctx context.Context, req *commentsv1.DeleteComme
 		return nil, err
 	}
 	var gone []Comment
-	before, after, err := s.change(ctx, r, req.GetAnnotationId(), func(a *Annotation) error {
+	before, after, err := s.change(ctx, r, req.GetAnnotationId(), s.seen(ctx, c, func(a *Annotation) error {
 		gone = gone[:0]
 		for _, o := range a.Comments {
 			if slices.Contains(idList, o.ID) && !c.canChange(o.From.UserID, true) {
@@ -340,7 +340,7 @@ func (s *Server) DeleteComments(ctx context.Context, req *commentsv1.DeleteComme
 		}
 		a.Authors = authorsOf(a)
 		return nil
-	})
+	}))
 	switch {
 	case errors.Is(err, errNotYours):
 		return nil, apierr.PermissionDenied(msgNotYours)
@@ -428,7 +428,7 @@ func (s *Server) react(ctx context.Context, req reactionRequest, add bool) (*com
 	if user.UserID == "" {
 		return nil, apierr.InvalidArgument("user is required.")
 	}
-	_, after, err := s.change(ctx, r, req.GetAnnotationId(), func(a *Annotation) error {
+	_, after, err := s.change(ctx, r, req.GetAnnotationId(), s.seen(ctx, c, func(a *Annotation) error {
 		cm := a.comment(id)
 		if cm == nil {
 			return errNoComments
@@ -441,7 +441,7 @@ func (s *Server) react(ctx context.Context, req reactionRequest, add bool) (*com
 			return errNoChange
 		}
 		return nil
-	})
+	}))
 	msg, event := msgReactionAdded, eventReactionAdd
 	if !add {
 		msg, event = msgReactionDeleted, eventReactionDelete

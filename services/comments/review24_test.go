@@ -8,7 +8,91 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	commentsv1 "github.com/collab/collab/proto/collab/comments/v1"
 )
+
+// A thread an end user may not see (context.access) is not there for them in any operation:
+// they cannot change it (an editor removing its context.access would then read it), comment
+// on it, react, mark it read or delete it, and the refusals do not tell it exists (review of
+// issue 24; docs/comments.md, "End users").
+func TestReview24HiddenThreadsAreNotThereForWrites(t *testing.T) {
+	s, ev := newServer(t, NewMemoryStore())
+	guarded := thread("team-a", "for team a")
+	guarded.Context = mustStruct(t, map[string]any{"access": map[string]any{"team": "a"}})
+	add(t, s, "d", guarded)
+	before := len(ev.got())
+	const doc = "d"
+	thread := func(ctx context.Context) *commentsv1.CommentAnnotation {
+		res, err := s.GetCommentAnnotations(ctx, &commentsv1.GetCommentAnnotationsRequest{OrganizationId: "o", DocumentId: doc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range res.GetData() {
+			if a.GetAnnotationId() == "team-a" {
+				return a
+			}
+		}
+		return nil
+	}
+	itemMissing := func(t *testing.T, res *commentsv1.ItemResultsResponse, err error) {
+		t.Helper()
+		if err != nil || res.GetData()["team-a"].GetSuccess() || res.GetData()["team-a"].GetMessage() != msgItemMissing {
+			t.Fatalf("%v, %v: want the item's %q", res, err, msgItemMissing)
+		}
+	}
+	notFound := func(t *testing.T, err error) {
+		t.Helper()
+		wantCode(t, err, codes.NotFound, "a hidden thread")
+	}
+	ed2 := as("t:ed2") // an editor whose access context does not grant team a
+	t.Run("update", func(t *testing.T) {
+		res, err := s.UpdateCommentAnnotations(ed2, &commentsv1.UpdateCommentAnnotationsRequest{OrganizationId: "o", DocumentId: doc,
+			Annotations: []*commentsv1.AnnotationUpdate{{AnnotationId: "team-a", Context: mustStruct(t, map[string]any{"note": "open"})}}})
+		itemMissing(t, res, err)
+	})
+	t.Run("add comments", func(t *testing.T) {
+		_, err := s.AddComments(ed2, &commentsv1.AddCommentsRequest{OrganizationId: "o", DocumentId: doc, AnnotationId: "team-a",
+			CommentData: []*commentsv1.NewComment{{CommentText: "in a thread I cannot see"}}})
+		notFound(t, err)
+	})
+	t.Run("react", func(t *testing.T) {
+		_, err := s.AddReaction(ed2, &commentsv1.AddReactionRequest{OrganizationId: "o", DocumentId: doc, AnnotationId: "team-a", CommentId: 1, Emoji: "👍"})
+		notFound(t, err)
+	})
+	t.Run("update comments", func(t *testing.T) {
+		_, err := s.UpdateComments(ed2, &commentsv1.UpdateCommentsRequest{OrganizationId: "o", DocumentId: doc, AnnotationId: "team-a",
+			CommentIds: []float64{1}, UpdatedData: &commentsv1.CommentChanges{CommentText: proto.String("x")}})
+		notFound(t, err)
+	})
+	t.Run("delete comments", func(t *testing.T) {
+		_, err := s.DeleteComments(as("t:ed2:admin"), &commentsv1.DeleteCommentsRequest{OrganizationId: "o", DocumentId: doc, AnnotationId: "team-a", CommentIds: []float64{1}})
+		notFound(t, err)
+	})
+	t.Run("mark read", func(t *testing.T) {
+		res, err := s.MarkRead(ed2, &commentsv1.MarkReadRequest{OrganizationId: "o", DocumentId: doc, AnnotationIds: []string{"team-a"}})
+		itemMissing(t, res, err)
+	})
+	t.Run("delete", func(t *testing.T) {
+		res, err := s.DeleteCommentAnnotations(ed2, &commentsv1.DeleteCommentAnnotationsRequest{OrganizationId: "o", DocumentId: doc, AnnotationIds: []string{"team-a"}})
+		itemMissing(t, res, err)
+	})
+	if after := ev.got(); len(after) != before {
+		t.Fatalf("writes to a hidden thread published %v", after[before:])
+	}
+	a := thread(k1)
+	if a == nil || len(a.GetComments()) != 1 || len(a.GetComments()[0].GetReactions()) != 0 || a.GetContext().GetFields()["access"] == nil {
+		t.Fatalf("the hidden thread changed: %v", a)
+	}
+	// A user it grants still writes to it.
+	if _, err := s.AddComments(as("t:ed"), &commentsv1.AddCommentsRequest{OrganizationId: "o", DocumentId: doc, AnnotationId: "team-a",
+		CommentData: []*commentsv1.NewComment{{CommentText: "from team a"}}}); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // gatedWriter is a streaming ResponseWriter whose first write waits for the test (a client
 // slow to take the stream's first bytes).
