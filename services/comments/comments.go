@@ -85,6 +85,9 @@ func (s *Server) AddComments(ctx context.Context, req *commentsv1.AddCommentsReq
 		added = added[:0]
 		for _, cm := range news {
 			if cm.ID == 0 {
+				if a.LastCommentID >= maxCommentID {
+					return errNoIDs // past it, a JSON number names no comment exactly
+				}
 				cm.ID = a.LastCommentID + 1
 			} else if slices.ContainsFunc(a.Comments, func(o Comment) bool { return o.ID == cm.ID }) {
 				return errIDTaken
@@ -101,6 +104,9 @@ func (s *Server) AddComments(ctx context.Context, req *commentsv1.AddCommentsReq
 	if errors.Is(err, errIDTaken) {
 		return nil, apierr.AlreadyExists(msgCommentIDTaken)
 	}
+	if errors.Is(err, errNoIDs) {
+		return nil, apierr.FailedPrecondition("Give commentIds: %s", msgNoCommentIDs)
+	}
 	if err != nil {
 		return nil, missing(err)
 	}
@@ -112,7 +118,10 @@ func (s *Server) AddComments(ctx context.Context, req *commentsv1.AddCommentsReq
 	return resp, nil
 }
 
-var errIDTaken = &itemError{msgCommentIDTaken}
+var (
+	errIDTaken = &itemError{msgCommentIDTaken}
+	errNoIDs   = &itemError{msgNoCommentIDs}
+)
 
 // GetComments returns a thread's comments, oldest first, or those among commentIds.
 func (s *Server) GetComments(ctx context.Context, req *commentsv1.GetCommentsRequest) (*commentsv1.GetCommentsResponse, error) {

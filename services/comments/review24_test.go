@@ -2,6 +2,7 @@ package comments
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -92,6 +93,34 @@ func TestReview24HiddenThreadsAreNotThereForWrites(t *testing.T) {
 		CommentData: []*commentsv1.NewComment{{CommentText: "from team a"}}}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A generated commentId is never past 2^53-1, the largest a JSON number holds exactly: after a
+// comment given that id, a comment without one is refused instead of getting an id that no
+// operation accepts (and that a JSON client reads as another comment's) (review of issue 24).
+func TestReview24GeneratedCommentIDsStayExact(t *testing.T) {
+	stores(t, func(t *testing.T, newStore func(t *testing.T) Store) {
+		s, _ := newServer(t, newStore(t))
+		top := &commentsv1.NewComment{CommentId: maxCommentID, CommentText: "top", From: user("u")}
+		next := &commentsv1.NewComment{CommentText: "next", From: user("u")}
+		_, err := s.AddCommentAnnotations(k1, &commentsv1.AddCommentAnnotationsRequest{OrganizationId: "o", DocumentId: "d",
+			CommentAnnotations: []*commentsv1.NewAnnotation{{AnnotationId: "a0", From: user("u"), CommentData: []*commentsv1.NewComment{top, next}}}})
+		wantCode(t, err, codes.InvalidArgument, "a new thread's comment after the largest id")
+
+		add(t, s, "d", &commentsv1.NewAnnotation{AnnotationId: "a1", From: user("u"), CommentData: []*commentsv1.NewComment{top}})
+		res, err := s.AddComments(k1, &commentsv1.AddCommentsRequest{OrganizationId: "o", DocumentId: "d", AnnotationId: "a1",
+			CommentData: []*commentsv1.NewComment{next}})
+		wantCode(t, err, codes.FailedPrecondition, fmt.Sprintf("a comment after the largest id (answered %v)", res.GetData()))
+		got, err := s.GetComments(k1, &commentsv1.GetCommentsRequest{OrganizationId: "o", DocumentId: "d", AnnotationId: "a1"})
+		if err != nil || len(got.GetData()) != 1 {
+			t.Fatalf("%v, %v: want the one comment", got, err)
+		}
+		// Ids the caller gives still go in.
+		if _, err := s.AddComments(k1, &commentsv1.AddCommentsRequest{OrganizationId: "o", DocumentId: "d", AnnotationId: "a1",
+			CommentData: []*commentsv1.NewComment{{CommentId: 7, CommentText: "seven", From: user("u")}}}); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // gatedWriter is a streaming ResponseWriter whose first write waits for the test (a client
