@@ -348,6 +348,7 @@ func (s *Server) DeleteComments(ctx context.Context, req *commentsv1.DeleteComme
 			return errLastComment
 		}
 		a.Authors = authorsOf(a)
+		a.ReadBy = nil // a change: unread again (docs/comments.md, "Annotations")
 		return nil
 	}))
 	switch {
@@ -449,6 +450,7 @@ func (s *Server) react(ctx context.Context, req reactionRequest, add bool) (*com
 		if !changed {
 			return errNoChange
 		}
+		a.ReadBy = nil // a change: unread again (docs/comments.md, "Annotations")
 		return nil
 	}))
 	msg, event := msgReactionAdded, eventReactionAdd

@@ -123,6 +123,56 @@ func TestReview24GeneratedCommentIDsStayExact(t *testing.T) {
 	})
 }
 
+// A reaction and a deleted comment are changes of the thread: it is unread again by those who
+// had read it (docs/comments.md, "Annotations": "again after any change of it").
+func TestReview24EveryChangeMakesAThreadUnread(t *testing.T) {
+	stores(t, func(t *testing.T, newStore func(t *testing.T) Store) {
+		s, _ := newServer(t, newStore(t))
+		add(t, s, "d", thread("a1", "one", "two"))
+		unread := func() float64 {
+			res, err := s.CountCommentAnnotations(k1, &commentsv1.CountCommentAnnotationsRequest{OrganizationId: "o", DocumentIds: []string{"d"}, UserId: "reader"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res.GetData()["d"].GetUnread()
+		}
+		read := func() {
+			if _, err := s.MarkRead(k1, &commentsv1.MarkReadRequest{OrganizationId: "o", DocumentId: "d", UserId: "reader", AnnotationIds: []string{"a1"}}); err != nil {
+				t.Fatal(err)
+			}
+			if n := unread(); n != 0 {
+				t.Fatalf("unread %v after Mark Read", n)
+			}
+		}
+		changes := []struct {
+			name string
+			do   func() error
+		}{
+			{"a reaction", func() error {
+				_, err := s.AddReaction(k1, &commentsv1.AddReactionRequest{OrganizationId: "o", DocumentId: "d", AnnotationId: "a1", CommentId: 1, Emoji: "👍", User: user("fan")})
+				return err
+			}},
+			{"a reaction removed", func() error {
+				_, err := s.DeleteReaction(k1, &commentsv1.DeleteReactionRequest{OrganizationId: "o", DocumentId: "d", AnnotationId: "a1", CommentId: 1, Emoji: "👍", User: user("fan")})
+				return err
+			}},
+			{"a comment deleted", func() error {
+				_, err := s.DeleteComments(k1, &commentsv1.DeleteCommentsRequest{OrganizationId: "o", DocumentId: "d", AnnotationId: "a1", CommentIds: []float64{2}})
+				return err
+			}},
+		}
+		for _, c := range changes {
+			read()
+			if err := c.do(); err != nil {
+				t.Fatal(err)
+			}
+			if n := unread(); n != 1 {
+				t.Fatalf("after %s the thread is unread by %v threads, want 1", c.name, n)
+			}
+		}
+	})
+}
+
 // gatedWriter is a streaming ResponseWriter whose first write waits for the test (a client
 // slow to take the stream's first bytes).
 type gatedWriter struct {
