@@ -14,7 +14,40 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	commentsv1 "github.com/collab/collab/proto/collab/comments/v1"
+
+	"github.com/collab/collab/internal/racetest"
 )
+
+// The first threads of a new document, added at once, are all kept: the document's count is
+// created by the first of them, and the others' concurrent creation of it is not the document
+// being full. It held on both stores (the embedded server serialises writes of one record;
+// MongoDB may answer such an upsert with a duplicate key, which Insert takes for ErrFull:
+// review of issue 24, reported).
+func TestReview24ConcurrentFirstThreadsOfADocument(t *testing.T) {
+	stores(t, func(t *testing.T, newStore func(t *testing.T) Store) {
+		s, _ := newServer(t, newStore(t))
+		const n = 8
+		for round := range 3 {
+			doc := fmt.Sprint("fresh", round)
+			msgs := make([]string, n)
+			racetest.N(n, func(i int) {
+				id := fmt.Sprintf("r%dt%d", round, i)
+				res, err := s.AddCommentAnnotations(k1, &commentsv1.AddCommentAnnotationsRequest{OrganizationId: "o", DocumentId: doc,
+					CommentAnnotations: []*commentsv1.NewAnnotation{thread(id, "x")}})
+				if err != nil {
+					msgs[i] = err.Error()
+				} else if r := res.GetData()[id]; !r.GetSuccess() {
+					msgs[i] = r.GetMessage()
+				}
+			})
+			for i, m := range msgs {
+				if m != "" {
+					t.Fatalf("%s: thread t%d refused: %q", doc, i, m)
+				}
+			}
+		}
+	})
+}
 
 // A thread an end user may not see (context.access) is not there for them in any operation:
 // they cannot change it (an editor removing its context.access would then read it), comment
