@@ -196,6 +196,7 @@ func checkNewAnnotation(field string, it *commentsv1.NewAnnotation) (*Annotation
 	if len(cs) == 0 || len(cs) > maxItems {
 		return nil, apierr.InvalidArgument("%s.commentData must hold 1 to %d comments.", field, maxItems)
 	}
+	var last int64 // the highest id so far: stamp generates the next one
 	for j, c := range cs {
 		cm, err := checkNewComment(fmt.Sprintf("%s.commentData[%d]", field, j), c)
 		if err != nil {
@@ -203,6 +204,14 @@ func checkNewAnnotation(field string, it *commentsv1.NewAnnotation) (*Annotation
 		}
 		if cm.ID != 0 && slices.ContainsFunc(a.Comments, func(o Comment) bool { return o.ID == cm.ID }) {
 			return nil, apierr.InvalidArgument("%s.commentData[%d].commentId is given twice.", field, j)
+		}
+		switch {
+		case cm.ID != 0:
+			last = max(last, cm.ID)
+		case last >= maxCommentID:
+			return nil, apierr.InvalidArgument("%s.commentData[%d] needs a commentId: %s", field, j, msgNoCommentIDs)
+		default:
+			last++
 		}
 		a.Comments = append(a.Comments, cm)
 	}

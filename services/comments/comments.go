@@ -80,11 +80,14 @@ func (s *Server) AddComments(ctx context.Context, req *commentsv1.AddCommentsReq
 		}
 	}
 	var added []Comment
-	_, after, err := s.change(ctx, r, req.GetAnnotationId(), func(a *Annotation) error {
+	_, after, err := s.change(ctx, r, req.GetAnnotationId(), s.seen(ctx, c, func(a *Annotation) error {
 		now := s.now()
 		added = added[:0]
 		for _, cm := range news {
 			if cm.ID == 0 {
+				if a.LastCommentID >= maxCommentID {
+					return errNoIDs // past it, a JSON number names no comment exactly
+				}
 				cm.ID = a.LastCommentID + 1
 			} else if slices.ContainsFunc(a.Comments, func(o Comment) bool { return o.ID == cm.ID }) {
 				return errIDTaken
@@ -97,9 +100,12 @@ func (s *Server) AddComments(ctx context.Context, req *commentsv1.AddCommentsReq
 		}
 		a.ReadBy = nil
 		return nil
-	})
+	}))
 	if errors.Is(err, errIDTaken) {
 		return nil, apierr.AlreadyExists(msgCommentIDTaken)
+	}
+	if errors.Is(err, errNoIDs) {
+		return nil, apierr.FailedPrecondition("Give commentIds: %s", msgNoCommentIDs)
 	}
 	if err != nil {
 		return nil, missing(err)
@@ -112,7 +118,10 @@ func (s *Server) AddComments(ctx context.Context, req *commentsv1.AddCommentsReq
 	return resp, nil
 }
 
-var errIDTaken = &itemError{msgCommentIDTaken}
+var (
+	errIDTaken = &itemError{msgCommentIDTaken}
+	errNoIDs   = &itemError{msgNoCommentIDs}
+)
 
 // GetComments returns a thread's comments, oldest first, or those among commentIds.
 func (s *Server) GetComments(ctx context.Context, req *commentsv1.GetCommentsRequest) (*commentsv1.GetCommentsResponse, error) {
@@ -244,7 +253,7 @@ func (s *Server) UpdateComments(ctx context.Context, req *commentsv1.UpdateComme
 	}
 	data := map[string]*commentsv1.ItemResult{}
 	var changed []int64
-	before, after, err := s.change(ctx, r, req.GetAnnotationId(), func(a *Annotation) error {
+	before, after, err := s.change(ctx, r, req.GetAnnotationId(), s.seen(ctx, c, func(a *Annotation) error {
 		changed = changed[:0]
 		now := s.now()
 		for _, id := range idList {
@@ -266,7 +275,7 @@ func (s *Server) UpdateComments(ctx context.Context, req *commentsv1.UpdateComme
 		}
 		a.ReadBy = nil
 		return nil
-	})
+	}))
 	switch {
 	case errors.Is(err, errNotYours):
 		return nil, apierr.PermissionDenied(msgNotYours)
@@ -318,7 +327,7 @@ func (s *Server) DeleteComments(ctx context.Context, req *commentsv1.DeleteComme
 		return nil, err
 	}
 	var gone []Comment
-	before, after, err := s.change(ctx, r, req.GetAnnotationId(), func(a *Annotation) error {
+	before, after, err := s.change(ctx, r, req.GetAnnotationId(), s.seen(ctx, c, func(a *Annotation) error {
 		gone = gone[:0]
 		for _, o := range a.Comments {
 			if slices.Contains(idList, o.ID) && !c.canChange(o.From.UserID, true) {
@@ -339,8 +348,9 @@ func (s *Server) DeleteComments(ctx context.Context, req *commentsv1.DeleteComme
 			return errLastComment
 		}
 		a.Authors = authorsOf(a)
+		a.ReadBy = nil // a change: unread again (docs/comments.md, "Annotations")
 		return nil
-	})
+	}))
 	switch {
 	case errors.Is(err, errNotYours):
 		return nil, apierr.PermissionDenied(msgNotYours)
@@ -428,7 +438,7 @@ func (s *Server) react(ctx context.Context, req reactionRequest, add bool) (*com
 	if user.UserID == "" {
 		return nil, apierr.InvalidArgument("user is required.")
 	}
-	_, after, err := s.change(ctx, r, req.GetAnnotationId(), func(a *Annotation) error {
+	_, after, err := s.change(ctx, r, req.GetAnnotationId(), s.seen(ctx, c, func(a *Annotation) error {
 		cm := a.comment(id)
 		if cm == nil {
 			return errNoComments
@@ -440,8 +450,9 @@ func (s *Server) react(ctx context.Context, req reactionRequest, add bool) (*com
 		if !changed {
 			return errNoChange
 		}
+		a.ReadBy = nil // a change: unread again (docs/comments.md, "Annotations")
 		return nil
-	})
+	}))
 	msg, event := msgReactionAdded, eventReactionAdd
 	if !add {
 		msg, event = msgReactionDeleted, eventReactionDelete

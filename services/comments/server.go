@@ -56,6 +56,7 @@ const (
 	msgReactionNoop   = "Nothing changed: the reaction was already so."
 	msgLastComment    = "A comment annotation keeps at least one comment: delete the annotation instead."
 	msgCommentIDTaken = "commentId is taken in this annotation."
+	msgNoCommentIDs   = "the annotation has held a comment of the largest commentId (2^53-1), so none can be generated."
 )
 
 // Publisher stores domain events in the service's outbox.

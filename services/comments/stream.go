@@ -220,17 +220,28 @@ func (st *stream) serve(after int64) {
 		return
 	}
 	if pos > newest {
-		// An id this feed never gave (the document was deleted and made anew since, or the
-		// client made it up): the client reads the threads again and goes on from here.
-		if !st.reset(newest) {
+		// Ahead of the room, which reads the feed at a wake-up or the poll: the store tells
+		// whether the feed gave that id (a client resuming on another replica often is).
+		_, _, stored, err := st.h.s.store.Changes(st.ctx, st.ref, pos, 1)
+		if err != nil {
+			st.fail(err)
 			return
 		}
-		pos = newest
+		if pos > stored {
+			// An id this feed never gave (the document was deleted and made anew since, or
+			// the client made it up): the client reads the threads again and goes on from here.
+			if !st.reset(newest) {
+				return
+			}
+			pos = newest
+		}
 	}
 	beat, recheck := time.NewTicker(heartbeat), time.NewTicker(streamRecheck)
 	defer beat.Stop()
 	defer recheck.Stop()
-	select { // send what is newer than pos at once (unless the room signalled already)
+	// Send what is newer than pos at once. The room may have signalled sub already (it joined
+	// before the first bytes were written): a blocking send would then wait for ever.
+	select {
 	case sub <- struct{}{}:
 	default:
 	}
@@ -323,7 +334,7 @@ func (st *stream) shows(c Change) bool {
 // sanitised on write, docs/comments.md, "Content safety").
 func (st *stream) write(s string) bool {
 	_ = st.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if _, err := st.w.Write([]byte(s)); err != nil { //nolint:gosec // G705: an event stream, not a page (above)
+	if _, err := st.w.Write([]byte(s)); err != nil {
 		return false
 	}
 	return st.rc.Flush() == nil

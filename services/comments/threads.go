@@ -53,7 +53,7 @@ func (s *Server) UpdateCommentAnnotations(ctx context.Context, req *commentsv1.U
 	data := map[string]*commentsv1.ItemResult{}
 	for _, e := range edits {
 		e.actor = c.id()
-		before, after, err := s.change(ctx, r, e.id, e.apply)
+		before, after, err := s.change(ctx, r, e.id, s.seen(ctx, c, e.apply))
 		res, err := itemResult(e.id, msgItemUpdated, err)
 		if err != nil {
 			return nil, err
@@ -210,6 +210,7 @@ func (s *Server) DeleteCommentAnnotations(ctx context.Context, req *commentsv1.D
 	if err != nil {
 		return nil, err
 	}
+	asked := slices.Clone(idList)
 	if c.user != nil {
 		// All or nothing: an end user may delete only their own threads (an admin any), and a
 		// thread's author never changes, so the check holds until the deletion.
@@ -218,12 +219,23 @@ func (s *Server) DeleteCommentAnnotations(ctx context.Context, req *commentsv1.D
 			return nil, fmt.Errorf("read annotations: %w", err)
 		}
 		for _, a := range got {
+			// A thread the user may not see is not there for them (before the author's
+			// check, whose refusal would tell it exists).
+			if h, err := s.hidden(ctx, c, a); err != nil {
+				return nil, err
+			} else if h {
+				idList = slices.DeleteFunc(idList, func(id string) bool { return id == a.ID })
+				continue
+			}
 			if !c.canChange(a.From.UserID, true) {
 				return nil, apierr.PermissionDenied(msgNotYourThread)
 			}
 		}
 	}
 	data := map[string]*commentsv1.ItemResult{}
+	for _, id := range asked {
+		data[id] = &commentsv1.ItemResult{Id: id, Message: msgItemMissing}
+	}
 	for _, id := range idList {
 		gone, err := s.remove(ctx, r, id)
 		res, err := itemResult(id, msgItemDeleted, err)
@@ -337,12 +349,27 @@ func (s *Server) MarkRead(ctx context.Context, req *commentsv1.MarkReadRequest) 
 	if err != nil {
 		return nil, err
 	}
+	asked := slices.Clone(idList)
+	if c.user != nil {
+		// Threads the user may not see are not there for them.
+		got, err := s.store.Get(ctx, r, idList)
+		if err != nil {
+			return nil, fmt.Errorf("read annotations: %w", err)
+		}
+		for _, a := range got {
+			if h, err := s.hidden(ctx, c, a); err != nil {
+				return nil, err
+			} else if h {
+				idList = slices.DeleteFunc(idList, func(id string) bool { return id == a.ID })
+			}
+		}
+	}
 	found, err := s.store.MarkRead(ctx, r, reader.UserID, idList)
 	if err != nil {
 		return nil, fmt.Errorf("mark read: %w", err)
 	}
 	data := map[string]*commentsv1.ItemResult{}
-	for _, id := range idList {
+	for _, id := range asked {
 		if slices.Contains(found, id) {
 			data[id] = &commentsv1.ItemResult{Success: true, Id: id, Message: msgItemRead}
 		} else {

@@ -154,6 +154,30 @@ func (s *Server) visible(ctx context.Context, a actor, orgGen string, as []*Anno
 	return out, nil
 }
 
+// hidden reports whether the thread is one the end user may not see (its context.access).
+func (s *Server) hidden(ctx context.Context, a actor, an *Annotation) (bool, error) {
+	if a.user == nil || accessOf(an) == nil {
+		return false, nil
+	}
+	shown, err := s.visible(ctx, a, an.OrgGen, []*Annotation{an})
+	return len(shown) == 0, err
+}
+
+// seen guards a change of a thread (Server.change) by an end user: a thread they may not see
+// is not there for them (errMissing), so no operation writes to it or tells it exists. It is
+// checked on the version the change writes over.
+func (s *Server) seen(ctx context.Context, a actor, edit func(*Annotation) error) func(*Annotation) error {
+	return func(an *Annotation) error {
+		switch h, err := s.hidden(ctx, a, an); {
+		case err != nil:
+			return err
+		case h:
+			return errMissing
+		}
+		return edit(an)
+	}
+}
+
 // accessOf is a thread's context.access, nil when it has none.
 func accessOf(a *Annotation) *structpb.Struct {
 	if a.Context == "" {
