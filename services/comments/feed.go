@@ -22,7 +22,7 @@ func feedSubject(r Ref) string {
 // process. The change is stored already: a failure here is logged, and the streams miss the
 // event (their clients read the threads with Get when they reconnect past the window).
 func (s *Server) feed(ctx context.Context, typ string, a *Annotation, cm *Comment) {
-	ev := map[string]any{"type": typ, "annotationId": a.ID, "annotation": eventAnnotation(a, typ)}
+	ev := map[string]any{"type": typ, "annotationId": a.ID, "annotation": streamAnnotation(a, typ)}
 	if cm != nil {
 		ev["commentId"] = float64(cm.ID)
 		ev["comment"] = jsonOf(commentProto(cm))
@@ -46,4 +46,15 @@ func (s *Server) feed(ctx context.Context, typ string, a *Annotation, cm *Commen
 	if s.bus != nil {
 		s.bus.Publish(feedSubject(a.Ref), []byte(strconv.FormatInt(seq, 10)))
 	}
+}
+
+// streamAnnotation is the annotation as the live stream carries it: whole for a new thread,
+// without its comments for every other change (the changed comment comes whole beside it), so
+// that a feed entry weighs what changed, not the thread (docs/comments.md, "Live stream").
+func streamAnnotation(a *Annotation, typ string) any {
+	p := annotationProto(a)
+	if typ != eventAnnotationAdd {
+		p.Comments = nil
+	}
+	return jsonOf(p)
 }

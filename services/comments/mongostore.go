@@ -80,11 +80,20 @@ func (s *MongoStore) Insert(ctx context.Context, a *Annotation, limit int) error
 	ck := countKey(a.Ref)
 	// The incarnation's fields beside the count let lifecycle deletions find it.
 	fields := bson.M{"apiKey": a.APIKey, "organizationId": a.OrganizationID, "orgGen": a.OrgGen, "docGen": a.DocGen}
-	err := s.counts.FindOneAndUpdate(ctx, bson.M{"_id": ck, "n": bson.M{"$lt": limit}}, bson.M{"$inc": bson.M{"n": 1}, "$setOnInsert": fields},
-		options.FindOneAndUpdate().SetUpsert(true)).Err()
+	take := func() error {
+		return s.counts.FindOneAndUpdate(ctx, bson.M{"_id": ck, "n": bson.M{"$lt": limit}}, bson.M{"$inc": bson.M{"n": 1}, "$setOnInsert": fields},
+			options.FindOneAndUpdate().SetUpsert(true)).Err()
+	}
+	err := take()
+	if mongodb.IsDuplicateKey(err) {
+		// Either the count is at the limit (the upsert tried to make a second one), or
+		// concurrent first threads of the document raced to create the count (MongoDB answers
+		// the upsert's loser with a duplicate key): once more, and the count exists now.
+		err = take()
+	}
 	switch {
 	case mongodb.IsDuplicateKey(err):
-		// The count exists and is at the limit: the upsert tried to make a second one.
+		// The count exists and is at the limit.
 		return ErrFull
 	case err != nil && !errors.Is(err, mongo.ErrNoDocuments):
 		return fmt.Errorf("comments store: take a place: %w", err)

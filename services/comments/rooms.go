@@ -66,8 +66,9 @@ func (rs *rooms) join(ctx context.Context, r Ref, sub chan struct{}) (*feedRoom,
 	room.mu.Unlock()
 	rs.mu.Unlock()
 	if fresh {
-		// Read outside the rooms' lock: other documents' streams open meanwhile.
-		rs.start(ctx, room)
+		// Read outside the rooms' lock: other documents' streams open meanwhile. Not on the
+		// first stream's context: its client leaving would fail the others joining now.
+		rs.start(context.WithoutCancel(ctx), room)
 	}
 	<-room.ready
 	if room.err != nil {
@@ -82,6 +83,8 @@ func (rs *rooms) join(ctx context.Context, r Ref, sub chan struct{}) (*feedRoom,
 // start reads the feed's newest change, subscribes to its wake-ups and follows it.
 func (rs *rooms) start(ctx context.Context, room *feedRoom) {
 	defer close(room.ready)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	_, _, newest, err := rs.s.store.Changes(ctx, room.ref, 0, 1)
 	if err != nil {
 		room.err = err

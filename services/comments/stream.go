@@ -260,6 +260,7 @@ func (st *stream) serve(after int64) {
 				st.fail(err)
 				return
 			}
+			clear(st.visible) // access contexts may have changed too: ask again
 		case <-sub:
 			var ok bool
 			if pos, ok = st.send(room, pos); !ok {
