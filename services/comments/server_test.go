@@ -64,7 +64,7 @@ func (e *events) got() []string {
 
 var k1 = authn.WithCaller(context.Background(), authn.Caller{APIKey: "k1", WorkspaceID: "w"})
 
-func newServer(t *testing.T, store Store) (*Server, *events) {
+func newServer(t testing.TB, store Store) (*Server, *events) {
 	t.Helper()
 	ev := &events{}
 	s, err := New(store, fakeDocs{}, newFakeAccess(), ev, []byte("0123456789abcdef0123456789abcdef"))
