@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -312,19 +313,24 @@ func (s *MongoStore) DeleteOrganization(ctx context.Context, apiKey, orgID, gen 
 
 func (s *MongoStore) DeleteDocument(ctx context.Context, apiKey, orgID, docID, gen string) error {
 	q := bson.D{{Key: "apiKey", Value: apiKey}, {Key: "organizationId", Value: orgID}, {Key: "documentId", Value: docID}, {Key: "docGen", Value: ofGeneration(gen)}}
-	// The counts of the document's incarnations: one per organization generation it has
-	// threads under (a document belongs to one, but its threads' reads do not say which).
-	var orgGens []string
-	if err := s.annotations.Distinct(ctx, "orgGen", q).Decode(&orgGens); err != nil {
-		return fmt.Errorf("comments store: delete document: %w", err)
-	}
 	if _, err := s.annotations.DeleteMany(ctx, q); err != nil {
 		return fmt.Errorf("comments store: delete document: %w", err)
 	}
-	for _, og := range orgGens {
-		_, _ = s.counts.DeleteOne(ctx, bson.M{"_id": countKey(Ref{APIKey: apiKey, OrganizationID: orgID, OrgGen: og, DocGen: gen})})
+	// The counts go after the threads, as for an organization. They are those of the
+	// document's incarnation under any organization generation (a document belongs to one,
+	// but the call does not say which): matched by their keys, so a run that stopped after
+	// deleting the threads still finds them. (distinct, which found the generations from
+	// the threads, is refused by the embedded FerretDB when the client has a timeout.)
+	if _, err := s.counts.DeleteMany(ctx, bson.M{"_id": bson.M{"$regex": generationKeys(apiKey, orgID, gen)}}); err != nil {
+		return fmt.Errorf("comments store: delete document counts: %w", err)
 	}
 	return nil
+}
+
+// generationKeys is a regular expression of the count keys of document generation gen of an
+// organization, under any organization generation.
+func generationKeys(apiKey, orgID, gen string) string {
+	return "^" + regexp.QuoteMeta(mongodb.Key(apiKey, orgID, "")) + "[^\x1f]*" + regexp.QuoteMeta("\x1f"+gen) + "$"
 }
 
 func (s *MongoStore) MoveDocument(ctx context.Context, apiKey, orgID, from, to, gen string) error {
