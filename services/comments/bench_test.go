@@ -86,7 +86,7 @@ func benchThreads(b *testing.B, def int) int {
 }
 
 // fillMongo writes n threads in each document straight into the store's collections, 1,000 a
-// request, with the counts the store keeps for them: Store.Insert takes two round trips a
+// request, with the counts the store keeps for them (the total and the reader's reads): Store.Insert takes two round trips a
 // thread (BenchmarkMongoInsert measures it), too slow for 100,000.
 func fillMongo(b *testing.B, st *MongoStore, docs []Ref, n int) {
 	b.Helper()
@@ -102,16 +102,20 @@ func fillMongo(b *testing.B, st *MongoStore, docs []Ref, n int) {
 			}
 			batch = batch[:0]
 		}
+		read := 0
 		for i := range n {
 			a := benchThread(r, i)
+			read += len(a.ReadBy)
 			batch = append(batch, annotationDoc{Key: annotationKey(r.APIKey, r.OrganizationID, r.OrgGen, a.ID), Annotation: a})
 			if len(batch) == cap(batch) {
 				flush()
 			}
 		}
 		flush()
-		if _, err := st.counts.UpdateOne(ctx, bson.M{"_id": countKey(r)}, bson.M{"$set": bson.M{"n": n}}, options.UpdateOne().SetUpsert(true)); err != nil {
-			b.Fatal(err)
+		for key, n := range map[string]int{countKey(r): n, readCountKey(r, benchReader): read} {
+			if _, err := st.counts.UpdateOne(ctx, bson.M{"_id": key}, bson.M{"$set": bson.M{"n": n}}, options.UpdateOne().SetUpsert(true)); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }
