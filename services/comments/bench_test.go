@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -227,12 +228,13 @@ func benchDocs(n int) []Ref {
 }
 
 // BenchmarkCount counts 30 documents of 10,000 threads each on the memory store: the totals,
-// and the totals with a user's unread (a third of the threads read by the user).
+// the totals with a user's unread (a third of the threads read by the user), and both in a
+// status (two thirds of the threads).
 func BenchmarkCount(b *testing.B) {
 	docs := benchDocs(30)
 	st := NewMemoryStore()
 	fillMemory(b, st, docs, 10_000)
-	benchCount(b, st, docs, 10_000)
+	benchCount(b, st, docs, 10_000, true)
 }
 
 // BenchmarkMongoCount is BenchmarkCount on the embedded FerretDB, with COLLAB_BENCH_THREADS
@@ -242,28 +244,45 @@ func BenchmarkMongoCount(b *testing.B) {
 	docs := benchDocs(30)
 	st := newBenchMongo(b)
 	fillMongo(b, st, docs, n)
-	benchCount(b, st, docs, n)
+	benchCount(b, st, docs, n, false)
 }
 
-// benchCount runs the Count benchmarks on documents of n threads each (benchThread); each
-// checks the counts it got.
-func benchCount(b *testing.B, st Store, docs []Ref, n int) {
+// benchCount runs the Count benchmarks on documents of n threads each (benchThread), also in
+// a status when statuses; each checks the counts it got.
+func benchCount(b *testing.B, st Store, docs []Ref, n int, statuses bool) {
 	ctx := context.Background()
-	read := (n + 1) / 3 // threads 1, 4, 7, ...
-	for _, c := range []struct{ name, user string }{{"total", ""}, {"unread", benchReader}} {
-		b.Run(c.name, func(b *testing.B) {
-			check := func(total, unread []int, err error) {
-				if err != nil || len(total) != len(docs) || total[0] != n || total[len(docs)-1] != n {
-					b.Fatalf("totals %v (%v), want %d each", total, err, n)
-				}
-				if c.user != "" && (unread[0] != n-read || unread[len(docs)-1] != n-read) {
-					b.Fatalf("unread %v, want %d each", unread, n-read)
+	cases := []struct {
+		name, user string
+		statusIDs  []string
+	}{{"total", "", nil}, {"unread", benchReader, nil}}
+	if statuses {
+		cases = append(cases, struct {
+			name, user string
+			statusIDs  []string
+		}{"unread-in-status", benchReader, []string{"OPEN"}})
+	}
+	for _, c := range cases {
+		wantTotal, wantUnread := 0, 0
+		for i := range n {
+			a := benchThread(docs[0], i)
+			if len(c.statusIDs) == 0 || slices.Contains(c.statusIDs, a.Status.ID) {
+				wantTotal++
+				if c.user != "" && !slices.Contains(a.ReadBy, c.user) {
+					wantUnread++
 				}
 			}
-			check(st.Count(ctx, docs, nil, c.user))
+		}
+		b.Run(c.name, func(b *testing.B) {
+			check := func(total, unread []int, err error) {
+				if err != nil || len(total) != len(docs) || total[0] != wantTotal || total[len(docs)-1] != wantTotal ||
+					unread[0] != wantUnread || unread[len(docs)-1] != wantUnread {
+					b.Fatalf("totals %v unread %v (%v), want %d and %d each", total, unread, err, wantTotal, wantUnread)
+				}
+			}
+			check(st.Count(ctx, docs, c.statusIDs, c.user))
 			b.ReportAllocs()
 			for b.Loop() {
-				check(st.Count(ctx, docs, nil, c.user))
+				check(st.Count(ctx, docs, c.statusIDs, c.user))
 			}
 		})
 	}
