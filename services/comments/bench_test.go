@@ -27,8 +27,9 @@ func benchRef(doc string) Ref {
 	return Ref{APIKey: "k1", OrganizationID: "o", OrgGen: "g1", DocumentID: doc, DocGen: "dg-" + doc}
 }
 
-// benchThread is thread i of a document (ids unique in the organization): four threads per millisecond (so the order's ties
-// are broken by id), every third one resolved, one comment, read by reader when i%3 == 1.
+// benchThread is thread i of a document (its id unique in the organization): four threads a
+// millisecond (so the order's ties are broken by id), every third one resolved, one comment,
+// read by benchReader when i%3 == 1.
 func benchThread(r Ref, i int) *Annotation {
 	author := fmt.Sprintf("u%02d", i%50)
 	a := &Annotation{

@@ -28,7 +28,8 @@ import (
 //     inserted, and gives it back when the insert is refused or the thread deleted: the
 //     per-document limit holds under concurrent inserts, and Count's total is one read.
 //     Beside it, _id = (apiKey, org, orgGen, docGen, user): how many of the incarnation's
-//     annotations hold the user in readBy, so Count's unread is a second read (readCounts).
+//     annotations hold the user in readBy (kept by countReads), so Count's unread is a
+//     second read.
 //   - tombstones: buried generations and migration marks (lifecycle.MongoMarkers, ByID).
 type MongoStore struct {
 	*lifecycle.MongoMarkers
