@@ -94,6 +94,11 @@ func benchThreads(b *testing.B, def int) int {
 func fillMongo(b *testing.B, st *MongoStore, docs []Ref, n int) {
 	b.Helper()
 	ctx := context.Background()
+	start := time.Now()
+	defer func() {
+		d := time.Since(start)
+		b.Logf("filled %d documents of %d threads in %v: %.0f threads/s", len(docs), n, d.Round(time.Millisecond), float64(len(docs)*n)/d.Seconds())
+	}()
 	for _, r := range docs {
 		batch := make([]any, 0, 1000)
 		flush := func() {
