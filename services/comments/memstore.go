@@ -230,7 +230,7 @@ func (l Location) holds(at *Location) bool {
 }
 
 // Count reads each document's tally: its cost is the documents and statuses asked, not the
-// threads (a scan of 30 documents of 10,000 threads took 4.4 ms: docs/benchmarks.md).
+// threads (a scan of 30 documents of 10,000 threads took 3.9 ms: docs/benchmarks.md).
 func (m *MemoryStore) Count(_ context.Context, docs []Ref, statusIDs []string, userID string) ([]int, []int, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
