@@ -120,8 +120,8 @@ func fillMongo(b *testing.B, st *MongoStore, docs []Ref, n int) {
 			}
 		}
 		flush()
-		for key, n := range map[string]int{countKey(r): n, readCountKey(r, benchReader): read} {
-			if _, err := st.counts.UpdateOne(ctx, bson.M{"_id": key}, bson.M{"$set": bson.M{"n": n}}, options.UpdateOne().SetUpsert(true)); err != nil {
+		for key, count := range map[string]int{countKey(r): n, readCountKey(r, benchReader): read} {
+			if _, err := st.counts.UpdateOne(ctx, bson.M{"_id": key}, bson.M{"$set": bson.M{"n": count}}, options.UpdateOne().SetUpsert(true)); err != nil {
 				b.Fatal(err)
 			}
 		}
