@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/collab/collab/internal/lifecycle"
 	"github.com/collab/collab/internal/mongodb"
@@ -23,6 +27,9 @@ import (
 //     A new thread takes one ($inc under the limit in one findAndModify) before it is
 //     inserted, and gives it back when the insert is refused or the thread deleted: the
 //     per-document limit holds under concurrent inserts, and Count's total is one read.
+//     Beside it, _id = (apiKey, org, orgGen, docGen, user): how many of the incarnation's
+//     annotations hold the user in readBy (kept by countReads), so Count's unread is a
+//     second read.
 //   - changes: a document incarnation's feed; _id = (apiKey, org, orgGen, docGen, seq). A
 //     change takes the number after the feed's last by inserting it: the unique _id refuses a
 //     second taker, who reads again.
@@ -70,6 +77,10 @@ func annotationKey(apiKey, org, orgGen, id string) string {
 
 func countKey(r Ref) string { return mongodb.Key(r.APIKey, r.OrganizationID, r.OrgGen, r.DocGen) }
 
+func readCountKey(r Ref, user string) string {
+	return mongodb.Key(r.APIKey, r.OrganizationID, r.OrgGen, r.DocGen, user)
+}
+
 // docFilter selects a document incarnation's annotations.
 func docFilter(r Ref) bson.D {
 	return bson.D{{Key: "apiKey", Value: r.APIKey}, {Key: "organizationId", Value: r.OrganizationID}, {Key: "orgGen", Value: r.OrgGen},
@@ -100,6 +111,7 @@ func (s *MongoStore) Insert(ctx context.Context, a *Annotation, limit int) error
 	}
 	_, err = s.annotations.InsertOne(ctx, annotationDoc{Key: annotationKey(a.APIKey, a.OrganizationID, a.OrgGen, a.ID), Annotation: a})
 	if err == nil {
+		s.countReads(ctx, a.Ref, nil, a.ReadBy)
 		return nil
 	}
 	s.giveBack(ctx, a.Ref)
@@ -193,18 +205,53 @@ func (s *MongoStore) List(ctx context.Context, f Filter, after *Position, desc b
 	return out, nil
 }
 
+// Swap replaces the annotation and moves the read counts from the readBy it replaced (which
+// holds the readers Mark Read added since old was read: Mark Read keeps the version) to
+// next's.
 func (s *MongoStore) Swap(ctx context.Context, old, next *Annotation) error {
 	key := annotationKey(old.APIKey, old.OrganizationID, old.OrgGen, old.ID)
 	q := append(docFilter(old.Ref), bson.E{Key: "_id", Value: key}, bson.E{Key: "version", Value: old.Version})
-	res, err := s.annotations.ReplaceOne(ctx, q, annotationDoc{Key: key, Annotation: next})
-	if err != nil {
+	var was readers
+	err := s.annotations.FindOneAndReplace(ctx, q, annotationDoc{Key: key, Annotation: next}).Decode(&was)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return s.why(ctx, old)
+	case err != nil:
 		return fmt.Errorf("comments store: swap: %w", err)
 	}
-	if res.MatchedCount > 0 {
-		return nil
-	}
-	return s.why(ctx, old)
+	s.countReads(ctx, old.Ref, was.ReadBy, next.ReadBy)
+	return nil
 }
+
+// readers is the part of a stored annotation that its read counts follow, decoded from what
+// a write replaced or deleted (findAndModify's document before it; FerretDB 1.24 does not
+// project findAndModify's answer, so the whole document comes back).
+type readers struct {
+	ReadBy []string `bson:"readBy"`
+}
+
+// countReads moves the document's read counts from one readBy of a thread to another: each
+// user only in from is counted out, each only in to counted in. The counts are written after
+// the thread, each one $inc (commutative: concurrent writers' moves add up in any order), also
+// when the caller's context has ended. A failure is not returned (the thread is written); it
+// leaves the user's unread count of the document off by one (docs/comments.md, "Storage").
+func (s *MongoStore) countReads(ctx context.Context, r Ref, from, to []string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), countWriteTimeout)
+	defer cancel()
+	move := func(users, others []string, delta int) {
+		for i, u := range users {
+			if slices.Contains(others, u) || slices.Contains(users[:i], u) {
+				continue
+			}
+			_, _ = s.counts.UpdateOne(ctx, bson.M{"_id": readCountKey(r, u)}, bson.M{"$inc": bson.M{"n": delta}}, options.UpdateOne().SetUpsert(true))
+		}
+	}
+	move(from, to, -1)
+	move(to, from, 1)
+}
+
+// countWriteTimeout bounds the count writes that follow a thread's write.
+const countWriteTimeout = 10 * time.Second
 
 // why tells why a conditional write of a matched nothing: ErrNotFound when it is gone (or
 // moved to another document), else ErrConflict.
@@ -223,14 +270,16 @@ func (s *MongoStore) why(ctx context.Context, a *Annotation) error {
 func (s *MongoStore) Delete(ctx context.Context, a *Annotation) error {
 	key := annotationKey(a.APIKey, a.OrganizationID, a.OrgGen, a.ID)
 	q := append(docFilter(a.Ref), bson.E{Key: "_id", Value: key}, bson.E{Key: "version", Value: a.Version})
-	res, err := s.annotations.DeleteOne(ctx, q)
-	if err != nil {
+	var was readers
+	err := s.annotations.FindOneAndDelete(ctx, q).Decode(&was)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return s.why(ctx, a)
+	case err != nil:
 		return fmt.Errorf("comments store: delete: %w", err)
 	}
-	if res.DeletedCount == 0 {
-		return s.why(ctx, a)
-	}
 	s.giveBack(ctx, a.Ref)
+	s.countReads(ctx, a.Ref, was.ReadBy, nil)
 	return nil
 }
 
@@ -255,71 +304,110 @@ func (s *MongoStore) DeleteAtLocation(ctx context.Context, apiKey, orgID, docID 
 	for _, a := range as {
 		// One by one, each with its place given back; a partial run is finished by the next
 		// (the event is delivered again until it succeeds).
-		res, err := s.annotations.DeleteOne(ctx, bson.M{"_id": annotationKey(a.APIKey, a.OrganizationID, a.OrgGen, a.ID)})
-		if err != nil {
+		var was readers
+		err := s.annotations.FindOneAndDelete(ctx, bson.M{"_id": annotationKey(a.APIKey, a.OrganizationID, a.OrgGen, a.ID)}).Decode(&was)
+		switch {
+		case errors.Is(err, mongo.ErrNoDocuments):
+			continue
+		case err != nil:
 			return gone, fmt.Errorf("comments store: delete at location: %w", err)
 		}
-		if res.DeletedCount > 0 {
-			s.giveBack(ctx, a.Ref)
-			gone = append(gone, a)
-		}
+		s.giveBack(ctx, a.Ref)
+		s.countReads(ctx, a.Ref, was.ReadBy, nil)
+		gone = append(gone, a)
 	}
 	return gone, nil
 }
 
+// Count reads the counts of the documents side by side (countParallel at a time): without
+// statuses, a document's total and a user's reads are each one record read by _id, which the
+// embedded FerretDB finds by its primary key (the only filter it does not answer by reading
+// the whole collection) and MongoDB by the _id index; so a call waits for a few round trips,
+// not two per document. In statuses, a document's threads are counted instead.
 func (s *MongoStore) Count(ctx context.Context, docs []Ref, statusIDs []string, userID string) ([]int, []int, error) {
-	total, unread := make([]int, len(docs)), make([]int, len(docs))
+	total, read := make([]int, len(docs)), make([]int, len(docs))
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(countParallel)
 	for i, d := range docs {
-		q := docFilter(d)
 		if len(statusIDs) > 0 {
-			q = append(q, bson.E{Key: "status.id", Value: bson.M{"$in": statusIDs}})
-			n, err := s.annotations.CountDocuments(ctx, q)
-			if err != nil {
-				return nil, nil, fmt.Errorf("comments store: count: %w", err)
-			}
-			total[i] = int(n)
-		} else {
-			var c struct {
-				N int `bson:"n"`
-			}
-			err := s.counts.FindOne(ctx, bson.M{"_id": countKey(d)}).Decode(&c)
-			if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-				return nil, nil, fmt.Errorf("comments store: count: %w", err)
-			}
-			total[i] = c.N
-		}
-		if userID == "" {
+			g.Go(func() (err error) {
+				total[i], read[i], err = s.countInStatuses(ctx, d, statusIDs, userID)
+				return err
+			})
 			continue
 		}
-		read, err := s.annotations.CountDocuments(ctx, append(q, bson.E{Key: "readBy", Value: userID}))
-		if err != nil {
-			return nil, nil, fmt.Errorf("comments store: count unread: %w", err)
+		g.Go(func() (err error) {
+			total[i], err = s.counted(ctx, countKey(d))
+			return err
+		})
+		if userID != "" {
+			g.Go(func() (err error) {
+				read[i], err = s.counted(ctx, readCountKey(d, userID))
+				return err
+			})
 		}
-		unread[i] = max(0, total[i]-int(read))
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, fmt.Errorf("comments store: count: %w", err)
+	}
+	unread := make([]int, len(docs))
+	for i := range docs {
+		if userID != "" {
+			unread[i] = max(0, total[i]-read[i])
+		}
 	}
 	return total, unread, nil
+}
+
+// countParallel bounds the reads Count has under way at once.
+const countParallel = 8
+
+// countInStatuses counts a document's threads in the statuses, and those the user has read.
+func (s *MongoStore) countInStatuses(ctx context.Context, d Ref, statusIDs []string, userID string) (total, read int, err error) {
+	q := append(docFilter(d), bson.E{Key: "status.id", Value: bson.M{"$in": statusIDs}})
+	n, err := s.annotations.CountDocuments(ctx, q)
+	if err != nil || userID == "" {
+		return int(n), 0, err
+	}
+	r, err := s.annotations.CountDocuments(ctx, append(q, bson.E{Key: "readBy", Value: userID}))
+	return int(n), int(r), err
+}
+
+// counted reads the count record key: 0 when there is none.
+func (s *MongoStore) counted(ctx context.Context, key string) (int, error) {
+	var c struct {
+		N int `bson:"n"`
+	}
+	err := s.counts.FindOne(ctx, bson.M{"_id": key}).Decode(&c)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return 0, nil
+	}
+	return c.N, err
 }
 
 func (s *MongoStore) MarkRead(ctx context.Context, doc Ref, userID string, ids []string) ([]string, error) {
 	var found []string
 	for _, id := range ids {
 		q := append(docFilter(doc), bson.E{Key: "_id", Value: annotationKey(doc.APIKey, doc.OrganizationID, doc.OrgGen, id)})
-		// At most maxReaders marks: the condition holds the array under it (a reader already
-		// there matches the first clause and changes nothing).
-		capped := append(q, bson.E{Key: "$or", Value: bson.A{bson.M{"readBy": userID}, bson.M{fmt.Sprintf("readBy.%d", maxReaders-1): bson.M{"$exists": false}}}})
-		res, err := s.annotations.UpdateOne(ctx, capped, bson.M{"$addToSet": bson.M{"readBy": userID}})
+		// Added only when not there yet, so that the user's read count moves only then, and at
+		// most maxReaders marks: the condition holds the array under it.
+		unread := append(slices.Clip(q), bson.E{Key: "readBy", Value: bson.M{"$ne": userID}},
+			bson.E{Key: fmt.Sprintf("readBy.%d", maxReaders-1), Value: bson.M{"$exists": false}})
+		res, err := s.annotations.UpdateOne(ctx, unread, bson.M{"$addToSet": bson.M{"readBy": userID}})
 		if err != nil {
 			return found, fmt.Errorf("comments store: mark read: %w", err)
 		}
-		if res.MatchedCount == 0 {
-			// Full, or not there: found only when it exists.
-			n, err := s.annotations.CountDocuments(ctx, q)
-			if err != nil {
-				return found, fmt.Errorf("comments store: mark read: %w", err)
-			}
-			if n == 0 {
-				continue
-			}
+		if res.MatchedCount > 0 {
+			s.countReads(ctx, doc, nil, []string{userID})
+			found = append(found, id)
+			continue
+		}
+		n, err := s.annotations.CountDocuments(ctx, q) // read already, full, or not there
+		if err != nil {
+			return found, fmt.Errorf("comments store: mark read: %w", err)
+		}
+		if n == 0 {
+			continue
 		}
 		found = append(found, id)
 	}
@@ -336,8 +424,12 @@ func (s *MongoStore) DeleteOrganization(ctx context.Context, apiKey, orgID, gen 
 	}
 	// The counts go after the threads: a run cut short between them leaves counts of threads
 	// no longer there, which the next run (the event is delivered again) removes.
-	if _, err := s.counts.DeleteMany(ctx, q); err != nil {
-		return fmt.Errorf("comments store: delete organization counts: %w", err)
+	// By key: the read counts beside the counts carry no fields but their _id.
+	for _, g := range []string{gen, ""} {
+		prefix := "^" + regexp.QuoteMeta(mongodb.Key(apiKey, orgID, g)+"\x1f")
+		if _, err := s.counts.DeleteMany(ctx, bson.M{"_id": bson.M{"$regex": prefix}}); err != nil {
+			return fmt.Errorf("comments store: delete organization counts: %w", err)
+		}
 	}
 	if _, err := s.changes.DeleteMany(ctx, bson.D{{Key: "apiKey", Value: apiKey}, {Key: "organizationId", Value: orgID}, {Key: "orgGen", Value: ofGeneration(gen)}}); err != nil {
 		return fmt.Errorf("comments store: delete organization feeds: %w", err)
@@ -350,16 +442,26 @@ func (s *MongoStore) DeleteDocument(ctx context.Context, apiKey, orgID, docID, g
 	if _, err := s.annotations.DeleteMany(ctx, q); err != nil {
 		return fmt.Errorf("comments store: delete document: %w", err)
 	}
+	// The counts go after the threads, as for an organization. They are those of the
+	// document's incarnation under any organization generation (a document belongs to one,
+	// but the call does not say which): matched by their keys, so a run that stopped after
+	// deleting the threads still finds them. (distinct, which found the generations from
+	// the threads, is refused by the embedded FerretDB when the client has a timeout.)
+	if _, err := s.counts.DeleteMany(ctx, bson.M{"_id": bson.M{"$regex": generationKeys(apiKey, orgID, gen)}}); err != nil {
+		return fmt.Errorf("comments store: delete document counts: %w", err)
+	}
 	if gen != "" {
-		// The incarnation's count and feed, found by its generation.
-		if _, err := s.counts.DeleteMany(ctx, bson.D{{Key: "apiKey", Value: apiKey}, {Key: "organizationId", Value: orgID}, {Key: "docGen", Value: gen}}); err != nil {
-			return fmt.Errorf("comments store: delete document count: %w", err)
-		}
 		if _, err := s.changes.DeleteMany(ctx, bson.D{{Key: "apiKey", Value: apiKey}, {Key: "organizationId", Value: orgID}, {Key: "docGen", Value: gen}}); err != nil {
 			return fmt.Errorf("comments store: delete document feed: %w", err)
 		}
 	}
 	return nil
+}
+
+// generationKeys is a regular expression of the count keys of document generation gen of an
+// organization, under any organization generation: its count and its read counts.
+func generationKeys(apiKey, orgID, gen string) string {
+	return "^" + regexp.QuoteMeta(mongodb.Key(apiKey, orgID, "")) + "[^\x1f]*" + regexp.QuoteMeta("\x1f"+gen) + "(\x1f[^\x1f]*)?$"
 }
 
 func (s *MongoStore) MoveDocument(ctx context.Context, apiKey, orgID, from, to, gen string) error {
