@@ -3,6 +3,7 @@ package comments
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -30,11 +31,23 @@ func Module() service.Module {
 		// The live stream, Server-Sent Events per document (build's Instance.Routes serves it).
 		Routes:     []string{StreamPrefix},
 		RoutesName: "The comments stream",
-		Setup:      func(*service.Flags) service.BuildFunc { return build },
+		Setup: func(f *service.Flags) service.BuildFunc {
+			recheck := DefaultStreamRecheck
+			f.Func("comments-stream-recheck", DefaultStreamRecheck.String(), "how often each open comments live stream asks again whether its token and role still hold (a reset auth token, a revoked role, a deleted document), from 10s to 24h",
+				func(v string) error {
+					d, err := time.ParseDuration(v)
+					if err != nil || d < 10*time.Second || d > 24*time.Hour {
+						return errors.New("must be a duration from 10s to 24h, e.g. 1m")
+					}
+					recheck = d
+					return nil
+				})
+			return func(ctx context.Context, env service.Env) (*service.Instance, error) { return build(ctx, env, recheck) }
+		},
 	}
 }
 
-func build(ctx context.Context, env service.Env) (*service.Instance, error) {
+func build(ctx context.Context, env service.Env, recheck time.Duration) (*service.Instance, error) {
 	if env.Outbox == nil {
 		return nil, errors.New("comments: the process gave no outbox")
 	}
@@ -52,7 +65,7 @@ func build(ctx context.Context, env service.Env) (*service.Instance, error) {
 	}
 	store = observeStore(store, o) // after choosing it, so both kinds are observed
 	s, err := New(store, documentsv1.NewDocumentsServiceClient(env.Conn("documents")), accessv1.NewAccessServiceClient(env.Conn("access")),
-		env.Outbox, env.Secret, WithClock(env.Clock), WithLogger(env.Log), WithWakeups(env.Wakeup, env.WakeupSafetyPoll))
+		env.Outbox, env.Secret, WithClock(env.Clock), WithLogger(env.Log), WithWakeups(env.Wakeup, env.WakeupSafetyPoll), WithStreamRecheck(recheck))
 	if err != nil {
 		return nil, err
 	}

@@ -86,6 +86,8 @@ type Server struct {
 	poll time.Duration
 	// writes are the end users' write budgets (budget.go).
 	writes writeBudgets
+	// recheck is how often an open stream checks its token and role again.
+	recheck time.Duration
 }
 
 // Option configures a Server.
@@ -105,6 +107,16 @@ func WithWakeups(bus wakeup.Bus, poll time.Duration) Option {
 	}
 }
 
+// WithStreamRecheck sets how often an open live stream checks its token and role again
+// (default DefaultStreamRecheck).
+func WithStreamRecheck(d time.Duration) Option {
+	return func(s *Server) {
+		if d > 0 {
+			s.recheck = d
+		}
+	}
+}
+
 // New returns a Server on store. docs resolves organizations and documents to their
 // generations; access verifies end users' tokens and roles; events publishes the changes;
 // secret keys the page tokens.
@@ -112,7 +124,7 @@ func New(store Store, docs documentsv1.DocumentsServiceClient, access accessv1.A
 	if store == nil || docs == nil || access == nil || events == nil {
 		return nil, errors.New("comments: a store, documents and access clients and an outbox are required")
 	}
-	s := &Server{store: store, docs: docs, access: access, events: events, clock: clock.Real(), log: slog.Default(), poll: DefaultStreamPoll}
+	s := &Server{store: store, docs: docs, access: access, events: events, clock: clock.Real(), log: slog.Default(), poll: DefaultStreamPoll, recheck: DefaultStreamRecheck}
 	for _, o := range opts {
 		o(s)
 	}

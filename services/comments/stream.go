@@ -25,14 +25,16 @@ import (
 // StreamPrefix is the route of the live stream: StreamPrefix + organizationId/documentId.
 const StreamPrefix = "/v2/commentannotations/stream/"
 
+// DefaultStreamRecheck is how often an open stream asks again whether its token and role
+// hold (--comments-stream-recheck).
+const DefaultStreamRecheck = time.Minute
+
 // Limits of the live stream (docs/comments.md, "Live stream").
 const (
 	// MaxStreams and MaxStreamsPerUser bound the streams one process holds open, in all and
 	// of one user (API key and user id).
 	MaxStreams        = 10_000
 	MaxStreamsPerUser = 16
-	// streamRecheck is how often an open stream asks again whether its token and role hold.
-	streamRecheck = time.Minute
 	// heartbeat keeps proxies from closing a quiet stream.
 	heartbeat = 25 * time.Second
 	// writeTimeout ends a stream whose client does not take an event in time.
@@ -236,7 +238,7 @@ func (st *stream) serve(after int64) {
 			pos = newest
 		}
 	}
-	beat, recheck := time.NewTicker(heartbeat), time.NewTicker(streamRecheck)
+	beat, recheck := time.NewTicker(heartbeat), time.NewTicker(st.h.s.recheck)
 	defer beat.Stop()
 	defer recheck.Stop()
 	// Send what is newer than pos at once. The room may have signalled sub already (it joined
