@@ -175,15 +175,31 @@ func writeStreamError(w http.ResponseWriter, err error) {
 	if !errors.As(err, &e) {
 		e = apierr.New(codes.Unavailable, "The service is unavailable. Try again later.")
 	}
-	code := map[codes.Code]int{codes.InvalidArgument: 400, codes.PermissionDenied: 403, codes.NotFound: 404,
-		codes.ResourceExhausted: 429, codes.Unimplemented: 405, codes.Unavailable: 503}[e.Code]
-	if code == 0 {
-		code = 500
-	}
-	b, _ := json.Marshal(map[string]any{"error": map[string]string{"status": e.Code.String(), "message": e.Message}})
+	code, name := streamStatus(e.Code)
+	b, _ := json.Marshal(map[string]any{"error": map[string]string{"status": name, "message": e.Message}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
+}
+
+// streamStatus is the HTTP status and the envelope's status name (the API's, as the gateway
+// writes them: PERMISSION_DENIED, not the Go name PermissionDenied) of a refusal of the stream.
+func streamStatus(c codes.Code) (int, string) {
+	switch c {
+	case codes.InvalidArgument:
+		return http.StatusBadRequest, "INVALID_ARGUMENT"
+	case codes.PermissionDenied:
+		return http.StatusForbidden, "PERMISSION_DENIED"
+	case codes.NotFound:
+		return http.StatusNotFound, "NOT_FOUND"
+	case codes.Unimplemented:
+		return http.StatusMethodNotAllowed, "UNIMPLEMENTED"
+	case codes.ResourceExhausted:
+		return http.StatusTooManyRequests, "RESOURCE_EXHAUSTED"
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable, "UNAVAILABLE"
+	}
+	return http.StatusInternalServerError, "INTERNAL"
 }
 
 // stream is one open live stream.
@@ -351,6 +367,7 @@ func (st *stream) fail(err error) {
 		st.h.s.log.Warn("comments stream", "err", err)
 		e = apierr.New(codes.Unavailable, "The service is unavailable. Try again later.")
 	}
-	b, _ := json.Marshal(map[string]string{"status": e.Code.String(), "message": e.Message})
+	_, name := streamStatus(e.Code)
+	b, _ := json.Marshal(map[string]string{"status": name, "message": e.Message})
 	st.write("event: closed\ndata: " + string(b) + "\n\n")
 }

@@ -3,6 +3,7 @@ package comments
 import (
 	"bufio"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -166,6 +167,15 @@ func TestStreamRefusals(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("an unknown document: %d", resp.StatusCode)
+	}
+	// The envelope's status is the API's name of the code, as the gateway writes it.
+	if resp, err = http.Get(url + "o/d"); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `{"error":{"message":"A token is required: pass the JWT of Generate Token as the token query parameter.","status":"PERMISSION_DENIED"}}`; string(body) != want {
+		t.Fatalf("no token: %s, want %s", body, want)
 	}
 	var mu sync.Mutex
 	codes := map[int]int{}
