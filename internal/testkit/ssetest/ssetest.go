@@ -54,17 +54,17 @@ type Event struct {
 	Kind string `json:"event"`
 	// Type, ID and Data of a message: the event's type ("message" without an event: field),
 	// its lastEventId and its data.
-	Type string `json:"type"`
-	ID   string `json:"id"`
-	Data string `json:"data"`
+	Type string `json:"type,omitempty"`
+	ID   string `json:"id,omitempty"`
+	Data string `json:"data,omitempty"`
 	// URL and LastEventID of a request (LastEventID nil: no Last-Event-ID header).
-	URL         string  `json:"url"`
-	LastEventID *string `json:"lastEventId"`
+	URL         string  `json:"url,omitempty"`
+	LastEventID *string `json:"lastEventId,omitempty"`
 	// Code (the HTTP status, when there is one), Message and ReadyState of an error; Message
 	// of a fatal report.
-	Code       *int   `json:"code"`
-	Message    string `json:"message"`
-	ReadyState int    `json:"readyState"`
+	Code       *int   `json:"code,omitempty"`
+	Message    string `json:"message,omitempty"`
+	ReadyState int    `json:"readyState,omitempty"`
 }
 
 // Option configures Start.
