@@ -164,7 +164,10 @@ func (rs *rooms) follow(room *feedRoom) {
 	}
 }
 
-// read takes the feed's new changes into the room's recent list and signals its streams.
+// read takes the feed's new changes into the room's recent list and signals its streams. The
+// room counts only what it read (the feed's newest can be past it: more than one read's worth
+// came, or writers appended while Changes read), so its recent list holds consecutive changes
+// up to its newest, each once (since relies on it).
 func (rs *rooms) read(room *feedRoom) {
 	room.mu.Lock()
 	after := room.newest
@@ -176,31 +179,34 @@ func (rs *rooms) read(room *feedRoom) {
 		rs.s.log.Warn("comments stream: read feed", "err", err)
 		return
 	}
+	if len(cs) == 0 {
+		return
+	}
 	room.mu.Lock()
 	defer room.mu.Unlock()
-	if len(cs) > 0 {
-		room.recent = append(room.recent, cs...)
-		if drop := len(room.recent) - recentChanges; drop > 0 {
-			room.recent = room.recent[drop:]
+	if cs[0].Seq != after+1 {
+		// The feed's window moved past the room: its streams read the store (and are reset).
+		room.recent = nil
+	}
+	room.recent = append(room.recent, cs...)
+	if drop := len(room.recent) - recentChanges; drop > 0 {
+		room.recent = room.recent[drop:]
+	}
+	size := 0
+	for i := len(room.recent) - 1; i >= 0; i-- {
+		if size += len(room.recent[i].Data); size > recentBytes {
+			room.recent = room.recent[i+1:]
+			break
 		}
-		size := 0
-		for i := len(room.recent) - 1; i >= 0; i-- {
-			if size += len(room.recent[i].Data); size > recentBytes {
-				room.recent = room.recent[i+1:]
-				break
-			}
+	}
+	room.newest = cs[len(cs)-1].Seq
+	for sub := range room.subs {
+		select {
+		case sub <- struct{}{}:
+		default:
 		}
 	}
 	if newest > room.newest {
-		room.newest = newest
-		for sub := range room.subs {
-			select {
-			case sub <- struct{}{}:
-			default:
-			}
-		}
-	}
-	if len(cs) == recentChanges {
 		room.signal() // more to read
 	}
 }
@@ -217,5 +223,8 @@ func (room *feedRoom) since(seq int64) ([]Change, bool) {
 		return nil, false
 	}
 	i := int(seq + 1 - room.recent[0].Seq)
+	if i > len(room.recent) {
+		return nil, false // not the room's: the stream reads the store
+	}
 	return append([]Change(nil), room.recent[i:]...), true
 }

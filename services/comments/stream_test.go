@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -242,6 +243,47 @@ func TestFeedAppendsConcurrently(t *testing.T) {
 		cs, oldest, newest, err := st.Changes(context.Background(), r, 5, 0)
 		if err != nil || oldest != 1 || newest != n || len(cs) != n-5 || cs[0].Seq != 6 {
 			t.Fatalf("after 5: %d changes from %v, oldest %d newest %d, %v", len(cs), cs[0].Seq, oldest, newest, err)
+		}
+	})
+}
+
+// A stream sends every change of its document once, in the feed's order, when the feed grows
+// faster than its room reads it (more than the room keeps between two reads) and when writers
+// append concurrently (MongoDB's Changes may return changes past the newest it read). The
+// room once counted the feed's newest instead of what it had read, and its recent list lost
+// its order: changes were skipped or repeated, and a stream could panic.
+func TestStreamSendsEachChangeOnceInOrder(t *testing.T) {
+	stores(t, func(t *testing.T, newStore func(t *testing.T) Store) {
+		st := newStore(t)
+		s, _ := newServer(t, st)
+		s.bus = wakeup.NewInProcess(nil)
+		url := streamServer(t, s)
+		add(t, s, "d", thread("a1", "x")) // change 1
+		c, _ := openStream(t, url, "t:vi", "")
+		r := Ref{APIKey: "k1", OrganizationID: "o", OrgGen: "g1", DocumentID: "d", DocGen: "dg-d"}
+		// On the memory store, 600 changes and then one wake-up: more than the room reads at
+		// once. On the embedded server (slower), fewer, each with its wake-up, from racing
+		// writers.
+		writers, each, wakeEach := 4, 150, false
+		if _, mem := st.(*MemoryStore); !mem {
+			writers, each, wakeEach = 4, 30, true
+		}
+		racetest.N(writers, func(int) {
+			for range each {
+				if _, err := s.store.AppendChange(context.Background(), r, Change{Type: eventCommentAdd, AnnotationID: "a1", Data: "{}"}); err != nil {
+					t.Error(err)
+					return
+				}
+				if wakeEach {
+					s.bus.Publish(feedSubject(r), nil)
+				}
+			}
+		})
+		s.bus.Publish(feedSubject(r), nil)
+		for want := 2; want <= 1+writers*each; want++ {
+			if ev := c.next(t); ev.id != strconv.Itoa(want) {
+				t.Fatalf("got event %s, want %d", ev.id, want)
+			}
 		}
 	})
 }
