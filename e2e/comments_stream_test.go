@@ -3,9 +3,11 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -450,5 +452,69 @@ func TestCommentsStreamAcrossReplicas(t *testing.T) {
 		if len(cs) != 2 {
 			t.Fatalf("%s reads %d comments", s.base, len(cs))
 		}
+	}
+}
+
+// Concurrent writers on one thread over HTTP (comments and reactions at once): the stream's
+// real EventSource gets one event per change, numbered one by one, each reply's comment once,
+// and the thread Get reads afterwards holds every comment and reaction (docs/comments.md,
+// "Live stream").
+func TestCommentsStreamUnderConcurrentWriters(t *testing.T) {
+	t.Parallel()
+	s := newSystem(t)
+	k := s.devKey()
+	s.restrictedDocs(t, k, "d")
+	c := openStream(t, s.streamURL("o", "d", s.commentToken(t, k, "vi", "viewer", "d")))
+	addThread(t, s, k, "d", "a1", "first")
+	first := nextChange(t, c)
+	const writers = 16
+	var calls []func() error
+	for i := range writers {
+		calls = append(calls, func() error {
+			path, data := "/v2/commentannotations/comments/add", map[string]any{"organizationId": "o", "documentId": "d", "annotationId": "a1",
+				"commentData": []any{map[string]any{"commentText": fmt.Sprint("reply ", i), "from": map[string]any{"userId": fmt.Sprint("u", i)}}}}
+			if i%2 == 1 {
+				path, data = "/v2/commentannotations/comments/reactions/add", map[string]any{"organizationId": "o", "documentId": "d", "annotationId": "a1",
+					"commentId": 1, "emoji": "👍", "user": map[string]any{"userId": fmt.Sprint("u", i)}}
+			}
+			code, body, err := s.concurrentCall(path, k, data)
+			if err == nil && code != 200 {
+				err = fmt.Errorf("%s: %d %v", path, code, body)
+			}
+			return err
+		})
+	}
+	together(t, calls...)
+	// The client dials connections for concurrent calls that it may not use; the server's
+	// shutdown waits 5 s for a connection that never sent a request (net/http's rule for
+	// StateNew), unless the client closes them first.
+	t.Cleanup(http.DefaultClient.CloseIdleConnections)
+	replies, reactions := map[string]int{}, 0
+	for i := range writers {
+		ch := nextChange(t, c)
+		if ch.id != first.id+int64(i)+1 {
+			t.Fatalf("event %d has id %d, want %d", i, ch.id, first.id+int64(i)+1)
+		}
+		switch ch.typ {
+		case "comment.add":
+			replies[fmt.Sprint(ch.comment["commentText"])]++
+		case "comment.reaction_add":
+			reactions++
+		default:
+			t.Fatalf("event %d: %s", i, ch.typ)
+		}
+	}
+	if len(replies) != writers/2 || reactions != writers/2 {
+		t.Fatalf("the stream carried replies %v and %d reactions, want %d of each once", replies, reactions, writers/2)
+	}
+	for text, n := range replies {
+		if n != 1 {
+			t.Fatalf("%q came %d times", text, n)
+		}
+	}
+	got := commentsOf(t, s, k, "d", "a1")
+	rs, _ := got["first"]["reactions"].([]any)
+	if len(got) != 1+writers/2 || len(rs) != 1 || len(rs[0].(map[string]any)["userIds"].([]any)) != writers/2 {
+		t.Fatalf("Get reads %d comments and reactions %v", len(got), rs)
 	}
 }
