@@ -106,7 +106,7 @@ func samePtr[T comparable](a, b *T) bool {
 // who is the event's actionUser: the acting end user, else for a backend the comment's author
 // (or the thread's, for a new thread), the reacting user for reactions; nil when none is known.
 func (s *Server) publish(ctx context.Context, c authn.Caller, who *User, typ string, a *Annotation, cm *Comment, extra map[string]any) {
-	data := map[string]any{"annotation": eventAnnotation(a, typ)}
+	data := map[string]any{"annotation": eventAnnotation(a, typ), "version": float64(a.Version)}
 	if cm != nil {
 		data["comment"] = jsonOf(commentProto(cm))
 		data["commentId"] = float64(cm.ID)

@@ -22,7 +22,10 @@ func feedSubject(r Ref) string {
 // process. The change is stored already: a failure here is logged, and the streams miss the
 // event (their clients read the threads with Get when they reconnect past the window).
 func (s *Server) feed(ctx context.Context, typ string, a *Annotation, cm *Comment) {
-	ev := map[string]any{"type": typ, "annotationId": a.ID, "annotation": streamAnnotation(a, typ)}
+	// version orders a thread's events for the client: concurrent writers on several
+	// processes may append them in another order than their changes (docs/comments.md,
+	// "Live stream").
+	ev := map[string]any{"type": typ, "annotationId": a.ID, "annotation": streamAnnotation(a, typ), "version": float64(a.Version)}
 	if cm != nil {
 		ev["commentId"] = float64(cm.ID)
 		ev["comment"] = jsonOf(commentProto(cm))

@@ -115,7 +115,7 @@ func TestStreamSendsChangesAndResumes(t *testing.T) {
 		}
 		reply(t, s, "second")
 		ev2 := c.next(t)
-		if ev2.event != eventCommentAdd || !strings.Contains(ev2.data, `"commentText":"second"`) {
+		if ev2.event != eventCommentAdd || !strings.Contains(ev2.data, `"commentText":"second"`) || !strings.Contains(ev2.data, `"version":2`) || !strings.Contains(ev.data, `"version":1`) {
 			t.Fatalf("second event %+v", ev2)
 		}
 		c.resp.Body.Close()
