@@ -2,20 +2,18 @@ package comments
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"strconv"
 
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/collab/collab/internal/wakeup"
 )
 
 // feedSubject is the wake-up subject of a document's feed: a digest of its incarnation, as ids
 // hold characters subjects may not (docs/comments.md, "Live stream").
 func feedSubject(r Ref) string {
-	b, _ := json.Marshal([]string{r.APIKey, r.OrganizationID, r.OrgGen, r.DocGen})
-	sum := sha256.Sum256(b)
-	return "collab.comments.feed." + hex.EncodeToString(sum[:16])
+	return "collab.comments.feed." + wakeup.Digest(r.APIKey, r.OrganizationID, r.OrgGen, r.DocGen)
 }
 
 // feed appends a change to its document's feed and wakes the streams of the document in every

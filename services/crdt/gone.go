@@ -1,9 +1,6 @@
 package crdt
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"strings"
 
 	"github.com/collab/collab/internal/wakeup"
@@ -11,28 +8,20 @@ import (
 
 // goneSubject is where a replica that applied a lifecycle deletion or move tells the others to
 // close the rooms it took away (docs/crdt.md, "Live sync (`services/crdt/live`)"): one process
-// runs the lifecycle event, and the rooms of the other replicas would otherwise notice only at their
-// access recheck (a moved document's data is still found under its generation, so the log
-// never says it is gone).
+// runs the lifecycle event, and the rooms of the other replicas would otherwise notice only at
+// their access recheck (a moved document's data is still found under its generation, so the
+// log never says it is gone).
 const goneSubject = "collab.crdt.gone"
 
 // goneMessage is the scope as sent on the bus: digests of the ids, never the ids or the API
 // key (the engine is shared infrastructure). The document's digest is empty for a whole
 // organization.
 func goneMessage(sc Scope) []byte {
-	msg := scopeDigest(sc.APIKey, sc.Org)
+	msg := wakeup.Digest(sc.APIKey, sc.Org)
 	if sc.Doc != "" {
-		msg += " " + scopeDigest(sc.APIKey, sc.Org, sc.Doc)
+		msg += " " + wakeup.Digest(sc.APIKey, sc.Org, sc.Doc)
 	}
 	return []byte(msg)
-}
-
-// scopeDigest names ids without showing them: 16 bytes of SHA-256 of their JSON array (so
-// ids holding spaces cannot run into each other).
-func scopeDigest(ids ...string) string {
-	b, _ := json.Marshal(ids)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
 }
 
 // reload closes this replica's rooms of the scope, then tells the other replicas to.
@@ -59,10 +48,10 @@ func (l *liveSync) followGone(bus wakeup.Bus) (stop func(), err error) {
 		// The bus's goroutine must not wait on rooms: closing them sends close frames.
 		go l.hub.Gone(func(k string) bool {
 			e, err := editorOf(k)
-			if err != nil || scopeDigest(e.APIKey, e.OrganizationID) != org {
+			if err != nil || wakeup.Digest(e.APIKey, e.OrganizationID) != org {
 				return false
 			}
-			return doc == "" || scopeDigest(e.APIKey, e.OrganizationID, e.DocumentID) == doc
+			return doc == "" || wakeup.Digest(e.APIKey, e.OrganizationID, e.DocumentID) == doc
 		})
 	})
 }
