@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/grpcserver"
 )
 
@@ -25,29 +26,11 @@ type errorBody struct {
 
 // writeError writes {"error": {...}} with the given HTTP status.
 func writeError(w http.ResponseWriter, httpStatus int, code codes.Code, message string, details json.RawMessage) {
-	body, _ := json.Marshal(map[string]errorBody{"error": {Status: codeName(code), Message: message, Details: details}})
+	body, _ := json.Marshal(map[string]errorBody{"error": {Status: apierr.StatusName(code), Message: message, Details: details}})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(httpStatus)
 	_, _ = w.Write(body)
-}
-
-// codeName is the spec's status string for a gRPC code: NOT_FOUND, INVALID_ARGUMENT, ...
-func codeName(c codes.Code) string {
-	name, ok := codeNames[c]
-	if !ok {
-		return "UNKNOWN"
-	}
-	return name
-}
-
-var codeNames = map[codes.Code]string{
-	codes.OK: "OK", codes.Canceled: "CANCELLED", codes.Unknown: "UNKNOWN", codes.InvalidArgument: "INVALID_ARGUMENT",
-	codes.DeadlineExceeded: "DEADLINE_EXCEEDED", codes.NotFound: "NOT_FOUND", codes.AlreadyExists: "ALREADY_EXISTS",
-	codes.PermissionDenied: "PERMISSION_DENIED", codes.ResourceExhausted: "RESOURCE_EXHAUSTED",
-	codes.FailedPrecondition: "FAILED_PRECONDITION", codes.Aborted: "ABORTED", codes.OutOfRange: "OUT_OF_RANGE",
-	codes.Unimplemented: "UNIMPLEMENTED", codes.Internal: "INTERNAL", codes.Unavailable: "UNAVAILABLE",
-	codes.DataLoss: "DATA_LOSS", codes.Unauthenticated: "UNAUTHENTICATED",
 }
 
 // errorHandler is grpc-gateway's error handler: a gRPC status becomes the error envelope with

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -182,24 +183,14 @@ func writeStreamError(w http.ResponseWriter, err error) {
 	_, _ = w.Write(b)
 }
 
-// streamStatus is the HTTP status and the envelope's status name (the API's, as the gateway
-// writes them: PERMISSION_DENIED, not the Go name PermissionDenied) of a refusal of the stream.
+// streamStatus is the HTTP status and the envelope's status name of a refusal of the stream,
+// as the gateway answers the operations (docs/api.md, "HTTP status of each status"); a
+// request that is not a GET is 405.
 func streamStatus(c codes.Code) (int, string) {
-	switch c {
-	case codes.InvalidArgument:
-		return http.StatusBadRequest, "INVALID_ARGUMENT"
-	case codes.PermissionDenied:
-		return http.StatusForbidden, "PERMISSION_DENIED"
-	case codes.NotFound:
-		return http.StatusNotFound, "NOT_FOUND"
-	case codes.Unimplemented:
-		return http.StatusMethodNotAllowed, "UNIMPLEMENTED"
-	case codes.ResourceExhausted:
-		return http.StatusTooManyRequests, "RESOURCE_EXHAUSTED"
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable, "UNAVAILABLE"
+	if c == codes.Unimplemented {
+		return http.StatusMethodNotAllowed, apierr.StatusName(c)
 	}
-	return http.StatusInternalServerError, "INTERNAL"
+	return runtime.HTTPStatusFromCode(c), apierr.StatusName(c)
 }
 
 // stream is one open live stream.
