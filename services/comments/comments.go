@@ -19,8 +19,9 @@ type threadRequest interface {
 	GetAnnotationId() string
 }
 
-// thread checks the thread's ids, authenticates the actor for its document and resolves it.
-func (s *Server) thread(ctx context.Context, req threadRequest) (actor, Ref, error) {
+// thread checks the thread's ids, authenticates the actor for its document (and, for a write,
+// takes one from an end user's budget) and resolves the document.
+func (s *Server) thread(ctx context.Context, req threadRequest, write bool) (actor, Ref, error) {
 	if err := checkDocument(req.GetOrganizationId(), req.GetDocumentId()); err != nil {
 		return actor{}, Ref{}, err
 	}
@@ -30,6 +31,11 @@ func (s *Server) thread(ctx context.Context, req threadRequest) (actor, Ref, err
 	c, err := s.actorFor(ctx, req.GetOrganizationId(), req.GetDocumentId())
 	if err != nil {
 		return actor{}, Ref{}, err
+	}
+	if write {
+		if err := s.writes.spend(c); err != nil {
+			return actor{}, Ref{}, err
+		}
 	}
 	r, err := s.ref(ctx, c.APIKey, req.GetOrganizationId(), req.GetDocumentId())
 	return c, r, err
@@ -64,11 +70,8 @@ func (s *Server) AddComments(ctx context.Context, req *commentsv1.AddCommentsReq
 		}
 		news = append(news, cm)
 	}
-	c, r, err := s.thread(ctx, req)
+	c, r, err := s.thread(ctx, req, true)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.writes.spend(c); err != nil {
 		return nil, err
 	}
 	for i := range news {
@@ -129,7 +132,7 @@ func (s *Server) GetComments(ctx context.Context, req *commentsv1.GetCommentsReq
 	if err != nil {
 		return nil, err
 	}
-	c, r, err := s.thread(ctx, req)
+	c, r, err := s.thread(ctx, req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -244,11 +247,8 @@ func (s *Server) UpdateComments(ctx context.Context, req *commentsv1.UpdateComme
 	if err != nil {
 		return nil, err
 	}
-	c, r, err := s.thread(ctx, req)
+	c, r, err := s.thread(ctx, req, true)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.writes.spend(c); err != nil {
 		return nil, err
 	}
 	data := map[string]*commentsv1.ItemResult{}
@@ -319,11 +319,8 @@ func (s *Server) DeleteComments(ctx context.Context, req *commentsv1.DeleteComme
 	if err != nil {
 		return nil, err
 	}
-	c, r, err := s.thread(ctx, req)
+	c, r, err := s.thread(ctx, req, true)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.writes.spend(c); err != nil {
 		return nil, err
 	}
 	var gone []Comment
@@ -425,11 +422,8 @@ func (s *Server) react(ctx context.Context, req reactionRequest, add bool) (*com
 	if err != nil {
 		return nil, err
 	}
-	c, r, err := s.thread(ctx, req)
+	c, r, err := s.thread(ctx, req, true)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.writes.spend(c); err != nil {
 		return nil, err
 	}
 	if user, err = c.as(user); err != nil {
