@@ -3,6 +3,8 @@ package collabd
 import (
 	"fmt"
 	"io"
+
+	"github.com/collab/collab/console"
 )
 
 // PrintBanner tells a newcomer where the API is and, for a local run, the development
@@ -13,6 +15,7 @@ func PrintBanner(w io.Writer, p *Process) {
 	switch {
 	case api:
 		fmt.Fprintf(w, "  HTTP API: %s\n", p.HTTPURL())
+		fmt.Fprintf(w, "  Console:  %s%s\n", p.HTTPURL(), console.Prefix)
 	case p.HTTPAddr != "":
 		// No gateway here: the listener serves the services' own routes (live sync) only.
 		fmt.Fprintf(w, "  HTTP:     %s (live sync only; the API is on the gateway)\n", p.HTTPURL())

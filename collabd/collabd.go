@@ -27,6 +27,7 @@ import (
 	lifecyclev1 "github.com/collab/collab/proto/collab/lifecycle/v1"
 	workspacev1 "github.com/collab/collab/proto/collab/workspace/v1"
 
+	"github.com/collab/collab/console"
 	"github.com/collab/collab/gateway"
 	"github.com/collab/collab/internal/authn"
 	"github.com/collab/collab/internal/clock"
@@ -468,6 +469,13 @@ func (p *Process) httpHandler(ctx context.Context, cfg Config, obs observability
 			g.SetTracing(obs.tracer)
 		}
 		gw = g
+		cons, err := console.Handler(consoleOptions(p.Dev))
+		if err != nil {
+			return nil, fmt.Errorf("console: %w", err)
+		}
+		// The console's pages, beside the API on the gateway's listener (docs/console.md).
+		routes = append(slices.Clip(routes), service.Route{Prefix: console.Prefix, Handler: cons},
+			service.Route{Prefix: strings.TrimSuffix(console.Prefix, "/"), Handler: cons})
 	}
 	if len(routes) == 0 {
 		return gw, nil

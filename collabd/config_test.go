@@ -336,7 +336,7 @@ func TestBannerPrintsOnlyPublishedTokens(t *testing.T) {
 	published := &service.DevCredentials{WorkspaceID: "dev-workspace", WorkspaceToken: "dev-workspace-token", APIKey: "dev-api-key", AuthToken: "dev-auth-token", Published: true}
 	var out strings.Builder
 	PrintBanner(&out, &Process{HTTPAddr: "127.0.0.1:8080", Dev: published})
-	for _, v := range []string{"dev-workspace-token", "dev-auth-token", "dev-api-key"} {
+	for _, v := range []string{"dev-workspace-token", "dev-auth-token", "dev-api-key", "Console:  http://127.0.0.1:8080/console/"} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("the banner lacks the published %s:\n%s", v, out.String())
 		}
@@ -354,7 +354,7 @@ func TestBannerPrintsOnlyPublishedTokens(t *testing.T) {
 	// A process without the gateway listens on HTTP for live sync only: no API, no curl.
 	out.Reset()
 	PrintBanner(&out, &Process{HTTPAddr: "127.0.0.1:8081", Dev: published, routesOnly: true})
-	if strings.Contains(out.String(), "curl") || strings.Contains(out.String(), "HTTP API") || !strings.Contains(out.String(), "live sync only") {
+	if strings.Contains(out.String(), "curl") || strings.Contains(out.String(), "HTTP API") || strings.Contains(out.String(), "Console") || !strings.Contains(out.String(), "live sync only") {
 		t.Fatalf("the banner of a process without the gateway:\n%s", out.String())
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 
+	"github.com/collab/collab/console"
 	"github.com/collab/collab/internal/service"
 )
 
@@ -105,4 +106,15 @@ func writeError(w http.ResponseWriter, code int, status, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
+}
+
+// consoleOptions is what the console offers: the development workspace as one click on the
+// sign-in page when its tokens are the published ones (the banner prints them too), never
+// tokens an operator chose.
+func consoleOptions(dev *service.DevCredentials) console.Options {
+	if dev == nil || !dev.Published {
+		return console.Options{}
+	}
+	return console.Options{Dev: &console.DevWorkspace{WorkspaceID: dev.WorkspaceID,
+		WorkspaceAuthToken: dev.WorkspaceToken, APIKey: dev.APIKey, AuthToken: dev.AuthToken}}
 }

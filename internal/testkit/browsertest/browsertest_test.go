@@ -1,9 +1,13 @@
 package browsertest
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -51,5 +55,42 @@ func TestPathMissing(t *testing.T) {
 	_, err = Path()
 	if err == nil || !strings.Contains(err.Error(), EnsureScript) {
 		t.Errorf("Path() with an empty PATH = %v, want an error naming %s", err, EnsureScript)
+	}
+}
+
+// TestWatchConsoleAndScreenshot: a page's uncaught exception and console.error are collected,
+// a clean page leaves nothing, and a screenshot is a PNG.
+func TestWatchConsoleAndScreenshot(t *testing.T) {
+	ctx := Start(t, time.Minute)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		if r.URL.Path == "/bad" {
+			_, _ = io.WriteString(w, `<p>bad</p><script>console.error("seen"); throw new Error("thrown")</script>`)
+			return
+		}
+		_, _ = io.WriteString(w, `<p>clean</p>`)
+	}))
+	defer srv.Close()
+	c := WatchConsole(ctx)
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/clean"), chromedp.Sleep(200*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if errs := c.Errors(); len(errs) != 0 {
+		t.Fatalf("a clean page: %q", errs)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/bad"), chromedp.Sleep(300*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(c.Errors(), "\n")
+	if !strings.Contains(all, "seen") || !strings.Contains(all, "thrown") {
+		t.Fatalf("errors collected: %q", c.Errors())
+	}
+	file := filepath.Join(t.TempDir(), "shot.png")
+	if err := Screenshot(ctx, file); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Fatalf("screenshot: %v %q", err, b[:min(8, len(b))])
 	}
 }
