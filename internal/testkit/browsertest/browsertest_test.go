@@ -94,3 +94,32 @@ func TestWatchConsoleAndScreenshot(t *testing.T) {
 		t.Fatalf("screenshot: %v %q", err, b[:min(8, len(b))])
 	}
 }
+
+// TestAxeFindsViolations: axe-core runs in a page under a strict Content-Security-Policy and
+// reports a serious violation (an image without text, a control without a label) and none on
+// a page without them.
+func TestAxeFindsViolations(t *testing.T) {
+	ctx := Start(t, time.Minute)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("Content-Security-Policy", "default-src 'none'")
+		body := `<main><h1>t</h1><label for=i>Name</label><input id=i></main>`
+		if r.URL.Path == "/bad" {
+			body = `<main><h1>t</h1><input id=i><img src="data:,"></main>`
+		}
+		_, _ = io.WriteString(w, `<!doctype html><html lang="en"><title>t</title>`+body)
+	}))
+	defer srv.Close()
+	for path, want := range map[string]bool{"/good": false, "/bad": true} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+path)); err != nil {
+			t.Fatal(err)
+		}
+		found, err := Axe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (len(found) > 0) != want {
+			t.Errorf("%s: %v", path, found)
+		}
+	}
+}

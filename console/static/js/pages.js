@@ -1,0 +1,4 @@
+// The console's pages in the navigation's order: each module exports {id, title, render}.
+import workspace from './pages/workspace.js';
+
+export const pages = [workspace];

@@ -1,0 +1,156 @@
+// Building blocks of the console's pages: elements made with text only (the console never
+// renders stored content as HTML: everything a server or user wrote goes in as text), labelled
+// form controls, tables, errors, and paging (docs/console.md).
+import { APIError } from './api.js';
+
+// el makes an element: attrs are attributes or properties (on* handlers as functions, class,
+// for, aria-*, ...), children are nodes or strings (always text).
+export function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on') && typeof v === 'function') e.addEventListener(k.slice(2), v);
+    else if (k === 'value' || k === 'checked' || k === 'disabled') e[k] = v;
+    else e.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+let nextId = 0;
+
+// field is a labelled control: {name, label, type ('text', 'textarea', 'select', 'checkbox',
+// 'number', 'password'), value, options ([value, label] for selects), required, placeholder,
+// help}. It returns the wrapper; the control is wrapper.control.
+export function field(f) {
+  const id = 'f' + ++nextId;
+  let control;
+  if (f.type === 'textarea') {
+    control = el('textarea', { id, name: f.name, rows: f.rows || 4, required: f.required, placeholder: f.placeholder });
+    control.value = f.value ?? '';
+  } else if (f.type === 'select') {
+    control = el('select', { id, name: f.name }, (f.options || []).map(([v, l]) => el('option', { value: v }, l ?? v)));
+    if (f.value !== undefined) control.value = f.value;
+  } else {
+    control = el('input', { id, name: f.name, type: f.type || 'text', required: f.required, placeholder: f.placeholder, autocomplete: f.autocomplete || 'off' });
+    if (f.type === 'checkbox') control.checked = !!f.value;
+    else if (f.value !== undefined) control.value = f.value;
+  }
+  const help = f.help ? el('small', { id: id + 'h', class: 'help' }, f.help) : null;
+  if (help) control.setAttribute('aria-describedby', help.id);
+  const wrap = el('div', { class: 'field' + (f.type === 'checkbox' ? ' check' : '') },
+    f.type === 'checkbox' ? [control, el('label', { for: id }, f.label)] : [el('label', { for: id }, f.label), control], help);
+  wrap.control = control;
+  return wrap;
+}
+
+// form makes a form of fields with a submit button; onSubmit gets the values by name (checkbox
+// values as booleans) and may return a promise; its error is shown under the form.
+export function form(fields, submitLabel, onSubmit, opts = {}) {
+  const wraps = fields.map(field);
+  const out = el('div', { class: 'form-result', role: 'status', 'aria-live': 'polite' });
+  const button = el('button', { type: 'submit' }, submitLabel);
+  const f = el('form', { class: 'form', 'aria-label': opts.label || submitLabel }, wraps, el('div', { class: 'actions' }, button), out);
+  f.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const values = {};
+    for (const w of wraps) {
+      const c = w.control;
+      values[c.name] = c.type === 'checkbox' ? c.checked : c.value;
+    }
+    button.disabled = true;
+    out.replaceChildren();
+    try {
+      const r = await onSubmit(values, out);
+      if (r instanceof Node) out.replaceChildren(r);
+    } catch (e) {
+      out.replaceChildren(errorBox(e));
+    } finally {
+      button.disabled = false;
+    }
+  });
+  f.fields = Object.fromEntries(wraps.map((w) => [w.control.name, w.control]));
+  return f;
+}
+
+// errorBox shows an error as the API answered it: HTTP status, status and message.
+export function errorBox(e) {
+  const text = e instanceof APIError ? e.toString() : 'Error: ' + (e && e.message ? e.message : String(e));
+  return el('p', { class: 'error', role: 'alert' }, text);
+}
+
+// cell renders a value of an API answer as text: strings as they are, others as JSON.
+export function cell(v) {
+  if (v === undefined || v === null) return '';
+  if (typeof v === 'string') return v;
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  return JSON.stringify(v);
+}
+
+// table renders rows (objects) in columns: [{key, label, render(row) → node or text}].
+// Rows are added in chunks through table.add, so ten thousand rows never freeze the page.
+export function table(columns, rows, opts = {}) {
+  const tbody = el('tbody');
+  const t = el('table', { class: 'grid' },
+    opts.caption ? el('caption', {}, opts.caption) : null,
+    el('thead', {}, el('tr', {}, columns.map((c) => el('th', { scope: 'col' }, c.label || c.key)))),
+    tbody);
+  const rowOf = (r) => el('tr', {}, columns.map((c) => el('td', {}, c.render ? c.render(r) : cell(r[c.key]))));
+  t.add = (more) => {
+    const frag = document.createDocumentFragment();
+    for (const r of more) frag.append(rowOf(r));
+    tbody.append(frag);
+  };
+  t.clear = () => tbody.replaceChildren();
+  t.add(rows || []);
+  return t;
+}
+
+// pager shows pages of a list: load(pageToken) returns {rows, next} (next: the next page's
+// token, empty at the end). It renders a table and a "Next page" button; every error is shown.
+export function pager(columns, load, opts = {}) {
+  const t = table(columns, [], opts);
+  const status = el('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
+  const more = el('button', { type: 'button', class: 'more' }, opts.moreLabel || 'Next page');
+  const box = el('div', { class: 'pager' }, t, status, more);
+  let token = '';
+  let count = 0;
+  const next = async () => {
+    more.disabled = true;
+    try {
+      const { rows, next: nt } = await load(token);
+      t.add(rows);
+      count += rows.length;
+      token = nt || '';
+      status.textContent = count + (count === 1 ? ' row' : ' rows') + (token ? '' : ', the end');
+      more.hidden = !token;
+    } catch (e) {
+      status.replaceChildren(errorBox(e));
+    } finally {
+      more.disabled = false;
+    }
+  };
+  more.addEventListener('click', next);
+  box.reload = () => {
+    t.clear();
+    token = '';
+    count = 0;
+    return next();
+  };
+  box.table = t;
+  next();
+  return box;
+}
+
+// section is a titled part of a page.
+export function section(title, ...children) {
+  return el('section', { 'aria-label': title }, el('h2', {}, title), ...children);
+}
+
+// ids splits a comma- or space-separated list of ids.
+export function ids(s) {
+  return String(s || '').split(/[\s,]+/).filter(Boolean);
+}
