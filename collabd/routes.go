@@ -1,14 +1,16 @@
 package collabd
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/collab/collab/console"
+	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/service"
 )
 
@@ -83,7 +85,7 @@ func routeProxy(m service.Module, target *url.URL, transport http.RoundTripper, 
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			log.Warn("proxy to a service's HTTP routes", "service", m.Name, "target", target.String(), "path", r.URL.Path, "err", err)
-			writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", msg)
+			apierr.WriteHTTP(w, http.StatusServiceUnavailable, codes.Unavailable, msg)
 		},
 	}
 	return p
@@ -92,20 +94,8 @@ func routeProxy(m service.Module, target *url.URL, transport http.RoundTripper, 
 // unavailable answers every request with 503 in the error envelope.
 func unavailable(msg string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", msg)
+		apierr.WriteHTTP(w, http.StatusServiceUnavailable, codes.Unavailable, msg)
 	})
-}
-
-// writeError writes the API's error envelope, {"error": {"status", "message"}}.
-func writeError(w http.ResponseWriter, code int, status, msg string) {
-	type body struct {
-		Status  string `json:"status"`
-		Message string `json:"message"`
-	}
-	b, _ := json.Marshal(map[string]body{"error": {status, msg}})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(b)
 }
 
 // consoleOptions is what the console offers: the development workspace as one click on the

@@ -176,21 +176,16 @@ func writeStreamError(w http.ResponseWriter, err error) {
 	if !errors.As(err, &e) {
 		e = apierr.New(codes.Unavailable, "The service is unavailable. Try again later.")
 	}
-	code, name := streamStatus(e.Code)
-	b, _ := json.Marshal(map[string]any{"error": map[string]string{"status": name, "message": e.Message}})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(b)
+	apierr.WriteHTTP(w, streamStatus(e.Code), e.Code, e.Message)
 }
 
-// streamStatus is the HTTP status and the envelope's status name of a refusal of the stream,
-// as the gateway answers the operations (docs/api.md, "HTTP status of each status"); a
-// request that is not a GET is 405.
-func streamStatus(c codes.Code) (int, string) {
+// streamStatus is the HTTP status of a refusal of the stream, as the gateway answers the
+// operations (docs/api.md, "HTTP status of each status"); a request that is not a GET is 405.
+func streamStatus(c codes.Code) int {
 	if c == codes.Unimplemented {
-		return http.StatusMethodNotAllowed, apierr.StatusName(c)
+		return http.StatusMethodNotAllowed
 	}
-	return runtime.HTTPStatusFromCode(c), apierr.StatusName(c)
+	return runtime.HTTPStatusFromCode(c)
 }
 
 // stream is one open live stream.
@@ -358,7 +353,6 @@ func (st *stream) fail(err error) {
 		st.h.s.log.Warn("comments stream", "err", err)
 		e = apierr.New(codes.Unavailable, "The service is unavailable. Try again later.")
 	}
-	_, name := streamStatus(e.Code)
-	b, _ := json.Marshal(map[string]string{"status": name, "message": e.Message})
+	b, _ := json.Marshal(map[string]string{"status": apierr.StatusName(e.Code), "message": e.Message})
 	st.write("event: closed\ndata: " + string(b) + "\n\n")
 }

@@ -15,7 +15,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,7 +28,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"google.golang.org/grpc/codes"
 
+	"github.com/collab/collab/internal/apierr"
 	"github.com/collab/collab/internal/wakeup"
 	"github.com/collab/collab/internal/yjs"
 )
@@ -349,7 +350,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		parts[i] = u
 	}
 	if !ok || len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		refuse(w, http.StatusNotFound, "NOT_FOUND", "Not found: live sync is at "+h.cfg.Prefix+"{organizationId}/{documentId}/{editorId}?token=...")
+		apierr.WriteHTTP(w, http.StatusNotFound, codes.NotFound, "Not found: live sync is at "+h.cfg.Prefix+"{organizationId}/{documentId}/{editorId}?token=...")
 		return
 	}
 	// What is not a WebSocket handshake gets the API's error envelope here; the WebSocket
@@ -495,16 +496,16 @@ func handshake(w http.ResponseWriter, req *http.Request) bool {
 	switch {
 	case req.Method != http.MethodGet:
 		w.Header().Set("Allow", http.MethodGet)
-		refuse(w, http.StatusMethodNotAllowed, "UNIMPLEMENTED", "Method "+req.Method+" is not allowed here: live sync connects with GET and a WebSocket upgrade.")
+		apierr.WriteHTTP(w, http.StatusMethodNotAllowed, codes.Unimplemented, "Method "+req.Method+" is not allowed here: live sync connects with GET and a WebSocket upgrade.")
 	case !hasToken(req.Header, "Connection", "upgrade") || !hasToken(req.Header, "Upgrade", "websocket"):
 		w.Header().Set("Upgrade", "websocket")
 		w.Header().Set("Connection", "Upgrade")
-		refuse(w, http.StatusUpgradeRequired, "FAILED_PRECONDITION", "Live sync is a WebSocket: connect with a WebSocket client (y-websocket's provider, for one).")
+		apierr.WriteHTTP(w, http.StatusUpgradeRequired, codes.FailedPrecondition, "Live sync is a WebSocket: connect with a WebSocket client (y-websocket's provider, for one).")
 	case req.Header.Get("Sec-WebSocket-Version") != "13":
 		w.Header().Set("Sec-WebSocket-Version", "13")
-		refuse(w, http.StatusUpgradeRequired, "FAILED_PRECONDITION", "Live sync speaks WebSocket version 13.")
+		apierr.WriteHTTP(w, http.StatusUpgradeRequired, codes.FailedPrecondition, "Live sync speaks WebSocket version 13.")
 	case !validKey(req.Header.Get("Sec-WebSocket-Key")):
-		refuse(w, http.StatusBadRequest, "INVALID_ARGUMENT", "Sec-WebSocket-Key must be 16 bytes in base64.")
+		apierr.WriteHTTP(w, http.StatusBadRequest, codes.InvalidArgument, "Sec-WebSocket-Key must be 16 bytes in base64.")
 	default:
 		return true
 	}
@@ -526,15 +527,6 @@ func hasToken(h http.Header, name, token string) bool {
 func validKey(k string) bool {
 	b, err := base64.StdEncoding.DecodeString(k)
 	return err == nil && len(b) == 16
-}
-
-// refuse answers with the API's error envelope.
-func refuse(w http.ResponseWriter, httpStatus int, status, message string) {
-	body, _ := json.Marshal(map[string]map[string]string{"error": {"status": status, "message": message}})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(httpStatus)
-	_, _ = w.Write(body)
 }
 
 // Close codes in 4400–4499 tell y-websocket's provider not to reconnect (it would be refused
