@@ -32,17 +32,17 @@ func startTraced(t *testing.T, exp sdktrace.SpanExporter, extra ...string) *Proc
 	return startWith(t, Deps{SpanExporter: exp}, extra...)
 }
 
-// freeAddr returns a loopback address no one listens on now: the two processes of a split
-// each need the other's gRPC address before either starts.
-func freeAddr(t *testing.T) string {
+// reserveAddr holds a free loopback address until release is called: the two processes of a
+// split each need the other's gRPC address before either starts, and the one started first,
+// listening on port 0, could otherwise be given the address the other is to take (it was, on
+// a loaded machine: "bind: address already in use").
+func reserveAddr(t *testing.T) (addr string, release func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	return ln.Addr().String(), func() { _ = ln.Close() }
 }
 
 // splitTraced runs the gateway and documents in process a, every other service in process b,
@@ -56,7 +56,7 @@ func splitTraced(t *testing.T) (a, b *Process, expA, expB *tracetest.InMemoryExp
 // splitTracedWith is splitTraced with each process's own extra flags (credentials, TLS).
 func splitTracedWith(t *testing.T, aExtra, bExtra []string) (a, b *Process, expA, expB *tracetest.InMemoryExporter) {
 	t.Helper()
-	aGRPC := freeAddr(t)
+	aGRPC, release := reserveAddr(t)
 	var bServices []string
 	for _, m := range services.All() {
 		if m.Name != "documents" {
@@ -69,6 +69,7 @@ func splitTracedWith(t *testing.T, aExtra, bExtra []string) (a, b *Process, expA
 	for _, s := range bServices {
 		aArgs = append(aArgs, "--"+s+"-addr="+b.GRPCAddr)
 	}
+	release()
 	a = startTraced(t, expA, aArgs...)
 	return a, b, expA, expB
 }
