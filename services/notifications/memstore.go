@@ -965,6 +965,20 @@ func (s *MemoryStore) Deliveries(_ context.Context, apiKey, notificationID strin
 	return out, nil
 }
 
+func (s *MemoryStore) PruneDeliveries(_ context.Context, before time.Time) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before = ms(before)
+	var n int64
+	for _, d := range s.deliveries {
+		if d.State != StatePending && d.CreatedAt.Before(before) {
+			s.removeDelivery(d) // deleting while ranging over a map is allowed
+			n++
+		}
+	}
+	return n, nil
+}
+
 func (s *MemoryStore) Ping(context.Context) error { return nil }
 
 var _ Store = (*MemoryStore)(nil)

@@ -119,6 +119,7 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 		{s.deliveries, []mongo.IndexModel{
 			index("due", "state", "next", "_id"),
 			index("notification", "apiKey", "notificationId"),
+			index("finished", "state", "createdAt"), // PruneDeliveries
 		}},
 	} {
 		if err := mongodb.EnsureIndexes(ctx, c.coll, c.models...); err != nil {
@@ -761,6 +762,17 @@ func (s *MongoStore) Deliveries(ctx context.Context, apiKey, notificationID stri
 		return nil, fmt.Errorf("notifications store: deliveries: %w", err)
 	}
 	return out, nil
+}
+
+func (s *MongoStore) PruneDeliveries(ctx context.Context, before time.Time) (int64, error) {
+	res, err := s.deliveries.DeleteMany(ctx, bson.D{
+		{Key: "state", Value: bson.M{"$in": bson.A{StateSent, StateFailed}}},
+		{Key: "createdAt", Value: bson.M{"$lt": before}},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("notifications store: prune deliveries: %w", err)
+	}
+	return res.DeletedCount, nil
 }
 
 func (s *MongoStore) Ping(ctx context.Context) error {

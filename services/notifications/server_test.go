@@ -604,3 +604,43 @@ func TestRemovedUsersGetNoMailAndMentionsFindAddresses(t *testing.T) {
 		t.Fatalf("mails %+v", h.mail.sent)
 	}
 }
+
+// TestWorkerPrunesOldDeliveries: the delivery worker removes sent and failed deliveries past
+// the retention when it starts (and hourly), and keeps the recent and the pending ones.
+func TestWorkerPrunesOldDeliveries(t *testing.T) {
+	h := newHarness(t, 0)
+	ctx := context.Background()
+	old := tn.Add(-retention - time.Minute)
+	queue := []*Delivery{
+		{ID: "old-sent", APIKey: "k1", NotificationID: "n", Channel: ChannelEmail, State: StateSent, CreatedAt: old},
+		{ID: "old-failed", APIKey: "k1", NotificationID: "n", Channel: ChannelEmail, State: StateFailed, CreatedAt: old},
+		{ID: "recent-sent", APIKey: "k1", NotificationID: "n", Channel: ChannelEmail, State: StateSent, CreatedAt: tn.Add(-time.Hour)},
+		{ID: "old-pending", APIKey: "k1", NotificationID: "n", Channel: ChannelEmail, State: StatePending, CreatedAt: old, NextAttempt: tn.Add(time.Hour)},
+	}
+	if err := h.store.QueueDeliveries(ctx, queue); err != nil {
+		t.Fatal(err)
+	}
+	run, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { h.srv.RunDeliveries(run); close(done) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ds, err := h.store.Deliveries(ctx, "k1", "n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, d := range ds {
+			ids = append(ids, d.ID)
+		}
+		if slices.Equal(ids, []string{"old-pending", "recent-sent"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deliveries after the worker started: %v", ids)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	<-done
+}

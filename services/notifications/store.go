@@ -226,6 +226,9 @@ type Store interface {
 	Delivery(ctx context.Context, id string) (*Delivery, error)
 	// Deliveries returns a notification's deliveries (tests, operators).
 	Deliveries(ctx context.Context, apiKey, notificationID string) ([]*Delivery, error)
+	// PruneDeliveries removes the sent and failed deliveries created before `before` and
+	// returns how many went; pending ones stay whatever their age.
+	PruneDeliveries(ctx context.Context, before time.Time) (int64, error)
 
 	// TakeRecipients adds n to the recipients the workspace's notifications reach in minute (a
 	// Unix minute), unless the total would pass limit: then it adds nothing and reports false.

@@ -42,6 +42,7 @@ type observedOps struct {
 	FinishDelivery      *storeobserve.Op
 	Delivery            *storeobserve.Op
 	Deliveries          *storeobserve.Op
+	PruneDeliveries     *storeobserve.Op
 	TakeRecipients      *storeobserve.Op
 	ReturnRecipients    *storeobserve.Op
 	TakeInbox           *storeobserve.Op
@@ -77,6 +78,7 @@ func observeStore(s Store, o *storeobserve.Observer) Store {
 		FinishDelivery:      o.Op("FinishDelivery", observedOutcome),
 		Delivery:            o.Op("Delivery", observedOutcome),
 		Deliveries:          o.Op("Deliveries", observedOutcome),
+		PruneDeliveries:     o.Op("PruneDeliveries", observedOutcome),
 		TakeRecipients:      o.Op("TakeRecipients", observedOutcome),
 		ReturnRecipients:    o.Op("ReturnRecipients", observedOutcome),
 		TakeInbox:           o.Op("TakeInbox", observedOutcome),
@@ -256,6 +258,13 @@ func (s *observedStore) Delivery(ctx context.Context, id string) (*Delivery, err
 func (s *observedStore) Deliveries(ctx context.Context, apiKey string, notificationID string) ([]*Delivery, error) {
 	ctx, call := s.ops.Deliveries.Start(ctx)
 	r0, err := s.inner.Deliveries(ctx, apiKey, notificationID)
+	call.End(err)
+	return r0, err
+}
+
+func (s *observedStore) PruneDeliveries(ctx context.Context, before time.Time) (int64, error) {
+	ctx, call := s.ops.PruneDeliveries.Start(ctx)
+	r0, err := s.inner.PruneDeliveries(ctx, before)
 	call.End(err)
 	return r0, err
 }

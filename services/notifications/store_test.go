@@ -1207,6 +1207,32 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) Store) {
 		inbox(t, s, "u2 at the end", org1, "u2", nil, false, 0, "n4")
 	})
 
+	t.Run("prune deliveries", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		created := func(d time.Duration) func(*Delivery) { return func(x *Delivery) { x.CreatedAt = t0.Add(d) } }
+		must(t, s.QueueDeliveries(ctx, []*Delivery{
+			delivery("old-sent", org1, "n1", t0, state(StateSent), created(-2*time.Hour)),
+			delivery("old-failed", org1, "n1", t0, state(StateFailed), created(-2*time.Hour)),
+			delivery("old-pending", org1, "n1", t0, created(-2*time.Hour)),
+			delivery("at-cutoff", org1, "n1", t0, state(StateSent), created(-time.Hour)),
+			delivery("new-sent", org1, "n1", t0, state(StateSent), created(0)),
+			delivery("other-tenant", elsewhere[2], "n1", t0, state(StateFailed), created(-2*time.Hour)),
+		}))
+		n, err := s.PruneDeliveries(ctx, t0.Add(-time.Hour))
+		must(t, err)
+		if n != 3 {
+			t.Errorf("pruned %d, want 3", n)
+		}
+		deliveryIDs(t, s, "after pruning", "k1", "n1", "at-cutoff", "new-sent", "old-pending")
+		deliveryIDs(t, s, "the other tenant's", "k2", "n1")
+		getDelivery(t, s, "old-sent", nil)
+		if n, err := s.PruneDeliveries(ctx, t0.Add(-time.Hour)); err != nil || n != 0 {
+			t.Errorf("pruning again: %d %v", n, err)
+		}
+		dueIDs(t, s, "the pending one is still due", t0, 0, "old-pending")
+	})
+
 	t.Run("delivery queue", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

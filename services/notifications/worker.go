@@ -25,6 +25,10 @@ const (
 	workerBatch   = 50
 	maxAttempts   = 8
 	maxRetryAfter = time.Hour
+	// retention is how long sent and failed deliveries are kept (as webhook messages are); the
+	// retries of one end within about 11 hours of its creation.
+	retention  = 30 * 24 * time.Hour
+	pruneEvery = time.Hour
 )
 
 // retryAfter is the wait after each failed attempt (then ±20%): 10 s, 1 min, 5 min, 15 min,
@@ -59,7 +63,12 @@ func (s *Server) wakeWorker() {
 func (s *Server) RunDeliveries(ctx context.Context) {
 	t := time.NewTicker(workerPoll)
 	defer t.Stop()
+	var pruned time.Time
 	for {
+		if now := s.clock.Now(); now.Sub(pruned) >= pruneEvery {
+			s.Prune(ctx)
+			pruned = now
+		}
 		s.SendDue(ctx)
 		select {
 		case <-ctx.Done():
@@ -67,6 +76,19 @@ func (s *Server) RunDeliveries(ctx context.Context) {
 		case <-t.C:
 		case <-s.wake:
 		}
+	}
+}
+
+// Prune removes the sent and failed deliveries older than the retention (30 days); the worker
+// runs it hourly, so the queue's collection does not grow for ever (docs/api.md,
+// "Notifications (spec 4.4)").
+func (s *Server) Prune(ctx context.Context) {
+	n, err := s.store.PruneDeliveries(ctx, s.clock.Now().Add(-retention))
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.log.ErrorContext(ctx, "notifications: pruning old deliveries", "error", err)
+	case n > 0:
+		s.log.InfoContext(ctx, "notifications: pruned old deliveries", "deliveries", n)
 	}
 }
 
