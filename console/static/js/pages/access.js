@@ -39,7 +39,7 @@ function users(orgId) {
   const add = form([
     { name: 'userId', label: 'User id', required: true },
     { name: 'name', label: 'Name' },
-    { name: 'email', label: 'Email', type: 'email' },
+    { name: 'email', label: 'Email' },
     { name: 'accessRole', label: 'Role', type: 'select', options: [['', 'editor, or the role they have']].concat(roles) },
     { name: 'documentId', label: 'Document id', help: 'Optional: also add them to this document (and give them the role there).' },
   ], 'Add user', async (v) => {

@@ -173,7 +173,7 @@ function emailVerification(ws) {
   const box = section('Owner email verification');
   box.append(el('p', { class: 'muted' }, 'Public operations: no credentials needed. API keys stop working after the grace period while the owner email is unverified; checking the status once it is verified reactivates them.'));
   const status = form([
-    { name: 'ownerEmail', label: 'Owner email', type: 'email' },
+    { name: 'ownerEmail', label: 'Owner email', autocomplete: 'email' },
   ], 'Get verification status', async (v) => {
     const r = await call('/v2/workspace/email/status', { ownerEmail: v.ownerEmail.trim() }, 'P');
     return el('p', {}, `${r.message} (verified: ${r.data.verified ? 'yes' : 'no'})`);
