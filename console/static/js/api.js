@@ -23,12 +23,14 @@ export function signOut() {
 }
 
 // APIError is an answer of the API that is not a result: its HTTP status and the envelope's
-// status and message, shown to the user as they are.
+// status and message, shown to the user as they are, and the envelope's details when it has
+// them (Get Permissions' per-user entries of a missing folder or document).
 export class APIError extends Error {
-  constructor(httpStatus, status, message) {
+  constructor(httpStatus, status, message, details) {
     super(message);
     this.httpStatus = httpStatus;
     this.status = status;
+    this.details = details;
   }
   toString() {
     return `${this.httpStatus} ${this.status}: ${this.message}`;
@@ -36,8 +38,8 @@ export class APIError extends Error {
 }
 
 // call POSTs {"data": data} to path and returns the envelope's result. auth says which
-// credentials go: 'K' (API key and auth token), 'W' (workspace id and token), or a JWT given
-// as {bearer: token} for the operations end users call.
+// credentials go: 'K' (API key and auth token), 'W' (workspace id and token), 'P' (none: the
+// public operations), or a JWT given as {bearer: token} for the operations end users call.
 export async function call(path, data, auth = 'K') {
   const c = credentials();
   const headers = { 'content-type': 'application/json' };
@@ -64,7 +66,7 @@ export async function call(path, data, auth = 'K') {
   }
   if (!res.ok || (body && body.error)) {
     const e = (body && body.error) || {};
-    throw new APIError(res.status, e.status || 'UNKNOWN', e.message || res.statusText);
+    throw new APIError(res.status, e.status || 'UNKNOWN', e.message || res.statusText, e.details);
   }
   return body ? body.result : null;
 }
