@@ -42,7 +42,7 @@ export function comments({ org, doc, token, denied }) {
   const list = el('div', { class: 'pg-threads', id: 'pg-threads', 'aria-live': 'polite' });
   const status = el('div', { class: 'pg-stream', role: 'status' });
   const more = el('button', { type: 'button', class: 'more', hidden: true }, 'More threads');
-  let token2 = '';
+  let pageToken = '';
 
   const render = (t) => {
     const a = t.ann;
@@ -108,12 +108,12 @@ export function comments({ org, doc, token, denied }) {
       if (reset) {
         threads.clear();
         list.replaceChildren();
-        token2 = '';
+        pageToken = '';
       }
-      const r = await ops('/get', { pageSize, ...(token2 ? { pageToken: token2 } : {}) });
+      const r = await ops('/get', { pageSize, ...(pageToken ? { pageToken } : {}) });
       for (const a of r.data || []) take(a, false);
-      token2 = r.pageToken || '';
-      more.hidden = !token2;
+      pageToken = r.pageToken || '';
+      more.hidden = !pageToken;
     } catch (e) {
       status.replaceChildren(errorBox(e));
     } finally {
