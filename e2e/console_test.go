@@ -30,23 +30,30 @@ var apiRefusal = regexp.MustCompile(`^network: Failed to load resource: the serv
 func consoleTab(t *testing.T, s *system, path string) context.Context {
 	t.Helper()
 	ctx := browsertest.Start(t, 3*time.Minute)
-	errs := browsertest.WatchConsole(ctx)
-	browsertest.ScreenshotOnFailure(t, ctx, "console")
-	t.Cleanup(func() {
-		var faults []string
-		for _, e := range errs.Errors() {
-			if !apiRefusal.MatchString(e) {
-				faults = append(faults, e)
-			}
-		}
-		if len(faults) != 0 {
-			t.Errorf("the page reported errors:\n%s", strings.Join(faults, "\n"))
-		}
-	})
+	failOnPageErrors(t, ctx, "console", apiRefusal.MatchString)
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(s.base+path)); err != nil {
 		t.Fatal(err)
 	}
 	return ctx
+}
+
+// failOnPageErrors collects the errors the pages of ctx's tab report and fails t at its end on
+// any that expected does not take; a failing t also saves a screenshot of the tab named name.
+func failOnPageErrors(t *testing.T, ctx context.Context, name string, expected func(string) bool) {
+	t.Helper()
+	errs := browsertest.WatchConsole(ctx)
+	browsertest.ScreenshotOnFailure(t, ctx, name)
+	t.Cleanup(func() {
+		var faults []string
+		for _, e := range errs.Errors() {
+			if !expected(e) {
+				faults = append(faults, e)
+			}
+		}
+		if len(faults) != 0 {
+			t.Errorf("%s: the page reported errors:\n%s", name, strings.Join(faults, "\n"))
+		}
+	})
 }
 
 // checkPage requires the page now shown in ctx's tab to have no serious or critical

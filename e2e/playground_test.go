@@ -32,20 +32,10 @@ func playgroundTab(t *testing.T, parent context.Context, s *system, name string,
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatal(err)
 	}
-	errs := browsertest.WatchConsole(ctx)
-	browsertest.ScreenshotOnFailure(t, ctx, name)
-	t.Cleanup(func() {
-		var unexpected []string
-		for _, e := range errs.Errors() {
-			if !slices.ContainsFunc(refused, func(status int) bool {
-				return strings.HasPrefix(e, "network: Failed to load resource: the server responded with a status of "+strconv.Itoa(status)+" ")
-			}) {
-				unexpected = append(unexpected, e)
-			}
-		}
-		if len(unexpected) != 0 {
-			t.Errorf("%s: the page reported errors:\n%s", name, strings.Join(unexpected, "\n"))
-		}
+	failOnPageErrors(t, ctx, name, func(e string) bool {
+		return slices.ContainsFunc(refused, func(status int) bool {
+			return strings.HasPrefix(e, "network: Failed to load resource: the server responded with a status of "+strconv.Itoa(status)+" ")
+		})
 	})
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(s.base+"/console/playground")); err != nil {
 		t.Fatal(err)
