@@ -33,7 +33,7 @@ func TestConsoleShowsStoredContentAsText(t *testing.T) {
 		"displayMessageTemplate": active[0] + " {{what}}", "displayMessageTemplateData": map[string]any{"what": active[2]},
 	}}}).data(t, "")
 	s.call("/v2/notifications/add", k, map[string]any{"organizationId": "acme", "documentId": "d", "notificationId": "n1",
-		"actionUser": map[string]any{"userId": "bob", "name": active[3], "email": "bob@example.com"},
+		"actionUser":                     map[string]any{"userId": "bob", "name": active[3], "email": "bob@example.com"},
 		"displayHeadlineMessageTemplate": active[0] + " {{x}}", "displayHeadlineMessageTemplateData": map[string]any{"x": active[1]},
 		"displayBodyMessage": active[2], "notifyUsers": []any{map[string]any{"userId": "ann"}}}).data(t, "")
 
@@ -42,8 +42,8 @@ func TestConsoleShowsStoredContentAsText(t *testing.T) {
 	pageSignInDev(t, ctx)
 	pages := []struct {
 		hash, heading, form string
-		values             map[string]any
-		shows              []string
+		values              map[string]any
+		shows               []string
 	}{
 		{"#/organizations", "Organizations", "", nil, []string{active[0]}},
 		{"#/organizations/acme", "Organizations", "", nil, []string{active[1], active[2], active[3]}},
