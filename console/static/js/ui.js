@@ -154,3 +154,43 @@ export function section(title, ...children) {
 export function ids(s) {
   return String(s || '').split(/[\s,]+/).filter(Boolean);
 }
+
+// actionButton is a button that runs onClick (which may return a promise) and shows in out
+// what it returns (a node or text) or the error it throws; it is disabled while it runs.
+export function actionButton(label, onClick, out, attrs = {}) {
+  const b = el('button', { type: 'button', ...attrs }, label);
+  b.addEventListener('click', async () => {
+    b.disabled = true;
+    out.replaceChildren();
+    try {
+      const r = await onClick();
+      if (r !== undefined && r !== null) out.replaceChildren(r);
+    } catch (e) {
+      out.replaceChildren(errorBox(e));
+    } finally {
+      b.disabled = false;
+    }
+  });
+  return b;
+}
+
+// output is a live region for what an action answers.
+export function output() {
+  return el('div', { class: 'form-result', role: 'status', 'aria-live': 'polite' });
+}
+
+// compact returns obj without its empty values ('', null, undefined, []): a form's blank
+// field is a field not sent.
+export function compact(obj) {
+  return Object.fromEntries(Object.entries(obj).filter(([, v]) => v !== '' && v !== null && v !== undefined && !(Array.isArray(v) && v.length === 0)));
+}
+
+// json shows a value as indented JSON text in a focusable block (it may scroll).
+export function json(v) {
+  return el('pre', { tabindex: 0, class: 'json' }, JSON.stringify(v, null, 2));
+}
+
+// time renders Unix milliseconds as an ISO-8601 time ('' for none).
+export function time(ms) {
+  return typeof ms === 'number' && ms > 0 ? new Date(ms).toISOString() : '';
+}

@@ -1,0 +1,218 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/collab/collab/internal/testkit/browsertest"
+	"github.com/collab/collab/internal/testkit/webhooktest"
+)
+
+// The console's webhooks, comments, CRDT and memory pages (docs/console.md), driven in
+// headless Chromium against a running system, the data made through the API.
+
+// apiRefusal matches what Chromium logs for a fetch that the API answered with a 4xx: the
+// page shows the API's error (the tests check what it shows), so it is no fault of the page.
+var apiRefusal = regexp.MustCompile(`^network: Failed to load resource: the server responded with a status of 4\d\d .* (http://[^ ]+)/v2/`)
+
+// consoleBTab is consoleTab for a test that makes the API refuse on purpose: every error of
+// the page fails the test except the browser's log line for an API call answered 4xx on s.
+func consoleBTab(t *testing.T, s *system, path string) context.Context {
+	t.Helper()
+	ctx := browsertest.Start(t, 4*time.Minute)
+	errs := browsertest.WatchConsole(ctx)
+	browsertest.ScreenshotOnFailure(t, ctx, "console")
+	t.Cleanup(func() {
+		for _, e := range errs.Errors() {
+			if m := apiRefusal.FindStringSubmatch(e); m == nil || m[1] != s.base {
+				t.Errorf("the page reported an error: %s", e)
+			}
+		}
+	})
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(s.base+path)); err != nil {
+		t.Fatal(err)
+	}
+	return ctx
+}
+
+// jsString is v as a JavaScript string literal.
+func jsString(v string) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// signIn signs the tab in to the development workspace.
+func signIn(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("dev-sign-in")), chromedp.WaitVisible(chromedp.CSS(`nav a[href="#/webhooks"]`))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// goTo shows the console's page of hash and waits for sel.
+func goTo(t *testing.T, ctx context.Context, hash, sel string) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void]("location.hash = "+jsString(hash)), chromedp.WaitVisible(chromedp.CSS(sel))); err != nil {
+		t.Fatalf("%s: %v", hash, err)
+	}
+}
+
+// seeText waits until the text of the first element matching sel contains want, and returns
+// that text.
+func seeText(t *testing.T, ctx context.Context, sel, want string) string {
+	t.Helper()
+	expr := fmt.Sprintf(`(() => { const e = document.querySelector(%s); return e && e.textContent.includes(%s) ? e.textContent : ''; })()`, jsString(sel), jsString(want))
+	got, err := chromedp.Run(ctx, chromedp.Poll[string](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second)))
+	if err != nil {
+		now, _ := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(document.querySelector(%s) || document.querySelector('main')).textContent`, jsString(sel))))
+		t.Fatalf("waiting for %q in %s: %v; it shows %q", want, sel, err, now)
+	}
+	return got
+}
+
+// fill sets the form's fields (by name) and submits it.
+func fill(t *testing.T, ctx context.Context, formSel string, values map[string]string) {
+	t.Helper()
+	var steps []chromedp.Action[chromedp.Void]
+	for name, v := range values {
+		sel := jsString(formSel + ` [name="` + name + `"]`)
+		steps = append(steps, chromedp.Evaluate[chromedp.Void](`document.querySelector(`+sel+`).value = `+jsString(v)))
+	}
+	steps = append(steps, chromedp.Click(chromedp.CSS(formSel+` button[type="submit"]`)))
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", formSel, err)
+	}
+}
+
+func click(t *testing.T, ctx context.Context, sel string) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel))); err != nil {
+		t.Fatalf("click %s: %v", sel, err)
+	}
+}
+
+func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("%s: %v", expr, err)
+	}
+	return v
+}
+
+// TestConsoleBWebhooks: an endpoint is created and edited through the console (a refused URL
+// and rate limit show the API's error; an emptied field is cleared), its secret revealed and
+// rotated, test events reach a real Standard Webhooks receiver signed with the secret the page
+// showed, their attempts appear with status and response code, the chart counts them, and the
+// endpoint is disabled, enabled and deleted.
+func TestConsoleBWebhooks(t *testing.T) {
+	rcv := webhooktest.Start(t)
+	s := realClockSystem(t)
+	k := s.devKey()
+	s.call("/v2/workspace/settings/update", s.devWorkspace(), map[string]any{"advancedWebhooks": true}).ok(t)
+	ctx := consoleBTab(t, s, "/console/")
+	signIn(t, ctx)
+
+	goTo(t, ctx, "#/webhooks", `form[aria-label="Advanced webhook configuration"]`)
+	click(t, ctx, `form[aria-label="Advanced webhook configuration"] [name="isEnabled"]`)
+	click(t, ctx, `form[aria-label="Advanced webhook configuration"] button[type="submit"]`)
+	seeText(t, ctx, `form[aria-label="Advanced webhook configuration"] .form-result`, "Saved: deliveries are on.")
+
+	// A URL the API refuses: its error, as it answered it.
+	fill(t, ctx, "#create-endpoint", map[string]string{"url": "not a url"})
+	seeText(t, ctx, "#create-endpoint .error", "400 INVALID_ARGUMENT: url must be a valid http(s) URL.")
+	fill(t, ctx, "#create-endpoint", map[string]string{"url": rcv.URL("/console"), "description": "The console's test",
+		"filterTypes": "test.event, ping.check", "rateLimit": "10"})
+	created := seeText(t, ctx, "#create-endpoint .form-result", "Created ep_")
+	id := strings.TrimSuffix(strings.TrimPrefix(created, "Created "), ".")
+	seeText(t, ctx, "table.grid tbody", rcv.URL("/console"))
+	checkPage(t, ctx, "webhooks")
+
+	// The endpoint's page: edit (an emptied field is cleared with null; a refused value shows
+	// the API's error).
+	click(t, ctx, `a[href="#/webhooks/`+id+`"]`)
+	seeText(t, ctx, "#endpoint-details", "The console's test")
+	fill(t, ctx, "#edit-endpoint", map[string]string{"rateLimit": "0"})
+	seeText(t, ctx, "#edit-endpoint .error", "400 INVALID_ARGUMENT: rateLimit must be a positive integer (at most 10000).")
+	fill(t, ctx, "#edit-endpoint", map[string]string{"description": "", "rateLimit": "", "channels": "general"})
+	seeText(t, ctx, "#endpoint-details", "Channelsgeneral")
+	ep := s.call("/v2/workspace/advancedwebhook/endpoints/get", k, map[string]any{}).data(t, "")["endpoints"].([]any)[0].(map[string]any)
+	if ep["description"] != nil || ep["rateLimit"] != nil || fmt.Sprint(ep["channels"]) != "[general]" || fmt.Sprint(ep["filterTypes"]) != "[test.event ping.check]" {
+		t.Fatalf("the endpoint after the edit: %v", ep)
+	}
+	if d := seeText(t, ctx, "#endpoint-details", "Rate limitnone"); !strings.Contains(d, "Description(none)") {
+		t.Fatalf("details after clearing: %q", d)
+	}
+
+	// Reveal: the secret shown is the one that signs (the receiver verifies with it alone).
+	click(t, ctx, "#reveal-secret")
+	secret := seeText(t, ctx, "#endpoint-secret", "whsec_")
+	if want := s.call("/v2/workspace/advancedwebhook/endpoints/secret/get", k, map[string]any{"endpointId": id}).data(t, "")["secret"]; secret != want {
+		t.Fatalf("the page shows secret %q, the API %q", secret, want)
+	}
+	rcv.Configure(t, "/console", []string{secret})
+	click(t, ctx, "#test-event button[type=submit]")
+	seeText(t, ctx, "#test-event .form-result", "attempt success, response 200")
+	row := seeText(t, ctx, "#attempts tbody tr", "success")
+	if !strings.Contains(row, "200") {
+		t.Fatalf("the attempt's row: %q", row)
+	}
+	if d := rcv.WaitFor(t, "/console", 1, 10*time.Second)[0]; !d.Verified || payloadOf(t, d)["event"] != "test.event" {
+		t.Fatalf("the test delivery: %+v", d)
+	}
+
+	// Rotate: the new secret shown signs the next delivery.
+	click(t, ctx, "#rotate-secret")
+	seeText(t, ctx, "#endpoint-secret", "whsec_")
+	fresh := evalJS[string](t, ctx, `document.querySelector('#endpoint-secret').textContent`)
+	if fresh == secret || !strings.HasPrefix(fresh, "whsec_") {
+		t.Fatalf("rotated secret %q (was %q)", fresh, secret)
+	}
+	rcv.Configure(t, "/console", []string{fresh})
+	fill(t, ctx, "#test-event", map[string]string{"eventType": "ping.check"})
+	seeText(t, ctx, "#test-event .form-result", "attempt success, response 200")
+	if d := rcv.WaitFor(t, "/console", 2, 10*time.Second)[1]; !d.Verified || payloadOf(t, d)["event"] != "ping.check" {
+		t.Fatalf("the delivery after the rotation: %+v", d)
+	}
+
+	// The chart: two successful attempts this hour, named and described for assistive tech.
+	seeText(t, ctx, "#attempts-chart figcaption", "2 attempts in the last 24 hours: 2 succeeded")
+	chart := evalJS[map[string]any](t, ctx, `(() => { const s = document.querySelector('#attempts-chart svg');
+		const [t, d] = s.getAttribute('aria-labelledby').split(' ').map((id) => document.getElementById(id).textContent);
+		return {role: s.getAttribute('role'), title: t, desc: d, bars: s.querySelectorAll('rect.bar-success').length,
+			fill: getComputedStyle(s.querySelector('rect.bar-success')).fill}; })()`)
+	if chart["role"] != "img" || chart["title"] != "Webhook attempts per hour by outcome (UTC)" || !strings.Contains(chart["desc"].(string), "2 succeeded") ||
+		chart["bars"] != float64(1) || chart["fill"] != "rgb(26, 127, 55)" {
+		t.Fatalf("the chart: %v", chart)
+	}
+	click(t, ctx, `section[aria-label="Signing secret"] .form-result button`) // hide it
+	checkPage(t, ctx, "webhook-attempts")
+
+	// Messages: both, newest first; a resend is queued.
+	seeText(t, ctx, "section[aria-label=Messages] tbody", "ping.check")
+	click(t, ctx, `section[aria-label=Messages] tbody tr:first-child button[aria-label^="Resend"]`)
+	seeText(t, ctx, "section[aria-label=Messages] .form-result", "queued again")
+
+	// Disable: a test event is refused with the API's words; enable again.
+	click(t, ctx, "#toggle-endpoint")
+	seeText(t, ctx, "#endpoint-details", "Statedisabled")
+	click(t, ctx, "#test-event button[type=submit]")
+	seeText(t, ctx, "#test-event .error", "400 FAILED_PRECONDITION: The endpoint is disabled: enable it to send it a test event.")
+	click(t, ctx, "#toggle-endpoint")
+	seeText(t, ctx, "#endpoint-details", "Stateenabled")
+
+	// Delete, confirmed on the page.
+	click(t, ctx, "#delete-endpoint")
+	click(t, ctx, "#confirm-delete")
+	seeText(t, ctx, "main", "Endpoint "+id+" deleted.")
+	if n := len(s.call("/v2/workspace/advancedwebhook/endpoints/get", k, map[string]any{}).data(t, "")["endpoints"].([]any)); n != 0 {
+		t.Fatalf("%d endpoints after the delete", n)
+	}
+}
