@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -215,4 +216,110 @@ func TestConsoleBWebhooks(t *testing.T) {
 	if n := len(s.call("/v2/workspace/advancedwebhook/endpoints/get", k, map[string]any{}).data(t, "")["endpoints"].([]any)); n != 0 {
 		t.Fatalf("%d endpoints after the delete", n)
 	}
+}
+
+// TestConsoleBPages: the comments, CRDT and memory pages on one system and browser.
+func TestConsoleBPages(t *testing.T) {
+	s := newSystem(t)
+	k := s.devKey()
+	ctx := consoleBTab(t, s, "/console/")
+	signIn(t, ctx)
+
+	t.Run("comments", func(t *testing.T) {
+		s.call("/v2/commentannotations/add", k, map[string]any{"organizationId": "o", "documentId": "d", "createOrganization": true, "createDocument": true,
+			"commentAnnotations": []any{
+				map[string]any{"annotationId": "t1", "from": map[string]any{"userId": "u1", "name": "Ann"}, "priority": map[string]any{"id": "P1", "name": "High"},
+					"commentData": []any{
+						map[string]any{"commentText": "The <img src=x onerror=alert(1)> caption is too light", "from": map[string]any{"userId": "u1", "name": "Ann"}},
+						map[string]any{"commentHtml": "<p>Agreed, <b>fix</b> it <script>alert(2)</script></p>", "from": map[string]any{"userId": "u2", "name": "Bo"}},
+					}},
+				map[string]any{"annotationId": "t2", "from": map[string]any{"userId": "u2", "name": "Bo"}, "status": map[string]any{"id": "DONE", "name": "Done", "type": "terminal"},
+					"commentData": []any{map[string]any{"commentText": "Looks good", "from": map[string]any{"userId": "u2", "name": "Bo"}}}},
+			}}).data(t, "Comment annotation(s) added successfully.")
+		goTo(t, ctx, "#/comments/o/d", "#threads tbody tr")
+		rows := seeText(t, ctx, "#threads tbody", "t2")
+		if !strings.Contains(rows, "t1OpenHighAnn") || !strings.Contains(rows, "t2Done") {
+			t.Fatalf("threads: %q", rows)
+		}
+		click(t, ctx, `button[aria-label="Comments of t1"]`)
+		text := seeText(t, ctx, "#thread-comments ol", "Bo")
+		checkPage(t, ctx, "comments")
+		// Stored content is text on the page: the markup shows as markup, nothing of it runs or
+		// becomes an element.
+		if !strings.Contains(text, "The <img src=x onerror=alert(1)> caption is too light") || !strings.Contains(text, "<b>fix</b>") {
+			t.Fatalf("comments: %q", text)
+		}
+		if n := evalJS[float64](t, ctx, `document.querySelectorAll('#thread-comments img, #thread-comments b, #thread-comments script').length`); n != 0 {
+			t.Fatalf("%v elements made from stored content", n)
+		}
+		// Without a document id: the API's error.
+		fill(t, ctx, "#comments-query", map[string]string{"documentId": ""})
+		seeText(t, ctx, "#threads .error", "400 INVALID_ARGUMENT: documentId or documentIds is required.")
+	})
+
+	t.Run("crdt", func(t *testing.T) {
+		s.docs("o", "", "c")
+		at := func(m map[string]any) map[string]any { m["organizationId"], m["documentId"] = "o", "c"; return m }
+		s.call("/v2/crdt/add", k, at(map[string]any{"editorId": "notes", "data": "Hello <b>there</b>", "type": "text"})).data(t, "CRDT data added successfully.")
+		s.call("/v2/crdt/add", k, at(map[string]any{"editorId": "board", "type": "map", "contentKey": "default",
+			"data": map[string]any{"title": "Plan", "items": []any{"a", map[string]any{"done": true}}, "n": 2}})).data(t, "CRDT data added successfully.")
+		goTo(t, ctx, "#/crdt/o/c", "#crdt-editors tbody tr")
+		if rows := seeText(t, ctx, "#crdt-editors tbody", "notes"); !regexp.MustCompile(`^board.*Zmap\d+notes.*Ztext or xml\d+$`).MatchString(rows) {
+			t.Fatalf("editors: %q", rows)
+		}
+		click(t, ctx, `#crdt-editors a[href="#/crdt/o/c/board"]`)
+		seeText(t, ctx, "#crdt-content", "Content of board")
+		var got any
+		if err := json.Unmarshal([]byte(evalJS[string](t, ctx, `document.querySelector('#crdt-content pre').textContent`)), &got); err != nil {
+			t.Fatal(err)
+		}
+		if want := `map[items:[a map[done:true]] n:2 title:Plan]`; fmt.Sprint(got) != want {
+			t.Fatalf("content %v, want %s", got, want)
+		}
+		checkPage(t, ctx, "crdt")
+		fill(t, ctx, "#crdt-editor", map[string]string{"editorId": "nobody"})
+		seeText(t, ctx, "#crdt-editor .error", "404 NOT_FOUND: No CRDT data found for this editor ID.")
+	})
+
+	t.Run("memory", func(t *testing.T) {
+		s.call("/v2/memory/judgments/add", k, map[string]any{"organizationId": "o", "judgments": []any{
+			map[string]any{"recordId": "contrast", "decision": "reject", "reasoning": "The grey caption has very low contrast on the light photo.",
+				"confidence": 0.8, "actionUser": map[string]any{"userId": "u1", "name": "Ada"}, "judgeType": "agent",
+				"agent": map[string]any{"agentId": "a1", "agentName": "Accessibility", "agentVersion": 2}},
+			map[string]any{"recordId": "invoice", "decision": "approve", "reasoning": "The invoice total matches the purchase order."},
+			map[string]any{"recordId": "logo", "decision": "approve", "reasoning": "Logo placement follows the brand guidelines."},
+		}}).data(t, "Judgment(s) recorded successfully.")
+		for i := range 3 {
+			x := s.call("/v2/agents/execution/start", k, map[string]any{"agentId": "a1", "agentName": "Accessibility", "trigger": fmt.Sprint("run ", i)}).data(t, "")
+			s.call("/v2/agents/execution/complete", k, map[string]any{"executionId": x["id"], "status": "passed", "message": "ok"}).data(t, "")
+		}
+		const query = "text is hard to read against the background"
+		want := s.call("/v2/memory/search", k, map[string]any{"query": query, "organizationId": "o"}).ok(t)["results"].([]any)
+		goTo(t, ctx, "#/memory", "#memory-search")
+		fill(t, ctx, "#memory-search", map[string]string{"query": query, "organizationId": "o"})
+		seeText(t, ctx, "#memory-summary", "3 of 3 judgments in scope")
+		for i, r := range want {
+			r := r.(map[string]any)
+			row := evalJS[string](t, ctx, fmt.Sprintf(`document.querySelectorAll('#memory-results tbody tr')[%d].textContent`, i))
+			score := strconv.FormatFloat(r["similarity"].(float64), 'f', 4, 64)
+			if !strings.HasPrefix(row, score) || !strings.HasSuffix(row, r["recordId"].(string)) {
+				t.Fatalf("result %d: %q, want score %s and %s", i, row, score, r["recordId"])
+			}
+		}
+		if top := evalJS[string](t, ctx, `document.querySelector('#memory-results tbody tr').textContent`); !strings.Contains(top, "contrast") || !strings.Contains(top, "Accessibility v2") {
+			t.Fatalf("best result: %q", top)
+		}
+		checkPage(t, ctx, "memory")
+		fill(t, ctx, "#memory-search", map[string]string{"limit": "51"})
+		seeText(t, ctx, "#memory-search .error", "400 INVALID_ARGUMENT: limit must be between 1 and 50.")
+
+		// Executions, two a page.
+		fill(t, ctx, "#executions-query", map[string]string{"pageSize": "2"})
+		seeText(t, ctx, "#executions .pager > p", "2 rows")
+		click(t, ctx, "#executions button.more")
+		seeText(t, ctx, "#executions .pager > p", "3 rows, the end")
+		if rows := evalJS[string](t, ctx, `[...document.querySelectorAll('#executions tbody')].map((b) => b.textContent).join('')`); strings.Count(rows, "Accessibility v0passed") != 3 {
+			t.Fatalf("executions: %q", rows)
+		}
+	})
 }
