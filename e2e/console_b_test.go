@@ -7,10 +7,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/tracing"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/collab/collab/internal/testkit/browsertest"
 	"github.com/collab/collab/internal/testkit/webhooktest"
@@ -218,7 +222,8 @@ func TestConsoleBWebhooks(t *testing.T) {
 	}
 }
 
-// TestConsoleBPages: the comments, CRDT and memory pages on one system and browser.
+// TestConsoleBPages: the comments, CRDT and memory pages on one system and browser, and a
+// list of 10,000 threads paged through without blocking the page.
 func TestConsoleBPages(t *testing.T) {
 	s := newSystem(t)
 	k := s.devKey()
@@ -322,4 +327,147 @@ func TestConsoleBPages(t *testing.T) {
 			t.Fatalf("executions: %q", rows)
 		}
 	})
+
+	t.Run("ten thousand threads", func(t *testing.T) {
+		addThreads(t, s, "o", "big", 10000)
+		goTo(t, ctx, "#/comments", "#comments-query")
+		wall, cpu, parts := mainThreadTasks(t, ctx, func() {
+			fill(t, ctx, "#comments-query", map[string]string{"organizationId": "o", "documentId": "big", "pageSize": "1000"})
+			for n := 1000; n < 10000; n += 1000 {
+				seeText(t, ctx, "#threads .pager > p", fmt.Sprintf("%d rows", n))
+				// By keyboard: the button is reachable and works without a pointer.
+				if err := chromedp.Do(ctx, chromedp.Focus(chromedp.CSS("#threads button.more")), chromedp.KeyEvent(kb.Enter)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			seeText(t, ctx, "#threads .pager > p", "10000 rows, the end")
+		})
+		t.Logf("10,000 threads in 10 pages: the page's longest main-thread task took %v of CPU (%v of wall time, load included): %s", cpu, wall, parts)
+		if cpu > 200*time.Millisecond {
+			t.Errorf("the page's main thread was busy %v at once (at most 200 ms): %s", cpu, parts)
+		}
+		if n := evalJS[float64](t, ctx, `new Set([...document.querySelectorAll('#threads tbody tr td:first-child')].map((td) => td.textContent)).size`); n != 10000 {
+			t.Fatalf("%v distinct threads listed, want 10000", n)
+		}
+	})
+}
+
+// addThreads adds n threads of one comment each to a document, 30 a request, 4 requests at a
+// time.
+func addThreads(t *testing.T, s *system, org, doc string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	next := make(chan int)
+	for range 4 {
+		wg.Go(func() {
+			for first := range next {
+				var items []any
+				for i := first; i < min(first+30, n); i++ {
+					items = append(items, map[string]any{"annotationId": fmt.Sprintf("big-%05d", i), "from": map[string]any{"userId": "u1", "name": "Ann"},
+						"commentData": []any{map[string]any{"commentText": fmt.Sprintf("Thread %d", i), "from": map[string]any{"userId": "u1", "name": "Ann"}}}})
+				}
+				st, body, err := s.concurrentCall("/v2/commentannotations/add", s.devKey(), map[string]any{"organizationId": org, "documentId": doc,
+					"createOrganization": true, "createDocument": true, "commentAnnotations": items})
+				if err == nil && st != 200 {
+					err = fmt.Errorf("status %d: %v", st, body)
+				}
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		})
+	}
+	for first := 0; first < n; first += 30 {
+		next <- first
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+}
+
+// mainThreadTasks traces the browser while run runs and returns the longest task of a page's
+// main thread (Chromium's RunTask on CrRendererMain: script, style, layout and paint alike,
+// garbage collection included): its wall time, its thread (CPU) time, and the steps that took
+// most of it. The CPU time is what the page costs whatever the machine's load; the wall time
+// also holds the time the thread waited for a CPU.
+func mainThreadTasks(t *testing.T, ctx context.Context, run func()) (wall, cpu time.Duration, parts string) {
+	t.Helper()
+	type event struct {
+		Name string  `json:"name"`
+		Ph   string  `json:"ph"`
+		Pid  int     `json:"pid"`
+		Tid  int     `json:"tid"`
+		Ts   float64 `json:"ts"`   // µs
+		Dur  float64 `json:"dur"`  // µs
+		Tdur float64 `json:"tdur"` // µs of thread time
+		Args struct {
+			Name string `json:"name"`
+		} `json:"args"`
+	}
+	var mu sync.Mutex
+	var events []event
+	done := make(chan struct{})
+	var once sync.Once
+	if err := chromedp.Listen(ctx, func(ev any) {
+		switch e := ev.(type) {
+		case *tracing.EventDataCollected:
+			mu.Lock()
+			defer mu.Unlock()
+			for _, v := range e.Value {
+				var x event
+				if json.Unmarshal(v, &x) == nil && (x.Ph == "X" || x.Ph == "M") {
+					events = append(events, x)
+				}
+			}
+		case *tracing.EventTracingComplete:
+			once.Do(func() { close(done) })
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &tracing.TraceConfig{IncludedCategories: []string{"toplevel", "__metadata", "devtools.timeline"}, ExcludedCategories: []string{"*"}}
+	if _, err := chromedp.Call(ctx, tracing.Start, tracing.StartParams{TransferMode: tracing.StartTransferModeReportEvents, TraceConfig: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	run()
+	if _, err := chromedp.Call(ctx, tracing.End, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the trace did not complete")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	main := map[[2]int]bool{}
+	for _, e := range events {
+		if e.Ph == "M" && e.Name == "thread_name" && e.Args.Name == "CrRendererMain" {
+			main[[2]int{e.Pid, e.Tid}] = true
+		}
+	}
+	var top *event
+	for i, e := range events {
+		if e.Ph == "X" && main[[2]int{e.Pid, e.Tid}] && e.Name == "ThreadControllerImpl::RunTask" && (top == nil || e.Tdur > top.Tdur) {
+			top = &events[i]
+		}
+	}
+	if top == nil {
+		t.Fatalf("the trace holds no task of a page's main thread (%d events, %d main threads)", len(events), len(main))
+	}
+	var steps []string
+	for _, e := range events {
+		if e.Ph == "X" && e.Pid == top.Pid && e.Tid == top.Tid && e.Ts >= top.Ts && e.Ts < top.Ts+top.Dur && !strings.HasSuffix(e.Name, "RunTask") && e.Tdur >= 5000 {
+			steps = append(steps, fmt.Sprintf("%s %.0f ms", e.Name, e.Tdur/1000))
+		}
+	}
+	return time.Duration(top.Dur) * time.Microsecond, time.Duration(top.Tdur) * time.Microsecond, strings.Join(steps, ", ")
 }
