@@ -58,15 +58,16 @@ function list(q, comments) {
 // show reads a thread's comments (Get Comments) and lists them, moving the focus there.
 async function show(q, a, box) {
   const heading = el('h2', { tabindex: -1 }, 'Comments of ' + a.annotationId);
-  box.replaceChildren(el('section', { 'aria-label': 'Comments of ' + a.annotationId }, heading, el('p', { class: 'muted' }, 'Loading…')));
+  const sec = el('section', { 'aria-label': 'Comments of ' + a.annotationId }, heading, el('p', { class: 'muted' }, 'Loading…'));
+  box.replaceChildren(sec);
   heading.focus();
   try {
     const r = await call(api + '/comments/get', { organizationId: q.organizationId, documentId: q.documentId, annotationId: a.annotationId });
-    box.firstChild.replaceChildren(heading,
+    sec.replaceChildren(heading,
       el('p', { class: 'muted' }, 'HTML is shown as its markup, as stored (sanitised by the service): the console renders no stored content as HTML.'),
       el('ol', { class: 'comments' }, r.data.map(comment)));
   } catch (e) {
-    box.firstChild.append(errorBox(e));
+    sec.append(errorBox(e));
   }
 }
 

@@ -133,6 +133,7 @@ function actions(e, body, out, show) {
   const toggle = actionButton(e.disabled ? 'Enable endpoint' : 'Disable endpoint', async () => {
     const rec = (await call(api + '/endpoints/update', { endpointId: e.id, disabled: !e.disabled })).data;
     show(rec);
+    document.getElementById('toggle-endpoint').focus(); // the button was made anew: keep the keyboard's place
     return rec.disabled ? 'Disabled: nothing is sent to it.' : 'Enabled.';
   }, out, { id: 'toggle-endpoint' });
   const confirm = el('span', { hidden: true },
