@@ -187,14 +187,14 @@ func TestConsoleBWebhooks(t *testing.T) {
 		t.Fatalf("the delivery after the rotation: %+v", d)
 	}
 
-	// The chart: two successful attempts this hour, named and described for assistive tech.
+	// The chart: the two successful attempts, named and described for assistive technology.
 	seeText(t, ctx, "#attempts-chart figcaption", "2 attempts in the last 24 hours: 2 succeeded")
 	chart := evalJS[map[string]any](t, ctx, `(() => { const s = document.querySelector('#attempts-chart svg');
 		const [t, d] = s.getAttribute('aria-labelledby').split(' ').map((id) => document.getElementById(id).textContent);
 		return {role: s.getAttribute('role'), title: t, desc: d, bars: s.querySelectorAll('rect.bar-success').length,
 			fill: getComputedStyle(s.querySelector('rect.bar-success')).fill}; })()`)
 	if chart["role"] != "img" || chart["title"] != "Webhook attempts per hour by outcome (UTC)" || !strings.Contains(chart["desc"].(string), "2 succeeded") ||
-		chart["bars"] != float64(1) || chart["fill"] != "rgb(26, 127, 55)" {
+		chart["bars"].(float64) < 1 || chart["fill"] != "rgb(26, 127, 55)" { // one bar, two if the hour turned between the events
 		t.Fatalf("the chart: %v", chart)
 	}
 	click(t, ctx, `section[aria-label="Signing secret"] .form-result button`) // hide it
