@@ -91,7 +91,9 @@ export function cell(v) {
 }
 
 // table renders rows (objects) in columns: [{key, label, render(row) → node or text}].
-// Rows are added in chunks through table.add, so ten thousand rows never freeze the page.
+// table.add appends rows in chunks of 100 with a turn of the event loop between chunks (the
+// first chunk at once), so ten thousand rows never block the page; it returns a promise that
+// resolves once every row given so far is in. Rows keep the order they were given in.
 export function table(columns, rows, opts = {}) {
   const tbody = el('tbody');
   const t = el('table', { class: 'grid' },
@@ -99,45 +101,84 @@ export function table(columns, rows, opts = {}) {
     el('thead', {}, el('tr', {}, columns.map((c) => el('th', { scope: 'col' }, c.label || c.key)))),
     tbody);
   const rowOf = (r) => el('tr', {}, columns.map((c) => el('td', {}, c.render ? c.render(r) : cell(r[c.key]))));
-  t.add = (more) => {
-    const frag = document.createDocumentFragment();
-    for (const r of more) frag.append(rowOf(r));
-    tbody.append(frag);
+  const queue = [];
+  let running = false;
+  let done = Promise.resolve();
+  const drain = async () => {
+    running = true;
+    try {
+      while (queue.length) {
+        const frag = document.createDocumentFragment();
+        for (const r of queue.splice(0, 100)) frag.append(rowOf(r));
+        tbody.append(frag);
+        if (queue.length) await new Promise((resolve) => setTimeout(resolve, 0));
+      }
+    } finally {
+      running = false;
+    }
   };
-  t.clear = () => tbody.replaceChildren();
+  t.add = (more) => {
+    for (const r of more) queue.push(r);
+    if (!running) done = drain();
+    return done;
+  };
+  t.clear = () => {
+    queue.length = 0;
+    tbody.replaceChildren();
+  };
   t.add(rows || []);
   return t;
 }
 
 // pager shows pages of a list: load(pageToken) returns {rows, next} (next: the next page's
 // token, empty at the end). It renders a table and a "Next page" button; every error is shown.
+// Each page loaded gets its own table, in a block the browser skips while it is off screen
+// (content-visibility in console.css): one table of ten thousand rows costs a third of a
+// second of style, layout and paint at every change, ten of a thousand only the one in view
+// (docs/console.md, "Long lists").
 export function pager(columns, load, opts = {}) {
-  const t = table(columns, [], opts);
+  const tableOf = (n) => table(columns, [], n === 1 ? opts : { ...opts, caption: opts.caption ? `${opts.caption} (page ${n})` : null });
+  let t = tableOf(1);
+  const tables = el('div', {}, el('div', { class: 'rows' }, t));
   const status = el('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
   const more = el('button', { type: 'button', class: 'more' }, opts.moreLabel || 'Next page');
-  const box = el('div', { class: 'pager' }, t, status, more);
+  const box = el('div', { class: 'pager' }, tables, status, more);
   let token = '';
   let count = 0;
+  let pages = 0;
+  let generation = 0; // a reload drops the pages that earlier loads are still reading
   const next = async () => {
+    const g = generation;
     more.disabled = true;
     try {
       const { rows, next: nt } = await load(token);
-      t.add(rows);
+      if (g !== generation) return;
+      if (++pages > 1) {
+        t = tableOf(pages);
+        tables.append(el('div', { class: 'rows' }, t));
+        box.table = t;
+      }
+      await t.add(rows);
+      if (g !== generation) return;
       count += rows.length;
       token = nt || '';
       status.textContent = count + (count === 1 ? ' row' : ' rows') + (token ? '' : ', the end');
       more.hidden = !token;
     } catch (e) {
-      status.replaceChildren(errorBox(e));
+      if (g === generation) status.replaceChildren(errorBox(e));
     } finally {
       more.disabled = false;
     }
   };
   more.addEventListener('click', next);
   box.reload = () => {
-    t.clear();
+    generation++;
+    t = tableOf(1);
+    tables.replaceChildren(el('div', { class: 'rows' }, t));
+    box.table = t;
     token = '';
     count = 0;
+    pages = 0;
     return next();
   };
   box.table = t;
@@ -153,4 +194,44 @@ export function section(title, ...children) {
 // ids splits a comma- or space-separated list of ids.
 export function ids(s) {
   return String(s || '').split(/[\s,]+/).filter(Boolean);
+}
+
+// actionButton is a button that runs onClick (which may return a promise) and shows in out
+// what it returns (a node or text) or the error it throws; it is disabled while it runs.
+export function actionButton(label, onClick, out, attrs = {}) {
+  const b = el('button', { type: 'button', ...attrs }, label);
+  b.addEventListener('click', async () => {
+    b.disabled = true;
+    out.replaceChildren();
+    try {
+      const r = await onClick();
+      if (r !== undefined && r !== null) out.replaceChildren(r);
+    } catch (e) {
+      out.replaceChildren(errorBox(e));
+    } finally {
+      b.disabled = false;
+    }
+  });
+  return b;
+}
+
+// output is a live region for what an action answers.
+export function output() {
+  return el('div', { class: 'form-result', role: 'status', 'aria-live': 'polite' });
+}
+
+// compact returns obj without its empty values ('', null, undefined, []): a form's blank
+// field is a field not sent.
+export function compact(obj) {
+  return Object.fromEntries(Object.entries(obj).filter(([, v]) => v !== '' && v !== null && v !== undefined && !(Array.isArray(v) && v.length === 0)));
+}
+
+// json shows a value as indented JSON text in a focusable block (it may scroll).
+export function json(v) {
+  return el('pre', { tabindex: 0, class: 'json' }, JSON.stringify(v, null, 2));
+}
+
+// time renders Unix milliseconds as an ISO-8601 time ('' for none).
+export function time(ms) {
+  return typeof ms === 'number' && ms > 0 ? new Date(ms).toISOString() : '';
 }
