@@ -81,7 +81,7 @@ func (s *Server) RunDeliveries(ctx context.Context) {
 
 // Prune removes the sent and failed deliveries older than the retention (30 days); the worker
 // runs it hourly, so the queue's collection does not grow for ever (docs/api.md,
-// "Notifications (spec 4.4)").
+// "Notifications").
 func (s *Server) Prune(ctx context.Context) {
 	n, err := s.store.PruneDeliveries(ctx, s.clock.Now().Add(-retention))
 	switch {
