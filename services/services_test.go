@@ -8,6 +8,7 @@ import (
 	"go/types"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,14 +22,16 @@ const module = "github.com/collab/collab/"
 // Imports point down (docs/architecture.md): platform packages under internal/ know no service,
 // no gateway and no process assembly; a service knows no other service's package (it calls
 // them over gRPC); the gateway knows no service; the process runtime (collabd) knows no service
-// either: only this list does; nothing but tests, bench programs and test support itself
-// imports test support (internal/testkit). Test files may import upwards (a test drives the
-// real thing).
+// either: only this list does; nothing but tests, bench programs, test support itself and the
+// generators scripts/generate runs (a package named gen: console/bundle/gen installs the
+// bundle's locked npm packages with nodeproject) imports test support (internal/testkit).
+// Test files may import upwards (a test drives the real thing).
 func TestImportsPointDown(t *testing.T) {
 	forbidden := func(pkg, imp string) string {
-		testSupport := pkg == "bench" || strings.HasPrefix(pkg, "bench/") || strings.HasPrefix(pkg, "e2e") || strings.HasPrefix(pkg, "internal/testkit/")
+		testSupport := pkg == "bench" || strings.HasPrefix(pkg, "bench/") || strings.HasPrefix(pkg, "e2e") ||
+			strings.HasPrefix(pkg, "internal/testkit/") || path.Base(pkg) == "gen"
 		if strings.HasPrefix(imp, "internal/testkit/") && !testSupport {
-			return "the server does not import test support (internal/testkit): only tests, test support and bench programs do"
+			return "the server does not import test support (internal/testkit): only tests, test support, bench programs and generators do"
 		}
 		switch {
 		case strings.HasPrefix(pkg, "internal/"):
