@@ -74,10 +74,13 @@ func persistentSystem(t *testing.T) *system {
 	return newSystem(t, "--data-dir="+t.TempDir())
 }
 
-// 150 concurrent API key creations in one workspace make exactly the limit of 100 keys.
+// 150 concurrent API key creations in one workspace make exactly the limit of 100 keys. On the
+// memory store: the workspace store suite holds the same race on the embedded MongoDB-wire
+// server (the key limit holds under concurrent creations), where 150 creations through the
+// whole process took 88 s under the race detector.
 func TestAPIKeyLimitHoldsUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	s := persistentSystem(t)
+	s := newSystem(t)
 	id, token := s.newWorkspace("limit@example.com") // its first key counts
 	w := workspaceHeaders(id, token)
 	calls := make([]func() error, 150)
