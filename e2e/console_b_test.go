@@ -275,7 +275,7 @@ func TestConsoleBPages(t *testing.T) {
 		// Executions, two a page.
 		submitForm(t, ctx, "#executions-query", map[string]string{"pageSize": "2"})
 		seeText(t, ctx, "#executions .pager > p", "2 rows")
-		pageClick(t, ctx, "#executions button.more")
+		pagePress(t, ctx, "#executions button.more")
 		seeText(t, ctx, "#executions .pager > p", "3 rows, the end")
 		if rows := evalJS[string](t, ctx, `[...document.querySelectorAll('#executions tbody')].map((b) => b.textContent).join('')`); strings.Count(rows, "Accessibility v0passed") != 3 {
 			t.Fatalf("executions: %q", rows)
