@@ -131,14 +131,18 @@ export function table(columns, rows, opts = {}) {
 }
 
 // pager shows pages of a list: load(pageToken) returns {rows, next} (next: the next page's
-// token, empty at the end). It renders a table and a "Next page" button; every error is shown.
-// Each page loaded gets its own table, in a block the browser skips while it is off screen
+// token, empty at the end). It renders tables and a "Next page" button; every error is shown.
+// Each page loaded gets tables of its own, of at most perTable rows each (a page may hold ten
+// thousand: the activity log's), each in a block the browser skips while it is off screen
 // (content-visibility in console.css): one table of ten thousand rows costs a third of a
 // second of style, layout and paint at every change, ten of a thousand only the one in view
 // (docs/console.md, "Long lists").
+const perTable = 1000;
+
 export function pager(columns, load, opts = {}) {
-  const tableOf = (n) => table(columns, [], n === 1 ? opts : { ...opts, caption: opts.caption ? `${opts.caption} (page ${n})` : null });
-  let t = tableOf(1);
+  const tableOf = (page, part) => table(columns, [], page === 1 && part === 1 ? opts
+    : { ...opts, caption: opts.caption ? `${opts.caption} (page ${page}${part > 1 ? ', part ' + part : ''})` : null });
+  let t = tableOf(1, 1);
   const tables = el('div', {}, el('div', { class: 'rows' }, t));
   const status = el('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
   const more = el('button', { type: 'button', class: 'more' }, opts.moreLabel || 'Next page');
@@ -153,13 +157,16 @@ export function pager(columns, load, opts = {}) {
     try {
       const { rows, next: nt } = await load(token);
       if (g !== generation) return;
-      if (++pages > 1) {
-        t = tableOf(pages);
-        tables.append(el('div', { class: 'rows' }, t));
-        box.table = t;
+      pages++;
+      for (let from = 0, part = 1; from < rows.length || from === 0; from += perTable, part++) {
+        if (pages > 1 || part > 1) {
+          t = tableOf(pages, part);
+          tables.append(el('div', { class: 'rows' }, t));
+          box.table = t;
+        }
+        await t.add(rows.slice(from, from + perTable));
+        if (g !== generation) return;
       }
-      await t.add(rows);
-      if (g !== generation) return;
       count += rows.length;
       token = nt || '';
       status.textContent = count + (count === 1 ? ' row' : ' rows') + (token ? '' : ', the end');
@@ -173,7 +180,7 @@ export function pager(columns, load, opts = {}) {
   more.addEventListener('click', next);
   box.reload = () => {
     generation++;
-    t = tableOf(1);
+    t = tableOf(1, 1);
     tables.replaceChildren(el('div', { class: 'rows' }, t));
     box.table = t;
     token = '';
