@@ -298,4 +298,24 @@ func TestPlayground(t *testing.T) {
 		}
 		waitFor(t, carol, `document.querySelectorAll('.pg-thread').length === 55 && document.querySelector('.pg-side button.more').hidden`, 5*time.Second, "every thread, once")
 	})
+
+	t.Run("a document deleted while open ends the editing", func(t *testing.T) {
+		if err := chromedp.Do(carol, chromedp.Click(chromedp.CSS(`.pg-bar button`))); err != nil {
+			t.Fatal(err)
+		}
+		fill(t, carol, "o", "doomed", "carol", "Carol", "editor")
+		waitFor(t, carol, `document.getElementById('pg-status')?.textContent.startsWith('Live: in sync')`, 10*time.Second, "Carol's editor in sync")
+		typeAtEnd(t, carol, "Soon gone.")
+		waitFor(t, carol, `!document.getElementById('pg-text').readOnly`, within, "Carol, an editor, can type")
+		s.call("/v2/organizations/documents/delete", s.devKey(), map[string]any{"organizationId": "o", "documentIds": []string{"doomed"}}).data(t, "")
+		waitFor(t, carol, `(document.getElementById('pg-status')?.textContent || '').startsWith('Live sync closed by the server: 4410 ')`, 5*time.Second, "live sync's close shown")
+		// Live sync will not reconnect: what she types would go nowhere, so she cannot type.
+		if !eval[bool](t, carol, `document.getElementById('pg-text').readOnly`) {
+			t.Fatal("the textarea still takes typing after live sync ended")
+		}
+		if got := eval[string](t, carol, `document.getElementById('pg-role').textContent`); !strings.Contains(got, "no longer sent") {
+			t.Errorf("the role line reads %q", got)
+		}
+		axeClean(t, carol, "the editor after live sync ended")
+	})
 }

@@ -121,9 +121,6 @@ function renderSession(v, token, role, denied) {
     else if (s === 'disconnected') status.textContent = 'Disconnected; reconnecting…';
   });
   provider.on('sync', (synced) => { if (synced) status.textContent = 'Live: in sync with the server.'; });
-  provider.on('closed', ({ code, reason }) => {
-    status.replaceChildren(el('span', { class: 'error', role: 'alert' }, `Live sync closed by the server: ${code} ${reason || ''}`));
-  });
 
   const readOnly = role !== 'editor';
   const ed = editor(ytext, provider.awareness, { readOnly, label: 'Text of ' + v.org + ' / ' + v.doc + ' / ' + v.editor });
@@ -131,6 +128,14 @@ function renderSession(v, token, role, denied) {
   const roleText = role === 'editor' ? 'You are an editor: what you type is everyone\'s.'
     : role === 'viewer' ? 'You are a viewer: the text is read-only (the server drops a viewer\'s edits too).'
       : 'You have no role on this document' + (denied ? ' (' + denied + ')' : '') + ': the server refuses you.';
+  const roleLine = el('p', { id: 'pg-role', class: 'muted' }, roleText);
+  // A close the provider does not retry (4400–4499: refused, deleted, too large...) ends the
+  // editing: what is typed after it would reach no one, so the text becomes read-only.
+  provider.on('closed', ({ code, reason }) => {
+    status.replaceChildren(el('span', { class: 'error', role: 'alert' }, `Live sync closed by the server: ${code} ${reason || ''}`));
+    ed.textarea.readOnly = true;
+    roleLine.textContent = roleText + ' Live sync ended: the text is read-only, and what is typed is no longer sent; Leave, then open the document again.';
+  });
   const leave = el('button', {
     type: 'button', onclick: () => {
       side.destroy();
@@ -143,7 +148,7 @@ function renderSession(v, token, role, denied) {
   main.replaceChildren(
     el('h1', {}, 'Playground: ' + name),
     el('div', { class: 'pg-bar' }, status, leave),
-    el('p', { id: 'pg-role', class: 'muted' }, roleText),
+    roleLine,
     el('div', { class: 'pg-layout' }, el('section', { class: 'pg-main', 'aria-label': 'Editor' }, ed.node), side.node));
 }
 
