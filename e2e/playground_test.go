@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/chromedp"
 
 	"github.com/collab/collab/internal/testkit/browsertest"
@@ -125,6 +127,49 @@ func typing(text string, atStart bool) chromedp.Action[chromedp.Void] {
 func editorText(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	return eval[string](t, ctx, `document.getElementById('pg-text').value`)
+}
+
+// holdRequests pauses the requests of ctx's tab whose URL matches pattern (a Fetch domain
+// pattern, * any characters) at stage (before they are sent, or once their answer is in): each
+// one paused is given on the channel, and release(id) lets it go on. Releasing every paused
+// request and turning the interception off is left to the caller.
+func holdRequests(t *testing.T, ctx context.Context, pattern string, stage fetch.RequestStage) (<-chan fetch.RequestID, func(fetch.RequestID)) {
+	t.Helper()
+	paused := make(chan fetch.RequestID, 16)
+	listen, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	if err := chromedp.Listen(listen, func(ev any) {
+		if e, ok := ev.(*fetch.EventRequestPaused); ok {
+			select {
+			case paused <- e.RequestID:
+			default:
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: pattern, RequestStage: stage}}}); err != nil {
+		t.Fatal(err)
+	}
+	release := func(id fetch.RequestID) {
+		t.Helper()
+		if _, err := chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return paused, release
+}
+
+// nextHeld waits up to 5 s for the next request holdRequests paused.
+func nextHeld(t *testing.T, paused <-chan fetch.RequestID, what string) fetch.RequestID {
+	t.Helper()
+	select {
+	case id := <-paused:
+		return id
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no request held: %s", what)
+		return ""
+	}
 }
 
 // TestPlayground: two people in two browsers (separate browser contexts, so separate
@@ -297,6 +342,56 @@ func TestPlayground(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, carol, `document.querySelectorAll('.pg-thread').length === 55 && document.querySelector('.pg-side button.more').hidden`, 5*time.Second, "every thread, once")
+	})
+
+	// The sidebar reads the threads and follows the stream from where it starts: a change made
+	// between the two must show, and a change the stream brings while the read is on its way
+	// must not be undone by the read's older answer.
+	t.Run("comments made while the sidebar opens", func(t *testing.T) {
+		dave := playgroundTab(t, browser, s, "dave")
+		if err := chromedp.Do(dave, chromedp.Click(chromedp.ID("dev-sign-in")), chromedp.WaitVisible(chromedp.CSS(`form[aria-label="Open a document"]`))); err != nil {
+			t.Fatal(err)
+		}
+		k := s.devKey()
+		thread := func(id, text string) map[string]any {
+			return map[string]any{"annotationId": id, "from": map[string]any{"userId": "erin", "name": "Erin"},
+				"commentData": []any{map[string]any{"commentText": text, "from": map[string]any{"userId": "erin", "name": "Erin"}}}}
+		}
+		shows := func(id string) string {
+			return fmt.Sprintf(`!!document.querySelector('.pg-thread[data-annotation=%q]')`, id)
+		}
+
+		// The stream connects slowly: its request is held until a thread was added.
+		held, release := holdRequests(t, dave, "*/v2/commentannotations/stream/*", fetch.RequestStageRequest)
+		fill(t, dave, "o", "race", "dave", "Dave", "editor")
+		streamReq := nextHeld(t, held, "the comments stream")
+		time.Sleep(500 * time.Millisecond) // a read the page made meanwhile has its answer
+		s.call("/v2/commentannotations/add", k, map[string]any{"organizationId": "o", "documentId": "race",
+			"commentAnnotations": []any{thread("early", "Said while the stream connected.")}}).data(t, "")
+		release(streamReq)
+		waitFor(t, dave, shows("early"), 2*time.Second, "the thread added while the stream connected")
+
+		// The first read's answer is held until the stream brought the thread's deletion.
+		if _, err := chromedp.Call(dave, fetch.Disable, cdp.Empty{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(dave, chromedp.Click(chromedp.CSS(`.pg-bar button`))); err != nil {
+			t.Fatal(err)
+		}
+		held, release = holdRequests(t, dave, "*/v2/commentannotations/get", fetch.RequestStageResponse)
+		fill(t, dave, "o", "race", "dave", "Dave", "editor")
+		getReq := nextHeld(t, held, "the first read of the threads")
+		waitFor(t, dave, `(document.querySelector('.pg-stream')?.textContent || '').startsWith('Live:')`, 5*time.Second, "the stream open")
+		s.call("/v2/commentannotations/delete", k, map[string]any{"organizationId": "o", "documentId": "race", "annotationIds": []string{"early"}}).data(t, "")
+		time.Sleep(time.Second) // the deletion's event reaches the page meanwhile
+		release(getReq)
+		waitFor(t, dave, `!document.querySelector('.pg-side button.more').disabled`, 2*time.Second, "the read's answer taken")
+		if eval[bool](t, dave, shows("early")) {
+			t.Fatal("the deleted thread shows: the read's older answer undid the stream's deletion")
+		}
+		if _, err := chromedp.Call(dave, fetch.Disable, cdp.Empty{}); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	t.Run("a document deleted while open ends the editing", func(t *testing.T) {

@@ -102,8 +102,29 @@ export function comments({ org, doc, token, denied }) {
     else if (d.comment) t.comments.set(d.commentId, d.comment);
     render(t);
   };
+  // Changes the stream brings while a read is on its way wait for its answer and are then
+  // applied on top of it, in order: the answer may be older than they are (a thread deleted
+  // meanwhile would come back with it), and each change holds its thread as it left it.
+  let reading = 0;
+  let waiting = [];
+  const follow = (type, d) => {
+    if (reading) waiting.push([type, d]);
+    else apply(type, d);
+  };
+  const caughtUp = () => {
+    const changes = waiting;
+    waiting = [];
+    for (const [type, d] of changes) {
+      try {
+        apply(type, d);
+      } catch (e) {
+        status.replaceChildren(errorBox(e));
+      }
+    }
+  };
   const load = async (reset) => {
     more.disabled = true;
+    reading++;
     try {
       if (reset) {
         threads.clear();
@@ -118,6 +139,7 @@ export function comments({ org, doc, token, denied }) {
       status.replaceChildren(errorBox(e));
     } finally {
       more.disabled = false;
+      if (--reading === 0) caughtUp();
     }
   };
   more.addEventListener('click', () => load(false));
@@ -131,8 +153,17 @@ export function comments({ org, doc, token, denied }) {
     send(out, text, () => ops('/add', { commentAnnotations: [{ commentData: [{ commentText: text.value }] }] }));
   });
 
-  const es = stream(org, doc, token, apply, () => load(true), status);
-  load(true);
+  // The threads are read once the stream is open: a new stream starts after the newest change,
+  // so a read made before it could miss a change made in between, for good. A stream refused
+  // (its reason is shown) still lets the page read what it can.
+  let started = false;
+  const start = () => {
+    if (!started) {
+      started = true;
+      load(true);
+    }
+  };
+  const es = stream(org, doc, token, follow, () => load(true), status, start);
   return {
     node: el('aside', { class: 'pg-side', 'aria-labelledby': 'pg-comments-title' },
       el('h2', { id: 'pg-comments-title' }, 'Comments'), add, status, list, more),
@@ -155,8 +186,9 @@ async function send(out, input, op) {
 }
 
 // stream opens the document's live stream; each change goes to apply, a reset to reload, and
-// a refusal or an ending is shown in status with the API's status and message.
-function stream(org, doc, token, apply, reload, status) {
+// a refusal or an ending is shown in status with the API's status and message. opened is
+// called when the stream opens, and when it is refused.
+function stream(org, doc, token, apply, reload, status, opened) {
   const url = '/v2/commentannotations/stream/' + encodeURIComponent(org) + '/' + encodeURIComponent(doc) + '?token=' + encodeURIComponent(token);
   const es = new EventSource(url);
   for (const type of changeTypes) {
@@ -169,7 +201,10 @@ function stream(org, doc, token, apply, reload, status) {
     });
   }
   es.addEventListener('reset', reload);
-  es.addEventListener('open', () => status.replaceChildren(el('p', { class: 'muted' }, 'Live: new comments appear as they are made.')));
+  es.addEventListener('open', () => {
+    status.replaceChildren(el('p', { class: 'muted' }, 'Live: new comments appear as they are made.'));
+    opened();
+  });
   es.addEventListener('closed', (ev) => {
     es.close();
     let d = {};
@@ -179,6 +214,7 @@ function stream(org, doc, token, apply, reload, status) {
   });
   es.addEventListener('error', () => {
     if (es.readyState !== EventSource.CLOSED) return; // EventSource reconnects by itself
+    opened();
     // Refused: ask again with fetch to show the API's answer (EventSource does not give it).
     const ctl = new AbortController();
     fetch(url, { signal: ctl.signal }).then(async (res) => {
