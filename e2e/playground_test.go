@@ -394,6 +394,43 @@ func TestPlayground(t *testing.T) {
 		}
 	})
 
+	// What others wrote (comments, their HTML, names, presence) is text in the playground too:
+	// the sidebar shows a comment's text, or the text of its sanitised HTML, never its markup as
+	// elements; a name in the awareness state of another window is text (docs/console.md,
+	// "Playground"; docs/comments.md, "Content safety").
+	t.Run("stored markup shows as text", func(t *testing.T) {
+		dialogs := browsertest.AcceptDialogs(alice)
+		from := func(name string) map[string]any { return map[string]any{"userId": "mal", "name": name} }
+		s.call("/v2/commentannotations/add", s.devKey(), map[string]any{"organizationId": "o", "documentId": "d",
+			"commentAnnotations": []any{map[string]any{"annotationId": "markup", "from": from(active[0]), "commentData": []any{
+				map[string]any{"commentText": active[1] + " " + active[3], "from": from(active[2])},
+				map[string]any{"commentHtml": "<p>Made <b>bold</b>, " + active[0] + "</p>", "from": from(active[0])},
+			}}}}).data(t, "")
+		eve := playgroundTab(t, browser, s, "eve")
+		if err := chromedp.Do(eve, chromedp.Click(chromedp.ID("dev-sign-in")), chromedp.WaitVisible(chromedp.CSS(`form[aria-label="Open a document"]`))); err != nil {
+			t.Fatal(err)
+		}
+		openAs(t, eve, "eve", active[2], "viewer")
+		if err := chromedp.Do(eve, chromedp.Focus(chromedp.ID("pg-text"))); err != nil { // publishes her caret
+			t.Fatal(err)
+		}
+		thread := `document.querySelector('.pg-thread[data-annotation="markup"]')?.textContent || ''`
+		waitFor(t, alice, "("+thread+").includes("+jsString(active[2]+": "+active[1]+" "+active[3])+")", 5*time.Second, "the comment's text as text")
+		waitFor(t, alice, "("+thread+").includes('Made bold, ')", within, "the HTML comment's text")
+		waitFor(t, alice, `document.getElementById('pg-people').textContent.includes(`+jsString(active[2]+", viewer")+`)`, 5*time.Second, "Eve's name as text in Here now")
+		waitFor(t, alice, `[...document.querySelectorAll('.pg-caret-name')].some(n => n.textContent === `+jsString(active[2])+`)`, 5*time.Second, "Eve's caret named as text")
+		for _, w := range []struct {
+			name string
+			ctx  context.Context
+		}{{"alice", alice}, {"eve", eve}} {
+			if n := eval[float64](t, w.ctx, `document.querySelectorAll('main b, main p p').length`); n != 0 {
+				t.Errorf("%s: %v elements made of a comment's HTML", w.name, n)
+			}
+		}
+		checkInert(t, alice, dialogs)
+		checkInert(t, eve, browsertest.AcceptDialogs(eve))
+	})
+
 	t.Run("a document deleted while open ends the editing", func(t *testing.T) {
 		if err := chromedp.Do(carol, chromedp.Click(chromedp.CSS(`.pg-bar button`))); err != nil {
 			t.Fatal(err)
