@@ -44,6 +44,14 @@ func TestConsoleIsServedWithTheGateway(t *testing.T) {
 	if dev := devOf(chosen); dev != nil {
 		t.Errorf("chosen tokens served to the console: %v", dev)
 	}
+	// One token of the operator's own beside a published one: the published one alone would
+	// sign in to the workspace's settings (W) or to every other operation (K), and the chosen
+	// one is a secret, so neither is served.
+	for _, own := range []string{"--dev-auth-token=an-own-secret-auth-token-0123456789", "--dev-workspace-token=an-own-secret-workspace-token-0123456789"} {
+		if dev := devOf(startProcess(t, own)); dev != nil {
+			t.Errorf("with %s: %v served to the console", own, dev)
+		}
+	}
 	if off := startProcess(t, "--dev-workspace=false"); devOf(off) != nil {
 		t.Error("credentials served without a development workspace")
 	}
