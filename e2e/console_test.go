@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -462,6 +464,47 @@ func TestConsoleOrganizations(t *testing.T) {
 		}
 		pageWait(t, ctx, `section[aria-label="Documents"]`, "400 FAILED_PRECONDITION: Advanced queries are not enabled")
 		pageWait(t, ctx, `section[aria-label="Documents"] table`, "Roadmap 2026")
+	})
+
+	// A list read again (after an addition) while its first read is on its way: the earlier
+	// answer is dropped, and the Next page button stays disabled until the new read is in,
+	// or pressing it would read the first page a second time below the first.
+	t.Run("a list read again while it loads lists each row once", func(t *testing.T) {
+		pageOpen(t, ctx, "#/activity", "Activity log") // a page that reads nothing before its form is sent
+		held, release := holdRequests(t, ctx, "*/v2/organizations/get", fetch.RequestStageRequest)
+		pageOpen(t, ctx, "#/organizations", "Organizations")
+		first := nextHeld(t, held, "the list's first read")
+		pageSubmit(t, ctx, "Add organization", map[string]any{"organizationId": "beta", "organizationName": "Beta"})
+		again := nextHeld(t, held, "the list read again after the addition")
+		release(first)
+		pageWait(t, ctx, pageForm("Add organization")+" .form-result", "Organization added.")
+		time.Sleep(200 * time.Millisecond) // the first answer is taken (and dropped) meanwhile
+		// Clicked (a disabled button takes no click, nor the keyboard's focus).
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](`document.querySelector('section[aria-label="All organizations"] button.more').click(); 0`)); err != nil {
+			t.Fatal(err)
+		}
+		select { // a read the click started
+		case id := <-held:
+			release(id)
+		case <-time.After(500 * time.Millisecond):
+		}
+		release(again)
+		pageWait(t, ctx, `section[aria-label="All organizations"] .pager > p`, ", the end")
+		if _, err := chromedp.Call(ctx, fetch.Disable, cdp.Empty{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond) // a read still on its way
+		listed, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('section[aria-label="All organizations"] tbody tr')].map(r => r.cells[0].textContent)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, o := range s.call("/v2/organizations/get", s.devKey(), map[string]any{}).ok(t)["data"].([]any) {
+			want = append(want, o.(map[string]any)["organizationId"].(string))
+		}
+		if strings.Join(listed, ",") != strings.Join(want, ",") {
+			t.Fatalf("the organizations listed: %q, want %q", listed, want)
+		}
 	})
 }
 

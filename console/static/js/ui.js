@@ -174,7 +174,9 @@ export function pager(columns, load, opts = {}) {
     } catch (e) {
       if (g === generation) status.replaceChildren(errorBox(e));
     } finally {
-      more.disabled = false;
+      // A dropped read leaves the button to the read that replaced it: enabled while that one
+      // reads, it would read the first page again below the first.
+      if (g === generation) more.disabled = false;
     }
   };
   more.addEventListener('click', next);
