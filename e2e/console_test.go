@@ -506,6 +506,27 @@ func TestConsoleOrganizations(t *testing.T) {
 			t.Fatalf("the organizations listed: %q, want %q", listed, want)
 		}
 	})
+
+	// The users (Get Users v1, read whole) likewise: the first read's answer, older than the
+	// one that followed the addition, does not replace it when it comes last.
+	t.Run("a user added while the users load is listed", func(t *testing.T) {
+		pageOpen(t, ctx, "#/activity", "Activity log")
+		held, release := holdRequests(t, ctx, "*/v1/users/get", fetch.RequestStageResponse)
+		pageOpen(t, ctx, "#/organizations/acme", "Organizations")
+		first := nextHeld(t, held, "the users' first read")
+		pageSubmit(t, ctx, "Add user", map[string]any{"userId": "cleo", "name": "Cleo Park", "email": "cleo@example.com"})
+		pageWait(t, ctx, pageForm("Add user")+" .form-result", "User added.")
+		release(nextHeld(t, held, "the users read again after the addition"))
+		pageWait(t, ctx, `section[aria-label="Users"] table`, "cleo@example.com")
+		release(first)
+		if _, err := chromedp.Call(ctx, fetch.Disable, cdp.Empty{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond) // the first answer is taken meanwhile
+		if got := pageText(t, ctx, `section[aria-label="Users"] table`); !strings.Contains(got, "cleo@example.com") {
+			t.Fatalf("the users listed after the first read's answer came: %q", got)
+		}
+	})
 }
 
 // TestConsoleActivity: the activity log pages through more than one page of records with the

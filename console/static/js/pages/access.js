@@ -25,14 +25,17 @@ function users(orgId) {
         '/v2/users/delete', { organizationId: orgId, userIds: [u.userId] }, out, holder)),
     ] },
   ];
-  // Get Users v1 does not page (at most 50,000 users): the list is shown a page at a time.
+  // Get Users v1 does not page (at most 50,000 users): the list is shown a page at a time. Only
+  // the latest read is shown: an earlier one that answers last is older.
+  let reads = 0;
   holder.reload = async () => {
+    const n = ++reads;
     holder.replaceChildren(el('p', { class: 'muted' }, 'Loading…'));
     try {
       const r = await call('/v1/users/get', { organizationId: orgId });
-      holder.replaceChildren(localPager(columns, r.data || [], { caption: 'Get Users' }));
+      if (n === reads) holder.replaceChildren(localPager(columns, r.data || [], { caption: 'Get Users' }));
     } catch (e) {
-      holder.replaceChildren(errorBox(e));
+      if (n === reads) holder.replaceChildren(errorBox(e));
     }
   };
   holder.reload();
