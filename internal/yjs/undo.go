@@ -43,7 +43,10 @@ type blockSave struct {
 }
 
 type mapKeySave struct {
-	t   *ytype
+	// m is the map the entry was in when it changed, not its type: a type's fields, its map
+	// among them, are put back on their own (saveType), and the type may have had no map
+	// before the update, or another one, by the time the entries are undone.
+	m   map[string]*block
 	key string
 	old *block
 	had bool
@@ -171,7 +174,7 @@ func (d *Doc) saveKey(t *ytype, key string) {
 		return
 	}
 	old, had := t.m[key]
-	j.mapKeys = append(j.mapKeys, mapKeySave{t, key, old, had})
+	j.mapKeys = append(j.mapKeys, mapKeySave{t.m, key, old, had})
 }
 
 // saveUnit records a UTF-16 unit of a string array before it is overwritten.
@@ -356,9 +359,9 @@ func (d *Doc) undo() {
 	for k := len(j.mapKeys) - 1; k >= 0; k-- {
 		m := j.mapKeys[k]
 		if m.had {
-			m.t.m[m.key] = m.old
+			m.m[m.key] = m.old
 		} else {
-			delete(m.t.m, m.key)
+			delete(m.m, m.key)
 		}
 	}
 	for _, name := range j.roots {
