@@ -591,6 +591,10 @@ func TestConsoleActivity(t *testing.T) {
 	t.Run("a bad page size shows the API's error", func(t *testing.T) {
 		pageSubmit(t, ctx, "Activity filters", map[string]any{"feature:comment": false, "pageSize": "0"})
 		pageWait(t, ctx, "main .pager", "400 INVALID_ARGUMENT: pageSize")
+		// The pager's button now reads that page again, and says so.
+		if got := pageText(t, ctx, "main .pager button.more"); got != "Try again" {
+			t.Fatalf("the pager's button after an error: %q", got)
+		}
 	})
 
 	// One page of 10,000 records (the API's largest page size) keeps the page responsive as

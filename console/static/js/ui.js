@@ -145,7 +145,8 @@ export function pager(columns, load, opts = {}) {
   let t = tableOf(1, 1);
   const tables = el('div', {}, el('div', { class: 'rows' }, t));
   const status = el('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
-  const more = el('button', { type: 'button', class: 'more' }, opts.moreLabel || 'Next page');
+  const label = opts.moreLabel || 'Next page';
+  const more = el('button', { type: 'button', class: 'more' }, label);
   const box = el('div', { class: 'pager' }, tables, status, more);
   let token = '';
   let count = 0;
@@ -170,9 +171,15 @@ export function pager(columns, load, opts = {}) {
       count += rows.length;
       token = nt || '';
       status.textContent = count + (count === 1 ? ' row' : ' rows') + (token ? '' : ', the end');
+      more.textContent = label;
       more.hidden = !token;
     } catch (e) {
-      if (g === generation) status.replaceChildren(errorBox(e));
+      if (g === generation) {
+        // The button reads the page that failed again: it says so.
+        status.replaceChildren(errorBox(e));
+        more.textContent = 'Try again';
+        more.hidden = false;
+      }
     } finally {
       // A dropped read leaves the button to the read that replaced it: enabled while that one
       // reads, it would read the first page again below the first.
