@@ -672,6 +672,7 @@ var (
 	errTooComplex        = errors.New("The update is too costly to integrate.")
 	errGone              = errors.New(msgGone)
 	errLogFailure        = errors.New("The update could not be stored; reconnect.")
+	errApplyFailure      = errors.New("The update could not be applied; reconnect.")
 	errAwarenessTooLarge = errors.New("Awareness state larger than the limit (8 KiB).")
 )
 

@@ -655,3 +655,33 @@ func TestCloseEndsConnectionsThatArriveMeanwhile(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A panic of the codec on a client's update ends that room, not the process: its connections
+// close to reconnect (1013), the half-applied document is dropped, and the next connection
+// gets a room loaded again from the log, which lacks the update.
+func TestCodecPanicReloadsTheRoom(t *testing.T) {
+	log := &memLog{}
+	_, url := newServer(t, log, nil)
+	c := dial(t, url+"o/d/e", "edit")
+	c.edit("kept")
+	eventually(t, "the first edit stored", func() bool { return log.count("o/d/e") == 1 })
+	other := dial(t, url+"o/d/e", "edit")
+	var panics applyFunc = func(d *yjs.Doc, ctx context.Context, u []byte, lim yjs.Limits) (yjs.Applied, error) {
+		if _, err := d.Replace("content", yjs.Text, "half applied"); err != nil {
+			t.Error(err)
+		}
+		panic("a codec bug")
+	}
+	applyHook.Store(&panics)
+	t.Cleanup(func() { applyHook.Store(nil) })
+	c.edit("panics")
+	for _, x := range []*client{c, other} {
+		if _, _, err := readUntilClose(x); websocket.CloseStatus(err) != websocket.StatusTryAgainLater {
+			t.Fatalf("close = %v", err)
+		}
+	}
+	applyHook.Store(nil)
+	again := dial(t, url+"o/d/e", "edit")
+	again.edit("after")
+	eventually(t, "the reloaded room stores again", func() bool { return log.count("o/d/e") == 2 })
+}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -284,8 +286,10 @@ func (r *room) write(ctx context.Context, from *conn, update []byte) (int, error
 		return 0, errLogFailure
 	}
 	// Clients' updates are untrusted: each may cost and take only so much.
-	applied, err := r.doc.ApplyUntrusted(ctx, update, r.hub.cfg.Limits)
+	applied, err := r.applyLocked(ctx, update)
 	switch {
+	case errors.Is(err, errApplyFailure):
+		return applied.Work, err
 	case errors.Is(err, yjs.ErrTooLarge):
 		return applied.Work, errTooLarge
 	case errors.Is(err, yjs.ErrTooComplex):
@@ -301,6 +305,32 @@ func (r *room) write(ctx context.Context, from *conn, update []byte) (int, error
 	r.batch = append(r.batch, batched{update: update, from: from})
 	r.scheduleFlushLocked()
 	return applied.Work, nil
+}
+
+// applyFunc applies a client's update to a document: the codec's ApplyUntrusted.
+type applyFunc func(d *yjs.Doc, ctx context.Context, update []byte, lim yjs.Limits) (yjs.Applied, error)
+
+// applyHook replaces the codec in tests (nil: the codec); atomic, for rooms read it on other
+// goroutines than the test's.
+var applyHook atomic.Pointer[applyFunc]
+
+// applyLocked applies a client's update to the room's document. A panic of the codec on it (a
+// bug: the fuzz targets look for them) ends the room, not the process: the document may be
+// half changed, so the room's connections are closed to reconnect to a room loaded again from
+// the log, and the sender is told the update could not be applied.
+func (r *room) applyLocked(ctx context.Context, update []byte) (applied yjs.Applied, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.hub.log.Error("crdt sync: the codec panicked on a client's update; the room reloads from the log",
+				"room", r.key, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			r.breakLocked()
+			applied, err = yjs.Applied{}, errApplyFailure
+		}
+	}()
+	if h := applyHook.Load(); h != nil {
+		return (*h)(r.doc, ctx, update, r.hub.cfg.Limits)
+	}
+	return r.doc.ApplyUntrusted(ctx, update, r.hub.cfg.Limits)
 }
 
 // scheduleFlushLocked makes sure a flush is on its way: at once when the room has not flushed
