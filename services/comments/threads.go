@@ -213,20 +213,14 @@ func (s *Server) DeleteCommentAnnotations(ctx context.Context, req *commentsv1.D
 	asked := slices.Clone(idList)
 	if c.user != nil {
 		// All or nothing: an end user may delete only their own threads (an admin any), and a
-		// thread's author never changes, so the check holds until the deletion.
-		got, err := s.store.Get(ctx, r, idList)
-		if err != nil {
-			return nil, fmt.Errorf("read annotations: %w", err)
+		// thread's author never changes, so the check holds until the deletion. A thread the
+		// user may not see is not there for them (left out before the author's check, whose
+		// refusal would tell it exists).
+		var shown []*Annotation
+		if shown, idList, err = s.shownOf(ctx, c, r, idList); err != nil {
+			return nil, err
 		}
-		for _, a := range got {
-			// A thread the user may not see is not there for them (before the author's
-			// check, whose refusal would tell it exists).
-			if h, err := s.hidden(ctx, c, a); err != nil {
-				return nil, err
-			} else if h {
-				idList = slices.DeleteFunc(idList, func(id string) bool { return id == a.ID })
-				continue
-			}
+		for _, a := range shown {
 			if !c.canChange(a.From.UserID, true) {
 				return nil, apierr.PermissionDenied(msgNotYourThread)
 			}
@@ -352,16 +346,8 @@ func (s *Server) MarkRead(ctx context.Context, req *commentsv1.MarkReadRequest) 
 	asked := slices.Clone(idList)
 	if c.user != nil {
 		// Threads the user may not see are not there for them.
-		got, err := s.store.Get(ctx, r, idList)
-		if err != nil {
-			return nil, fmt.Errorf("read annotations: %w", err)
-		}
-		for _, a := range got {
-			if h, err := s.hidden(ctx, c, a); err != nil {
-				return nil, err
-			} else if h {
-				idList = slices.DeleteFunc(idList, func(id string) bool { return id == a.ID })
-			}
+		if _, idList, err = s.shownOf(ctx, c, r, idList); err != nil {
+			return nil, err
 		}
 	}
 	found, err := s.store.MarkRead(ctx, r, reader.UserID, idList)

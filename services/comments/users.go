@@ -3,6 +3,7 @@ package comments
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -161,6 +162,31 @@ func (s *Server) hidden(ctx context.Context, a actor, an *Annotation) (bool, err
 	}
 	shown, err := s.visible(ctx, a, an.OrgGen, []*Annotation{an})
 	return len(shown) == 0, err
+}
+
+// shownOf reads the threads of ids for an end user's operation on several of them and keeps
+// those the user may see, asking the access service once for them all: shown are the visible
+// threads, kept the ids less the hidden threads' (an id without a thread stays, for the
+// operation to answer as missing, so a hidden thread and a missing one look alike).
+func (s *Server) shownOf(ctx context.Context, a actor, r Ref, ids []string) (shown []*Annotation, kept []string, err error) {
+	got, err := s.store.Get(ctx, r, ids)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read annotations: %w", err)
+	}
+	var found []*Annotation
+	for _, id := range ids {
+		if an := got[id]; an != nil && !slices.Contains(found, an) {
+			found = append(found, an)
+		}
+	}
+	if shown, err = s.visible(ctx, a, r.OrgGen, found); err != nil {
+		return nil, nil, err
+	}
+	kept = slices.DeleteFunc(slices.Clone(ids), func(id string) bool {
+		an := got[id]
+		return an != nil && !slices.Contains(shown, an)
+	})
+	return shown, kept, nil
 }
 
 // seen guards a change of a thread (Server.change) by an end user: a thread they may not see
