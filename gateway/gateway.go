@@ -233,8 +233,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	r.Header[requestIDKey] = ids
 	// An end user's JWT in Authorization: Bearer travels as x-service-user-token, which only
 	// the operations that take end users read (docs/api.md, "Authentication").
-	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && r.Header.Get(authn.HeaderUserToken) == "" {
-		r.Header.Set(authn.HeaderUserToken, strings.TrimSpace(v))
+	if v := authn.BearerToken(r.Header.Get("Authorization")); v != "" && r.Header.Get(authn.HeaderUserToken) == "" {
+		r.Header.Set(authn.HeaderUserToken, v)
 	}
 	// grpc-gateway forwards these whatever the header matcher says; the API's credentials are
 	// the x-service-* headers, and deadlines and forwarding hosts are not the caller's to set.

@@ -381,7 +381,14 @@ func userToken(md metadata.MD) string {
 	if t := first(md, HeaderUserToken); t != "" {
 		return t
 	}
-	if v, ok := strings.CutPrefix(first(md, headerAuthorization), "Bearer "); ok {
+	return BearerToken(first(md, headerAuthorization))
+}
+
+// BearerToken is the token of an Authorization header's value "Bearer <token>", "" for any
+// other value: the one reading of it for gRPC metadata, the gateway and the routes services
+// serve themselves (the comments stream).
+func BearerToken(authorization string) string {
+	if v, ok := strings.CutPrefix(authorization, "Bearer "); ok {
 		return strings.TrimSpace(v)
 	}
 	return ""

@@ -101,8 +101,8 @@ func (h *streamHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := r.URL.Query().Get("token")
-	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && token == "" {
-		token = strings.TrimSpace(v)
+	if token == "" {
+		token = authn.BearerToken(r.Header.Get("Authorization"))
 	}
 	if token == "" {
 		writeStreamError(w, apierr.PermissionDenied("A token is required: pass the JWT of Generate Token as the token query parameter."))
