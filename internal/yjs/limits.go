@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"unsafe"
 )
@@ -25,6 +26,12 @@ type Limits struct {
 	// MaxPending bounds the structs and deleted ranges that wait for updates not received
 	// yet; zero: DefaultMaxPending.
 	MaxPending int
+	// MayWrite, when set, is asked for each client whose structs the update adds (structs
+	// the document does not hold yet): an update that adds structs of a client it refuses is
+	// refused whole with ErrForeignClient. A client's clocks are its own: structs written
+	// under another's client id take the clocks that client writes next, and its own edits
+	// are then dropped as already held, by this document and by every peer.
+	MayWrite func(client uint64) bool
 }
 
 // DefaultMaxPending is Limits.MaxPending's default: real clients send updates in order, so
@@ -67,6 +74,10 @@ var (
 	ErrTooManyPending = fmt.Errorf("%w: waiting for updates not received", ErrTooLarge)
 )
 
+// ErrForeignClient is the refusal of an untrusted update that adds structs of a client id
+// Limits.MayWrite refuses.
+var ErrForeignClient = errors.New("yjs: the update writes structs of another writer's client")
+
 // Applied is what ApplyUntrusted did.
 type Applied struct {
 	// Changed: the update added structs (integrated or waiting) or deleted something.
@@ -92,6 +103,9 @@ func (d *Doc) ApplyUntrusted(ctx context.Context, update []byte, lim Limits) (Ap
 	}
 	if err := ctx.Err(); err != nil {
 		return Applied{}, fmt.Errorf("yjs: update abandoned: %w", err)
+	}
+	if c, ok := d.foreignClient(u, lim.MayWrite); ok {
+		return Applied{}, fmt.Errorf("%w: client %d", ErrForeignClient, c)
 	}
 	if lim.MaxPending <= 0 {
 		lim.MaxPending = DefaultMaxPending
@@ -120,6 +134,21 @@ func (d *Doc) ApplyUntrusted(ctx context.Context, update []byte, lim Limits) (Ap
 	}
 	d.endJournal()
 	return out, nil
+}
+
+// foreignClient returns a client whose structs u adds and mayWrite refuses.
+func (d *Doc) foreignClient(u decodedUpdate, mayWrite func(uint64) bool) (uint64, bool) {
+	if mayWrite == nil {
+		return 0, false
+	}
+	for c, list := range u.structs {
+		st := d.state(c)
+		adds := slices.ContainsFunc(list, func(p *pendingStruct) bool { return !p.skip && p.b.end() > st })
+		if adds && !mayWrite(c) {
+			return c, true
+		}
+	}
+	return 0, false
 }
 
 // checkAfter sets d.stop when the document, the update applied, passes its limits.

@@ -136,3 +136,59 @@ func TestApplyStopsWhenTheCallerIsGone(t *testing.T) {
 		t.Fatal("the abandoned update changed the document")
 	}
 }
+
+// MayWrite refuses an update that adds structs of a client it refuses, whole (the other
+// client's structs in it are not taken either), before anything changes; structs the
+// document holds already may come along with anyone's update (a client's sync step 2 carries
+// everything the server lacks, others' structs it holds included).
+func TestMayWriteRefusesAnotherWritersClient(t *testing.T) {
+	a, other := NewDocWithClient(1), NewDocWithClient(9)
+	first, err := a.Replace("content", Text, "mine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := a.Replace("content", Text, "mine, more")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Apply(first); err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := other.Replace("content", Text, "mine, theirs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	notOne := Limits{MayWrite: func(c uint64) bool { return c != 1 }}
+	room := NewDoc()
+	if err := room.Apply(first); err != nil {
+		t.Fatal(err)
+	}
+	before := dump(room)
+	both, err := Merge(next, theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, u := range map[string][]byte{"client 1's next edit": next, "client 1's and 9's": both} {
+		if _, err := room.ApplyUntrusted(context.Background(), u, notOne); !errors.Is(err, ErrForeignClient) {
+			t.Fatalf("%s: %v, want ErrForeignClient", name, err)
+		}
+		if dump(room) != before {
+			t.Fatalf("%s: a refused update changed the document", name)
+		}
+	}
+	// Client 9's edit with client 1's structs the room holds: taken.
+	carried, err := Merge(first, theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := room.ApplyUntrusted(context.Background(), carried, notOne); err != nil {
+		t.Fatal(err)
+	}
+	if got := room.JSON("content", Text); got != "mine, theirs" {
+		t.Fatalf("room reads %q", got)
+	}
+	// Without MayWrite, client 1's edit is taken as before.
+	if _, err := room.ApplyUntrusted(context.Background(), next, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+}

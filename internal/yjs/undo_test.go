@@ -153,6 +153,7 @@ func FuzzApplyUntrusted(f *testing.F) {
 	f.Add(e.buf, uint16(3), uint16(0), uint8(0))
 	f.Add(e.buf, uint16(40), uint16(30), uint8(2))
 	f.Add(e.buf, uint16(0), uint16(9), uint8(1))
+	f.Add(e.buf, uint16(0), uint16(0), uint8(3))
 	f.Fuzz(func(t *testing.T, b []byte, work, encoded uint16, pending uint8) {
 		tm := time.AfterFunc(30*time.Second, func() { panic(fmt.Sprintf("HANG %x", b)) })
 		defer tm.Stop()
@@ -166,6 +167,9 @@ func FuzzApplyUntrusted(f *testing.F) {
 		if encoded%7 == 1 {
 			lim.MaxSize = int(encoded) * 64
 		}
+		if pending%4 == 3 { // a writer that may not write as a third of the client ids
+			lim.MayWrite = func(c uint64) bool { return c%3 != 0 }
+		}
 		dec := decoder{buf: b}
 		for dec.left() > 0 {
 			u, err := dec.bytes()
@@ -176,8 +180,8 @@ func FuzzApplyUntrusted(f *testing.F) {
 			_, err = d.ApplyUntrusted(context.Background(), u, lim)
 			checkCounts(t, d)
 			if err != nil {
-				if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrTooLarge) {
-					t.Fatalf("refusal %v wraps neither ErrMalformed nor ErrTooLarge", err)
+				if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrForeignClient) {
+					t.Fatalf("refusal %v wraps none of ErrMalformed, ErrTooLarge, ErrForeignClient", err)
 				}
 				if after := dump(d); after != before {
 					t.Fatalf("a refused update (%v) changed the document:\nbefore\n%s\nafter\n%s", err, before, after)

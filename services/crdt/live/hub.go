@@ -674,6 +674,7 @@ var (
 	errLogFailure        = errors.New("The update could not be stored; reconnect.")
 	errApplyFailure      = errors.New("The update could not be applied; reconnect.")
 	errAwarenessTooLarge = errors.New("Awareness state larger than the limit (8 KiB).")
+	errForeignClient     = errors.New("The update writes as another user's client.")
 )
 
 func closeCode(err error) websocket.StatusCode {
@@ -684,6 +685,8 @@ func closeCode(err error) websocket.StatusCode {
 		return statusMalformed
 	case errors.Is(err, errGone):
 		return statusGone
+	case errors.Is(err, errForeignClient):
+		return statusDenied
 	}
 	return statusLogFailure
 }

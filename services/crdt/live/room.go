@@ -42,6 +42,10 @@ type room struct {
 	aware map[uint64]awareness
 	// awareBytes counts the states in aware.
 	awareBytes int
+	// owners holds the Yjs client ids announced in awareness and the user whose connection
+	// announced each first in the room's life (owners.go); ownedBy counts each user's.
+	owners  map[uint64]string
+	ownedBy map[string]int
 	// batch holds clients' updates applied to doc and not yet stored and relayed, awareOut
 	// the awareness entries not yet relayed (each client's latest); flushing: a flush is on
 	// its way. Updates that arrive together go out together, stored once and relayed in one
@@ -285,11 +289,16 @@ func (r *room) write(ctx context.Context, from *conn, update []byte) (int, error
 	if r.broken.Load() || r.closed {
 		return 0, errLogFailure
 	}
-	// Clients' updates are untrusted: each may cost and take only so much.
-	applied, err := r.applyLocked(ctx, update)
+	// Clients' updates are untrusted: each may cost and take only so much, and write only
+	// under client ids no other user holds.
+	lim := r.hub.cfg.Limits
+	lim.MayWrite = r.mayWriteLocked(from.grant.UserID)
+	applied, err := r.applyLocked(ctx, update, lim)
 	switch {
 	case errors.Is(err, errApplyFailure):
 		return applied.Work, err
+	case errors.Is(err, yjs.ErrForeignClient):
+		return applied.Work, errForeignClient
 	case errors.Is(err, yjs.ErrTooLarge):
 		return applied.Work, errTooLarge
 	case errors.Is(err, yjs.ErrTooComplex):
@@ -318,7 +327,7 @@ var applyHook atomic.Pointer[applyFunc]
 // bug: the fuzz targets look for them) ends the room, not the process: the document may be
 // half changed, so the room's connections are closed to reconnect to a room loaded again from
 // the log, and the sender is told the update could not be applied.
-func (r *room) applyLocked(ctx context.Context, update []byte) (applied yjs.Applied, err error) {
+func (r *room) applyLocked(ctx context.Context, update []byte, lim yjs.Limits) (applied yjs.Applied, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.hub.log.Error("crdt sync: the codec panicked on a client's update; the room reloads from the log",
@@ -328,9 +337,9 @@ func (r *room) applyLocked(ctx context.Context, update []byte) (applied yjs.Appl
 		}
 	}()
 	if h := applyHook.Load(); h != nil {
-		return (*h)(r.doc, ctx, update, r.hub.cfg.Limits)
+		return (*h)(r.doc, ctx, update, lim)
 	}
-	return r.doc.ApplyUntrusted(ctx, update, r.hub.cfg.Limits)
+	return r.doc.ApplyUntrusted(ctx, update, lim)
 }
 
 // scheduleFlushLocked makes sure a flush is on its way: at once when the room has not flushed
@@ -575,6 +584,9 @@ func (r *room) awareness(c *conn, states []yjs.AwarenessState) (int, error) {
 		grow := len(a.State) - len(cur.state)
 		if (!known && len(c.clients) >= r.hub.cfg.MaxClientsPerConn) || r.awareBytes+grow > r.hub.cfg.MaxAwarenessRoom {
 			continue
+		}
+		if !r.claimLocked(c.grant.UserID, a.Client) {
+			continue // another user's client id: its presence is not taken over
 		}
 		if r.aware == nil {
 			r.aware = map[uint64]awareness{}

@@ -74,7 +74,14 @@ func joinPeer(t *testing.T, h *Hub, g Grant, doc *yjs.Doc) *peer {
 	}
 	r.greet(c)
 	c.askSync([]byte{0}) // the whole document, as a new client asks
-	return &peer{c: c, sock: sock}
+	p := &peer{c: c, sock: sock}
+	if doc != nil { // an honest client announces its client id as y-websocket's provider does
+		state := yjs.AwarenessState{Client: doc.Client(), Clock: 1, State: []byte(`{"user":"` + g.UserID + `"}`)}
+		if !p.send(t, yjs.AwarenessFrame([]yjs.AwarenessState{state})) {
+			t.Fatal("an honest client's awareness was refused")
+		}
+	}
+	return p
 }
 
 // leave ends a peer's connection as serve does when its reader stops.

@@ -1,0 +1,137 @@
+package live
+
+import (
+	"context"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/collab/collab/internal/testkit/yjstest"
+	"github.com/collab/collab/internal/yjs"
+)
+
+// editors authorizes "editor-NAME" as a writer named NAME.
+func editors(_ context.Context, token, org, doc, editor string) (Grant, error) {
+	if user, ok := strings.CutPrefix(token, "editor-"); ok {
+		return Grant{Key: org + "/" + doc + "/" + editor, CanWrite: true, UserID: user}, nil
+	}
+	return Grant{}, &DeniedError{Reason: "Token is malformed."}
+}
+
+// A writer cannot write under another user's client id: a real y-websocket client announces its
+// id in awareness when it connects, and an update of another user that adds structs under it
+// (at the clocks the client writes next, which would make the room and every peer drop the
+// client's next edit as already held) is refused with 4403 and changes nothing, during the
+// client's connection and after it; the client's own edits all arrive. The same user's other
+// connection (another tab) may, and the other user's own edits go through.
+func TestAnotherUsersClientIDIsNotWritten(t *testing.T) {
+	log := &memLog{}
+	h := New(Config{Log: log, Authorize: editors, Prefix: "/v2/crdt/sync/", Poll: 20 * time.Millisecond, Idle: time.Minute})
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() })
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v2/crdt/sync/"
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+
+	alice := yjstest.StartClient(t, url, "o/d/e", "editor-alice")
+	if _, err := alice.Next(ctx, "synced"); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.Send(map[string]any{"cmd": "insertText", "root": "content", "index": 0, "text": "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	roots := []yjstest.Root{{Name: "content", Kind: "text"}}
+	view, err := alice.View(ctx, roots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(view.StateVector) != 1 {
+		t.Fatalf("alice's state vector %v", view.StateVector)
+	}
+	var client uint64
+	for id := range view.StateVector {
+		client, _ = strconv.ParseUint(id, 10, 64)
+	}
+	stored := func() string {
+		parts, _, _ := log.Load(ctx, "o/d/e")
+		d := yjs.NewDoc()
+		for _, p := range parts {
+			if err := d.Apply(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d.JSON("content", yjs.Text).(string)
+	}
+	eventually(t, "alice's edit stored", func() bool { return stored() == "alice" })
+
+	// mallory writes under alice's id at alice's next clock: refused, nothing stored.
+	spoof := func() []byte {
+		parts, _, _ := log.Load(ctx, "o/d/e")
+		d := yjs.NewDocWithClient(client)
+		for _, p := range parts {
+			if err := d.Apply(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		u, err := d.Replace("content", yjs.Text, "alice, says mallory")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return yjs.SyncFrame(yjs.SyncUpdate, u)
+	}
+	refused := func(name string) {
+		t.Helper()
+		ws := rawDial(t, url+"o/d/e", "editor-mallory")
+		if err := ws.Write(ctx, websocket.MessageBinary, spoof()); err != nil {
+			t.Fatal(err)
+		}
+		if code, reason := closedWith(t, ws); code != statusDenied || reason != errForeignClient.Error() {
+			t.Fatalf("%s: closed with %d %q, want %d %q", name, code, reason, statusDenied, errForeignClient)
+		}
+	}
+	refused("while alice is connected")
+	if err := alice.Send(map[string]any{"cmd": "insertText", "root": "content", "index": 5, "text": " again"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "alice's second edit stored", func() bool { return stored() == "alice again" })
+
+	// mallory's own edits go through.
+	mallory := dial(t, url+"o/d/e", "editor-mallory")
+	eventually(t, "mallory has the text", func() bool { return mallory.text() == "alice again" })
+	mallory.edit("alice again, mallory")
+	eventually(t, "mallory's edit stored", func() bool { return stored() == "alice again, mallory" })
+
+	// Once alice left, her id stays hers for the room's life (her provider reconnects with it).
+	if err := alice.Close(); err != nil {
+		t.Fatal(err)
+	}
+	refused("after alice left")
+	if got := stored(); got != "alice again, mallory" {
+		t.Fatalf("stored %q", got)
+	}
+	// Nor may mallory take over her presence: the room holds mallory's own id only.
+	mallory.send(yjs.AwarenessFrame([]yjs.AwarenessState{{Client: client, Clock: 9, State: []byte(`{"user":"alice"}`)},
+		{Client: 4242, Clock: 1, State: []byte(`{"user":"mallory"}`)}}))
+	mallory.send([]byte{yjs.MessageQueryAwareness})
+	for m := range mallory.got { // the answer to the query: the first frame holding 4242
+		if !slices.ContainsFunc(m.Awareness, func(s yjs.AwarenessState) bool { return s.Client == 4242 }) {
+			continue
+		}
+		if len(m.Awareness) != 1 {
+			t.Fatalf("the room's awareness is %+v, want mallory's client 4242 alone", m.Awareness)
+		}
+		break
+	}
+
+	// Another connection of alice's (a second tab carrying the first's edits) may.
+	tab := rawDial(t, url+"o/d/e", "editor-alice")
+	if err := tab.Write(ctx, websocket.MessageBinary, spoof()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "alice's other tab's edit stored", func() bool { return stored() == "alice, says mallory" })
+}
