@@ -24,6 +24,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
@@ -38,6 +39,11 @@ type Server struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
+
+// newMu makes calls of ferretdb.New one at a time: it writes a package variable of FerretDB's
+// (the version's package name), a data race when two servers start at once (two tests in
+// parallel did, and the race detector failed the test command).
+var newMu sync.Mutex
 
 // Start runs FerretDB with its SQLite files in dir, behind the write lock's proxy, both on Unix
 // sockets of their own. log receives FerretDB's own logging and the proxy's; pass a quiet one,
@@ -62,12 +68,14 @@ func Start(dir string, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded mongo: socket dir: %w", err)
 	}
+	newMu.Lock()
 	f, err := ferretdb.New(&ferretdb.Config{
 		Listener:  ferretdb.ListenerConfig{Unix: filepath.Join(sockDir, "ferretdb.sock")},
 		Handler:   "sqlite",
 		SQLiteURL: (&url.URL{Scheme: "file", Path: abs + "/"}).String(),
 		Logger:    log,
 	})
+	newMu.Unlock()
 	if err != nil {
 		_ = os.RemoveAll(sockDir)
 		return nil, fmt.Errorf("embedded mongo: %w", err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -78,4 +79,21 @@ func TestServerIsPrivate(t *testing.T) {
 	if _, err := os.Stat(filepath.Dir(sock)); !os.IsNotExist(err) {
 		t.Fatalf("socket directory left behind: %v", err)
 	}
+}
+
+// Servers start in parallel (the e2e tests start several at once): under the race detector,
+// this fails when ferretdb.New's write of its package variable is not serialised.
+func TestServersStartInParallel(t *testing.T) {
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			srv, err := Start(t.TempDir(), slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			srv.Stop()
+		})
+	}
+	wg.Wait()
 }
