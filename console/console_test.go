@@ -1,6 +1,8 @@
 package console
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"io"
 	"io/fs"
@@ -183,6 +185,55 @@ func TestPagesHaveNoInlineCode(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("not caught: %s", bad)
+		}
+	}
+}
+
+// TestGzip: a client that accepts gzip gets the smaller encoding of each text file, which
+// decodes to the same bytes, with a validator of its own (a cache never answers one encoding's
+// validator with the other's body) and Vary; one that does not, or refuses it with q=0, gets
+// the bytes as they are.
+func TestGzip(t *testing.T) {
+	h := newHandler(t, Options{})
+	const p = "/console/vendor/yjs.js"
+	plain := serve(t, h, http.MethodGet, p, nil)
+	plainBody, err := io.ReadAll(plain.Body)
+	if err != nil || plain.StatusCode != http.StatusOK || plain.Header.Get("Content-Encoding") != "" {
+		t.Fatalf("without Accept-Encoding: %d %q %v", plain.StatusCode, plain.Header.Get("Content-Encoding"), err)
+	}
+	for _, accept := range []string{"gzip", "br, gzip;q=0.5", "deflate, GZIP", "*"} {
+		resp := serve(t, h, http.MethodGet, p, http.Header{"Accept-Encoding": {accept}})
+		if resp.Header.Get("Content-Encoding") != "gzip" || !strings.Contains(resp.Header.Get("Vary"), "Accept-Encoding") {
+			t.Fatalf("%q: Content-Encoding %q, Vary %q", accept, resp.Header.Get("Content-Encoding"), resp.Header.Get("Vary"))
+		}
+		zipped, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(zipped) > len(plainBody)/2 {
+			t.Fatalf("%q: %d bytes gzipped of %d", accept, len(zipped), len(plainBody))
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(zipped))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(zr)
+		if err != nil || !bytes.Equal(got, plainBody) {
+			t.Fatalf("%q: the gzip body does not decode to the file (%v)", accept, err)
+		}
+		tag := resp.Header.Get("ETag")
+		if tag == "" || tag == plain.Header.Get("ETag") {
+			t.Fatalf("%q: ETag %q, the plain one %q", accept, tag, plain.Header.Get("ETag"))
+		}
+		again := serve(t, h, http.MethodGet, p, http.Header{"Accept-Encoding": {accept}, "If-None-Match": {tag}})
+		if again.StatusCode != http.StatusNotModified {
+			t.Fatalf("%q with its ETag: %d, want 304", accept, again.StatusCode)
+		}
+	}
+	for _, accept := range []string{"gzip;q=0", "br", "identity", "gzip; q=0.000"} {
+		resp := serve(t, h, http.MethodGet, p, http.Header{"Accept-Encoding": {accept}})
+		if resp.Header.Get("Content-Encoding") != "" || resp.Header.Get("ETag") != plain.Header.Get("ETag") {
+			t.Fatalf("%q: Content-Encoding %q", accept, resp.Header.Get("Content-Encoding"))
 		}
 	}
 }
