@@ -135,3 +135,70 @@ func TestAnotherUsersClientIDIsNotWritten(t *testing.T) {
 	}
 	eventually(t, "alice's other tab's edit stored", func() bool { return stored() == "alice, says mallory" })
 }
+
+// A writer cannot delete another user's client's next edits before they are written: a
+// deleted range at clocks the room does not hold would wait in the room (and in every peer it
+// is relayed to) and delete the client's edits as they arrive, whoever sent it gone long
+// since. Refused with 4403; the real y-websocket client's next edit is stored and reaches a
+// peer whole. Deleting the text the client wrote stays an ordinary edit.
+func TestAnotherUsersNextClocksAreNotDeleted(t *testing.T) {
+	log := &memLog{}
+	h := New(Config{Log: log, Authorize: editors, Prefix: "/v2/crdt/sync/", Poll: 20 * time.Millisecond, Idle: time.Minute})
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() })
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v2/crdt/sync/"
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+
+	alice := yjstest.StartClient(t, url, "o/d/e", "editor-alice")
+	if _, err := alice.Next(ctx, "synced"); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.Send(map[string]any{"cmd": "insertText", "root": "content", "index": 0, "text": "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	roots := []yjstest.Root{{Name: "content", Kind: "text"}}
+	view, err := alice.View(ctx, roots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var client, clock uint64
+	for id, c := range view.StateVector {
+		client, _ = strconv.ParseUint(id, 10, 64)
+		clock = c
+	}
+	stored := func() string {
+		parts, _, _ := log.Load(ctx, "o/d/e")
+		d := yjs.NewDoc()
+		for _, p := range parts {
+			if err := d.Apply(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d.JSON("content", yjs.Text).(string)
+	}
+	eventually(t, "alice's edit stored", func() bool { return stored() == "alice" })
+	peer := dial(t, url+"o/d/e", "editor-bob")
+	eventually(t, "bob has the text", func() bool { return peer.text() == "alice" })
+
+	// mallory deletes alice's next million clocks: refused, nothing stored or relayed.
+	ws := rawDial(t, url+"o/d/e", "editor-mallory")
+	var pre []byte
+	pre = appendUint(append(pre, 0, 1), client) // no structs; one client's deletions
+	pre = appendUint(appendUint(appendUint(pre, 1), clock), 1<<20)
+	if err := ws.Write(ctx, websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, pre)); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.Send(map[string]any{"cmd": "insertText", "root": "content", "index": 5, "text": " again"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "alice's second edit stored", func() bool { return stored() == "alice again" })
+	eventually(t, "bob has alice's second edit", func() bool { return peer.text() == "alice again" })
+	if code, reason := closedWith(t, ws); code != statusDenied || reason != errForeignClient.Error() {
+		t.Fatalf("closed with %d %q, want %d %q", code, reason, statusDenied, errForeignClient)
+	}
+
+	// bob deletes alice's text: an edit like any other.
+	peer.edit("again")
+	eventually(t, "bob's deletion stored", func() bool { return stored() == "again" })
+}
