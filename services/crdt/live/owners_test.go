@@ -202,3 +202,48 @@ func TestAnotherUsersNextClocksAreNotDeleted(t *testing.T) {
 	peer.edit("again")
 	eventually(t, "bob's deletion stored", func() bool { return stored() == "again" })
 }
+
+// A client id is claimed when announced even when the room's presence is full and its state is
+// not kept: else a writer who fills the room's presence (its own states, up to the room's
+// bytes) leaves every client announced after it unclaimed, and writes under their ids.
+func TestClientIDIsClaimedWhenPresenceIsFull(t *testing.T) {
+	log := &memLog{}
+	h := New(Config{Log: log, Authorize: editors, Prefix: "/v2/crdt/sync/", Poll: 20 * time.Millisecond, Idle: time.Minute,
+		MaxAwarenessRoom: 8 << 10})
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() })
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v2/crdt/sync/"
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	mallory := dial(t, url+"o/d/e", "editor-mallory")
+	full := []byte(`{"x":"` + strings.Repeat("m", 8<<10-8) + `"}`)
+	mallory.send(yjs.AwarenessFrame([]yjs.AwarenessState{{Client: 4242, Clock: 1, State: full}}))
+	alice := dial(t, url+"o/d/e", "editor-alice")
+	waitAwareness(t, alice, func(s yjs.AwarenessState) bool { return s.Client == 4242 })
+	client := alice.doc.Client()
+	alice.send(yjs.AwarenessFrame([]yjs.AwarenessState{{Client: client, Clock: 1, State: []byte(`{"user":"alice"}`)}}))
+	alice.edit("alice")
+	eventually(t, "alice's edit stored", func() bool { return log.count("o/d/e") == 1 })
+
+	parts, _, _ := log.Load(ctx, "o/d/e")
+	d := yjs.NewDocWithClient(client)
+	for _, p := range parts {
+		if err := d.Apply(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spoof, err := d.Replace("content", yjs.Text, "alice, says mallory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := rawDial(t, url+"o/d/e", "editor-mallory")
+	if err := ws.Write(ctx, websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, spoof)); err != nil {
+		t.Fatal(err)
+	}
+	if code, reason := closedWith(t, ws); code != statusDenied || reason != errForeignClient.Error() {
+		t.Fatalf("closed with %d %q, want %d %q", code, reason, statusDenied, errForeignClient)
+	}
+	alice.edit("alice again")
+	eventually(t, "alice's second edit reaches mallory's other connection", func() bool { return mallory.text() == "alice again" })
+}

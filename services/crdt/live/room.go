@@ -581,12 +581,14 @@ func (r *room) awareness(c *conn, states []yjs.AwarenessState) (int, error) {
 			}
 			continue
 		}
+		// Claimed whether or not its presence is kept: a room whose presence is full (a
+		// writer's own states may fill it) must still hold the ids announced in it.
+		if !r.claimLocked(c.grant.UserID, a.Client) {
+			continue // another user's client id: its presence is not taken over
+		}
 		grow := len(a.State) - len(cur.state)
 		if (!known && len(c.clients) >= r.hub.cfg.MaxClientsPerConn) || r.awareBytes+grow > r.hub.cfg.MaxAwarenessRoom {
 			continue
-		}
-		if !r.claimLocked(c.grant.UserID, a.Client) {
-			continue // another user's client id: its presence is not taken over
 		}
 		if r.aware == nil {
 			r.aware = map[uint64]awareness{}
