@@ -247,3 +247,68 @@ func TestClientIDIsClaimedWhenPresenceIsFull(t *testing.T) {
 	alice.edit("alice again")
 	eventually(t, "alice's second edit reaches mallory's other connection", func() bool { return mallory.text() == "alice again" })
 }
+
+// A room's claims stay bounded over its life: every page load of every reader is a new id
+// (each user up to maxOwnedPerUser), and a room that never goes idle would hold them all. The
+// ids of users gone from the room that hold nothing in the document are forgotten once the
+// claims pass claimsKept; an id that wrote stays its user's after the user left.
+func TestClaimsOfGoneReadersAreForgotten(t *testing.T) {
+	log := &memLog{}
+	h := New(Config{Log: log, Authorize: editors, Prefix: "/v2/crdt/sync/", Poll: 20 * time.Millisecond, Idle: time.Minute})
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() })
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v2/crdt/sync/"
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	alice := dial(t, url+"o/d/e", "editor-alice")
+	client := alice.doc.Client()
+	alice.send(yjs.AwarenessFrame([]yjs.AwarenessState{{Client: client, Clock: 1, State: []byte(`{"user":"alice"}`)}}))
+	alice.edit("alice")
+	eventually(t, "alice's edit stored", func() bool { return log.count("o/d/e") == 1 })
+	alice.ws.Close(websocket.StatusNormalClosure, "")
+
+	readers := 2*claimsKept/maxOwnedPerUser + 2
+	for i := range readers {
+		ws := rawDial(t, url+"o/d/e", "editor-r"+strconv.Itoa(i))
+		states := make([]yjs.AwarenessState, maxOwnedPerUser)
+		for k := range states {
+			states[k] = yjs.AwarenessState{Client: uint64(1<<33 + i*maxOwnedPerUser + k), Clock: 1, State: []byte(`{}`)}
+		}
+		if err := ws.Write(ctx, websocket.MessageBinary, yjs.AwarenessFrame(states)); err != nil {
+			t.Fatal(err)
+		}
+		if err := ws.Close(websocket.StatusNormalClosure, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.mu.Lock()
+	r := h.rms["o/d/e"]
+	h.mu.Unlock()
+	claims := func() int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.owners)
+	}
+	eventually(t, "the readers' claims forgotten", func() bool { return h.Conns() == 0 && claims() <= claimsKept })
+
+	// alice's id, which wrote, is still hers.
+	parts, _, _ := log.Load(ctx, "o/d/e")
+	d := yjs.NewDocWithClient(client)
+	for _, p := range parts {
+		if err := d.Apply(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spoof, err := d.Replace("content", yjs.Text, "alice, says mallory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := rawDial(t, url+"o/d/e", "editor-mallory")
+	if err := ws.Write(ctx, websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, spoof)); err != nil {
+		t.Fatal(err)
+	}
+	if code, reason := closedWith(t, ws); code != statusDenied || reason != errForeignClient.Error() {
+		t.Fatalf("closed with %d %q, want %d %q", code, reason, statusDenied, errForeignClient)
+	}
+}

@@ -46,6 +46,8 @@ type room struct {
 	// announced each first in the room's life (owners.go); ownedBy counts each user's.
 	owners  map[uint64]string
 	ownedBy map[string]int
+	// claimsAfterPrune is len(owners) after the last pruneClaimsLocked.
+	claimsAfterPrune int
 	// batch holds clients' updates applied to doc and not yet stored and relayed, awareOut
 	// the awareness entries not yet relayed (each client's latest); flushing: a flush is on
 	// its way. Updates that arrive together go out together, stored once and relayed in one
@@ -743,6 +745,7 @@ func (r *room) tick() {
 		c.recheckDue(now, h.log)
 	}
 	r.pruneUsersLocked()
+	r.pruneClaimsLocked()
 	r.mu.Unlock()
 	if h.unloadIfIdle(r) {
 		r.finish()
