@@ -142,15 +142,17 @@ func (d *Doc) ApplyUntrusted(ctx context.Context, update []byte, lim Limits) (Ap
 // foreignClient returns a client whose structs u adds, or whose clocks not held yet u
 // deletes, and mayWrite refuses. A deletion of clocks the document does not hold waits for
 // them and deletes the client's next edits as they arrive, here and in every peer: writing
-// under the client's id as much as a struct is. Deletions the document has waiting already
-// may come along (a peer's sync step 2 carries those it received).
+// under the client's id as much as a struct is. Structs and deletions the document has
+// waiting already may come along (a peer's sync step 2 carries those it was relayed).
 func (d *Doc) foreignClient(u decodedUpdate, mayWrite func(uint64) bool) (uint64, bool) {
 	if mayWrite == nil {
 		return 0, false
 	}
 	for c, list := range u.structs {
-		st := d.state(c)
-		adds := slices.ContainsFunc(list, func(p *pendingStruct) bool { return !p.skip && p.b.end() > st })
+		st, waiting := d.state(c), d.pending[c]
+		adds := slices.ContainsFunc(list, func(p *pendingStruct) bool {
+			return !p.skip && p.b.end() > st && !waitsAlready(waiting, p.b)
+		})
 		if adds && !mayWrite(c) {
 			return c, true
 		}
@@ -165,6 +167,13 @@ func (d *Doc) foreignClient(u decodedUpdate, mayWrite func(uint64) bool) (uint64
 		}
 	}
 	return 0, false
+}
+
+// waitsAlready reports whether one of the waiting structs q (in clock order) spans b's clocks:
+// b is then dropped as held when it is queued, or the one waiting goes first.
+func waitsAlready(q []*pendingStruct, b *block) bool {
+	i, _ := slices.BinarySearchFunc(q, b.id.Clock+1, func(p *pendingStruct, k uint64) int { return cmp.Compare(p.b.id.Clock, k) })
+	return i > 0 && q[i-1].b.end() >= b.end()
 }
 
 // covers reports whether the sorted, merged ranges rs hold every clock of [from, to).

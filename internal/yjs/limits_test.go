@@ -263,3 +263,49 @@ func TestMayWriteRefusesDeletingAnotherWritersNextClocks(t *testing.T) {
 		t.Fatalf("room reads %q", got)
 	}
 }
+
+// Structs of a refused client that the document holds waiting (for another client's struct
+// not received yet) may come along too: a peer that was relayed them holds them waiting as
+// well, and its sync step 2 carries them.
+func TestMayWriteTakesStructsWaitingAlready(t *testing.T) {
+	two, one := NewDocWithClient(2), NewDocWithClient(1)
+	base, err := two.Replace("content", Text, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Apply(base); err != nil {
+		t.Fatal(err)
+	}
+	waiting, err := one.Replace("content", Text, "xy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := NewDoc()
+	if _, err := room.ApplyUntrusted(context.Background(), waiting, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if !room.Pending() {
+		t.Fatal("client 1's struct does not wait")
+	}
+	notOne := Limits{MayWrite: func(c uint64) bool { return c != 1 }}
+	if _, err := room.ApplyUntrusted(context.Background(), waiting, notOne); err != nil {
+		t.Fatalf("structs waiting already: %v", err)
+	}
+	more, err := one.Replace("content", Text, "xyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := Merge(waiting, more)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := room.ApplyUntrusted(context.Background(), both, notOne); !errors.Is(err, ErrForeignClient) {
+		t.Fatalf("a waiting struct and a new one: %v, want ErrForeignClient", err)
+	}
+	if _, err := room.ApplyUntrusted(context.Background(), base, notOne); err != nil {
+		t.Fatal(err)
+	}
+	if got := room.JSON("content", Text); got != "xy" {
+		t.Fatalf("room reads %q", got)
+	}
+}
