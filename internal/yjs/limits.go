@@ -1,6 +1,7 @@
 package yjs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,10 +28,12 @@ type Limits struct {
 	// yet; zero: DefaultMaxPending.
 	MaxPending int
 	// MayWrite, when set, is asked for each client whose structs the update adds (structs
-	// the document does not hold yet): an update that adds structs of a client it refuses is
-	// refused whole with ErrForeignClient. A client's clocks are its own: structs written
+	// the document does not hold yet) or whose clocks not held yet it deletes (deletions not
+	// waiting in the document already): an update that does either for a client it refuses
+	// is refused whole with ErrForeignClient. A client's clocks are its own: structs written
 	// under another's client id take the clocks that client writes next, and its own edits
-	// are then dropped as already held, by this document and by every peer.
+	// are then dropped as already held, by this document and by every peer; a deletion of
+	// them waits and deletes its edits as they arrive.
 	MayWrite func(client uint64) bool
 }
 
@@ -136,19 +139,47 @@ func (d *Doc) ApplyUntrusted(ctx context.Context, update []byte, lim Limits) (Ap
 	return out, nil
 }
 
-// foreignClient returns a client whose structs u adds and mayWrite refuses.
+// foreignClient returns a client whose structs u adds, or whose clocks not held yet u
+// deletes, and mayWrite refuses. A deletion of clocks the document does not hold waits for
+// them and deletes the client's next edits as they arrive, here and in every peer: writing
+// under the client's id as much as a struct is. Structs and deletions the document has
+// waiting already may come along (a peer's sync step 2 carries those it was relayed).
 func (d *Doc) foreignClient(u decodedUpdate, mayWrite func(uint64) bool) (uint64, bool) {
 	if mayWrite == nil {
 		return 0, false
 	}
 	for c, list := range u.structs {
-		st := d.state(c)
-		adds := slices.ContainsFunc(list, func(p *pendingStruct) bool { return !p.skip && p.b.end() > st })
+		st, waiting := d.state(c), d.pending[c]
+		adds := slices.ContainsFunc(list, func(p *pendingStruct) bool {
+			return !p.skip && p.b.end() > st && !waitsAlready(waiting, p.b)
+		})
 		if adds && !mayWrite(c) {
 			return c, true
 		}
 	}
+	for c, rs := range u.ds {
+		st, waiting := d.state(c), d.pendingDS[c]
+		ahead := slices.ContainsFunc(rs, func(r [2]uint64) bool {
+			return r[0]+r[1] > st && !covers(waiting, max(r[0], st), r[0]+r[1])
+		})
+		if ahead && !mayWrite(c) {
+			return c, true
+		}
+	}
 	return 0, false
+}
+
+// waitsAlready reports whether one of the waiting structs q (in clock order) spans b's clocks:
+// b is then dropped as held when it is queued, or the one waiting goes first.
+func waitsAlready(q []*pendingStruct, b *block) bool {
+	i, _ := slices.BinarySearchFunc(q, b.id.Clock+1, func(p *pendingStruct, k uint64) int { return cmp.Compare(p.b.id.Clock, k) })
+	return i > 0 && q[i-1].b.end() >= b.end()
+}
+
+// covers reports whether the sorted, merged ranges rs hold every clock of [from, to).
+func covers(rs [][2]uint64, from, to uint64) bool {
+	i, _ := slices.BinarySearchFunc(rs, from, func(r [2]uint64, k uint64) int { return cmp.Compare(r[0], k+1) })
+	return i > 0 && rs[i-1][0]+rs[i-1][1] >= to
 }
 
 // checkAfter sets d.stop when the document, the update applied, passes its limits.

@@ -192,3 +192,120 @@ func TestMayWriteRefusesAnotherWritersClient(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// deleteOnly is an update of deleted ranges alone: client's clocks [clock, clock+length).
+func deleteOnly(client uint64, ranges ...[2]uint64) []byte {
+	var e encoder
+	e.uint(0) // no structs
+	e.uint(1) // one client's deletions
+	e.uint(client)
+	e.uint(uint64(len(ranges)))
+	for _, r := range ranges {
+		e.uint(r[0])
+		e.uint(r[1])
+	}
+	return e.buf
+}
+
+// MayWrite refuses deleted ranges at clocks of a refused client the document does not hold:
+// they would wait, and delete that client's next edits as they arrive (in the document and in
+// every peer it relays them to), an edit made to vanish before it is written. Deleting what
+// the document holds of any client stays allowed (deleting another's text is an edit), and
+// so do deletions the document has waiting already (a peer's sync step 2 carries its own).
+func TestMayWriteRefusesDeletingAnotherWritersNextClocks(t *testing.T) {
+	a := NewDocWithClient(1)
+	first, err := a.Replace("content", Text, "mine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := a.Replace("content", Text, "mine, more")
+	if err != nil {
+		t.Fatal(err)
+	}
+	notOne := Limits{MayWrite: func(c uint64) bool { return c != 1 }}
+	room := NewDoc()
+	if err := room.Apply(first); err != nil {
+		t.Fatal(err)
+	}
+	before := dump(room)
+	for name, u := range map[string][]byte{
+		"client 1's next clocks":       deleteOnly(1, [2]uint64{4, 1 << 20}),
+		"held and next clocks, in one": deleteOnly(1, [2]uint64{2, 10}),
+		"far ahead":                    deleteOnly(1, [2]uint64{1 << 30, 1}),
+		"a held range and a later one": deleteOnly(1, [2]uint64{0, 1}, [2]uint64{9, 1}),
+	} {
+		if _, err := room.ApplyUntrusted(context.Background(), u, notOne); !errors.Is(err, ErrForeignClient) {
+			t.Fatalf("%s: %v, want ErrForeignClient", name, err)
+		}
+		if dump(room) != before {
+			t.Fatalf("%s: a refused update changed the document", name)
+		}
+	}
+	// Deleting client 1's text the room holds: an edit like any other.
+	if _, err := room.ApplyUntrusted(context.Background(), deleteOnly(1, [2]uint64{0, 2}), notOne); err != nil {
+		t.Fatal(err)
+	}
+	if got := room.JSON("content", Text); got != "ne" {
+		t.Fatalf("room reads %q", got)
+	}
+	// Deletions the room has waiting already may come along again.
+	if _, err := room.ApplyUntrusted(context.Background(), deleteOnly(1, [2]uint64{20, 5}), Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := room.ApplyUntrusted(context.Background(), deleteOnly(1, [2]uint64{21, 2}), notOne); err != nil {
+		t.Fatalf("deletions waiting already: %v", err)
+	}
+	// Client 1's own next edit arrives whole.
+	if _, err := room.ApplyUntrusted(context.Background(), next, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := room.JSON("content", Text); got != "ne, more" {
+		t.Fatalf("room reads %q", got)
+	}
+}
+
+// Structs of a refused client that the document holds waiting (for another client's struct
+// not received yet) may come along too: a peer that was relayed them holds them waiting as
+// well, and its sync step 2 carries them.
+func TestMayWriteTakesStructsWaitingAlready(t *testing.T) {
+	two, one := NewDocWithClient(2), NewDocWithClient(1)
+	base, err := two.Replace("content", Text, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Apply(base); err != nil {
+		t.Fatal(err)
+	}
+	waiting, err := one.Replace("content", Text, "xy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := NewDoc()
+	if _, err := room.ApplyUntrusted(context.Background(), waiting, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if !room.Pending() {
+		t.Fatal("client 1's struct does not wait")
+	}
+	notOne := Limits{MayWrite: func(c uint64) bool { return c != 1 }}
+	if _, err := room.ApplyUntrusted(context.Background(), waiting, notOne); err != nil {
+		t.Fatalf("structs waiting already: %v", err)
+	}
+	more, err := one.Replace("content", Text, "xyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := Merge(waiting, more)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := room.ApplyUntrusted(context.Background(), both, notOne); !errors.Is(err, ErrForeignClient) {
+		t.Fatalf("a waiting struct and a new one: %v, want ErrForeignClient", err)
+	}
+	if _, err := room.ApplyUntrusted(context.Background(), base, notOne); err != nil {
+		t.Fatal(err)
+	}
+	if got := room.JSON("content", Text); got != "xy" {
+		t.Fatalf("room reads %q", got)
+	}
+}

@@ -112,6 +112,11 @@ func NewDocWithClient(client uint64) *Doc {
 // Client is the client id of the document's local edits.
 func (d *Doc) Client() uint64 { return d.client }
 
+// Holds reports whether the document holds structs of a client, integrated or waiting.
+func (d *Doc) Holds(client uint64) bool {
+	return len(d.clients[client]) > 0 || len(d.pending[client]) > 0
+}
+
 // state is the next clock expected from a client.
 func (d *Doc) state(client uint64) uint64 {
 	s := d.clients[client]

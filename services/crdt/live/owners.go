@@ -16,6 +16,12 @@ package live
 // unprotected); the room's memory for claims stays bounded by its users.
 const maxOwnedPerUser = 256
 
+// claimsKept is how many claims a room holds before it forgets those no writer needs: ids
+// that hold nothing in the document, of users with no connection to the room (every page load
+// of every reader is a new id, and a room that is never idle would keep them all). A client
+// that wrote keeps its claim for the room's life: those are bounded by the document's size.
+const claimsKept = 1024
+
 // claimLocked records client as user's unless another user holds it, and reports whether
 // user holds it now.
 func (r *room) claimLocked(user string, client uint64) bool {
@@ -43,4 +49,24 @@ func (r *room) mayWriteLocked(user string) func(client uint64) bool {
 		owner, ok := r.owners[client]
 		return !ok || owner == user
 	}
+}
+
+// pruneClaimsLocked forgets, once the room holds more claims than claimsKept and twice what
+// its last pruning kept (so that claims that must stay are not scanned at every tick), the
+// claims of ids that hold nothing in the document and whose user has no connection to the
+// room. Such a client, if it comes back, announces its id again when it connects.
+func (r *room) pruneClaimsLocked() {
+	if len(r.owners) <= max(claimsKept, 2*r.claimsAfterPrune) {
+		return
+	}
+	for client, user := range r.owners {
+		if u := r.users[user]; (u != nil && u.conns > 0) || r.doc.Holds(client) {
+			continue
+		}
+		delete(r.owners, client)
+		if r.ownedBy[user]--; r.ownedBy[user] == 0 {
+			delete(r.ownedBy, user)
+		}
+	}
+	r.claimsAfterPrune = len(r.owners)
 }

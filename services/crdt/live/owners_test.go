@@ -135,3 +135,180 @@ func TestAnotherUsersClientIDIsNotWritten(t *testing.T) {
 	}
 	eventually(t, "alice's other tab's edit stored", func() bool { return stored() == "alice, says mallory" })
 }
+
+// A writer cannot delete another user's client's next edits before they are written: a
+// deleted range at clocks the room does not hold would wait in the room (and in every peer it
+// is relayed to) and delete the client's edits as they arrive, whoever sent it gone long
+// since. Refused with 4403; the real y-websocket client's next edit is stored and reaches a
+// peer whole. Deleting the text the client wrote stays an ordinary edit.
+func TestAnotherUsersNextClocksAreNotDeleted(t *testing.T) {
+	log := &memLog{}
+	h := New(Config{Log: log, Authorize: editors, Prefix: "/v2/crdt/sync/", Poll: 20 * time.Millisecond, Idle: time.Minute})
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() })
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v2/crdt/sync/"
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+
+	alice := yjstest.StartClient(t, url, "o/d/e", "editor-alice")
+	if _, err := alice.Next(ctx, "synced"); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.Send(map[string]any{"cmd": "insertText", "root": "content", "index": 0, "text": "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	roots := []yjstest.Root{{Name: "content", Kind: "text"}}
+	view, err := alice.View(ctx, roots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var client, clock uint64
+	for id, c := range view.StateVector {
+		client, _ = strconv.ParseUint(id, 10, 64)
+		clock = c
+	}
+	stored := func() string {
+		parts, _, _ := log.Load(ctx, "o/d/e")
+		d := yjs.NewDoc()
+		for _, p := range parts {
+			if err := d.Apply(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d.JSON("content", yjs.Text).(string)
+	}
+	eventually(t, "alice's edit stored", func() bool { return stored() == "alice" })
+	peer := dial(t, url+"o/d/e", "editor-bob")
+	eventually(t, "bob has the text", func() bool { return peer.text() == "alice" })
+
+	// mallory deletes alice's next million clocks: refused, nothing stored or relayed.
+	ws := rawDial(t, url+"o/d/e", "editor-mallory")
+	var pre []byte
+	pre = appendUint(append(pre, 0, 1), client) // no structs; one client's deletions
+	pre = appendUint(appendUint(appendUint(pre, 1), clock), 1<<20)
+	if err := ws.Write(ctx, websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, pre)); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.Send(map[string]any{"cmd": "insertText", "root": "content", "index": 5, "text": " again"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "alice's second edit stored", func() bool { return stored() == "alice again" })
+	eventually(t, "bob has alice's second edit", func() bool { return peer.text() == "alice again" })
+	if code, reason := closedWith(t, ws); code != statusDenied || reason != errForeignClient.Error() {
+		t.Fatalf("closed with %d %q, want %d %q", code, reason, statusDenied, errForeignClient)
+	}
+
+	// bob deletes alice's text: an edit like any other.
+	peer.edit("again")
+	eventually(t, "bob's deletion stored", func() bool { return stored() == "again" })
+}
+
+// A client id is claimed when announced even when the room's presence is full and its state is
+// not kept: else a writer who fills the room's presence (its own states, up to the room's
+// bytes) leaves every client announced after it unclaimed, and writes under their ids.
+func TestClientIDIsClaimedWhenPresenceIsFull(t *testing.T) {
+	log := &memLog{}
+	h := New(Config{Log: log, Authorize: editors, Prefix: "/v2/crdt/sync/", Poll: 20 * time.Millisecond, Idle: time.Minute,
+		MaxAwarenessRoom: 8 << 10})
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() })
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v2/crdt/sync/"
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	mallory := dial(t, url+"o/d/e", "editor-mallory")
+	full := []byte(`{"x":"` + strings.Repeat("m", 8<<10-8) + `"}`)
+	mallory.send(yjs.AwarenessFrame([]yjs.AwarenessState{{Client: 4242, Clock: 1, State: full}}))
+	alice := dial(t, url+"o/d/e", "editor-alice")
+	waitAwareness(t, alice, func(s yjs.AwarenessState) bool { return s.Client == 4242 })
+	client := alice.doc.Client()
+	alice.send(yjs.AwarenessFrame([]yjs.AwarenessState{{Client: client, Clock: 1, State: []byte(`{"user":"alice"}`)}}))
+	alice.edit("alice")
+	eventually(t, "alice's edit stored", func() bool { return log.count("o/d/e") == 1 })
+
+	parts, _, _ := log.Load(ctx, "o/d/e")
+	d := yjs.NewDocWithClient(client)
+	for _, p := range parts {
+		if err := d.Apply(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spoof, err := d.Replace("content", yjs.Text, "alice, says mallory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := rawDial(t, url+"o/d/e", "editor-mallory")
+	if err := ws.Write(ctx, websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, spoof)); err != nil {
+		t.Fatal(err)
+	}
+	if code, reason := closedWith(t, ws); code != statusDenied || reason != errForeignClient.Error() {
+		t.Fatalf("closed with %d %q, want %d %q", code, reason, statusDenied, errForeignClient)
+	}
+	alice.edit("alice again")
+	eventually(t, "alice's second edit reaches mallory's other connection", func() bool { return mallory.text() == "alice again" })
+}
+
+// A room's claims stay bounded over its life: every page load of every reader is a new id
+// (each user up to maxOwnedPerUser), and a room that never goes idle would hold them all. The
+// ids of users gone from the room that hold nothing in the document are forgotten once the
+// claims pass claimsKept; an id that wrote stays its user's after the user left.
+func TestClaimsOfGoneReadersAreForgotten(t *testing.T) {
+	log := &memLog{}
+	h := New(Config{Log: log, Authorize: editors, Prefix: "/v2/crdt/sync/", Poll: 20 * time.Millisecond, Idle: time.Minute})
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() })
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v2/crdt/sync/"
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	alice := dial(t, url+"o/d/e", "editor-alice")
+	client := alice.doc.Client()
+	alice.send(yjs.AwarenessFrame([]yjs.AwarenessState{{Client: client, Clock: 1, State: []byte(`{"user":"alice"}`)}}))
+	alice.edit("alice")
+	eventually(t, "alice's edit stored", func() bool { return log.count("o/d/e") == 1 })
+	alice.ws.Close(websocket.StatusNormalClosure, "")
+
+	readers := 2*claimsKept/maxOwnedPerUser + 2
+	for i := range readers {
+		ws := rawDial(t, url+"o/d/e", "editor-r"+strconv.Itoa(i))
+		states := make([]yjs.AwarenessState, maxOwnedPerUser)
+		for k := range states {
+			states[k] = yjs.AwarenessState{Client: uint64(1<<33 + i*maxOwnedPerUser + k), Clock: 1, State: []byte(`{}`)}
+		}
+		if err := ws.Write(ctx, websocket.MessageBinary, yjs.AwarenessFrame(states)); err != nil {
+			t.Fatal(err)
+		}
+		if err := ws.Close(websocket.StatusNormalClosure, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.mu.Lock()
+	r := h.rms["o/d/e"]
+	h.mu.Unlock()
+	claims := func() int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.owners)
+	}
+	eventually(t, "the readers' claims forgotten", func() bool { return h.Conns() == 0 && claims() <= claimsKept })
+
+	// alice's id, which wrote, is still hers.
+	parts, _, _ := log.Load(ctx, "o/d/e")
+	d := yjs.NewDocWithClient(client)
+	for _, p := range parts {
+		if err := d.Apply(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spoof, err := d.Replace("content", yjs.Text, "alice, says mallory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := rawDial(t, url+"o/d/e", "editor-mallory")
+	if err := ws.Write(ctx, websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, spoof)); err != nil {
+		t.Fatal(err)
+	}
+	if code, reason := closedWith(t, ws); code != statusDenied || reason != errForeignClient.Error() {
+		t.Fatalf("closed with %d %q, want %d %q", code, reason, statusDenied, errForeignClient)
+	}
+}

@@ -46,6 +46,8 @@ type room struct {
 	// announced each first in the room's life (owners.go); ownedBy counts each user's.
 	owners  map[uint64]string
 	ownedBy map[string]int
+	// claimsAfterPrune is len(owners) after the last pruneClaimsLocked.
+	claimsAfterPrune int
 	// batch holds clients' updates applied to doc and not yet stored and relayed, awareOut
 	// the awareness entries not yet relayed (each client's latest); flushing: a flush is on
 	// its way. Updates that arrive together go out together, stored once and relayed in one
@@ -581,12 +583,14 @@ func (r *room) awareness(c *conn, states []yjs.AwarenessState) (int, error) {
 			}
 			continue
 		}
+		// Claimed whether or not its presence is kept: a room whose presence is full (a
+		// writer's own states may fill it) must still hold the ids announced in it.
+		if !r.claimLocked(c.grant.UserID, a.Client) {
+			continue // another user's client id: its presence is not taken over
+		}
 		grow := len(a.State) - len(cur.state)
 		if (!known && len(c.clients) >= r.hub.cfg.MaxClientsPerConn) || r.awareBytes+grow > r.hub.cfg.MaxAwarenessRoom {
 			continue
-		}
-		if !r.claimLocked(c.grant.UserID, a.Client) {
-			continue // another user's client id: its presence is not taken over
 		}
 		if r.aware == nil {
 			r.aware = map[uint64]awareness{}
@@ -741,6 +745,7 @@ func (r *room) tick() {
 		c.recheckDue(now, h.log)
 	}
 	r.pruneUsersLocked()
+	r.pruneClaimsLocked()
 	r.mu.Unlock()
 	if h.unloadIfIdle(r) {
 		r.finish()
