@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/tracing"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -238,6 +239,25 @@ func TestConsoleBPages(t *testing.T) {
 		checkPage(t, ctx, "crdt")
 		submitForm(t, ctx, "#crdt-editor", map[string]string{"editorId": "nobody"})
 		seeText(t, ctx, "#crdt-editor .error", "404 NOT_FOUND: No CRDT data found for this editor ID.")
+
+		// An editor's content read while another document's editors are asked for: its answer,
+		// arriving last, does not show under the other document.
+		s.docs("o", "", "empty")
+		held, release := holdRequests(t, ctx, "*/v2/crdt/get", fetch.RequestStageRequest)
+		submitForm(t, ctx, "#crdt-editor", map[string]string{"editorId": "board"})
+		board := nextHeld(t, held, "the editor's content")
+		submitForm(t, ctx, "#crdt-document", map[string]string{"documentId": "empty"})
+		editors := nextHeld(t, held, "the other document's editors")
+		release(editors)
+		seeText(t, ctx, "#crdt-editors", "This document has no CRDT data.")
+		release(board)
+		time.Sleep(300 * time.Millisecond) // the board's answer arrives, and is dropped
+		if _, err := chromedp.Call(ctx, fetch.Disable, cdp.Empty{}); err != nil {
+			t.Fatal(err)
+		}
+		if shown := evalJS[string](t, ctx, `document.querySelector('#crdt-content').textContent + document.querySelector('#crdt-editor .form-result').textContent`); shown != "" {
+			t.Fatalf("the other document shows %q", shown)
+		}
 	})
 
 	t.Run("memory", func(t *testing.T) {

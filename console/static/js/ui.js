@@ -76,6 +76,18 @@ export function form(fields, submitLabel, onSubmit, opts = {}) {
   return f;
 }
 
+// latest numbers the reads of one place on a page, so that only the last one's answer is
+// shown: turn() starts a read and returns its check, true while no later read has started.
+// An answer that arrives after a newer read's (the network does not keep their order) is
+// dropped instead of shown over it.
+export function latest() {
+  let n = 0;
+  return () => {
+    const mine = ++n;
+    return () => mine === n;
+  };
+}
+
 // errorBox shows an error as the API answered it: HTTP status, status and message.
 export function errorBox(e) {
   const text = e instanceof APIError ? e.toString() : 'Error: ' + (e && e.message ? e.message : String(e));

@@ -4,7 +4,7 @@
 // chart of its attempts per hour by outcome (docs/console.md, "Webhooks"; the operations and
 // their rules: docs/webhooks.md).
 import { call } from '../api.js';
-import { actionButton, compact, el, errorBox, form, ids, json, output, pager, section } from '../ui.js';
+import { actionButton, compact, el, errorBox, form, ids, json, latest, output, pager, section } from '../ui.js';
 import { attemptsChart, buckets, recentAttempts } from './webhooks-chart.js';
 
 const api = '/v2/workspace/advancedwebhook';
@@ -221,13 +221,15 @@ function recoverSection(id) {
 
 function chartSection(id) {
   const box = el('div', { id: 'attempts-chart-box' });
+  const turn = latest(); // a refresh's answer is not replaced by an earlier one's
   const reload = async () => {
+    const current = turn();
     try {
       const now = Date.now();
       const { attempts, capped } = await recentAttempts(id, { now });
-      box.replaceChildren(attemptsChart(buckets(attempts, { now }), { capped }));
+      if (current()) box.replaceChildren(attemptsChart(buckets(attempts, { now }), { capped }));
     } catch (e) {
-      box.replaceChildren(errorBox(e));
+      if (current()) box.replaceChildren(errorBox(e));
     }
   };
   const s = section('Attempts per hour', box, el('button', { type: 'button', onclick: () => reload() }, 'Refresh chart'));
