@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -83,6 +84,29 @@ func TestConformance26(t *testing.T) {
 			data: loc(map[string]any{"commentAnnotations": []any{thread(strings.Repeat("a", 129), nil)}}),
 			check: func(t *testing.T, r response) {
 				r.fails(t, 400, "INVALID_ARGUMENT", "commentAnnotations[0].annotationId must be at most 128 characters.")
+			},
+		},
+		{
+			// REFERENCE: Count answers "keyed by document id {total, unread}", userId
+			// "optional: unread counts for that user"; without one there is no unread to give
+			// (docs/comments.md, "Operations"). Three threads: open, done and the one of 128 characters.
+			name: "count keyed by document id, unread only with a userId",
+			path: "/v2/commentannotations/count",
+			data: map[string]any{"organizationId": "o26", "documentIds": []any{"d26"}},
+			check: func(t *testing.T, r response) {
+				if got := fmt.Sprint(r.data(t, "")); got != "map[d26:map[total:3]]" {
+					t.Errorf("count %s, want map[d26:map[total:3]]", got)
+				}
+			},
+		},
+		{
+			name: "count with a userId has unread",
+			path: "/v2/commentannotations/count",
+			data: map[string]any{"organizationId": "o26", "documentIds": []any{"d26"}, "userId": "u1"},
+			check: func(t *testing.T, r response) {
+				if got := fmt.Sprint(r.data(t, "")); got != "map[d26:map[total:3 unread:3]]" {
+					t.Errorf("count %s, want map[d26:map[total:3 unread:3]]", got)
+				}
 			},
 		},
 	}
