@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	commentsv1 "github.com/collab/collab/proto/collab/comments/v1"
 	eventsv1 "github.com/collab/collab/proto/collab/events/v1"
@@ -206,7 +207,7 @@ func annotationProto(a *Annotation) *commentsv1.CommentAnnotation {
 		p.Priority = &commentsv1.Priority{Id: a.Priority.ID, Name: a.Priority.Name}
 	}
 	if a.ResolvedBy != "" {
-		p.ResolvedByUserId = &a.ResolvedBy
+		p.ResolvedByUserId = wrapperspb.String(a.ResolvedBy)
 	}
 	if a.Context != "" {
 		p.Context = &structpb.Struct{}

@@ -173,7 +173,7 @@ func TestEndUsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	list, _ := s.GetCommentAnnotations(k1, &commentsv1.GetCommentAnnotationsRequest{OrganizationId: "o", DocumentId: "d"})
-	if by := list.GetData()[0].GetResolvedByUserId(); by != "ed" {
+	if by := list.GetData()[0].GetResolvedByUserId().GetValue(); by != "ed" {
 		t.Fatalf("resolved by %q, want the editor who resolved it", by)
 	}
 	if _, err := s.DeleteCommentAnnotations(as("t:boss:admin"), &commentsv1.DeleteCommentAnnotationsRequest{OrganizationId: "o", DocumentId: "d", AnnotationIds: []string{"a1"}}); err != nil {

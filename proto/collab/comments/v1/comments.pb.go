@@ -17,6 +17,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	wrapperspb "google.golang.org/protobuf/types/known/wrapperspb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -471,17 +472,20 @@ func (x *Comment) GetLastUpdated() float64 {
 }
 
 type CommentAnnotation struct {
-	state            protoimpl.MessageState `protogen:"open.v1"`
-	AnnotationId     string                 `protobuf:"bytes,1,opt,name=annotation_id,json=annotationId,proto3" json:"annotation_id,omitempty"`
-	OrganizationId   string                 `protobuf:"bytes,2,opt,name=organization_id,json=organizationId,proto3" json:"organization_id,omitempty"`
-	DocumentId       string                 `protobuf:"bytes,3,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
-	Location         *Location              `protobuf:"bytes,4,opt,name=location,proto3" json:"location,omitempty"`
-	Context          *structpb.Struct       `protobuf:"bytes,5,opt,name=context,proto3" json:"context,omitempty"`
-	From             *User                  `protobuf:"bytes,6,opt,name=from,proto3" json:"from,omitempty"`
-	Status           *Status                `protobuf:"bytes,7,opt,name=status,proto3" json:"status,omitempty"`
-	Priority         *Priority              `protobuf:"bytes,8,opt,name=priority,proto3" json:"priority,omitempty"`
-	AssignedTo       *User                  `protobuf:"bytes,9,opt,name=assigned_to,json=assignedTo,proto3" json:"assigned_to,omitempty"`
-	ResolvedByUserId *string                `protobuf:"bytes,10,opt,name=resolved_by_user_id,json=resolvedByUserId,proto3,oneof" json:"resolved_by_user_id,omitempty"`
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	AnnotationId   string                 `protobuf:"bytes,1,opt,name=annotation_id,json=annotationId,proto3" json:"annotation_id,omitempty"`
+	OrganizationId string                 `protobuf:"bytes,2,opt,name=organization_id,json=organizationId,proto3" json:"organization_id,omitempty"`
+	DocumentId     string                 `protobuf:"bytes,3,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
+	Location       *Location              `protobuf:"bytes,4,opt,name=location,proto3" json:"location,omitempty"`
+	Context        *structpb.Struct       `protobuf:"bytes,5,opt,name=context,proto3" json:"context,omitempty"`
+	From           *User                  `protobuf:"bytes,6,opt,name=from,proto3" json:"from,omitempty"`
+	Status         *Status                `protobuf:"bytes,7,opt,name=status,proto3" json:"status,omitempty"`
+	Priority       *Priority              `protobuf:"bytes,8,opt,name=priority,proto3" json:"priority,omitempty"`
+	AssignedTo     *User                  `protobuf:"bytes,9,opt,name=assigned_to,json=assignedTo,proto3" json:"assigned_to,omitempty"`
+	// The user who resolved the thread; null (not absent) when none, like priority and
+	// assigned_to: a wrapper, which the API's JSON writes as null when unset (docs/comments.md,
+	// "Annotations"). Field 10 was an optional string, left out of the JSON when unset.
+	ResolvedByUserId *wrapperspb.StringValue `protobuf:"bytes,14,opt,name=resolved_by_user_id,json=resolvedByUserId,proto3" json:"resolved_by_user_id,omitempty"`
 	// Oldest first.
 	Comments      []*Comment `protobuf:"bytes,11,rep,name=comments,proto3" json:"comments,omitempty"`
 	CreatedAt     float64    `protobuf:"fixed64,12,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
@@ -583,11 +587,11 @@ func (x *CommentAnnotation) GetAssignedTo() *User {
 	return nil
 }
 
-func (x *CommentAnnotation) GetResolvedByUserId() string {
-	if x != nil && x.ResolvedByUserId != nil {
-		return *x.ResolvedByUserId
+func (x *CommentAnnotation) GetResolvedByUserId() *wrapperspb.StringValue {
+	if x != nil {
+		return x.ResolvedByUserId
 	}
-	return ""
+	return nil
 }
 
 func (x *CommentAnnotation) GetComments() []*Comment {
@@ -2370,7 +2374,7 @@ var File_collab_comments_v1_comments_proto protoreflect.FileDescriptor
 
 const file_collab_comments_v1_comments_proto_rawDesc = "" +
 	"\n" +
-	"!collab/comments/v1/comments.proto\x12\x12collab.comments.v1\x1a\x1fcollab/options/v1/options.proto\x1a\x1cgoogle/protobuf/struct.proto\"I\n" +
+	"!collab/comments/v1/comments.proto\x12\x12collab.comments.v1\x1a\x1fcollab/options/v1/options.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1egoogle/protobuf/wrappers.proto\"I\n" +
 	"\x04User\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -2402,7 +2406,7 @@ const file_collab_comments_v1_comments_proto_rawDesc = "" +
 	"\treactions\x18\x06 \x03(\v2\x1c.collab.comments.v1.ReactionR\treactions\x12\x1d\n" +
 	"\n" +
 	"created_at\x18\a \x01(\x01R\tcreatedAt\x12!\n" +
-	"\flast_updated\x18\b \x01(\x01R\vlastUpdated\"\x8d\x05\n" +
+	"\flast_updated\x18\b \x01(\x01R\vlastUpdated\"\x94\x05\n" +
 	"\x11CommentAnnotation\x12#\n" +
 	"\rannotation_id\x18\x01 \x01(\tR\fannotationId\x12'\n" +
 	"\x0forganization_id\x18\x02 \x01(\tR\x0eorganizationId\x12\x1f\n" +
@@ -2414,14 +2418,13 @@ const file_collab_comments_v1_comments_proto_rawDesc = "" +
 	"\x06status\x18\a \x01(\v2\x1a.collab.comments.v1.StatusR\x06status\x128\n" +
 	"\bpriority\x18\b \x01(\v2\x1c.collab.comments.v1.PriorityR\bpriority\x129\n" +
 	"\vassigned_to\x18\t \x01(\v2\x18.collab.comments.v1.UserR\n" +
-	"assignedTo\x122\n" +
-	"\x13resolved_by_user_id\x18\n" +
-	" \x01(\tH\x00R\x10resolvedByUserId\x88\x01\x01\x127\n" +
+	"assignedTo\x12K\n" +
+	"\x13resolved_by_user_id\x18\x0e \x01(\v2\x1c.google.protobuf.StringValueR\x10resolvedByUserId\x127\n" +
 	"\bcomments\x18\v \x03(\v2\x1b.collab.comments.v1.CommentR\bcomments\x12\x1d\n" +
 	"\n" +
 	"created_at\x18\f \x01(\x01R\tcreatedAt\x12!\n" +
-	"\flast_updated\x18\r \x01(\x01R\vlastUpdatedB\x16\n" +
-	"\x14_resolved_by_user_id\"\xee\x01\n" +
+	"\flast_updated\x18\r \x01(\x01R\vlastUpdatedJ\x04\b\n" +
+	"\x10\v\"\xee\x01\n" +
 	"\n" +
 	"NewComment\x12\x1d\n" +
 	"\n" +
@@ -2660,7 +2663,8 @@ var file_collab_comments_v1_comments_proto_goTypes = []any{
 	nil,                                     // 32: collab.comments.v1.ItemResultsResponse.DataEntry
 	nil,                                     // 33: collab.comments.v1.CountCommentAnnotationsResponse.DataEntry
 	(*structpb.Struct)(nil),                 // 34: google.protobuf.Struct
-	(*structpb.ListValue)(nil),              // 35: google.protobuf.ListValue
+	(*wrapperspb.StringValue)(nil),          // 35: google.protobuf.StringValue
+	(*structpb.ListValue)(nil),              // 36: google.protobuf.ListValue
 }
 var file_collab_comments_v1_comments_proto_depIdxs = []int32{
 	0,  // 0: collab.comments.v1.Mention.contact:type_name -> collab.comments.v1.User
@@ -2673,64 +2677,65 @@ var file_collab_comments_v1_comments_proto_depIdxs = []int32{
 	2,  // 7: collab.comments.v1.CommentAnnotation.status:type_name -> collab.comments.v1.Status
 	3,  // 8: collab.comments.v1.CommentAnnotation.priority:type_name -> collab.comments.v1.Priority
 	0,  // 9: collab.comments.v1.CommentAnnotation.assigned_to:type_name -> collab.comments.v1.User
-	6,  // 10: collab.comments.v1.CommentAnnotation.comments:type_name -> collab.comments.v1.Comment
-	0,  // 11: collab.comments.v1.NewComment.from:type_name -> collab.comments.v1.User
-	4,  // 12: collab.comments.v1.NewComment.tagged_user_contacts:type_name -> collab.comments.v1.Mention
-	1,  // 13: collab.comments.v1.NewAnnotation.location:type_name -> collab.comments.v1.Location
-	34, // 14: collab.comments.v1.NewAnnotation.context:type_name -> google.protobuf.Struct
-	2,  // 15: collab.comments.v1.NewAnnotation.status:type_name -> collab.comments.v1.Status
-	3,  // 16: collab.comments.v1.NewAnnotation.priority:type_name -> collab.comments.v1.Priority
-	0,  // 17: collab.comments.v1.NewAnnotation.assigned_to:type_name -> collab.comments.v1.User
-	0,  // 18: collab.comments.v1.NewAnnotation.from:type_name -> collab.comments.v1.User
-	8,  // 19: collab.comments.v1.NewAnnotation.comment_data:type_name -> collab.comments.v1.NewComment
-	9,  // 20: collab.comments.v1.AddCommentAnnotationsRequest.comment_annotations:type_name -> collab.comments.v1.NewAnnotation
-	32, // 21: collab.comments.v1.ItemResultsResponse.data:type_name -> collab.comments.v1.ItemResultsResponse.DataEntry
-	7,  // 22: collab.comments.v1.GetCommentAnnotationsResponse.data:type_name -> collab.comments.v1.CommentAnnotation
-	2,  // 23: collab.comments.v1.AnnotationUpdate.status:type_name -> collab.comments.v1.Status
-	3,  // 24: collab.comments.v1.AnnotationUpdate.priority:type_name -> collab.comments.v1.Priority
-	0,  // 25: collab.comments.v1.AnnotationUpdate.assigned_to:type_name -> collab.comments.v1.User
-	34, // 26: collab.comments.v1.AnnotationUpdate.context:type_name -> google.protobuf.Struct
-	1,  // 27: collab.comments.v1.AnnotationUpdate.location:type_name -> collab.comments.v1.Location
-	15, // 28: collab.comments.v1.UpdateCommentAnnotationsRequest.annotations:type_name -> collab.comments.v1.AnnotationUpdate
-	33, // 29: collab.comments.v1.CountCommentAnnotationsResponse.data:type_name -> collab.comments.v1.CountCommentAnnotationsResponse.DataEntry
-	8,  // 30: collab.comments.v1.AddCommentsRequest.comment_data:type_name -> collab.comments.v1.NewComment
-	6,  // 31: collab.comments.v1.GetCommentsResponse.data:type_name -> collab.comments.v1.Comment
-	35, // 32: collab.comments.v1.CommentChanges.tagged_user_contacts:type_name -> google.protobuf.ListValue
-	25, // 33: collab.comments.v1.UpdateCommentsRequest.updated_data:type_name -> collab.comments.v1.CommentChanges
-	0,  // 34: collab.comments.v1.AddReactionRequest.user:type_name -> collab.comments.v1.User
-	0,  // 35: collab.comments.v1.DeleteReactionRequest.user:type_name -> collab.comments.v1.User
-	11, // 36: collab.comments.v1.ReactionResponse.data:type_name -> collab.comments.v1.ItemResult
-	11, // 37: collab.comments.v1.ItemResultsResponse.DataEntry.value:type_name -> collab.comments.v1.ItemResult
-	19, // 38: collab.comments.v1.CountCommentAnnotationsResponse.DataEntry.value:type_name -> collab.comments.v1.AnnotationCount
-	10, // 39: collab.comments.v1.CommentsService.AddCommentAnnotations:input_type -> collab.comments.v1.AddCommentAnnotationsRequest
-	13, // 40: collab.comments.v1.CommentsService.GetCommentAnnotations:input_type -> collab.comments.v1.GetCommentAnnotationsRequest
-	16, // 41: collab.comments.v1.CommentsService.UpdateCommentAnnotations:input_type -> collab.comments.v1.UpdateCommentAnnotationsRequest
-	17, // 42: collab.comments.v1.CommentsService.DeleteCommentAnnotations:input_type -> collab.comments.v1.DeleteCommentAnnotationsRequest
-	18, // 43: collab.comments.v1.CommentsService.CountCommentAnnotations:input_type -> collab.comments.v1.CountCommentAnnotationsRequest
-	21, // 44: collab.comments.v1.CommentsService.AddComments:input_type -> collab.comments.v1.AddCommentsRequest
-	23, // 45: collab.comments.v1.CommentsService.GetComments:input_type -> collab.comments.v1.GetCommentsRequest
-	26, // 46: collab.comments.v1.CommentsService.UpdateComments:input_type -> collab.comments.v1.UpdateCommentsRequest
-	27, // 47: collab.comments.v1.CommentsService.DeleteComments:input_type -> collab.comments.v1.DeleteCommentsRequest
-	28, // 48: collab.comments.v1.CommentsService.AddReaction:input_type -> collab.comments.v1.AddReactionRequest
-	29, // 49: collab.comments.v1.CommentsService.DeleteReaction:input_type -> collab.comments.v1.DeleteReactionRequest
-	31, // 50: collab.comments.v1.CommentsService.MarkRead:input_type -> collab.comments.v1.MarkReadRequest
-	12, // 51: collab.comments.v1.CommentsService.AddCommentAnnotations:output_type -> collab.comments.v1.ItemResultsResponse
-	14, // 52: collab.comments.v1.CommentsService.GetCommentAnnotations:output_type -> collab.comments.v1.GetCommentAnnotationsResponse
-	12, // 53: collab.comments.v1.CommentsService.UpdateCommentAnnotations:output_type -> collab.comments.v1.ItemResultsResponse
-	12, // 54: collab.comments.v1.CommentsService.DeleteCommentAnnotations:output_type -> collab.comments.v1.ItemResultsResponse
-	20, // 55: collab.comments.v1.CommentsService.CountCommentAnnotations:output_type -> collab.comments.v1.CountCommentAnnotationsResponse
-	22, // 56: collab.comments.v1.CommentsService.AddComments:output_type -> collab.comments.v1.AddCommentsResponse
-	24, // 57: collab.comments.v1.CommentsService.GetComments:output_type -> collab.comments.v1.GetCommentsResponse
-	12, // 58: collab.comments.v1.CommentsService.UpdateComments:output_type -> collab.comments.v1.ItemResultsResponse
-	12, // 59: collab.comments.v1.CommentsService.DeleteComments:output_type -> collab.comments.v1.ItemResultsResponse
-	30, // 60: collab.comments.v1.CommentsService.AddReaction:output_type -> collab.comments.v1.ReactionResponse
-	30, // 61: collab.comments.v1.CommentsService.DeleteReaction:output_type -> collab.comments.v1.ReactionResponse
-	12, // 62: collab.comments.v1.CommentsService.MarkRead:output_type -> collab.comments.v1.ItemResultsResponse
-	51, // [51:63] is the sub-list for method output_type
-	39, // [39:51] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	35, // 10: collab.comments.v1.CommentAnnotation.resolved_by_user_id:type_name -> google.protobuf.StringValue
+	6,  // 11: collab.comments.v1.CommentAnnotation.comments:type_name -> collab.comments.v1.Comment
+	0,  // 12: collab.comments.v1.NewComment.from:type_name -> collab.comments.v1.User
+	4,  // 13: collab.comments.v1.NewComment.tagged_user_contacts:type_name -> collab.comments.v1.Mention
+	1,  // 14: collab.comments.v1.NewAnnotation.location:type_name -> collab.comments.v1.Location
+	34, // 15: collab.comments.v1.NewAnnotation.context:type_name -> google.protobuf.Struct
+	2,  // 16: collab.comments.v1.NewAnnotation.status:type_name -> collab.comments.v1.Status
+	3,  // 17: collab.comments.v1.NewAnnotation.priority:type_name -> collab.comments.v1.Priority
+	0,  // 18: collab.comments.v1.NewAnnotation.assigned_to:type_name -> collab.comments.v1.User
+	0,  // 19: collab.comments.v1.NewAnnotation.from:type_name -> collab.comments.v1.User
+	8,  // 20: collab.comments.v1.NewAnnotation.comment_data:type_name -> collab.comments.v1.NewComment
+	9,  // 21: collab.comments.v1.AddCommentAnnotationsRequest.comment_annotations:type_name -> collab.comments.v1.NewAnnotation
+	32, // 22: collab.comments.v1.ItemResultsResponse.data:type_name -> collab.comments.v1.ItemResultsResponse.DataEntry
+	7,  // 23: collab.comments.v1.GetCommentAnnotationsResponse.data:type_name -> collab.comments.v1.CommentAnnotation
+	2,  // 24: collab.comments.v1.AnnotationUpdate.status:type_name -> collab.comments.v1.Status
+	3,  // 25: collab.comments.v1.AnnotationUpdate.priority:type_name -> collab.comments.v1.Priority
+	0,  // 26: collab.comments.v1.AnnotationUpdate.assigned_to:type_name -> collab.comments.v1.User
+	34, // 27: collab.comments.v1.AnnotationUpdate.context:type_name -> google.protobuf.Struct
+	1,  // 28: collab.comments.v1.AnnotationUpdate.location:type_name -> collab.comments.v1.Location
+	15, // 29: collab.comments.v1.UpdateCommentAnnotationsRequest.annotations:type_name -> collab.comments.v1.AnnotationUpdate
+	33, // 30: collab.comments.v1.CountCommentAnnotationsResponse.data:type_name -> collab.comments.v1.CountCommentAnnotationsResponse.DataEntry
+	8,  // 31: collab.comments.v1.AddCommentsRequest.comment_data:type_name -> collab.comments.v1.NewComment
+	6,  // 32: collab.comments.v1.GetCommentsResponse.data:type_name -> collab.comments.v1.Comment
+	36, // 33: collab.comments.v1.CommentChanges.tagged_user_contacts:type_name -> google.protobuf.ListValue
+	25, // 34: collab.comments.v1.UpdateCommentsRequest.updated_data:type_name -> collab.comments.v1.CommentChanges
+	0,  // 35: collab.comments.v1.AddReactionRequest.user:type_name -> collab.comments.v1.User
+	0,  // 36: collab.comments.v1.DeleteReactionRequest.user:type_name -> collab.comments.v1.User
+	11, // 37: collab.comments.v1.ReactionResponse.data:type_name -> collab.comments.v1.ItemResult
+	11, // 38: collab.comments.v1.ItemResultsResponse.DataEntry.value:type_name -> collab.comments.v1.ItemResult
+	19, // 39: collab.comments.v1.CountCommentAnnotationsResponse.DataEntry.value:type_name -> collab.comments.v1.AnnotationCount
+	10, // 40: collab.comments.v1.CommentsService.AddCommentAnnotations:input_type -> collab.comments.v1.AddCommentAnnotationsRequest
+	13, // 41: collab.comments.v1.CommentsService.GetCommentAnnotations:input_type -> collab.comments.v1.GetCommentAnnotationsRequest
+	16, // 42: collab.comments.v1.CommentsService.UpdateCommentAnnotations:input_type -> collab.comments.v1.UpdateCommentAnnotationsRequest
+	17, // 43: collab.comments.v1.CommentsService.DeleteCommentAnnotations:input_type -> collab.comments.v1.DeleteCommentAnnotationsRequest
+	18, // 44: collab.comments.v1.CommentsService.CountCommentAnnotations:input_type -> collab.comments.v1.CountCommentAnnotationsRequest
+	21, // 45: collab.comments.v1.CommentsService.AddComments:input_type -> collab.comments.v1.AddCommentsRequest
+	23, // 46: collab.comments.v1.CommentsService.GetComments:input_type -> collab.comments.v1.GetCommentsRequest
+	26, // 47: collab.comments.v1.CommentsService.UpdateComments:input_type -> collab.comments.v1.UpdateCommentsRequest
+	27, // 48: collab.comments.v1.CommentsService.DeleteComments:input_type -> collab.comments.v1.DeleteCommentsRequest
+	28, // 49: collab.comments.v1.CommentsService.AddReaction:input_type -> collab.comments.v1.AddReactionRequest
+	29, // 50: collab.comments.v1.CommentsService.DeleteReaction:input_type -> collab.comments.v1.DeleteReactionRequest
+	31, // 51: collab.comments.v1.CommentsService.MarkRead:input_type -> collab.comments.v1.MarkReadRequest
+	12, // 52: collab.comments.v1.CommentsService.AddCommentAnnotations:output_type -> collab.comments.v1.ItemResultsResponse
+	14, // 53: collab.comments.v1.CommentsService.GetCommentAnnotations:output_type -> collab.comments.v1.GetCommentAnnotationsResponse
+	12, // 54: collab.comments.v1.CommentsService.UpdateCommentAnnotations:output_type -> collab.comments.v1.ItemResultsResponse
+	12, // 55: collab.comments.v1.CommentsService.DeleteCommentAnnotations:output_type -> collab.comments.v1.ItemResultsResponse
+	20, // 56: collab.comments.v1.CommentsService.CountCommentAnnotations:output_type -> collab.comments.v1.CountCommentAnnotationsResponse
+	22, // 57: collab.comments.v1.CommentsService.AddComments:output_type -> collab.comments.v1.AddCommentsResponse
+	24, // 58: collab.comments.v1.CommentsService.GetComments:output_type -> collab.comments.v1.GetCommentsResponse
+	12, // 59: collab.comments.v1.CommentsService.UpdateComments:output_type -> collab.comments.v1.ItemResultsResponse
+	12, // 60: collab.comments.v1.CommentsService.DeleteComments:output_type -> collab.comments.v1.ItemResultsResponse
+	30, // 61: collab.comments.v1.CommentsService.AddReaction:output_type -> collab.comments.v1.ReactionResponse
+	30, // 62: collab.comments.v1.CommentsService.DeleteReaction:output_type -> collab.comments.v1.ReactionResponse
+	12, // 63: collab.comments.v1.CommentsService.MarkRead:output_type -> collab.comments.v1.ItemResultsResponse
+	52, // [52:64] is the sub-list for method output_type
+	40, // [40:52] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_collab_comments_v1_comments_proto_init() }
@@ -2738,7 +2743,6 @@ func file_collab_comments_v1_comments_proto_init() {
 	if File_collab_comments_v1_comments_proto != nil {
 		return
 	}
-	file_collab_comments_v1_comments_proto_msgTypes[7].OneofWrappers = []any{}
 	file_collab_comments_v1_comments_proto_msgTypes[13].OneofWrappers = []any{}
 	file_collab_comments_v1_comments_proto_msgTypes[14].OneofWrappers = []any{}
 	file_collab_comments_v1_comments_proto_msgTypes[19].OneofWrappers = []any{}

@@ -8,6 +8,7 @@ import (
 	binary "encoding/binary"
 	protohelpers "github.com/planetscale/vtprotobuf/protohelpers"
 	structpb "github.com/planetscale/vtprotobuf/types/known/structpb"
+	wrapperspb "github.com/planetscale/vtprotobuf/types/known/wrapperspb"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	math "math"
 )
@@ -456,6 +457,16 @@ func (m *CommentAnnotation) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.ResolvedByUserId != nil {
+		size, err := (*wrapperspb.StringValue)(m.ResolvedByUserId).MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x72
+	}
 	if m.LastUpdated != 0 {
 		i -= 8
 		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.LastUpdated))))
@@ -479,13 +490,6 @@ func (m *CommentAnnotation) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 			i--
 			dAtA[i] = 0x5a
 		}
-	}
-	if m.ResolvedByUserId != nil {
-		i -= len(*m.ResolvedByUserId)
-		copy(dAtA[i:], *m.ResolvedByUserId)
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(*m.ResolvedByUserId)))
-		i--
-		dAtA[i] = 0x52
 	}
 	if m.AssignedTo != nil {
 		size, err := m.AssignedTo.MarshalToSizedBufferVT(dAtA[:i])
@@ -2476,10 +2480,6 @@ func (m *CommentAnnotation) SizeVT() (n int) {
 		l = m.AssignedTo.SizeVT()
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
-	if m.ResolvedByUserId != nil {
-		l = len(*m.ResolvedByUserId)
-		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
-	}
 	if len(m.Comments) > 0 {
 		for _, e := range m.Comments {
 			l = e.SizeVT()
@@ -2491,6 +2491,10 @@ func (m *CommentAnnotation) SizeVT() (n int) {
 	}
 	if m.LastUpdated != 0 {
 		n += 9
+	}
+	if m.ResolvedByUserId != nil {
+		l = (*wrapperspb.StringValue)(m.ResolvedByUserId).SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
