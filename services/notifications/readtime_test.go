@@ -2,6 +2,7 @@ package notifications
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -158,4 +159,33 @@ func TestHeadlinerRendersAsTheFanOutDid(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzHeadline holds TestHeadlinerRendersAsTheFanOutDid's property for any caller's template
+// and data (written as Add Notifications writes it, by encoding/json from an object of string
+// fields and an actionUser): the headline a reader gets when read is the one render gives, and
+// renderedLen is its length.
+func FuzzHeadline(f *testing.F) {
+	f.Add("{{actionUser}} wrote to {{recipientUser}} in {{doc}}", "doc", "Plan", "Ada L.", "b", "Bob", "")
+	f.Add("{{ recipientUser.email }}{{actionUser.userId}}{{x}}", "actionUser.name", "forged", "", "b", "", "bob@example.com")
+	f.Add("{{actionUserX}}{{ not closed {{recipientUser", "actionUserX", "x", "", "", "", "")
+	f.Fuzz(func(t *testing.T, tpl, key, value, actorName, readerID, readerName, readerEmail string) {
+		data := map[string]any{key: value}
+		if actorName != "" {
+			data["actionUser"] = map[string]any{"name": actorName}
+		}
+		b, err := json.Marshal(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &Notification{ActionUser: User{UserID: "a", Name: "Ada", Email: "ada@example.com"}, HeadlineTemplate: tpl, HeadlineData: string(b)}
+		r := User{UserID: readerID, Name: readerName, Email: readerEmail}
+		want := render(tpl, headlineValues(n, r))
+		if got := newHeadliner(n).For(r); got != want {
+			t.Fatalf("%q with %s for %+v: %q, want %q", tpl, b, r, got, want)
+		}
+		if got := renderedLen(tpl, headlineValues(n, r)); got != len(want) {
+			t.Fatalf("renderedLen %d, rendered %d", got, len(want))
+		}
+	})
 }
