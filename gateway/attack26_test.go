@@ -108,9 +108,12 @@ func TestBodiesInFlightAreBounded(t *testing.T) {
 			t.Fatalf("status %d, error %+v", resp.StatusCode, env.Error)
 		}
 	}
-	if want := int(gateway.MaxBodyBytesInFlight / gateway.MaxBodyBytes); ok != want || busy != conns-want {
-		t.Fatalf("%d served and %d refused, want %d and %d", ok, busy, want, conns-want)
+	// At most the budget's worth of bodies was read whole; bodies that came at once may all
+	// have taken part of it, and be refused halfway.
+	if most := int(gateway.MaxBodyBytesInFlight / gateway.MaxBodyBytes); ok > most || busy < conns-most {
+		t.Fatalf("%d served and %d refused, want at most %d served", ok, busy, most)
 	}
+	t.Logf("%d served, %d refused", ok, busy)
 	// The budget was given back: a body of the largest size is read again.
 	resultOf(t, e.post("/v2/workspace/create", string(body)))
 }
@@ -121,4 +124,27 @@ func heapAlloc() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// TestBodiesDeclaredAndNotSentHoldNothing: a body takes from the budget what it sent, not what
+// it declared, so connections that declare the largest body and send nothing (cheap: no
+// bytes) do not make the gateway refuse everyone else's bodies for the read timeout.
+func TestBodiesDeclaredAndNotSentHoldNothing(t *testing.T) {
+	e := newTestEnv(t)
+	srv := httptest.NewServer(e.gw)
+	t.Cleanup(srv.Close)
+	head := fmt.Sprintf("POST /v2/workspace/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", gateway.MaxBodyBytes)
+	for range 2 * gateway.MaxBodyBytesInFlight / gateway.MaxBodyBytes {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		if _, err := c.Write([]byte(head)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the server reads their headers and starts on their bodies
+	prefix := `{"data": {"name": "n"}}`
+	resultOf(t, e.post("/v2/workspace/create", prefix+strings.Repeat(" ", gateway.MaxBodyBytes-len(prefix))))
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync/atomic"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/protobuf/proto"
@@ -18,50 +17,6 @@ import (
 
 // MaxBodyBytes is the largest request body the gateway reads.
 const MaxBodyBytes = 4 << 20
-
-// MaxBodyBytesInFlight bounds the request bodies the gateway reads and holds at once, all
-// requests of the process together (docs/operations.md, "HTTP listener").
-const MaxBodyBytesInFlight = 128 << 20
-
-// bodyBudget is what is left of the bytes of request bodies the gateway may hold at once: each
-// request takes its body's share before its body is read and gives it back when it is
-// answered, so many connections sending large bodies hold at most the budget, not 4 MiB each
-// for as long as the server's read timeout (issue 20, attack pass 26).
-type bodyBudget struct{ left atomic.Int64 }
-
-func newBodyBudget(n int64) *bodyBudget {
-	b := &bodyBudget{}
-	b.left.Store(n)
-	return b
-}
-
-// take reserves n bytes, or reports false when fewer are left.
-func (b *bodyBudget) take(n int64) bool {
-	for {
-		left := b.left.Load()
-		if left < n {
-			return false
-		}
-		if b.left.CompareAndSwap(left, left-n) {
-			return true
-		}
-	}
-}
-
-func (b *bodyBudget) give(n int64) {
-	if n != 0 {
-		b.left.Add(n)
-	}
-}
-
-// bodyCharge is what a request's body takes from the budget: its declared length, or the most
-// the gateway reads (MaxBodyBytes) when it declares none (chunked, HTTP/2) or more.
-func bodyCharge(contentLength int64) int64 {
-	if contentLength < 0 || contentLength > MaxBodyBytes {
-		return MaxBodyBytes
-	}
-	return contentLength
-}
 
 // envelopeCodec is the grpc-gateway Marshaler of the API's envelopes: it reads the request
 // message from the body's "data" object and writes responses as {"result": <message>}. The
@@ -145,35 +100,16 @@ func (c *envelopeCodec) Unmarshal(body []byte, v any) error {
 	return jsoncodec.Unmarshal(body, m)
 }
 
-// sizedBody is a request's body with its declared length (-1: none), which readBody reads into
-// a buffer of that size.
-type sizedBody struct {
-	io.ReadCloser
-	size int64
-}
-
-// readBody reads a request's body. A body of declared length is read into a buffer of exactly
-// that length: io.ReadAll's buffer, grown as the body comes, reached 5.5 MiB for a body of 4, more
-// than the body's share of MaxBodyBytesInFlight.
-func readBody(r io.Reader) ([]byte, error) {
-	b, ok := r.(*sizedBody)
-	if !ok || b.size < 0 || b.size > MaxBodyBytes {
-		return io.ReadAll(r)
-	}
-	body := make([]byte, b.size)
-	if _, err := io.ReadFull(b, body); err != nil {
-		return nil, fmt.Errorf("read body: %w", err)
-	}
-	return body, nil
-}
-
 func (c *envelopeCodec) NewDecoder(r io.Reader) runtime.Decoder {
 	return runtime.DecoderFunc(func(v any) error {
 		body, err := readBody(r)
 		if err != nil {
 			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
+			switch {
+			case errors.As(err, &tooBig):
 				return fmt.Errorf("Request body is larger than %d MiB.", MaxBodyBytes>>20)
+			case errors.Is(err, errBodiesBusy):
+				return errBodiesBusy // errorHandler answers 503 (the body's budgetedBody says so)
 			}
 			return errors.New("Request body could not be read.")
 		}

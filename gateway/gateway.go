@@ -113,7 +113,7 @@ type exchange struct {
 	statusRecorder
 	buffers responseBuffers
 	route   string
-	body    sizedBody
+	body    budgetedBody
 }
 
 // exchangeKey carries the request's *exchange.
@@ -311,18 +311,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	g.call(x, r)
 }
 
-// call runs an operation: its body takes its share of the bodies' budget (codec.go) before it
-// is read, up to MaxBodyBytes, and gives it back once answered.
+// call runs an operation: its body is read within the bodies' budget (body.go), up to
+// MaxBodyBytes, and what it took is given back once answered.
 func (g *Gateway) call(x *exchange, r *http.Request) {
 	rec := &x.statusRecorder
-	charge := bodyCharge(r.ContentLength)
-	if !g.bodies.take(charge) {
-		rec.Header().Set("Retry-After", "1")
-		writeError(rec, http.StatusServiceUnavailable, codes.Unavailable, "The server is busy reading other requests; try again in a moment.", nil)
-		return
-	}
-	defer g.bodies.give(charge)
-	x.body = sizedBody{ReadCloser: http.MaxBytesReader(rec, r.Body, MaxBodyBytes), size: r.ContentLength}
+	x.body = budgetedBody{ReadCloser: http.MaxBytesReader(rec, r.Body, MaxBodyBytes), size: r.ContentLength, budget: g.bodies}
+	defer x.body.release()
 	r.Body = &x.body
 	if h, ok := g.operation(r); ok {
 		x.route = r.URL.Path
