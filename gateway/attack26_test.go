@@ -133,8 +133,10 @@ func TestBodiesDeclaredAndNotSentHoldNothing(t *testing.T) {
 	e := newTestEnv(t)
 	srv := httptest.NewServer(e.gw)
 	t.Cleanup(srv.Close)
-	head := fmt.Sprintf("POST /v2/workspace/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", gateway.MaxBodyBytes)
-	for range 2 * gateway.MaxBodyBytesInFlight / gateway.MaxBodyBytes {
+	head := fmt.Sprintf("POST /v2/workspace/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", gateway.MaxBodyBytes)
+	// As many as would spend the budget at 64 KiB each (the first room a body of 4 MiB takes
+	// once it starts to arrive).
+	for range gateway.MaxBodyBytesInFlight / (64 << 10) {
 		c, err := net.Dial("tcp", srv.Listener.Addr().String())
 		if err != nil {
 			t.Fatal(err)

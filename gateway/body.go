@@ -59,6 +59,9 @@ type budgetedBody struct {
 	budget  *bodyBudget
 	charged int64 // taken from budget; given back by release
 	busy    bool  // the budget refused the body
+	// first takes the body's first bytes, so that nothing is taken from the budget before the
+	// body starts to arrive: a client that declares a body and sends none holds none of it.
+	first [512]byte
 }
 
 // release gives back what the body took.
@@ -111,14 +114,28 @@ func readBody(r io.Reader) ([]byte, error) {
 			}
 			continue
 		}
-		if len(buf) == cap(buf) {
-			var err error
-			if buf, err = b.grow(buf); err != nil {
-				return nil, err
+		dst := b.first[:]
+		if buf != nil {
+			if len(buf) == cap(buf) {
+				var err error
+				if buf, err = b.grow(buf); err != nil {
+					return nil, err
+				}
 			}
+			dst = buf[len(buf):cap(buf)]
 		}
-		n, err := b.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
+		n, err := b.Read(dst)
+		if buf != nil {
+			buf = buf[:len(buf)+n]
+		} else if n > 0 {
+			// The body has started: its buffer takes its first share from the budget
+			// (at least n: grow's first room is 512 bytes or the whole declared length).
+			var gerr error
+			if buf, gerr = b.grow([]byte{}); gerr != nil {
+				return nil, gerr
+			}
+			buf = append(buf, b.first[:n]...)
+		}
 		switch {
 		case errors.Is(err, io.EOF):
 			return buf, nil
