@@ -126,23 +126,28 @@ func heapAlloc() uint64 {
 	return m.HeapAlloc
 }
 
-// TestBodiesDeclaredAndNotSentHoldNothing: a body takes from the budget what it sent, not what
-// it declared, so connections that declare the largest body and send nothing (cheap: no
-// bytes) do not make the gateway refuse everyone else's bodies for the read timeout.
+// TestBodiesDeclaredAndNotSentHoldNothing: a body takes from the budget what it sent (nothing
+// before its first byte, then 4 KiB or twice what it sent), not what it declared, so
+// connections that declare the largest body and send a byte of it or none (cheap) do not make
+// the gateway refuse everyone else's bodies for the read timeout.
 func TestBodiesDeclaredAndNotSentHoldNothing(t *testing.T) {
 	e := newTestEnv(t)
 	srv := httptest.NewServer(e.gw)
 	t.Cleanup(srv.Close)
 	head := fmt.Sprintf("POST /v2/workspace/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", gateway.MaxBodyBytes)
-	// As many as would spend the budget at 64 KiB each (the first room a body of 4 MiB takes
-	// once it starts to arrive).
-	for range gateway.MaxBodyBytesInFlight / (64 << 10) {
+	// Twice as many as would spend the budget at 64 KiB each, half of them sending one byte
+	// of their body: a body holds what it sent, or 4 KiB, not a share of what it declared.
+	for i := range 2 * gateway.MaxBodyBytesInFlight / (64 << 10) {
+		send := head
+		if i%2 == 1 {
+			send += "{"
+		}
 		c, err := net.Dial("tcp", srv.Listener.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = c.Close() })
-		if _, err := c.Write([]byte(head)); err != nil {
+		if _, err := c.Write([]byte(send)); err != nil {
 			t.Fatal(err)
 		}
 	}

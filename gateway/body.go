@@ -70,16 +70,16 @@ func (b *budgetedBody) release() {
 	b.charged = 0
 }
 
-// grow makes room for more of the body in buf, taking the new room from the budget: the
-// declared length at once up to 64 KiB (most bodies: one buffer, read in place), then twice the
-// room so far, never past the declared length, or past MaxBodyBytes and a byte (the byte that
-// tells MaxBytesReader's refusal) without one.
+// grow makes room for more of the body in buf, taking the new room from the budget: twice the
+// room so far, at first 4 KiB (most bodies: one buffer; the first read's 512 bytes fit), never
+// past the declared length, or past MaxBodyBytes and a byte (the byte that tells
+// MaxBytesReader's refusal) without one. So a body holds at most twice what it sent, or 4 KiB.
 func (b *budgetedBody) grow(buf []byte) ([]byte, error) {
 	limit := int64(MaxBodyBytes + 1)
 	if b.size >= 0 && b.size < limit {
 		limit = b.size
 	}
-	n := min(max(int64(cap(buf))*2, min(limit, 64<<10), 512), limit)
+	n := min(max(int64(cap(buf))*2, 4<<10), limit)
 	if !b.budget.take(n - int64(cap(buf))) {
 		b.busy = true
 		return buf, errBodiesBusy
@@ -128,8 +128,7 @@ func readBody(r io.Reader) ([]byte, error) {
 		if buf != nil {
 			buf = buf[:len(buf)+n]
 		} else if n > 0 {
-			// The body has started: its buffer takes its first share from the budget
-			// (at least n: grow's first room is 512 bytes or the whole declared length).
+			// The body has started: its buffer takes its first share from the budget.
 			var gerr error
 			if buf, gerr = b.grow([]byte{}); gerr != nil {
 				return nil, gerr
