@@ -4,8 +4,13 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,5 +105,77 @@ func TestRemoteKey(t *testing.T) {
 		if got := remoteKey(remote); got != want {
 			t.Errorf("%s counts as %q, want %q", remote, got, want)
 		}
+	}
+}
+
+// TestRouteProxyEndsClientsThatDoNotRead: the gateway proxies a service's routes (the comments
+// stream, live sync) to its processes; a client that never reads made the proxy's write to it
+// block for ever (the HTTP server has no write timeout: streams are long), so the service's
+// own rule (the stream ends a client that takes nothing for 10 s) ended only the service's side
+// and the gateway held the request, its goroutines and both connections until the client went
+// (issue 20, attack pass 26). The proxy now ends what it proxies to a client that takes nothing
+// for proxyWriteTimeout, answers and upgraded connections alike.
+func TestRouteProxyEndsClientsThatDoNotRead(t *testing.T) {
+	defer func(d time.Duration) { proxyWriteTimeout = d }(proxyWriteTimeout)
+	proxyWriteTimeout = 300 * time.Millisecond
+	chunk := []byte("data: " + strings.Repeat("x", 16<<10) + "\n\n")
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// An endless stream, or an upgraded connection that only sends.
+		if r.Header.Get("Upgrade") == "" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			for {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+				if err := http.NewResponseController(w).Flush(); err != nil {
+					return
+				}
+			}
+		}
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		_ = brw.Flush()
+		for {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(upstream.Close)
+	target, _ := url.Parse(upstream.URL)
+	for name, req := range map[string]string{
+		"stream":   "GET /v2/crdt/sync/o/d HTTP/1.1\r\nHost: x\r\n\r\n",
+		"upgraded": "GET /v2/crdt/sync/o/d HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			var open atomic.Int64
+			proxy := routeProxy(syncModule, target, http.DefaultTransport, quiet())
+			front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				open.Add(1)
+				defer open.Add(-1)
+				proxy.ServeHTTP(w, r)
+			}))
+			defer front.Close()
+			c, err := net.Dial("tcp", front.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+			if _, err := io.WriteString(c, req); err != nil {
+				t.Fatal(err)
+			}
+			// The client reads nothing: the proxy must give up on it.
+			deadline := time.Now().Add(10 * time.Second)
+			for time.Sleep(100 * time.Millisecond); open.Load() != 0; time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the proxy still serves a client that has read nothing for 10 s")
+				}
+			}
+		})
 	}
 }
