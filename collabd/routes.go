@@ -63,8 +63,8 @@ func proxyTransport(t processTLS) *http.Transport {
 }
 
 // proxyWriteTimeout ends what the proxy sends a client (an answer, a stream, an upgraded
-// connection) when the client takes none of it for this long (docs/operations.md, "HTTP
-// listener"). A variable for tests.
+// connection) when the client takes none of it for this long
+// (docs/operations.md, "HTTP listener"). A variable for tests.
 var proxyWriteTimeout = 30 * time.Second
 
 func routesName(m service.Module) string {
