@@ -55,7 +55,7 @@ type Gateway struct {
 	metrics    Observer
 	// traced is the gateway wrapped in the HTTP server spans (SetTracing), nil without.
 	traced http.Handler
-	// bodies is what is left of MaxBodyBytesInFlight (codec.go).
+	// bodies is what is left of MaxBodyBytesInFlight (body.go).
 	bodies *bodyBudget
 }
 
