@@ -413,6 +413,9 @@ func (p *Process) serveHTTP(ctx context.Context, cfg Config, obs observability, 
 		perAddr = 0
 	}
 	ln = limitListeners(ln, cfg.HTTPMaxConns, perAddr, p.log)
+	if perAddr > 0 {
+		handler = limitRequests(handler, perAddr)
+	}
 	p.HTTPAddr, p.routesOnly = ln.Addr().String(), !cfg.Runs(Gateway)
 	// Requests live in base, which ends once Shutdown has waited for them: Shutdown does not
 	// wait for hijacked connections (live sync's WebSockets, served or proxied), and ending

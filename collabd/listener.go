@@ -1,10 +1,18 @@
 package collabd
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/netip"
+	"strings"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/collab/collab/internal/apierr"
 )
 
 // MaxHeaderBytes bounds the request line and headers of one HTTP request (net/http adds 4 KiB
@@ -140,4 +148,62 @@ func (c *countedConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// limitRequests caps the requests one client address has open at once at perAddr, the cap of
+// its connections: over HTTP/1.1 a connection carries one request at a time, but over HTTP/2
+// (TLS) one carries up to 250, so the connections' cap alone let one address hold 250 times
+// its requests (issue 20, attack pass 26; docs/operations.md, "HTTP listener"). Past it a
+// request is answered 429 at once. The address counts as the listener counts it (addrKey).
+func limitRequests(next http.Handler, perAddr int) http.Handler {
+	l := &requestLimiter{next: next, perAddr: perAddr, open: map[string]int{}}
+	l.message = fmt.Sprintf("Your address has the most requests open at once it may (%d); wait for some to end.", perAddr)
+	return l
+}
+
+// requestLimiter is limitRequests' handler.
+type requestLimiter struct {
+	next    http.Handler
+	perAddr int
+	message string
+
+	mu   sync.Mutex
+	open map[string]int
+}
+
+func (l *requestLimiter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := remoteKey(r.RemoteAddr)
+	l.mu.Lock()
+	if l.open[key] >= l.perAddr {
+		l.mu.Unlock()
+		apierr.WriteHTTP(w, http.StatusTooManyRequests, codes.ResourceExhausted, l.message)
+		return
+	}
+	l.open[key]++
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		if l.open[key]--; l.open[key] <= 0 {
+			delete(l.open, key)
+		}
+		l.mu.Unlock()
+	}()
+	l.next.ServeHTTP(w, r)
+}
+
+// remoteKey is addrKey of a request's RemoteAddr ("ip:port"), without an allocation for IPv4.
+func remoteKey(remote string) string {
+	host := remote
+	if i := strings.LastIndexByte(remote, ':'); i >= 0 && !strings.HasSuffix(remote, "]") {
+		host = remote[:i]
+	}
+	if !strings.HasPrefix(host, "[") {
+		return host // IPv4 (what net/http gives for a TCP peer), as addrKey counts it
+	}
+	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil && a.Is6() && !a.Is4In6() {
+		if p, err := a.Prefix(64); err == nil {
+			return p.Masked().Addr().String() + "/64"
+		}
+	}
+	return host
 }

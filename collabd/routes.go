@@ -1,11 +1,14 @@
 package collabd
 
 import (
+	"bufio"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -59,6 +62,11 @@ func proxyTransport(t processTLS) *http.Transport {
 	return transport
 }
 
+// proxyWriteTimeout ends what the proxy sends a client (an answer, a stream, an upgraded
+// connection) when the client takes none of it for this long
+// (docs/operations.md, "HTTP listener"). A variable for tests.
+var proxyWriteTimeout = 30 * time.Second
+
 func routesName(m service.Module) string {
 	if m.RoutesName != "" {
 		return m.RoutesName
@@ -88,7 +96,49 @@ func routeProxy(m service.Module, target *url.URL, transport http.RoundTripper, 
 			apierr.WriteHTTP(w, http.StatusServiceUnavailable, codes.Unavailable, msg)
 		},
 	}
-	return p
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dw := &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w)}
+		// The deadline must not outlive the request: the server sets none of its own (no
+		// WriteTimeout) before the connection's next request.
+		defer func() { _ = dw.rc.SetWriteDeadline(time.Time{}) }()
+		p.ServeHTTP(dw, r)
+	})
+}
+
+// deadlineWriter gives each write to the client proxyWriteTimeout, on the answer and on the
+// connection an upgrade hijacks: a client that takes nothing for that long ends what is
+// proxied to it, where the write would otherwise wait for ever (the HTTP server has no write
+// timeout, streams being long). Without it a client that never read held the proxy's request,
+// its goroutines and both connections after the service had given up on it (issue 20, attack
+// pass 26).
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(proxyWriteTimeout))
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the server's writer (Flush).
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack hands the proxy the connection of an upgrade, each write of it under the deadline.
+func (w *deadlineWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := w.rc.Hijack()
+	if err != nil {
+		return nil, nil, fmt.Errorf("hijack: %w", err)
+	}
+	return &deadlineConn{Conn: c}, brw, nil
+}
+
+// deadlineConn is a hijacked connection whose writes each get proxyWriteTimeout.
+type deadlineConn struct{ net.Conn }
+
+func (c *deadlineConn) Write(p []byte) (int, error) {
+	_ = c.SetWriteDeadline(time.Now().Add(proxyWriteTimeout))
+	return c.Conn.Write(p)
 }
 
 // unavailable answers every request with 503 in the error envelope.

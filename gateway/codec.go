@@ -102,11 +102,14 @@ func (c *envelopeCodec) Unmarshal(body []byte, v any) error {
 
 func (c *envelopeCodec) NewDecoder(r io.Reader) runtime.Decoder {
 	return runtime.DecoderFunc(func(v any) error {
-		body, err := io.ReadAll(r)
+		body, err := readBody(r)
 		if err != nil {
 			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
+			switch {
+			case errors.As(err, &tooBig):
 				return fmt.Errorf("Request body is larger than %d MiB.", MaxBodyBytes>>20)
+			case errors.Is(err, errBodiesBusy):
+				return errBodiesBusy // errorHandler answers 503 (the body's budgetedBody says so)
 			}
 			return errors.New("Request body could not be read.")
 		}

@@ -40,6 +40,12 @@ func errorHandler(log *slog.Logger) runtime.ErrorHandlerFunc {
 	return func(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 		st := status.Convert(err)
 		code, msg := st.Code(), st.Message()
+		if x, ok := r.Context().Value(exchangeKey{}).(*exchange); ok && x.body.busy {
+			// readBody's refusal, which grpc-gateway reports as a bad body: the server is busy.
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, codes.Unavailable, busyMessage, nil)
+			return
+		}
 		switch {
 		case strings.HasPrefix(msg, "grpc: "):
 			// The gRPC library's own words (an answer over the message limit, a transport

@@ -55,6 +55,8 @@ type Gateway struct {
 	metrics    Observer
 	// traced is the gateway wrapped in the HTTP server spans (SetTracing), nil without.
 	traced http.Handler
+	// bodies is what is left of MaxBodyBytesInFlight (body.go).
+	bodies *bodyBudget
 }
 
 // Observer records each answered request (internal/metrics.HTTP): route is the operation's
@@ -111,6 +113,7 @@ type exchange struct {
 	statusRecorder
 	buffers responseBuffers
 	route   string
+	body    budgetedBody
 }
 
 // exchangeKey carries the request's *exchange.
@@ -131,7 +134,7 @@ func routeTemplate(ctx context.Context, r *http.Request) metadata.MD {
 // New returns a Gateway routing each upstream's operations to its connection, in the order
 // given.
 func New(ctx context.Context, upstreams []Upstream, log *slog.Logger) (*Gateway, error) {
-	g := &Gateway{log: log, upstreams: upstreams, getRoutes: map[string]bool{"/v2/workspace/email/verify": true}, operations: map[operation]runtime.HandlerFunc{}}
+	g := &Gateway{log: log, bodies: newBodyBudget(MaxBodyBytesInFlight), upstreams: upstreams, getRoutes: map[string]bool{"/v2/workspace/email/verify": true}, operations: map[operation]runtime.HandlerFunc{}}
 	options := []runtime.ServeMuxOption{
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, newEnvelopeCodec()),
 		runtime.WithIncomingHeaderMatcher(incomingHeader),
@@ -305,7 +308,16 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		g.mux.ServeHTTP(rec, r)
 		return
 	}
-	r.Body = http.MaxBytesReader(rec, r.Body, MaxBodyBytes)
+	g.call(x, r)
+}
+
+// call runs an operation: its body is read within the bodies' budget (body.go), up to
+// MaxBodyBytes, and what it took is given back once answered.
+func (g *Gateway) call(x *exchange, r *http.Request) {
+	rec := &x.statusRecorder
+	x.body = budgetedBody{ReadCloser: http.MaxBytesReader(rec, r.Body, MaxBodyBytes), size: r.ContentLength, budget: g.bodies}
+	defer x.body.release()
+	r.Body = &x.body
 	if h, ok := g.operation(r); ok {
 		x.route = r.URL.Path
 		h(rec, r, nil) // what the mux would do once matched: literal paths have no parameters

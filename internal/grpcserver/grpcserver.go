@@ -26,6 +26,10 @@ import (
 // limit (4 MiB) sits below it.
 const MaxMessageBytes = 8 << 20
 
+// requestReadTimeout bounds how long a call's request message may take to arrive
+// (receive.go). A variable for tests.
+var requestReadTimeout = 60 * time.Second
+
 // Fits reports whether an answer can be sent: handlers of reads the spec does not page (Get
 // Documents v1, Get Users) check it, to refuse with a message that says what to do instead of
 // failing in the transport.
@@ -48,6 +52,7 @@ func Chain(log *slog.Logger, auth *authn.Interceptor, outer ...grpc.UnaryServerI
 		}
 	}
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		received(ctx) // the request message came whole (receive.go)
 		return from(0, info, handler)(ctx, req)
 	}
 }
@@ -65,7 +70,8 @@ const (
 // and stream limits and serverCodec.
 func New(chain grpc.UnaryServerInterceptor, opts ...grpc.ServerOption) *grpc.Server {
 	base := []grpc.ServerOption{grpc.UnaryInterceptor(chain), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes), newServerCodec(),
-		grpc.MaxHeaderListSize(MaxHeaderListBytes), grpc.MaxConcurrentStreams(MaxConcurrentStreams)}
+		grpc.MaxHeaderListSize(MaxHeaderListBytes), grpc.MaxConcurrentStreams(MaxConcurrentStreams),
+		grpc.InTapHandle(receiveDeadline), grpc.StreamInterceptor(streamReceive)}
 	return grpc.NewServer(append(base, opts...)...)
 }
 

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -33,21 +34,34 @@ func (stub) CreateWorkspace(ctx context.Context, req *workspacev1.CreateWorkspac
 		panic("boom")
 	case "fail":
 		return nil, errors.New("store exploded at 10.1.2.3")
+	case "slow":
+		// Longer than the test's requestReadTimeout, which must not cut it.
+		select {
+		case <-time.After(3 * requestReadTimeout):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	return &workspacev1.CreateWorkspaceResponse{Message: logging.RequestID(ctx)}, nil
 }
 
 func dial(t *testing.T, logs *strings.Builder) (workspacev1.WorkspaceServiceClient, *Health) {
 	t.Helper()
+	lis := bufconn.Listen(1 << 16)
+	return dialOn(t, logs, lis, func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })
+}
+
+// dialOn serves the stub and health on lis and returns clients of them, dialled with dialer.
+func dialOn(t *testing.T, logs *strings.Builder, lis net.Listener, dialer func(context.Context, string) (net.Conn, error)) (workspacev1.WorkspaceServiceClient, *Health) {
+	t.Helper()
 	log := logging.New(logs, "text", slog.LevelDebug)
 	srv := New(Chain(log, authn.NewInterceptor(nil, "")))
 	workspacev1.RegisterWorkspaceServiceServer(srv, stub{})
 	h := NewHealth()
 	healthpb.RegisterHealthServer(srv, h)
-	lis := bufconn.Listen(1 << 16)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient("passthrough:///x", grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+	conn, err := grpc.NewClient("passthrough:///x", grpc.WithContextDialer(dialer),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
