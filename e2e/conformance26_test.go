@@ -42,9 +42,9 @@ func TestConformance26(t *testing.T) {
 		check func(t *testing.T, r response)
 	}{
 		{
-			// REFERENCE, comment annotation: "`resolvedByUserId` (or null)", beside `priority`
-			// and `assignedTo` "(or null)", which are answered null: an unresolved thread
-			// answers it null, not absent.
+			// An annotation's resolvedByUserId is "(or null)" like priority and assignedTo,
+			// which are answered null: an unresolved thread answers it null, not absent
+			// (docs/comments.md, "Annotations").
 			name: "resolvedByUserId is null on an open thread and the resolver on a resolved one",
 			path: "/v2/commentannotations/get",
 			data: loc(map[string]any{"order": "asc"}),
@@ -87,8 +87,8 @@ func TestConformance26(t *testing.T) {
 			},
 		},
 		{
-			// REFERENCE: Count answers "keyed by document id {total, unread}", userId
-			// "optional: unread counts for that user"; without one there is no unread to give
+			// Count answers keyed by document id {total, unread}, and userId is optional (the
+			// user whose unread counts are given): without one there is no unread to give
 			// (docs/comments.md, "Operations"). Three threads: open, done and the one of 128 characters.
 			name: "count keyed by document id, unread only with a userId",
 			path: "/v2/commentannotations/count",
