@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,4 +162,44 @@ func TestBodiesDeclaredAndNotSentHoldNothing(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the server reads their headers and starts on their bodies
 	prefix := `{"data": {"name": "n"}}`
 	resultOf(t, e.post("/v2/workspace/create", prefix+strings.Repeat(" ", gateway.MaxBodyBytes-len(prefix))))
+}
+
+// TestBodiesBudgetIsGivenBackOnceRead: the budget bounds the bodies being read. A body's buffer
+// is not used once its request message is decoded, yet the body held its share until its
+// request was answered, so calls that took long after their bodies had come (a slow service,
+// or an answer written to a client that reads it slowly or not at all: the listener has no
+// write timeout) made the gateway refuse everyone's bodies, saying it was busy reading, while
+// it read none (review of attack pass 26). A body now gives its share back once decoded.
+func TestBodiesBudgetIsGivenBackOnceRead(t *testing.T) {
+	e := newTestEnv(t)
+	gateway.SetBodiesInFlight(e.gw, gateway.MaxBodyBytes) // one body of the largest size
+	held, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	e.ws.gate = func(string) {
+		if first.CompareAndSwap(false, true) {
+			close(held)
+			<-release // the first call takes long
+		}
+	}
+	prefix := `{"data": {"name": "n"}}`
+	body := prefix + strings.Repeat(" ", gateway.MaxBodyBytes-len(prefix))
+	slow := make(chan *httptest.ResponseRecorder, 1)
+	go func() { slow <- e.post("/v2/workspace/create", body) }()
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+			<-slow
+		}
+	})
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first call never reached the service")
+	}
+	// The first body was read and decoded: the budget is whole for the next one.
+	resultOf(t, e.post("/v2/workspace/create", body))
+	released = true
+	close(release)
+	resultOf(t, <-slow)
 }

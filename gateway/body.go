@@ -21,8 +21,9 @@ var errBodiesBusy = errors.New(busyMessage)
 // body is read before any credentials are checked, so without it many connections each
 // sending a large body made the gateway hold 4 MiB each for as long as the server's read
 // timeout (issue 20, attack pass 26). A body takes from it the buffer it is read into, as
-// that buffer grows with what arrived, and gives it back when its request is answered: a
-// client that declares a large body and sends little holds little.
+// that buffer grows with what arrived, and gives it back once its request message is decoded
+// (the buffer is not used past that): a client that declares a large body and sends little
+// holds little, and a call that takes long, or an answer a client is slow to take, holds none.
 type bodyBudget struct{ left atomic.Int64 }
 
 func newBodyBudget(n int64) *bodyBudget {
@@ -64,7 +65,15 @@ type budgetedBody struct {
 	first [512]byte
 }
 
-// release gives back what the body took.
+// releaseBody gives back what a request's body took from the budget, if it is a budgetedBody.
+func releaseBody(r io.Reader) {
+	if b, ok := r.(*budgetedBody); ok {
+		b.release()
+	}
+}
+
+// release gives back what the body took; the codec calls it once the body is decoded, the
+// gateway once the request is answered (whichever comes first gives it back).
 func (b *budgetedBody) release() {
 	b.budget.give(b.charged)
 	b.charged = 0

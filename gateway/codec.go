@@ -102,6 +102,9 @@ func (c *envelopeCodec) Unmarshal(body []byte, v any) error {
 
 func (c *envelopeCodec) NewDecoder(r io.Reader) runtime.Decoder {
 	return runtime.DecoderFunc(func(v any) error {
+		// Once decoded, the body's buffer is not used: its share of the bodies' budget goes
+		// back before the call, not once it is answered (body.go).
+		defer releaseBody(r)
 		body, err := readBody(r)
 		if err != nil {
 			var tooBig *http.MaxBytesError

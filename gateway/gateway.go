@@ -312,7 +312,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // call runs an operation: its body is read within the bodies' budget (body.go), up to
-// MaxBodyBytes, and what it took is given back once answered.
+// MaxBodyBytes, and what it took is given back once decoded (codec.go), or else once answered.
 func (g *Gateway) call(x *exchange, r *http.Request) {
 	rec := &x.statusRecorder
 	x.body = budgetedBody{ReadCloser: http.MaxBytesReader(rec, r.Body, MaxBodyBytes), size: r.ContentLength, budget: g.bodies}

@@ -42,9 +42,14 @@ type stubWorkspace struct {
 	calls map[string]int
 	md    metadata.MD
 	req   proto.Message
+	// gate, when set, runs at the start of every call, outside mu: a test holds calls in it.
+	gate func(method string)
 }
 
 func (s *stubWorkspace) record(ctx context.Context, method string, req proto.Message) error {
+	if s.gate != nil {
+		s.gate(method)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.calls == nil {
