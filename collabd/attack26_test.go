@@ -3,6 +3,7 @@ package collabd
 import (
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -170,6 +171,92 @@ func TestRouteProxyEndsClientsThatDoNotRead(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The client reads nothing: the proxy must give up on it.
+			deadline := time.Now().Add(10 * time.Second)
+			for time.Sleep(100 * time.Millisecond); open.Load() != 0; time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the proxy still serves a client that has read nothing for 10 s")
+				}
+			}
+		})
+	}
+}
+
+// TestRouteProxyKeepsQuietStreams: the proxy's write deadline must end a client that takes
+// nothing, not a stream that is quiet. Over HTTP/2 a write deadline is a timer on the stream,
+// which resets it when it fires whether or not a write is waiting, so a proxied stream whose
+// service wrote nothing for proxyWriteTimeout was cut though its client read everything
+// (review of attack pass 26: the comments stream lived only because its heartbeat, 25 s, comes
+// before the 30 s; a resume whose store read took 5 s was cut). The deadline now runs only
+// while a write waits, on both protocols; a client that takes nothing is still ended.
+func TestRouteProxyKeepsQuietStreams(t *testing.T) {
+	defer func(d time.Duration) { proxyWriteTimeout = d }(proxyWriteTimeout)
+	proxyWriteTimeout = 200 * time.Millisecond
+	const events = 4
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		if r.URL.Query().Get("quiet") == "" {
+			// An endless stream of large events, for a client that reads none of it.
+			chunk := []byte("data: " + strings.Repeat("x", 16<<10) + "\n\n")
+			for {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		}
+		// A stream quieter than the deadline, which its client reads whole.
+		for i := range events {
+			if _, err := fmt.Fprintf(w, "data: %d\n\n", i); err != nil {
+				return
+			}
+			_ = http.NewResponseController(w).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(2 * proxyWriteTimeout):
+			}
+		}
+	}))
+	t.Cleanup(upstream.Close)
+	target, _ := url.Parse(upstream.URL)
+	var open atomic.Int64
+	proxy := routeProxy(syncModule, target, http.DefaultTransport, quiet())
+	front := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		open.Add(1)
+		defer open.Add(-1)
+		proxy.ServeHTTP(w, r)
+	}))
+	front.EnableHTTP2 = true
+	front.StartTLS()
+	t.Cleanup(front.Close)
+	h2 := front.Client()
+	h1 := &http.Client{Transport: &http.Transport{TLSClientConfig: h2.Transport.(*http.Transport).TLSClientConfig.Clone()}}
+	for name, client := range map[string]*http.Client{"HTTP/1.1": h1, "HTTP/2": h2} {
+		t.Run(name, func(t *testing.T) {
+			resp, err := client.Get(front.URL + "/v2/crdt/sync/o/d?quiet=1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if want := map[bool]int{true: 2, false: 1}[name == "HTTP/2"]; resp.ProtoMajor != want {
+				t.Fatalf("HTTP/%d, want %d", resp.ProtoMajor, want)
+			}
+			got, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatalf("the quiet stream was cut after %q: %v", got, err)
+			}
+			if n := strings.Count(string(got), "data: "); n != events {
+				t.Fatalf("%d events of %d: %q", n, events, got)
+			}
+
+			if name != "HTTP/2" {
+				return // TestRouteProxyEndsClientsThatDoNotRead ends HTTP/1.1's
+			}
+			// A client that reads nothing is ended all the same (past its transport's window).
+			resp, err = client.Get(front.URL + "/v2/crdt/sync/o/d")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
 			deadline := time.Now().Add(10 * time.Second)
 			for time.Sleep(100 * time.Millisecond); open.Load() != 0; time.Sleep(50 * time.Millisecond) {
 				if time.Now().After(deadline) {

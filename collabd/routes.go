@@ -97,11 +97,7 @@ func routeProxy(m service.Module, target *url.URL, transport http.RoundTripper, 
 		},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		dw := &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w)}
-		// The deadline must not outlive the request: the server sets none of its own (no
-		// WriteTimeout) before the connection's next request.
-		defer func() { _ = dw.rc.SetWriteDeadline(time.Time{}) }()
-		p.ServeHTTP(dw, r)
+		p.ServeHTTP(&deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w)}, r)
 	})
 }
 
@@ -110,16 +106,34 @@ func routeProxy(m service.Module, target *url.URL, transport http.RoundTripper, 
 // proxied to it, where the write would otherwise wait for ever (the HTTP server has no write
 // timeout, streams being long). Without it a client that never read held the proxy's request,
 // its goroutines and both connections after the service had given up on it (issue 20, attack
-// pass 26).
+// pass 26). The deadline is set only while a write or a flush waits: over HTTP/2 a deadline is
+// a timer that resets the stream when it fires, writing or not, so one left set between writes
+// cut a quiet stream whose client had read everything (review of attack pass 26).
 type deadlineWriter struct {
 	http.ResponseWriter
 	rc *http.ResponseController
 }
 
 func (w *deadlineWriter) Write(p []byte) (int, error) {
-	_ = w.rc.SetWriteDeadline(time.Now().Add(proxyWriteTimeout))
+	w.arm()
+	defer w.disarm()
 	return w.ResponseWriter.Write(p)
 }
+
+// FlushError sends what is buffered under the deadline: over HTTP/1.1 a small write reaches
+// the client's connection only here (the proxy flushes each write: FlushInterval -1).
+func (w *deadlineWriter) FlushError() error {
+	w.arm()
+	defer w.disarm()
+	if err := w.rc.Flush(); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	return nil
+}
+
+func (w *deadlineWriter) arm() { _ = w.rc.SetWriteDeadline(time.Now().Add(proxyWriteTimeout)) }
+
+func (w *deadlineWriter) disarm() { _ = w.rc.SetWriteDeadline(time.Time{}) }
 
 // Unwrap lets http.ResponseController reach the server's writer (Flush).
 func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
