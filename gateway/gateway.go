@@ -208,13 +208,61 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
+// Write writes an answer in pieces of at most answerPiece, each within answerWriteTimeout:
+// the HTTP server has no write timeout (it also serves long streams), so a client that asked
+// for a large answer and never read it held the answer, the request's buffers and its
+// goroutine for ever (review of attack pass 26; docs/operations.md, "HTTP listener"). The
+// deadline runs only while a piece is being written and is cleared after, so a slow client
+// that keeps reading is not cut, and a keep-alive connection's next request starts without
+// it. What the server still buffers when the handler returns (a few KiB) goes to the kernel's
+// socket buffer, or fails at once on a connection whose write timed out.
 func (r *statusRecorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
-	n, err := r.ResponseWriter.Write(b)
-	r.bytes += n
-	return n, err
+	d := writeDeadliner(r.ResponseWriter)
+	if d == nil {
+		n, err := r.ResponseWriter.Write(b)
+		r.bytes += n
+		return n, err
+	}
+	defer func() { _ = d.SetWriteDeadline(time.Time{}) }()
+	written := 0
+	for len(b) > 0 {
+		piece := b[:min(len(b), answerPiece)]
+		_ = d.SetWriteDeadline(time.Now().Add(answerWriteTimeout))
+		n, err := r.ResponseWriter.Write(piece)
+		written += n
+		r.bytes += n
+		if err != nil {
+			return written, err
+		}
+		b = b[n:]
+	}
+	return written, nil
+}
+
+// answerWriteTimeout is how long a piece of an answer (answerPiece) may take to be written;
+// a variable for tests.
+var answerWriteTimeout = 30 * time.Second
+
+// answerPiece is the most of an answer written under one deadline: 64 KiB in 30 s is about
+// 17 kbit/s, below any client that reads.
+const answerPiece = 64 << 10
+
+// writeDeadliner is the server's writer under w that takes write deadlines (as
+// http.ResponseController finds it, without its allocation), or nil.
+func writeDeadliner(w http.ResponseWriter) interface{ SetWriteDeadline(time.Time) error } {
+	for {
+		switch t := w.(type) {
+		case interface{ SetWriteDeadline(time.Time) error }:
+			return t
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return nil
+		}
+	}
 }
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
