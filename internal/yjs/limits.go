@@ -77,8 +77,8 @@ var (
 	ErrTooManyPending = fmt.Errorf("%w: waiting for updates not received", ErrTooLarge)
 )
 
-// ErrForeignClient is the refusal of an untrusted update that adds structs of a client id
-// Limits.MayWrite refuses.
+// ErrForeignClient is the refusal of an untrusted update that adds structs, or deletes clocks
+// not held yet, of a client id Limits.MayWrite refuses.
 var ErrForeignClient = errors.New("yjs: the update writes structs of another writer's client")
 
 // Applied is what ApplyUntrusted did.
