@@ -23,21 +23,22 @@ func editors(_ context.Context, token, org, doc, editor string) (Grant, error) {
 	return Grant{}, &DeniedError{Reason: "Token is malformed."}
 }
 
-// A writer cannot write under another user's client id: a real y-websocket client announces its
-// id in awareness when it connects, and an update of another user that adds structs under it
-// (at the clocks the client writes next, which would make the room and every peer drop the
-// client's next edit as already held) is refused with 4403 and changes nothing, during the
-// client's connection and after it; the client's own edits all arrive. The same user's other
-// connection (another tab) may, and the other user's own edits go through.
-func TestAnotherUsersClientIDIsNotWritten(t *testing.T) {
+// editorsServer is a hub whose tokens are editors (editors) with cfg's limits, its log and its
+// live-sync URL.
+func editorsServer(t *testing.T, cfg Config) (*Hub, *memLog, string) {
+	t.Helper()
 	log := &memLog{}
-	h := New(Config{Log: log, Authorize: editors, Prefix: "/v2/crdt/sync/", Poll: 20 * time.Millisecond, Idle: time.Minute})
+	cfg.Log, cfg.Authorize, cfg.Prefix, cfg.Poll, cfg.Idle = log, editors, "/v2/crdt/sync/", 20*time.Millisecond, time.Minute
+	h := New(cfg)
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() { srv.Close(); h.Close() })
-	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v2/crdt/sync/"
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-	defer cancel()
+	return h, log, "ws" + strings.TrimPrefix(srv.URL, "http") + "/v2/crdt/sync/"
+}
 
+// aliceWrites connects a real y-websocket client as alice, has it write "alice", and returns
+// it with its view (its state vector names its client id).
+func aliceWrites(t *testing.T, ctx context.Context, url string) (*yjstest.Client, yjstest.View) {
+	t.Helper()
 	alice := yjstest.StartClient(t, url, "o/d/e", "editor-alice")
 	if _, err := alice.Next(ctx, "synced"); err != nil {
 		t.Fatal(err)
@@ -45,11 +46,38 @@ func TestAnotherUsersClientIDIsNotWritten(t *testing.T) {
 	if err := alice.Send(map[string]any{"cmd": "insertText", "root": "content", "index": 0, "text": "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	roots := []yjstest.Root{{Name: "content", Kind: "text"}}
-	view, err := alice.View(ctx, roots)
+	view, err := alice.View(ctx, []yjstest.Root{{Name: "content", Kind: "text"}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return alice, view
+}
+
+// storedText is the text of o/d/e as the log holds it.
+func storedText(t *testing.T, ctx context.Context, log *memLog) string {
+	t.Helper()
+	parts, _, _ := log.Load(ctx, "o/d/e")
+	d := yjs.NewDoc()
+	for _, p := range parts {
+		if err := d.Apply(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d.JSON("content", yjs.Text).(string)
+}
+
+// A writer cannot write under another user's client id: a real y-websocket client announces its
+// id in awareness when it connects, and an update of another user that adds structs under it
+// (at the clocks the client writes next, which would make the room and every peer drop the
+// client's next edit as already held) is refused with 4403 and changes nothing, during the
+// client's connection and after it; the client's own edits all arrive. The same user's other
+// connection (another tab) may, and the other user's own edits go through.
+func TestAnotherUsersClientIDIsNotWritten(t *testing.T) {
+	_, log, url := editorsServer(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+
+	alice, view := aliceWrites(t, ctx, url)
 	if len(view.StateVector) != 1 {
 		t.Fatalf("alice's state vector %v", view.StateVector)
 	}
@@ -57,16 +85,7 @@ func TestAnotherUsersClientIDIsNotWritten(t *testing.T) {
 	for id := range view.StateVector {
 		client, _ = strconv.ParseUint(id, 10, 64)
 	}
-	stored := func() string {
-		parts, _, _ := log.Load(ctx, "o/d/e")
-		d := yjs.NewDoc()
-		for _, p := range parts {
-			if err := d.Apply(p); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return d.JSON("content", yjs.Text).(string)
-	}
+	stored := func() string { return storedText(t, ctx, log) }
 	eventually(t, "alice's edit stored", func() bool { return stored() == "alice" })
 
 	// mallory writes under alice's id at alice's next clock: refused, nothing stored.
@@ -142,41 +161,17 @@ func TestAnotherUsersClientIDIsNotWritten(t *testing.T) {
 // since. Refused with 4403; the real y-websocket client's next edit is stored and reaches a
 // peer whole. Deleting the text the client wrote stays an ordinary edit.
 func TestAnotherUsersNextClocksAreNotDeleted(t *testing.T) {
-	log := &memLog{}
-	h := New(Config{Log: log, Authorize: editors, Prefix: "/v2/crdt/sync/", Poll: 20 * time.Millisecond, Idle: time.Minute})
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() { srv.Close(); h.Close() })
-	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v2/crdt/sync/"
+	_, log, url := editorsServer(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 
-	alice := yjstest.StartClient(t, url, "o/d/e", "editor-alice")
-	if _, err := alice.Next(ctx, "synced"); err != nil {
-		t.Fatal(err)
-	}
-	if err := alice.Send(map[string]any{"cmd": "insertText", "root": "content", "index": 0, "text": "alice"}); err != nil {
-		t.Fatal(err)
-	}
-	roots := []yjstest.Root{{Name: "content", Kind: "text"}}
-	view, err := alice.View(ctx, roots)
-	if err != nil {
-		t.Fatal(err)
-	}
+	alice, view := aliceWrites(t, ctx, url)
 	var client, clock uint64
 	for id, c := range view.StateVector {
 		client, _ = strconv.ParseUint(id, 10, 64)
 		clock = c
 	}
-	stored := func() string {
-		parts, _, _ := log.Load(ctx, "o/d/e")
-		d := yjs.NewDoc()
-		for _, p := range parts {
-			if err := d.Apply(p); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return d.JSON("content", yjs.Text).(string)
-	}
+	stored := func() string { return storedText(t, ctx, log) }
 	eventually(t, "alice's edit stored", func() bool { return stored() == "alice" })
 	peer := dial(t, url+"o/d/e", "editor-bob")
 	eventually(t, "bob has the text", func() bool { return peer.text() == "alice" })
@@ -207,12 +202,7 @@ func TestAnotherUsersNextClocksAreNotDeleted(t *testing.T) {
 // not kept: else a writer who fills the room's presence (its own states, up to the room's
 // bytes) leaves every client announced after it unclaimed, and writes under their ids.
 func TestClientIDIsClaimedWhenPresenceIsFull(t *testing.T) {
-	log := &memLog{}
-	h := New(Config{Log: log, Authorize: editors, Prefix: "/v2/crdt/sync/", Poll: 20 * time.Millisecond, Idle: time.Minute,
-		MaxAwarenessRoom: 8 << 10})
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() { srv.Close(); h.Close() })
-	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v2/crdt/sync/"
+	_, log, url := editorsServer(t, Config{MaxAwarenessRoom: 8 << 10})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -253,11 +243,7 @@ func TestClientIDIsClaimedWhenPresenceIsFull(t *testing.T) {
 // ids of users gone from the room that hold nothing in the document are forgotten once the
 // claims pass claimsKept; an id that wrote stays its user's after the user left.
 func TestClaimsOfGoneReadersAreForgotten(t *testing.T) {
-	log := &memLog{}
-	h := New(Config{Log: log, Authorize: editors, Prefix: "/v2/crdt/sync/", Poll: 20 * time.Millisecond, Idle: time.Minute})
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() { srv.Close(); h.Close() })
-	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v2/crdt/sync/"
+	h, log, url := editorsServer(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
