@@ -137,30 +137,36 @@ func TestApplyStopsWhenTheCallerIsGone(t *testing.T) {
 	}
 }
 
+// clientOneWrites is client 1's first edit ("mine") and its next ("mine, more"), and a room
+// that holds the first.
+func clientOneWrites(t *testing.T) (first, next []byte, room *Doc) {
+	t.Helper()
+	a := NewDocWithClient(1)
+	first, err := a.Replace("content", Text, "mine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next, err = a.Replace("content", Text, "mine, more"); err != nil {
+		t.Fatal(err)
+	}
+	room = NewDoc()
+	mustApply(t, room, first)
+	return first, next, room
+}
+
+// notOne are limits whose MayWrite refuses client 1.
+var notOne = Limits{MayWrite: func(c uint64) bool { return c != 1 }}
+
 // MayWrite refuses an update that adds structs of a client it refuses, whole (the other
 // client's structs in it are not taken either), before anything changes; structs the
 // document holds already may come along with anyone's update (a client's sync step 2 carries
 // everything the server lacks, others' structs it holds included).
 func TestMayWriteRefusesAnotherWritersClient(t *testing.T) {
-	a, other := NewDocWithClient(1), NewDocWithClient(9)
-	first, err := a.Replace("content", Text, "mine")
-	if err != nil {
-		t.Fatal(err)
-	}
-	next, err := a.Replace("content", Text, "mine, more")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := other.Apply(first); err != nil {
-		t.Fatal(err)
-	}
+	first, next, room := clientOneWrites(t)
+	other := NewDocWithClient(9)
+	mustApply(t, other, first)
 	theirs, err := other.Replace("content", Text, "mine, theirs")
 	if err != nil {
-		t.Fatal(err)
-	}
-	notOne := Limits{MayWrite: func(c uint64) bool { return c != 1 }}
-	room := NewDoc()
-	if err := room.Apply(first); err != nil {
 		t.Fatal(err)
 	}
 	before := dump(room)
@@ -213,20 +219,7 @@ func deleteOnly(client uint64, ranges ...[2]uint64) []byte {
 // the document holds of any client stays allowed (deleting another's text is an edit), and
 // so do deletions the document has waiting already (a peer's sync step 2 carries its own).
 func TestMayWriteRefusesDeletingAnotherWritersNextClocks(t *testing.T) {
-	a := NewDocWithClient(1)
-	first, err := a.Replace("content", Text, "mine")
-	if err != nil {
-		t.Fatal(err)
-	}
-	next, err := a.Replace("content", Text, "mine, more")
-	if err != nil {
-		t.Fatal(err)
-	}
-	notOne := Limits{MayWrite: func(c uint64) bool { return c != 1 }}
-	room := NewDoc()
-	if err := room.Apply(first); err != nil {
-		t.Fatal(err)
-	}
+	_, next, room := clientOneWrites(t)
 	before := dump(room)
 	for name, u := range map[string][]byte{
 		"client 1's next clocks":       deleteOnly(1, [2]uint64{4, 1 << 20}),
@@ -287,7 +280,6 @@ func TestMayWriteTakesStructsWaitingAlready(t *testing.T) {
 	if !room.Pending() {
 		t.Fatal("client 1's struct does not wait")
 	}
-	notOne := Limits{MayWrite: func(c uint64) bool { return c != 1 }}
 	if _, err := room.ApplyUntrusted(context.Background(), waiting, notOne); err != nil {
 		t.Fatalf("structs waiting already: %v", err)
 	}

@@ -66,6 +66,32 @@ func storedText(t *testing.T, ctx context.Context, log *memLog) string {
 	return d.JSON("content", yjs.Text).(string)
 }
 
+// spoofOf is a frame that writes "alice, says mallory" under client's id at its next clock,
+// made on the document the log holds.
+func spoofOf(t *testing.T, ctx context.Context, log *memLog, client uint64) []byte {
+	t.Helper()
+	parts, _, _ := log.Load(ctx, "o/d/e")
+	d := yjs.NewDocWithClient(client)
+	for _, p := range parts {
+		if err := d.Apply(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, err := d.Replace("content", yjs.Text, "alice, says mallory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return yjs.SyncFrame(yjs.SyncUpdate, u)
+}
+
+// refusedAsForeign waits for the server to close ws with 4403 and errForeignClient's reason.
+func refusedAsForeign(t *testing.T, ws *websocket.Conn, what string) {
+	t.Helper()
+	if code, reason := closedWith(t, ws); code != statusDenied || reason != errForeignClient.Error() {
+		t.Fatalf("%s: closed with %d %q, want %d %q", what, code, reason, statusDenied, errForeignClient)
+	}
+}
+
 // A writer cannot write under another user's client id: a real y-websocket client announces its
 // id in awareness when it connects, and an update of another user that adds structs under it
 // (at the clocks the client writes next, which would make the room and every peer drop the
@@ -89,29 +115,14 @@ func TestAnotherUsersClientIDIsNotWritten(t *testing.T) {
 	eventually(t, "alice's edit stored", func() bool { return stored() == "alice" })
 
 	// mallory writes under alice's id at alice's next clock: refused, nothing stored.
-	spoof := func() []byte {
-		parts, _, _ := log.Load(ctx, "o/d/e")
-		d := yjs.NewDocWithClient(client)
-		for _, p := range parts {
-			if err := d.Apply(p); err != nil {
-				t.Fatal(err)
-			}
-		}
-		u, err := d.Replace("content", yjs.Text, "alice, says mallory")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return yjs.SyncFrame(yjs.SyncUpdate, u)
-	}
+	spoof := func() []byte { return spoofOf(t, ctx, log, client) }
 	refused := func(name string) {
 		t.Helper()
 		ws := rawDial(t, url+"o/d/e", "editor-mallory")
 		if err := ws.Write(ctx, websocket.MessageBinary, spoof()); err != nil {
 			t.Fatal(err)
 		}
-		if code, reason := closedWith(t, ws); code != statusDenied || reason != errForeignClient.Error() {
-			t.Fatalf("%s: closed with %d %q, want %d %q", name, code, reason, statusDenied, errForeignClient)
-		}
+		refusedAsForeign(t, ws, name)
 	}
 	refused("while alice is connected")
 	if err := alice.Send(map[string]any{"cmd": "insertText", "root": "content", "index": 5, "text": " again"}); err != nil {
@@ -189,9 +200,7 @@ func TestAnotherUsersNextClocksAreNotDeleted(t *testing.T) {
 	}
 	eventually(t, "alice's second edit stored", func() bool { return stored() == "alice again" })
 	eventually(t, "bob has alice's second edit", func() bool { return peer.text() == "alice again" })
-	if code, reason := closedWith(t, ws); code != statusDenied || reason != errForeignClient.Error() {
-		t.Fatalf("closed with %d %q, want %d %q", code, reason, statusDenied, errForeignClient)
-	}
+	refusedAsForeign(t, ws, "deleting alice's next clocks")
 
 	// bob deletes alice's text: an edit like any other.
 	peer.edit("again")
@@ -216,24 +225,11 @@ func TestClientIDIsClaimedWhenPresenceIsFull(t *testing.T) {
 	alice.edit("alice")
 	eventually(t, "alice's edit stored", func() bool { return log.count("o/d/e") == 1 })
 
-	parts, _, _ := log.Load(ctx, "o/d/e")
-	d := yjs.NewDocWithClient(client)
-	for _, p := range parts {
-		if err := d.Apply(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	spoof, err := d.Replace("content", yjs.Text, "alice, says mallory")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ws := rawDial(t, url+"o/d/e", "editor-mallory")
-	if err := ws.Write(ctx, websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, spoof)); err != nil {
+	if err := ws.Write(ctx, websocket.MessageBinary, spoofOf(t, ctx, log, client)); err != nil {
 		t.Fatal(err)
 	}
-	if code, reason := closedWith(t, ws); code != statusDenied || reason != errForeignClient.Error() {
-		t.Fatalf("closed with %d %q, want %d %q", code, reason, statusDenied, errForeignClient)
-	}
+	refusedAsForeign(t, ws, "mallory under alice's id")
 	alice.edit("alice again")
 	eventually(t, "alice's second edit reaches mallory's other connection", func() bool { return mallory.text() == "alice again" })
 }
@@ -279,22 +275,9 @@ func TestClaimsOfGoneReadersAreForgotten(t *testing.T) {
 	eventually(t, "the readers' claims forgotten", func() bool { return h.Conns() == 0 && claims() <= claimsKept })
 
 	// alice's id, which wrote, is still hers.
-	parts, _, _ := log.Load(ctx, "o/d/e")
-	d := yjs.NewDocWithClient(client)
-	for _, p := range parts {
-		if err := d.Apply(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	spoof, err := d.Replace("content", yjs.Text, "alice, says mallory")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ws := rawDial(t, url+"o/d/e", "editor-mallory")
-	if err := ws.Write(ctx, websocket.MessageBinary, yjs.SyncFrame(yjs.SyncUpdate, spoof)); err != nil {
+	if err := ws.Write(ctx, websocket.MessageBinary, spoofOf(t, ctx, log, client)); err != nil {
 		t.Fatal(err)
 	}
-	if code, reason := closedWith(t, ws); code != statusDenied || reason != errForeignClient.Error() {
-		t.Fatalf("closed with %d %q, want %d %q", code, reason, statusDenied, errForeignClient)
-	}
+	refusedAsForeign(t, ws, "mallory under alice's id")
 }
